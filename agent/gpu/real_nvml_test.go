@@ -1,0 +1,43 @@
+//go:build nvml && cgo
+
+package gpu
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// TestRealNVML reads the machine's GPUs through libnvidia-ml (make test-gpu).
+// It skips, saying why, where there is no driver.
+func TestRealNVML(t *testing.T) {
+	r, err := Open()
+	if errors.Is(err, ErrNoDriver) {
+		t.Skipf("SKIP: no NVIDIA driver on this machine: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	devs, err := r.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) == 0 {
+		t.Skip("SKIP: NVML loaded but reports 0 GPUs")
+	}
+	samples, err := r.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != len(devs) {
+		t.Fatalf("got %d samples for %d devices", len(samples), len(devs))
+	}
+	for i, s := range samples {
+		t.Logf("GPU %d %s %s: util %d%%, memory %d/%d MiB, %.1f W, %d C, pids %v",
+			s.Index, s.UUID, s.Name, s.UtilPercent, s.MemoryUsedBytes>>20, s.MemoryTotalBytes>>20, s.PowerWatts, s.TemperatureC, s.PIDs)
+		if s.UUID != devs[i].UUID || s.MemoryTotalBytes == 0 || s.UtilPercent > 100 {
+			t.Errorf("GPU %d sample implausible: %+v", i, s)
+		}
+	}
+}
