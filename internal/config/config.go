@@ -1,0 +1,277 @@
+// Package config is the burst.yaml schema: defaults, a strict loader (unknown
+// keys are errors) and one Validate that reports every problem with its YAML
+// path and line.
+//
+// Load order: Default(), then the YAML file (strict), then environment
+// overrides (ApplyEnv), then Validate.
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Capacity says where a class's instances come from.
+type Capacity string
+
+// The capacity choices of a node class.
+const (
+	CapacitySpot             Capacity = "spot"
+	CapacityOnDemand         Capacity = "on-demand"
+	CapacitySpotThenOnDemand Capacity = "spot-then-on-demand"
+)
+
+// AnyInstanceType in a class's instance_types means "every catalog type with
+// the class's GPU shape".
+const AnyInstanceType = "any"
+
+// Config is the whole of burst.yaml.
+type Config struct {
+	Cluster  Cluster  `yaml:"cluster"`
+	Slurm    Slurm    `yaml:"slurm"`
+	Classes  []Class  `yaml:"classes"`
+	Network  Network  `yaml:"network"`
+	Image    Image    `yaml:"image"`
+	FSx      FSx      `yaml:"fsx"`
+	Sizer    Sizer    `yaml:"sizer"`
+	Agent    Agent    `yaml:"agent"`
+	Teardown Teardown `yaml:"teardown"`
+	Budgets  []Budget `yaml:"budgets"`
+	Log      Log      `yaml:"log"`
+
+	// Source is the file the configuration was loaded from ("" for defaults).
+	Source string `yaml:"-"`
+	lines  map[string]int
+}
+
+// Cluster names the cluster and where it runs.
+type Cluster struct {
+	Name   string `yaml:"name"`   // tag value on every instance; [a-z0-9-], 1-40 chars
+	Region string `yaml:"region"` // AWS region, e.g. us-east-1
+	// EC2Endpoint overrides the EC2 API endpoint (the built-in emulator in the
+	// demo and tests; a VPC endpoint in production). Empty: the SDK default.
+	EC2Endpoint string `yaml:"ec2_endpoint"`
+	// TagKey is the tag that marks burst's instances; its value is Name.
+	TagKey string `yaml:"tag_key"`
+}
+
+// Slurm says where Slurm is and which partitions burst owns.
+type Slurm struct {
+	BinDir     string      `yaml:"bin_dir"`     // scontrol, squeue, sinfo; called by absolute path
+	SbinDir    string      `yaml:"sbin_dir"`    // slurmd on nodes
+	ConfDir    string      `yaml:"conf_dir"`    // where slurm.conf, burst.conf, gres.conf, cli_filter.lua live
+	Controller string      `yaml:"controller"`  // address nodes use to reach slurmctld
+	BurstBin   string      `yaml:"burst_bin"`   // where burst-resume etc. are installed
+	Partitions []Partition `yaml:"partitions"`  // partitions burst owns
+	GresFiles  string      `yaml:"gpu_devices"` // GPU device path prefix for gres.conf File= (default /dev/nvidia)
+	// GresAutodetect: "nvml" (real nodes) or "off" (File= lines, for fake devices).
+	GresAutodetect string `yaml:"gres_autodetect"`
+
+	ResumeTimeout  Duration `yaml:"resume_timeout"`
+	SuspendTimeout Duration `yaml:"suspend_timeout"`
+	// SuspendTime is only a safety net: burst releases nodes at job end.
+	SuspendTime Duration `yaml:"suspend_time"`
+	ResumeRate  int      `yaml:"resume_rate"`  // nodes per minute, 0 = unlimited
+	SuspendRate int      `yaml:"suspend_rate"` // nodes per minute, 0 = unlimited
+	TreeWidth   int      `yaml:"tree_width"`
+	// PrologWait makes PrologSlurmctld wait for the job's nodes so Slurm
+	// launches the batch job as soon as they register (not on its 30 s pass).
+	PrologWait bool `yaml:"prolog_wait"`
+	// SetNodeAddr makes burst-resume tell Slurm each node's address; off when
+	// cloud_reg_addrs lets registration do it.
+	SetNodeAddr bool `yaml:"set_node_addr"`
+	// CliFilter enables submission-time sizing through cli_filter.lua.
+	CliFilter bool `yaml:"cli_filter"`
+}
+
+// Partition is a Slurm partition burst owns.
+type Partition struct {
+	Name    string   `yaml:"name"`
+	Default bool     `yaml:"default"`
+	Classes []string `yaml:"classes"` // empty: all classes
+	MaxTime string   `yaml:"max_time"`
+}
+
+// Class is a pool of identical-enough cloud nodes.
+type Class struct {
+	Name          string   `yaml:"name"`
+	GPUModel      string   `yaml:"gpu_model"`
+	GPUsPerNode   int      `yaml:"gpus_per_node"`
+	MaxNodes      int      `yaml:"max_nodes"`
+	InstanceTypes []string `yaml:"instance_types"` // or ["any"]
+	Capacity      Capacity `yaml:"capacity"`
+	Zones         []string `yaml:"zones"` // availability zones; each needs a subnet
+	// PlacementGroup for multi-node jobs of this class (cluster strategy).
+	PlacementGroup string   `yaml:"placement_group"`
+	Features       []string `yaml:"features"` // extra Slurm features
+	// MemoryHeadroomMiB is kept back from the smallest candidate's memory
+	// for the OS and daemons when declaring RealMemory.
+	MemoryHeadroomMiB int `yaml:"memory_headroom_mib"`
+}
+
+// Network is where instances go.
+type Network struct {
+	Subnets        map[string]string `yaml:"subnets"` // availability zone -> subnet ID
+	SecurityGroups []string          `yaml:"security_groups"`
+}
+
+// Image is what instances boot.
+type Image struct {
+	AMI             string `yaml:"ami"`
+	LaunchTemplate  string `yaml:"launch_template"`
+	InstanceProfile string `yaml:"instance_profile"`
+	KeyName         string `yaml:"key_name"`
+}
+
+// FSx is the FSx for Lustre file system nodes mount.
+type FSx struct {
+	DNSName    string `yaml:"dns_name"`
+	MountName  string `yaml:"mount_name"`
+	MountPoint string `yaml:"mount_point"`
+	// CheckpointDir is the checkpoint root under the mount point.
+	CheckpointDir string `yaml:"checkpoint_dir"`
+	// LocalDir replaces the Lustre mount with a local directory (demo, tests).
+	LocalDir string `yaml:"local_dir"`
+}
+
+// Sizer is the burst-sizer daemon.
+type Sizer struct {
+	Listen    string   `yaml:"listen"`     // address serve listens on
+	URL       string   `yaml:"url"`        // how resume and agents reach it
+	TokenFile string   `yaml:"token_file"` // admin bearer token, 0600
+	StateDir  string   `yaml:"state_dir"`  // SQLite database, caches
+	Timeout   Duration `yaml:"timeout"`    // client timeout for rank calls from resume
+	// ReconcileInterval is how often serve compares instances with Slurm.
+	ReconcileInterval Duration `yaml:"reconcile_interval"`
+}
+
+// Agent configures burst-agent on nodes.
+type Agent struct {
+	ReportInterval Duration `yaml:"report_interval"`
+	IMDSPoll       Duration `yaml:"imds_poll"`
+	// CheckpointGrace bounds the wait for a job to checkpoint after a spot
+	// interruption notice (EC2 gives 2 minutes).
+	CheckpointGrace Duration `yaml:"checkpoint_grace"`
+	// DeadManAfter terminates a node's own instance after it has been down
+	// in Slurm or cut off from the controller this long.
+	DeadManAfter Duration `yaml:"dead_man_after"`
+}
+
+// Teardown says when nodes go away.
+type Teardown struct {
+	ReleaseOnCompletion bool     `yaml:"release_on_completion"`
+	WarmReuse           Duration `yaml:"warm_reuse"` // hand a finished node to a waiting job within this window
+}
+
+// Budget caps one Slurm account's monthly spend.
+type Budget struct {
+	Account    string  `yaml:"account"`
+	MonthlyUSD float64 `yaml:"monthly_usd"`
+}
+
+// Log is where burst writes structured logs.
+type Log struct {
+	File  string `yaml:"file"`
+	Level string `yaml:"level"` // debug, info, warn, error
+}
+
+// Duration is a time.Duration written as "90s", "10m", "1h30m".
+type Duration struct{ time.Duration }
+
+// D returns a Duration.
+func D(d time.Duration) Duration { return Duration{d} }
+
+// UnmarshalYAML parses Go duration syntax, also accepting plain integers as seconds.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a duration such as 90s or 10m", n.Line)}}
+	}
+	s := strings.TrimSpace(n.Value)
+	if s == "" {
+		d.Duration = 0
+		return nil
+	}
+	if v, err := time.ParseDuration(s); err == nil {
+		d.Duration = v
+		return nil
+	}
+	var secs int64
+	if _, err := fmt.Sscanf(s, "%d", &secs); err == nil && fmt.Sprint(secs) == s {
+		d.Duration = time.Duration(secs) * time.Second
+		return nil
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration (write e.g. 90s, 10m, 1h30m)", n.Line, s)}}
+}
+
+// MarshalYAML writes the Go duration syntax.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// Default returns the defaults every burst.yaml starts from.
+func Default() *Config {
+	return &Config{
+		Cluster: Cluster{Region: "us-east-1", TagKey: "burst:cluster"},
+		Slurm: Slurm{
+			BinDir: "/usr/bin", SbinDir: "/usr/sbin", ConfDir: "/etc/slurm", BurstBin: "/usr/local/bin",
+			GresFiles: "/dev/nvidia", GresAutodetect: "nvml",
+			ResumeTimeout: D(10 * time.Minute), SuspendTimeout: D(2 * time.Minute), SuspendTime: D(time.Hour),
+			TreeWidth: 65533, PrologWait: true, CliFilter: true,
+		},
+		FSx:      FSx{MountPoint: "/fsx", CheckpointDir: "checkpoints"},
+		Sizer:    Sizer{Listen: "127.0.0.1:8472", URL: "http://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second)},
+		Agent:    Agent{ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
+		Teardown: Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute)},
+		Log:      Log{File: "/var/log/burst/burst.log", Level: "info"},
+	}
+}
+
+// Class returns the class with the given name.
+func (c *Config) Class(name string) (*Class, bool) {
+	for i := range c.Classes {
+		if c.Classes[i].Name == name {
+			return &c.Classes[i], true
+		}
+	}
+	return nil, false
+}
+
+// ClassOfNode returns the class whose node names include node ("<class>-<n>").
+func (c *Config) ClassOfNode(node string) (*Class, bool) {
+	i := strings.LastIndexByte(node, '-')
+	if i <= 0 {
+		return nil, false
+	}
+	cl, ok := c.Class(node[:i])
+	if !ok {
+		return nil, false
+	}
+	var n int
+	if _, err := fmt.Sscanf(node[i+1:], "%d", &n); err != nil || fmt.Sprint(n) != node[i+1:] || n < 1 || n > cl.MaxNodes {
+		return nil, false
+	}
+	return cl, true
+}
+
+// NodeNames is the hostlist expression of a class's nodes, e.g. "a10g-[1-16]".
+func (cl *Class) NodeNames() string {
+	if cl.MaxNodes == 1 {
+		return cl.Name + "-1"
+	}
+	return fmt.Sprintf("%s-[1-%d]", cl.Name, cl.MaxNodes)
+}
+
+// Budget returns the monthly cap of an account, if any.
+func (c *Config) Budget(account string) (float64, bool) {
+	for _, b := range c.Budgets {
+		if b.Account == account {
+			return b.MonthlyUSD, true
+		}
+	}
+	return 0, false
+}
+
+// Line returns the line of a YAML path such as "classes[0].max_nodes" in the
+// loaded file, or 0 when unknown.
+func (c *Config) Line(path string) int { return c.lines[path] }

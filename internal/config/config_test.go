@@ -1,0 +1,170 @@
+package config
+
+import (
+	"github.com/burst-hpc/burst/internal/catalog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestExampleIsValid(t *testing.T) {
+	cfg, err := Load(filepath.Join("..", "..", "examples", "burst.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Classes) != 4 || cfg.Cluster.Name != "ml-prod" {
+		t.Fatalf("unexpected config: %+v", cfg.Cluster)
+	}
+	cl, ok := cfg.ClassOfNode("a10gx4-8")
+	if !ok || cl.Name != "a10gx4" {
+		t.Fatalf("ClassOfNode(a10gx4-8) = %v %v", cl, ok)
+	}
+	if _, ok := cfg.ClassOfNode("a10gx4-9"); ok {
+		t.Fatal("a10gx4-9 is beyond max_nodes")
+	}
+	if got := cfg.Classes[0].Zones; len(got) != 3 {
+		t.Fatalf("zones default to every subnet zone, got %v", got)
+	}
+	if got := cfg.Classes[1].Candidates(catalog.Default()); len(got) == 0 || got[0].Name != "g5.xlarge" {
+		t.Fatalf("any a10g x1 candidates: %v", got)
+	}
+}
+
+func TestDemoIsValid(t *testing.T) {
+	cfg, err := Parse(DemoYAML, "demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const good = `
+cluster: {name: t, region: us-east-1}
+slurm:
+  controller: 10.0.0.1
+  partitions: [{name: gpu, default: true}]
+classes:
+  - name: a10g
+    gpu_model: a10g
+    gpus_per_node: 1
+    max_nodes: 4
+    instance_types: [g5.xlarge]
+    capacity: spot
+network:
+  subnets: {us-east-1a: subnet-1}
+image: {ami: ami-1}
+`
+
+func TestMinimalValid(t *testing.T) {
+	cfg, err := Parse([]byte(good), "burst.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Slurm.ResumeTimeout.Minutes() != 10 || cfg.Sizer.StateDir != "/var/lib/burst" {
+		t.Fatal("defaults not applied")
+	}
+}
+
+// TestProblems checks that each malformed input gets exactly the expected
+// problems, each with path and line.
+func TestProblems(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want []string // "line:path:substring"
+	}{
+		{"unknown key", strings.Replace(good, "max_nodes: 4", "max_nodes: 4\n    maxnodes: 5", 1),
+			[]string{`11:classes[0].maxnodes:unknown key "maxnodes"`}},
+		{"unknown top-level key with suggestion", good + "budget: []\n", []string{`16:budget:did you mean "budgets"`}},
+		{"bad type", strings.Replace(good, "max_nodes: 4", "max_nodes: lots", 1),
+			[]string{"10:classes[0].max_nodes:wrong type"}},
+		{"negative max nodes", strings.Replace(good, "max_nodes: 4", "max_nodes: -3", 1),
+			[]string{"10:classes[0].max_nodes:at least 1, got -3"}},
+		{"missing subnet", strings.Replace(good, "subnets: {us-east-1a: subnet-1}", "subnets: {}", 1),
+			[]string{"7:classes[0].zones:no subnet for class a10g"}},
+		{"zone without subnet", strings.Replace(good, "capacity: spot", "capacity: spot\n    zones: [us-east-1b]", 1),
+			[]string{`13:classes[0].zones[0]:no subnet for zone "us-east-1b"`}},
+		{"budget without account", good + "budgets:\n  - monthly_usd: 100\n", []string{"17:budgets[0].account:budget without an account"}},
+		{"several at once", strings.NewReplacer("max_nodes: 4", "max_nodes: -1", "capacity: spot", "capacity: cheap", "[g5.xlarge]", "[g5.12xlarge, x1.nothing]").Replace(good),
+			[]string{"10:classes[0].max_nodes:at least 1", "11:classes[0].instance_types[0]:has 4 GPUs", "11:classes[0].instance_types[1]:not in the GPU catalog", `12:classes[0].capacity:"cheap"`}},
+		{"gpu model", strings.Replace(good, "gpu_model: a10g", "gpu_model: a11g", 1),
+			[]string{`8:classes[0].gpu_model:"a11g" is not an NVIDIA GPU model`}},
+		{"duration", strings.Replace(good, "controller: 10.0.0.1", "controller: 10.0.0.1\n  resume_timeout: soon", 1),
+			[]string{`5:slurm.resume_timeout:"soon" is not a duration`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.yaml), "burst.yaml")
+			if err == nil {
+				err = cfg.Validate()
+			}
+			ps, ok := err.(Problems)
+			if !ok {
+				t.Fatalf("want Problems, got %v", err)
+			}
+			if len(ps) != len(tc.want) {
+				t.Fatalf("want %d problems, got %d:\n%v", len(tc.want), len(ps), err)
+			}
+			for _, w := range tc.want {
+				parts := strings.SplitN(w, ":", 3)
+				found := false
+				for _, p := range ps {
+					if p.Path == parts[1] && strings.Contains(p.Msg, parts[2]) && p.String() != "" &&
+						strings.HasPrefix(p.String(), "burst.yaml:"+parts[0]+":") {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("missing problem %q in:\n%v", w, err)
+				}
+			}
+			if !IsInvalid(err) {
+				t.Error("IsInvalid false")
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || IsInvalid(err) {
+		t.Fatalf("missing file: %v", err)
+	}
+	p := filepath.Join(dir, "b.yaml")
+	for body, want := range map[string]string{"": "empty", "a: [": "not valid YAML", "---\na: 1\n---\nb: 2\n": "more than one"} {
+		os.WriteFile(p, []byte(body), 0o600)
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", body, err, want)
+		}
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	cfg, err := Parse([]byte(good), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"BURST_LOG_FILE": "/tmp/x.log", "BURST_EC2_ENDPOINT": "http://127.0.0.1:1"}
+	cfg.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if cfg.Log.File != "/tmp/x.log" || cfg.Cluster.EC2Endpoint != "http://127.0.0.1:1" {
+		t.Fatalf("overrides not applied: %+v %+v", cfg.Log, cfg.Cluster)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("classes: [{name: 1}]"))
+	f.Add([]byte("cluster: &a {name: x}\nslurm: *a"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, "f")
+		if err == nil {
+			_ = cfg.Validate()
+		}
+	})
+}
