@@ -1,0 +1,459 @@
+// Package userdata defines the versioned EC2 user-data document that
+// burst-resume writes into every burst instance and the node bootstrap
+// (internal/bootstrap) reads back at boot.
+//
+// Wire format (version 1): the first line is exactly
+//
+//	#burst-userdata v1
+//
+// followed by one JSON object (the UserData struct, snake_case keys). The
+// whole document must fit EC2's 16 KB user-data limit (counted before base64).
+// cloud-init ignores a part it does not recognise ("#burst-userdata" is not a
+// cloud-init type), so the image may keep cloud-init enabled.
+//
+// Every value is validated against a narrow character set so that nothing a
+// caller puts in user data can change the meaning of a command line, an
+// environment file or a systemd unit: the bootstrap passes values as separate
+// argv elements (never through a shell), and the character sets make that
+// true even for the env files systemd reads.
+package userdata
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Version is the user-data format version this package writes and reads.
+const Version = 1
+
+// headerPrefix starts the first line of every burst user-data document.
+const headerPrefix = "#burst-userdata v"
+
+// Header is the first line (without newline) of a version-1 document.
+var Header = headerPrefix + strconv.Itoa(Version)
+
+// MaxSize is EC2's user-data limit in bytes (raw, before base64).
+const MaxSize = 16 * 1024
+
+// Slurm configuration sources.
+const (
+	// ConfConfigless fetches slurm.conf from slurmctld (`slurmd --conf-server`);
+	// needs SlurmctldParameters=enable_configless on the controller. Production default.
+	ConfConfigless = "configless"
+	// ConfFile reads slurm.conf from a path on the node (a shared file system or
+	// a file baked into the image); `slurmd -f <path>`.
+	ConfFile = "file"
+)
+
+// Defaults applied by Decode (and by Encode before validating) to optional fields.
+const (
+	DefaultSlurmctldPort  = 6817
+	DefaultMungeKeyPath   = "/etc/munge/munge.key"
+	DefaultMungeSocket    = "/run/munge/munge.socket.2"
+	DefaultReportInterval = 15 * time.Second
+)
+
+// UserData is everything a burst node needs to join the cluster.
+type UserData struct {
+	// NodeName is the Slurm node name (slurmd -N).
+	NodeName string `json:"node_name"`
+	// Cluster is the Slurm ClusterName; recorded in logs and agent reports.
+	Cluster string `json:"cluster"`
+	// IssuedAt is when burst-resume launched the instance. The bootstrap starts
+	// slurmd no earlier than IssuedAt + 2 s: a slurmd that registers in the same
+	// wall-clock second as the power-up request is ignored by slurmctld 22.05
+	// ("Still waiting for boot of node") until ResumeTimeout.
+	IssuedAt time.Time `json:"issued_at"`
+	Slurm    Slurm     `json:"slurm"`
+	Munge    Munge     `json:"munge"`
+	FSx      FSx       `json:"fsx"`
+	Agent    Agent     `json:"agent"`
+	// Test is set only by the end-to-end tests; nil in production.
+	Test *Test `json:"test,omitempty"`
+}
+
+// Slurm says how slurmd finds its controller and configuration.
+type Slurm struct {
+	// Controllers are slurmctld host names or IPv4 addresses, primary first.
+	Controllers []string `json:"controllers"`
+	// Port is SlurmctldPort (default 6817).
+	Port int `json:"port,omitempty"`
+	// ConfMode is ConfConfigless (default) or ConfFile.
+	ConfMode string `json:"conf_mode,omitempty"`
+	// ConfPath is the slurm.conf path on the node; required with ConfFile, forbidden otherwise.
+	ConfPath string `json:"conf_path,omitempty"`
+}
+
+// Munge says where the cluster's munge key comes from.
+type Munge struct {
+	// KeySource is an AWS Secrets Manager secret ARN
+	// (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME; SecretBinary holds the
+	// raw key, or SecretString holds it base64-encoded) or, for tests and
+	// images with a baked key, file:///absolute/path. Never the key itself:
+	// user data is readable by anyone who can describe the instance.
+	KeySource string `json:"key_source"`
+	// KeyPath is where the key is installed (default /etc/munge/munge.key).
+	KeyPath string `json:"key_path,omitempty"`
+	// Socket is munged's socket (default /run/munge/munge.socket.2).
+	Socket string `json:"socket,omitempty"`
+}
+
+// FSx describes the shared FSx for Lustre file system.
+type FSx struct {
+	// DNSName is the file system's DNS name (fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com).
+	DNSName string `json:"dns_name"`
+	// MountName is the file system's mount name (DescribeFileSystems LustreConfiguration.MountName).
+	MountName string `json:"mount_name"`
+	// MountPoint is the local directory it is mounted on (e.g. /fsx).
+	MountPoint string `json:"mount_point"`
+	// CheckpointRoot is created at boot; jobs and the agent make per-job
+	// directories below it. It must be inside MountPoint.
+	CheckpointRoot string `json:"checkpoint_root"`
+}
+
+// Agent holds burst-agent's settings.
+type Agent struct {
+	// SizerURL is burst-sizer's base URL (http or https).
+	SizerURL string `json:"sizer_url"`
+	// Credential is this node's bearer token for the sizer API.
+	Credential string `json:"credential"`
+	// IMDSEndpoint overrides the instance metadata endpoint (tests only; empty in production).
+	IMDSEndpoint string `json:"imds_endpoint,omitempty"`
+	// ReportInterval is how often the agent reports GPU utilisation (default 15s).
+	ReportInterval Duration `json:"report_interval,omitempty"`
+}
+
+// Test holds the switches the end-to-end tests use. Nothing here is set in production.
+type Test struct {
+	// LocalFSDir, when set, replaces the FSx for Lustre mount: the bootstrap
+	// bind-mounts this existing local directory on FSx.MountPoint instead of
+	// running `mount -t lustre`. Several test "instances" given the same
+	// directory share files the way FSx-mounted nodes do.
+	LocalFSDir string `json:"local_fs_dir,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("15s") in JSON.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a Go duration string such as "15s" or "1m30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"15s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"15s\": %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ValidationError lists every problem found in a document, each prefixed with
+// its JSON path.
+type ValidationError struct {
+	Problems []string
+}
+
+func (e *ValidationError) Error() string {
+	return "invalid burst user data: " + strings.Join(e.Problems, "; ")
+}
+
+// ErrNotBurstUserData means the document does not start with the burst header.
+var ErrNotBurstUserData = errors.New("not burst user data")
+
+// UnsupportedVersionError is returned for a well-formed header with a version
+// this build does not understand.
+type UnsupportedVersionError struct {
+	Version int
+}
+
+func (e *UnsupportedVersionError) Error() string {
+	return fmt.Sprintf("unsupported burst user-data version %d (this build reads version %d): "+
+		"build the node image from the same burst release as burst-resume", e.Version, Version)
+}
+
+// Encode validates u (after applying defaults) and renders the document.
+func Encode(u UserData) ([]byte, error) {
+	u.ApplyDefaults()
+	if err := u.Validate(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(u)
+	if err != nil {
+		return nil, fmt.Errorf("encoding user data: %w", err)
+	}
+	var b bytes.Buffer
+	b.WriteString(Header)
+	b.WriteByte('\n')
+	b.Write(body)
+	b.WriteByte('\n')
+	if b.Len() > MaxSize {
+		return nil, fmt.Errorf("encoding user data: %d bytes exceeds EC2's %d-byte limit; shorten the controller list or paths", b.Len(), MaxSize)
+	}
+	return b.Bytes(), nil
+}
+
+// Decode parses and validates a document. Unknown JSON fields, a missing or
+// different header, trailing data and every invalid or missing field are
+// errors; all field problems are reported together in a *ValidationError.
+func Decode(data []byte) (UserData, error) {
+	var u UserData
+	if len(data) > MaxSize {
+		return u, fmt.Errorf("decoding user data: %d bytes exceeds EC2's %d-byte limit", len(data), MaxSize)
+	}
+	line, rest, _ := bytes.Cut(data, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if !bytes.HasPrefix(line, []byte(headerPrefix)) {
+		first := string(line)
+		if len(first) > 40 {
+			first = first[:40] + "..."
+		}
+		return u, fmt.Errorf("decoding user data: %w: first line is %q, want %q", ErrNotBurstUserData, first, Header)
+	}
+	v, err := strconv.Atoi(string(line[len(headerPrefix):]))
+	if err != nil || v < 1 {
+		return u, fmt.Errorf("decoding user data: %w: malformed header %q, want %q", ErrNotBurstUserData, line, Header)
+	}
+	if v != Version {
+		return u, fmt.Errorf("decoding user data: %w", &UnsupportedVersionError{Version: v})
+	}
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&u); err != nil {
+		return UserData{}, fmt.Errorf("decoding user data JSON after the header: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return UserData{}, errors.New("decoding user data: trailing data after the JSON object")
+	}
+	u.ApplyDefaults()
+	if err := u.Validate(); err != nil {
+		return UserData{}, err
+	}
+	return u, nil
+}
+
+// ApplyDefaults fills optional fields left empty.
+func (u *UserData) ApplyDefaults() {
+	if u.Slurm.Port == 0 {
+		u.Slurm.Port = DefaultSlurmctldPort
+	}
+	if u.Slurm.ConfMode == "" {
+		u.Slurm.ConfMode = ConfConfigless
+	}
+	if u.Munge.KeyPath == "" {
+		u.Munge.KeyPath = DefaultMungeKeyPath
+	}
+	if u.Munge.Socket == "" {
+		u.Munge.Socket = DefaultMungeSocket
+	}
+	if u.Agent.ReportInterval == 0 {
+		u.Agent.ReportInterval = Duration(DefaultReportInterval)
+	}
+}
+
+var (
+	// Slurm node and cluster names: conservative subset of what Slurm accepts.
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+	// RFC 1123 host names (also matches dotted IPv4).
+	hostRE = regexp.MustCompile(`^(?i:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.(?i:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?))*$`)
+	// FSx for Lustre mount names (FSx API pattern).
+	mountNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,8}$`)
+	// Absolute paths: safe characters only.
+	pathRE = regexp.MustCompile(`^/[A-Za-z0-9_.@+/-]*$`)
+	// Bearer tokens: RFC 6750 b64token characters.
+	credRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=-]{16,512}$`)
+	// arn:aws[-partition]:secretsmanager:region:account:secret:name
+	secretARNRE = regexp.MustCompile(`^arn:aws(-[a-z]+)*:secretsmanager:([a-z]{2}(-[a-z]+)+-[0-9]):([0-9]{12}):secret:([A-Za-z0-9/_+=.@-]{1,512})$`)
+	// URL characters allowed in sizer and IMDS URLs (no quotes, spaces, shell metacharacters).
+	urlCharsRE = regexp.MustCompile(`^[A-Za-z0-9._~:/?#\[\]@%+=,-]+$`)
+)
+
+// Validate reports every problem with its JSON path. It does not apply defaults.
+func (u *UserData) Validate() error {
+	var p []string
+	add := func(field, format string, args ...any) {
+		p = append(p, field+": "+fmt.Sprintf(format, args...))
+	}
+	name := func(field, v string) {
+		switch {
+		case v == "":
+			add(field, "missing")
+		case !nameRE.MatchString(v):
+			add(field, "%q is not a valid name (letters, digits, '_', '.', '-'; at most 63; starts with a letter or digit)", v)
+		}
+	}
+	absPath := func(field, v string, required bool) {
+		switch {
+		case v == "":
+			if required {
+				add(field, "missing")
+			}
+		case !pathRE.MatchString(v):
+			add(field, "%q must be an absolute path of letters, digits and _ . @ + / -", v)
+		case path.Clean(v) != v || v == "/":
+			add(field, "%q is not a clean absolute path below / (want %q)", v, path.Clean(v))
+		}
+	}
+	name("node_name", u.NodeName)
+	name("cluster", u.Cluster)
+	if u.IssuedAt.IsZero() {
+		add("issued_at", "missing (RFC 3339 time burst-resume launched the instance)")
+	}
+
+	// slurm
+	if len(u.Slurm.Controllers) == 0 {
+		add("slurm.controllers", "missing (at least one slurmctld host name or IPv4 address)")
+	}
+	if len(u.Slurm.Controllers) > 8 {
+		add("slurm.controllers", "%d controllers, at most 8", len(u.Slurm.Controllers))
+	}
+	for i, c := range u.Slurm.Controllers {
+		f := fmt.Sprintf("slurm.controllers[%d]", i)
+		if c == "" {
+			add(f, "empty")
+		} else if ip := net.ParseIP(c); ip != nil && ip.To4() == nil {
+			add(f, "%q: IPv6 controller addresses are not supported; use a host name", c)
+		} else if len(c) > 253 || !hostRE.MatchString(c) {
+			add(f, "%q is not a host name or IPv4 address", c)
+		}
+	}
+	if u.Slurm.Port < 1 || u.Slurm.Port > 65535 {
+		add("slurm.port", "%d is not a TCP port (1-65535)", u.Slurm.Port)
+	}
+	switch u.Slurm.ConfMode {
+	case ConfConfigless:
+		if u.Slurm.ConfPath != "" {
+			add("slurm.conf_path", "set with conf_mode %q; remove it or use conf_mode %q", ConfConfigless, ConfFile)
+		}
+	case ConfFile:
+		absPath("slurm.conf_path", u.Slurm.ConfPath, true)
+	default:
+		add("slurm.conf_mode", "%q is not %q or %q", u.Slurm.ConfMode, ConfConfigless, ConfFile)
+	}
+
+	// munge
+	switch src := u.Munge.KeySource; {
+	case src == "":
+		add("munge.key_source", "missing (a Secrets Manager secret ARN or file:///path)")
+	case strings.HasPrefix(src, "file://"):
+		absPath("munge.key_source", strings.TrimPrefix(src, "file://"), true)
+	case strings.HasPrefix(src, "arn:"):
+		if !secretARNRE.MatchString(src) {
+			add("munge.key_source", "%q is not a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME)", src)
+		}
+	default:
+		add("munge.key_source", "%q: want arn:aws:secretsmanager:... or file:///path", src)
+	}
+	absPath("munge.key_path", u.Munge.KeyPath, true)
+	absPath("munge.socket", u.Munge.Socket, true)
+
+	// fsx
+	switch d := u.FSx.DNSName; {
+	case d == "":
+		add("fsx.dns_name", "missing")
+	case len(d) > 253 || !hostRE.MatchString(d):
+		add("fsx.dns_name", "%q is not a DNS name", d)
+	}
+	switch m := u.FSx.MountName; {
+	case m == "":
+		add("fsx.mount_name", "missing")
+	case !mountNameRE.MatchString(m):
+		add("fsx.mount_name", "%q is not an FSx mount name (1-8 of A-Z a-z 0-9 _ -)", m)
+	}
+	absPath("fsx.mount_point", u.FSx.MountPoint, true)
+	absPath("fsx.checkpoint_root", u.FSx.CheckpointRoot, true)
+	if u.FSx.MountPoint != "" && u.FSx.CheckpointRoot != "" && !isUnder(u.FSx.CheckpointRoot, u.FSx.MountPoint) {
+		add("fsx.checkpoint_root", "%q is not inside fsx.mount_point %q", u.FSx.CheckpointRoot, u.FSx.MountPoint)
+	}
+
+	// agent
+	checkURL := func(field, v string, required bool) {
+		if v == "" {
+			if required {
+				add(field, "missing")
+			}
+			return
+		}
+		if len(v) > 2048 || !urlCharsRE.MatchString(v) {
+			add(field, "%q contains characters not allowed in a URL here", v)
+			return
+		}
+		pu, err := url.Parse(v)
+		switch {
+		case err != nil:
+			add(field, "%q is not a URL: %v", v, err)
+		case pu.Scheme != "http" && pu.Scheme != "https":
+			add(field, "%q: scheme must be http or https", v)
+		case pu.Host == "":
+			add(field, "%q has no host", v)
+		case pu.User != nil:
+			add(field, "%q must not carry user:password; use agent.credential", v)
+		}
+	}
+	checkURL("agent.sizer_url", u.Agent.SizerURL, true)
+	checkURL("agent.imds_endpoint", u.Agent.IMDSEndpoint, false)
+	switch c := u.Agent.Credential; {
+	case c == "":
+		add("agent.credential", "missing")
+	case !credRE.MatchString(c):
+		add("agent.credential", "must be 16-512 characters of A-Z a-z 0-9 . _ ~ + / = - (value not shown)")
+	}
+	if ri := time.Duration(u.Agent.ReportInterval); ri < time.Second || ri > time.Hour {
+		add("agent.report_interval", "%s is outside 1s..1h", ri)
+	}
+
+	if u.Test != nil {
+		absPath("test.local_fs_dir", u.Test.LocalFSDir, true)
+	}
+	if len(p) > 0 {
+		return &ValidationError{Problems: p}
+	}
+	return nil
+}
+
+// ConfServer returns the value for `slurmd --conf-server`: every controller
+// as host:port, comma-separated.
+func (s Slurm) ConfServer() string {
+	parts := make([]string, len(s.Controllers))
+	for i, c := range s.Controllers {
+		parts[i] = net.JoinHostPort(c, strconv.Itoa(s.Port))
+	}
+	return strings.Join(parts, ",")
+}
+
+// SecretARN returns the Secrets Manager ARN and its region when KeySource is an ARN.
+func (m Munge) SecretARN() (arn, region string, ok bool) {
+	sm := secretARNRE.FindStringSubmatch(m.KeySource)
+	if sm == nil {
+		return "", "", false
+	}
+	return m.KeySource, sm[2], true
+}
+
+// KeyFile returns the path when KeySource is file:///path.
+func (m Munge) KeyFile() (string, bool) {
+	if !strings.HasPrefix(m.KeySource, "file://") {
+		return "", false
+	}
+	return strings.TrimPrefix(m.KeySource, "file://"), true
+}
+
+func isUnder(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
