@@ -168,3 +168,30 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestLoadReportsEverything: one run reports unknown keys, wrong types and
+// validation problems together, one per problem, each with path and line.
+func TestLoadReportsEverything(t *testing.T) {
+	body := strings.NewReplacer(
+		"cluster: {name: t, region: us-east-1}", "cluster: {name: t, region: us-east-1, colour: red}",
+		"max_nodes: 4", "max_nodes: -4",
+		"gpus_per_node: 1", "gpus_per_node: one",
+		"subnets: {us-east-1a: subnet-1}", "subnets: {}",
+	).Replace(good) + "budgets:\n  - monthly_usd: 10\n"
+	p := filepath.Join(t.TempDir(), "burst.yaml")
+	os.WriteFile(p, []byte(body), 0o600)
+	_, err := Load(p)
+	ps, ok := err.(Problems)
+	if !ok {
+		t.Fatalf("want Problems, got %v", err)
+	}
+	want := []string{"cluster.colour", "classes[0].zones", "classes[0].gpus_per_node", "classes[0].max_nodes", "budgets[0].account"}
+	if len(ps) != len(want) {
+		t.Fatalf("want %d problems, got:\n%v", len(want), err)
+	}
+	for i, w := range want {
+		if ps[i].Path != w || ps[i].Line == 0 {
+			t.Errorf("problem %d: got %s, want path %s with a line", i, ps[i], w)
+		}
+	}
+}

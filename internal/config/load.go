@@ -96,13 +96,25 @@ func Load(path string) (*Config, error) {
 	if len(data) > MaxFileSize {
 		return nil, Problems{{Source: path, Msg: fmt.Sprintf("file is larger than %d bytes; is this really burst.yaml?", MaxFileSize)}}
 	}
-	cfg, err := Parse(data, path)
-	if err != nil {
-		return nil, err
+	cfg, probs := parse(data, path)
+	if cfg == nil {
+		return nil, probs
 	}
 	cfg.ApplyEnv(os.LookupEnv)
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		bad := map[string]bool{}
+		for _, p := range probs {
+			bad[p.Path] = true
+		}
+		for _, p := range err.(Problems) {
+			if !bad[p.Path] { // a field that failed to decode is reported once
+				probs = append(probs, p)
+			}
+		}
+	}
+	if len(probs) > 0 {
+		sortProblems(probs)
+		return nil, probs
 	}
 	return cfg, nil
 }
@@ -110,6 +122,16 @@ func Load(path string) (*Config, error) {
 // Parse decodes YAML over Default() strictly: unknown keys and wrong types
 // are reported with path and line, all at once. It does not validate.
 func Parse(data []byte, source string) (*Config, error) {
+	cfg, probs := parse(data, source)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return cfg, nil
+}
+
+// parse returns the configuration decoded as far as possible along with the
+// problems found, so Load can report decoding and validation problems at once.
+func parse(data []byte, source string) (*Config, Problems) {
 	cfg := Default()
 	cfg.Source = source
 	var root yaml.Node
@@ -131,22 +153,18 @@ func Parse(data []byte, source string) (*Config, error) {
 		doc = doc.Content[0]
 	}
 	walk(doc, reflect.TypeOf(*cfg), "", source, cfg.lines, &probs)
-	if len(probs) > 0 {
-		return nil, probs
-	}
-	strict := yaml.NewDecoder(bytes.NewReader(data))
-	strict.KnownFields(true)
-	if err := strict.Decode(cfg); err != nil {
+	// unknown keys were reported by walk; decode the rest leniently so
+	// validation can still report everything else in the same run
+	if err := doc.Decode(cfg); err != nil {
 		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			for _, m := range te.Errors {
-				probs = append(probs, typeProblem(m, source, cfg.lines))
-			}
-			return nil, probs
+		if !errors.As(err, &te) {
+			return nil, append(probs, Problem{Source: source, Msg: err.Error()})
 		}
-		return nil, Problems{{Source: source, Msg: err.Error()}}
+		for _, m := range te.Errors {
+			probs = append(probs, typeProblem(m, source, cfg.lines))
+		}
 	}
-	return cfg, nil
+	return cfg, probs
 }
 
 var lineRe = regexp.MustCompile(`^line (\d+): (.*)$`)
@@ -310,4 +328,15 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
 	set("BURST_STATE_DIR", &c.Sizer.StateDir)
 	set("BURST_SIZER_URL", &c.Sizer.URL)
 	set("BURST_EC2_ENDPOINT", &c.Cluster.EC2Endpoint)
+}
+
+// sortProblems orders problems by line, those without a line last.
+func sortProblems(ps Problems) {
+	sort.SliceStable(ps, func(i, j int) bool {
+		li, lj := ps[i].Line, ps[j].Line
+		if li == 0 || lj == 0 {
+			return li != 0 && lj == 0
+		}
+		return li < lj
+	})
 }

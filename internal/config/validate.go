@@ -40,7 +40,7 @@ func (c *Config) ValidateWith(cat *catalog.Catalog) error {
 	v.budgets()
 	v.log()
 	if len(v.probs) > 0 {
-		sort.SliceStable(v.probs, func(i, j int) bool { return v.probs[i].Line < v.probs[j].Line && v.probs[i].Line > 0 })
+		sortProblems(v.probs)
 		return v.probs
 	}
 	return nil
@@ -223,7 +223,7 @@ func (v *validator) classes(cat *catalog.Catalog) {
 			v.add(path+".capacity", "%q: want spot, on-demand or spot-then-on-demand", cl.Capacity)
 		}
 		if len(cl.InstanceTypes) == 0 {
-			v.add(path+".instance_types", "required: a list of EC2 instance types, or [any] for every catalog type with %d x %s", cl.GPUsPerNode, cl.GPUModel)
+			v.add(path+".instance_types", "required: a list of EC2 instance types, or [any] for every catalog type with the class's GPU model and count")
 		}
 		for j, it := range cl.InstanceTypes {
 			ip := fmt.Sprintf("%s.instance_types[%d]", path, j)

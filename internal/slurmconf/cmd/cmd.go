@@ -1,0 +1,139 @@
+// Package cmd is the command line of burst-slurm-conf.
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/slurmconf"
+)
+
+// ErrDrift is returned by check when slurm.conf differs from what burst needs.
+var ErrDrift = errors.New("slurm.conf differs from what burst.yaml needs")
+
+// ExitCode maps an error to the process exit status: 0 ok, 2 invalid
+// configuration or usage, 1 anything else (including drift found by check).
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case config.IsInvalid(err):
+		return 2
+	default:
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+}
+
+type usageError struct{ error }
+
+var configFlag = &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "burst.yaml (default $BURST_CONFIG or " + config.DefaultPath + ")"}
+
+func loadPlan(c *cli.Context) (*config.Config, *slurmconf.Plan, error) {
+	cfg, err := config.Load(config.ResolvePath(c.String("config")))
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := slurmconf.Build(cfg, catalog.Default())
+	return cfg, p, err
+}
+
+// App builds the CLI; output goes to out.
+func App(out io.Writer) *cli.App {
+	return &cli.App{
+		Name:  "burst-slurm-conf",
+		Usage: "write Slurm's configuration for burst's cloud GPU nodes from burst.yaml",
+		Description: "Prints the slurm.conf include on standard output, or with --out writes " +
+			slurmconf.IncludeName + ", " + slurmconf.GresName + " (and " + slurmconf.CliFilterName + ") into a directory.",
+		Writer:          out,
+		HideHelpCommand: true,
+		Flags: []cli.Flag{configFlag,
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the files into `DIR` instead of printing the include"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError{fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())}
+			}
+			cfg, p, err := loadPlan(c)
+			if err != nil {
+				return err
+			}
+			dir := c.String("out")
+			if dir == "" {
+				_, err := out.Write(p.Include())
+				return err
+			}
+			files, err := Files(cfg, p)
+			if err != nil {
+				return err
+			}
+			for name, data := range files {
+				if err := writeAtomic(filepath.Join(dir, name), data); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, name))
+			}
+			return nil
+		},
+		Commands: []*cli.Command{{
+			Name:  "check",
+			Usage: "compare an existing slurm.conf (and its includes) with what burst.yaml needs",
+			Flags: []cli.Flag{configFlag, &cli.StringFlag{Name: "slurm-conf", Value: "/etc/slurm/slurm.conf", Usage: "slurm.conf to check"}},
+			Action: func(c *cli.Context) error {
+				_, p, err := loadPlan(c)
+				if err != nil {
+					return err
+				}
+				es, err := slurmconf.LoadFile(c.String("slurm-conf"))
+				if err != nil {
+					return err
+				}
+				diffs := p.Check(es)
+				for _, d := range diffs {
+					fmt.Fprintln(out, d)
+				}
+				if len(diffs) > 0 {
+					return fmt.Errorf("%w: %d differences (regenerate with burst-slurm-conf --out and Include %s)", ErrDrift, len(diffs), slurmconf.IncludeName)
+				}
+				fmt.Fprintln(out, "slurm.conf has everything burst needs")
+				return nil
+			},
+		}},
+	}
+}
+
+// Files is every file --out writes, by name.
+func Files(cfg *config.Config, p *slurmconf.Plan) (map[string][]byte, error) {
+	files := map[string][]byte{slurmconf.IncludeName: p.Include(), slurmconf.GresName: p.GresConf()}
+	return files, nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
