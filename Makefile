@@ -1,0 +1,72 @@
+# burst: elastic cloud burst for Slurm. `make help` lists the targets.
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+GO ?= go
+BIN ?= bin
+PREFIX ?= /usr/local
+CMDS := resume suspend sizer agent slurm-conf
+LDFLAGS := -s -w
+# the fuzz targets run briefly by `make test` (package:FuzzName)
+FUZZTIME ?= 3s
+
+.PHONY: help deps build test test-unit test-fuzz bench demo install lint image test-gpu generate clean
+
+help: ## list the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+deps: ## install the Debian packages the demo and tests need (as root)
+	@scripts/install-deps.sh
+
+build: ## build the five burst binaries into bin/
+	@mkdir -p $(BIN)
+	@for c in $(CMDS); do \
+	  CGO_ENABLED=$$( [ $$c = agent ] && echo 1 || echo 0 ) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/burst-$$c ./$$c || exit 1; \
+	done
+	@ls -1 $(BIN)
+
+test: deps ## install what is missing, then vet, build, run every test (real Slurm, EC2 emulator) and fuzz briefly
+	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) vet ./internal/... ./resume/... ./suspend/... ./slurm-conf/... ./test/...
+	$(MAKE) build
+	BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
+	$(MAKE) test-fuzz
+
+test-unit: ## tests that need no root and no Slurm daemons (fast)
+	$(GO) test -short ./...
+
+test-fuzz: ## run every fuzz target for FUZZTIME (default 3s)
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/tmp/burst-fuzz.log 2>&1 || { cat /tmp/burst-fuzz.log; exit 1; }; \
+	  done; \
+	done
+
+bench: ## run the benchmarks and print their figures
+	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./... | grep -E 'Benchmark|ok|FAIL|^[a-z]'
+
+demo: deps build ## run the local demo cluster: real Slurm, burst, the EC2 emulator (as root)
+	$(GO) run ./test/demo -bin $(CURDIR)/$(BIN)
+
+install: build ## install the binaries into PREFIX/bin (default /usr/local/bin)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(addprefix $(BIN)/burst-,$(CMDS)) $(DESTDIR)$(PREFIX)/bin/
+
+lint: ## gofmt, go vet, shellcheck, packer fmt
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	shellcheck $$(git ls-files '*.sh')
+	packer fmt -check packer/
+
+image: ## build the node image with Packer (needs AWS credentials; VARS=path/to/vars.pkrvars.hcl)
+	cd packer && packer build $(if $(VARS),-var-file=$(abspath $(VARS)),) .
+
+test-gpu: ## sample the machine's NVIDIA GPUs through NVML (skips, saying so, without a driver)
+	$(GO) test -count=1 -v -run TestRealNVML ./agent/gpu/...
+
+generate: ## regenerate the embedded catalog from ../shared/data
+	$(GO) generate ./internal/catalog
+
+clean: ## remove build output
+	rm -rf $(BIN)

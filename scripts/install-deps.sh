@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what burst's demo and tests need on a fresh Debian machine, and
+# nothing that is already there. Run as root (make demo / make test do).
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have slurmctld || need+=(slurmctld)
+have slurmd || need+=(slurmd)
+have scontrol || need+=(slurm-client)
+have munged || need+=(munge)
+have slurmrestd || need+=(slurmrestd)
+have packer || need+=(packer)
+have shellcheck || need+=(shellcheck)
+have ip || need+=(iproute2)
+have nsenter || need+=(util-linux)
+have perl || need+=(perl)
+have curl || need+=(curl)
+
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing ${need[*]}; run as root (sudo make ...) to install them" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if ! have go; then
+  if [ -x /usr/local/go/bin/go ]; then
+    echo "install-deps: go is at /usr/local/go/bin; add it to PATH" >&2
+  else
+    echo "install-deps: Go 1.26 is required (https://go.dev/dl); not found" >&2
+  fi
+  exit 1
+fi
+echo "install-deps: ok ($(slurmctld -V), $(packer version | head -1), $(go version | cut -d' ' -f3))"
