@@ -195,3 +195,23 @@ func TestLoadReportsEverything(t *testing.T) {
 		}
 	}
 }
+
+func TestResolvePath(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BURST_CONFIG", "")
+	t.Setenv("SLURM_CONF", filepath.Join(dir, "slurm.conf"))
+	if got := ResolvePath(""); got != DefaultPath {
+		t.Fatalf("no burst.yaml beside slurm.conf: got %s", got)
+	}
+	os.WriteFile(filepath.Join(dir, "burst.yaml"), []byte(good), 0o600)
+	if got := ResolvePath(""); got != filepath.Join(dir, "burst.yaml") {
+		t.Fatalf("beside slurm.conf: got %s", got)
+	}
+	t.Setenv("BURST_CONFIG", "/x.yaml")
+	if got := ResolvePath(""); got != "/x.yaml" {
+		t.Fatalf("env: got %s", got)
+	}
+	if got := ResolvePath("/flag.yaml"); got != "/flag.yaml" {
+		t.Fatalf("flag: got %s", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -70,13 +71,21 @@ func IsInvalid(err error) bool {
 }
 
 // ResolvePath picks the configuration file: the flag value, then
-// BURST_CONFIG, then DefaultPath.
+// BURST_CONFIG, then burst.yaml beside $SLURM_CONF (Slurm starts
+// ResumeProgram and SuspendProgram with no arguments but the node list and
+// with SLURM_CONF set), then DefaultPath.
 func ResolvePath(flag string) string {
 	if flag != "" {
 		return flag
 	}
 	if p := os.Getenv("BURST_CONFIG"); p != "" {
 		return p
+	}
+	if sc := os.Getenv("SLURM_CONF"); sc != "" {
+		p := filepath.Join(filepath.Dir(sc), "burst.yaml")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
 	}
 	return DefaultPath
 }
