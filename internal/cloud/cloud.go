@@ -1,0 +1,140 @@
+// Package cloud is burst's provider-neutral view of a compute cloud: the
+// offerings a node can be launched on, the Provider interface that launches,
+// lists and terminates a cluster's instances, and typed errors that the
+// resume program turns into Slurm node reasons.
+//
+// The only implementation today is internal/cloud/ec2 (EC2 CreateFleet).
+package cloud
+
+import (
+	"context"
+	"time"
+)
+
+// CapacityType is the purchase option of an offering.
+type CapacityType string
+
+// The two capacity types burst launches.
+const (
+	Spot     CapacityType = "spot"
+	OnDemand CapacityType = "on-demand"
+)
+
+// Valid reports whether c is Spot or OnDemand.
+func (c CapacityType) Valid() bool { return c == Spot || c == OnDemand }
+
+// Offering is one pool a node can be launched in: instance type x
+// availability zone x capacity type, with its expected hourly price.
+type Offering struct {
+	InstanceType string       // e.g. "g5.xlarge"
+	Zone         string       // availability zone, e.g. "us-east-1a"
+	SubnetID     string       // subnet in Zone; "" lets the provider pick its subnet for Zone
+	Capacity     CapacityType // spot or on-demand
+	PriceUSD     float64      // expected USD per hour; 0 when unknown
+}
+
+// Key identifies the pool ("g5.xlarge/us-east-1a/spot").
+func (o Offering) Key() string {
+	return o.InstanceType + "/" + o.Zone + "/" + string(o.Capacity)
+}
+
+// String is Key.
+func (o Offering) String() string { return o.Key() }
+
+// NodeSpec is one Slurm node to launch.
+type NodeSpec struct {
+	Node    string // Slurm node name, e.g. "gpu-3"
+	JobID   uint32 // Slurm job the node is launched for; 0 when none
+	Account string // Slurm account (budgets)
+	User    string // submitting user
+	Class   string // sizer class of the job
+}
+
+// LaunchRequest asks for one instance per node of one job.
+//
+// Nodes of one request share a job: with AllOrNothing, the provider
+// launches every node in a single zone (and placement group when given) or
+// none. Without it, each node is launched independently.
+type LaunchRequest struct {
+	Cluster   string     // cluster name; must match the provider's (safety check)
+	Nodes     []NodeSpec // at least one
+	Offerings []Offering // ranked best first; at least one
+	// OnDemandFallback adds, after the ranked offerings, an on-demand copy of
+	// every spot offering not already offered on-demand.
+	OnDemandFallback bool
+	// AllOrNothing: every node gets an instance or none is left running.
+	AllOrNothing bool
+	// PlacementGroup is an existing cluster placement group for
+	// all-or-nothing launches; "" for none.
+	PlacementGroup string
+	// Attempt is the resume attempt for these nodes (Slurm may resume a
+	// node again after ResumeTimeout). Together with the node names it makes
+	// the launch idempotent: repeating the same attempt never creates a
+	// second instance.
+	Attempt int
+	// UserData is raw (not base64) user data common to every node of the
+	// request; "" keeps the launch template's. See the ec2 package for how a
+	// node learns its own name.
+	UserData string
+}
+
+// Instance is a cluster instance as the provider sees it.
+type Instance struct {
+	ID           string
+	Node         string // Slurm node name; "" when it cannot be told
+	InstanceType string
+	Zone         string
+	PrivateIP    string
+	State        string // pending, running, shutting-down, terminated, stopping, stopped
+	Capacity     CapacityType
+	LaunchTime   time.Time
+	JobID        uint32
+	Tags         map[string]string
+}
+
+// Live reports whether the instance is pending or running (counts as the
+// node's instance).
+func (i Instance) Live() bool { return i.State == "pending" || i.State == "running" }
+
+// LaunchResult reports what a Launch did.
+type LaunchResult struct {
+	Instances []Instance       // one per launched (or already running) node
+	Failed    map[string]error // node -> why it got no instance (*Error)
+	Tried     []Offering       // offerings attempted, in order
+	Reused    []string         // nodes whose instance already existed (idempotent repeat)
+}
+
+// Provider launches, lists and terminates one cluster's instances.
+type Provider interface {
+	// Launch starts an instance for every node of req. It returns a non-nil
+	// error only when no node got an instance; the error is an *Error when
+	// the cloud said why. Partial results (without AllOrNothing) come back in
+	// LaunchResult.Failed.
+	Launch(ctx context.Context, req LaunchRequest) (LaunchResult, error)
+	// Terminate terminates the live instances of the given nodes and returns
+	// them. Nodes without an instance are ignored.
+	Terminate(ctx context.Context, nodes []string) ([]Instance, error)
+	// TerminateIDs terminates instances by id; ids that no longer exist are
+	// ignored.
+	TerminateIDs(ctx context.Context, ids []string) error
+	// List returns the cluster's instances that are not terminated.
+	List(ctx context.Context) ([]Instance, error)
+}
+
+// Reason formats err as a Slurm node reason: "burst: <what>", at most 120
+// bytes, e.g. "burst: InsufficientInstanceCapacity for g5.xlarge,g6.xlarge
+// spot in us-east-1a".
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := "burst: " + err.Error()
+	if e, ok := AsError(err); ok {
+		s = "burst: " + e.Summary()
+	}
+	const max = 120
+	if len(s) > max {
+		s = s[:max-3] + "..."
+	}
+	return s
+}
