@@ -1,0 +1,78 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// HTTPSink POSTs each batch as JSON to URL with "Authorization: Bearer
+// <token>", the token being the first line of CredentialFile (re-read on
+// every send so a rotated credential is picked up). 2xx is success; 400,
+// 413 and 422 reject the batch for good (ErrRejected); anything else is
+// retried later. It is the agent's default Sink until sizer/client offers
+// one.
+type HTTPSink struct {
+	URL            string
+	CredentialFile string
+	Client         *http.Client // default: 10 s timeout
+}
+
+// Send implements Sink.
+func (h *HTTPSink) Send(ctx context.Context, b Batch) error {
+	body, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encoding report batch: %w: %w", err, ErrRejected)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("building report request for %q: %w", h.URL, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if h.CredentialFile != "" {
+		tok, err := readToken(h.CredentialFile)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	c := h.Client
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("posting reports to %s: %w", h.URL, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	switch {
+	case resp.StatusCode/100 == 2:
+		return nil
+	case resp.StatusCode == 400 || resp.StatusCode == 413 || resp.StatusCode == 422:
+		return fmt.Errorf("posting reports to %s: %s: %s: %w", h.URL, resp.Status, strings.TrimSpace(string(msg)), ErrRejected)
+	case resp.StatusCode == 401 || resp.StatusCode == 403:
+		return fmt.Errorf("posting reports to %s: %s (check the credential in %s): %s", h.URL, resp.Status, h.CredentialFile, strings.TrimSpace(string(msg)))
+	default:
+		return fmt.Errorf("posting reports to %s: %s: %s", h.URL, resp.Status, strings.TrimSpace(string(msg)))
+	}
+}
+
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading sizer credential: %w", err)
+	}
+	tok, _, _ := strings.Cut(string(b), "\n")
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return "", fmt.Errorf("reading sizer credential: %s is empty; put the agent token on its first line", path)
+	}
+	return tok, nil
+}
