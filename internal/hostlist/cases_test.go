@@ -16,6 +16,8 @@ type expandCase struct {
 	slurm      []string
 	slurmCount int  // for divergences too big to list
 	slurmCrash bool // scontrol 22.05 dies on this input
+	// scontrol reports a range error but then ignores it
+	slurmSwallows bool
 }
 
 func w(s string) []string { return strings.Fields(s) }
@@ -81,6 +83,7 @@ var expandCases = []expandCase{
 	{expr: "n[1 m]", wantErr: ErrSyntax, errText: "non-numeric"},
 	{expr: "a[1 2]b c", wantErr: ErrSyntax, errText: "non-numeric"},
 	{expr: "r[a]-n[1]", wantErr: ErrSyntax, errText: "non-numeric"},
+	{expr: "a[1]b[x]c[2]", wantErr: ErrSyntax, errText: "non-numeric"},
 	{expr: "n[1-65537]", wantErr: ErrTooLarge, errText: "65537 hosts"},
 	{expr: "n[0-65536]", wantErr: ErrTooLarge, errText: "Slurm allows 65536"},
 
@@ -103,6 +106,12 @@ var expandCases = []expandCase{
 	{expr: "n[18446744073709551614-18446744073709551615]", wantErr: ErrSyntax, errText: "too large", slurmCrash: true},
 	// Slurm expands this one fine, but every later parse of the name mangles it.
 	{expr: "n99999999999999999999[1]", wantErr: ErrSyntax, errText: "too large", slurm: w("n999999999999999999991")},
+	// With three or more brackets, Slurm 22.05 silently drops a token whose
+	// bracket before the last two is invalid (_push_range_list ignores the
+	// error from its recursive call: rc = MAX(rc, -1)).
+	{expr: "a[x]b[1]c[2]", wantErr: ErrSyntax, errText: "non-numeric", slurm: []string{}, slurmSwallows: true},
+	{expr: "z1,a[]b[1-2]c[2],z2", wantErr: ErrSyntax, errText: "empty range list", slurm: w("z1 z2"), slurmSwallows: true},
+	{expr: "a[1-2]b[5-1]c[1-2]d[1]", wantErr: ErrSyntax, errText: "reversed range", slurm: []string{}, slurmSwallows: true},
 	{expr: "a[1-1000]b[1-1001]", wantErr: ErrTooLarge, errText: "more than 1000000 hosts", slurmCount: 1001000},
 }
 
