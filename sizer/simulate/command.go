@@ -1,0 +1,335 @@
+package simulate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/sizer/trace"
+)
+
+// Command is `burst-sizer simulate`: replay a trace through the static,
+// idle-timeout and burst policies and print the cost table (or JSON), an
+// SVG chart, or a sensitivity sweep. Register it with
+// `Commands: []*cli.Command{..., simulate.Command()}`.
+func Command() *cli.Command {
+	return &cli.Command{
+		Name:  "simulate",
+		Usage: "replay a job trace through static, idle-timeout and burst provisioning and compare cost and wait",
+		Description: `Discrete-event simulation of a GPU job trace (Philly CSV, burst's simple CSV
+submit,duration,gpus[,gpu_model][,metadata], or sacct --parsable2 output).
+Prices and spot savings come from the embedded EC2 catalog; burst's choices
+(class, instance type, spot or on-demand) come from the sizing policy.
+Deterministic for a given --seed.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "trace", Usage: "trace `FILE` (- for stdin)", Required: true},
+			&cli.StringFlag{Name: "format", Value: trace.FormatAuto, Usage: "trace format: auto, philly, csv or sacct"},
+			&cli.BoolFlag{Name: "skip-bad", Usage: "skip malformed trace rows (counted) instead of failing on the first"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table"},
+			&cli.StringFlag{Name: "svg", Usage: "write a chart of cumulative cost and GPUs billed to `FILE`"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed (boot times, dry pools, interruptions)"},
+			&cli.StringSliceFlag{Name: "policies", Usage: "policies to simulate (default all: static, idle-timeout, burst)"},
+			&cli.StringFlag{Name: "gpu-model", Value: DefaultGPUModel, Usage: "GRES type for jobs whose trace names no GPU (Philly ran P100/P40; a10g is the catalog's 24 GB-class stand-in)"},
+			&cli.DurationFlag{Name: "boot-median", Value: DefaultBootMedian, Usage: "median launch-to-Slurm-ready time"},
+			&cli.Float64Flag{Name: "boot-sigma", Value: DefaultBootSigma, Usage: "lognormal sigma of boot times; 0 for a fixed boot time"},
+			&cli.DurationFlag{Name: "idle-timeout", Value: DefaultIdleTimeout, Usage: "idle-timeout policy's scale-down time (ParallelCluster default 10m)"},
+			&cli.DurationFlag{Name: "warm-window", Value: DefaultWarmWindow, Usage: "burst's warm reuse window after a job ends; 0 releases at once"},
+			&cli.StringFlag{Name: "checkpoint", Value: DefaultCheckpoint.String(), Usage: "checkpoint interval of jobs without checkpoint= metadata, or none"},
+			&cli.BoolFlag{Name: "checkpoint-on-notice", Usage: "jobs checkpoint within the 2-minute spot notice (burst-agent's signal): interruptions lose no work"},
+			&cli.StringFlag{Name: "interruptions", Value: "advisor", Usage: "spot interruption model: advisor (Spot Advisor bucket per type), bamboo:FILE (measured removals per node-hour), or a rate per node-hour"},
+			&cli.Float64Flag{Name: "spot-dry", Value: DefaultSpotDryProb, Usage: "probability a spot launch finds the pool dry and falls back to the next offering"},
+			&cli.IntFlag{Name: "max-spot-interruptions", Value: DefaultMaxSpotInterruptions, Usage: "after this many interruptions a job relaunches on-demand; -1 never"},
+			&cli.StringFlag{Name: "static-type", Usage: "instance type of the static cluster (default: cheapest 8-GPU type of --gpu-model)"},
+			&cli.Float64Flag{Name: "static-percentile", Value: DefaultStaticPercentile, Usage: "static cluster covers this quantile of concurrent GPU demand"},
+			&cli.BoolFlag{Name: "sweep", Usage: "run the sensitivity sweep (burst vs idle-timeout over boot time, interruption rate, checkpoint interval)"},
+			&cli.StringFlag{Name: "sweep-boot", Value: "1m,2m,5m,10m", Usage: "boot medians for --sweep"},
+			&cli.StringFlag{Name: "sweep-interruptions", Value: "advisor,0.1,0.61,2,5", Usage: "interruption models for --sweep (advisor, bamboo:FILE or rates per node-hour)"},
+			&cli.StringFlag{Name: "sweep-checkpoint", Value: "10m,30m,2h,none", Usage: "checkpoint intervals for --sweep"},
+		},
+		Action: runCommand,
+		Subcommands: []*cli.Command{{
+			Name:      "convert-sacct",
+			Usage:     "convert `" + trace.SacctCommand + "` output into the simple trace CSV",
+			ArgsUsage: " ",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "in", Value: "-", Usage: "sacct output `FILE` (- for stdin)"},
+				&cli.StringFlag{Name: "out", Value: "-", Usage: "CSV `FILE` to write (- for stdout)"},
+				&cli.BoolFlag{Name: "skip-bad", Usage: "skip malformed rows (counted) instead of failing"},
+			},
+			Action: func(c *cli.Context) error {
+				in, closeIn, err := openIn(c.String("in"))
+				if err != nil {
+					return err
+				}
+				defer closeIn()
+				var buf strings.Builder
+				rep, err := trace.ConvertSacct(in, &buf, trace.ReadOptions{SkipBad: c.Bool("skip-bad")})
+				if err != nil {
+					return fmt.Errorf("converting %s: %w", c.String("in"), err)
+				}
+				if err := writeOut(c.String("out"), c.App.Writer, buf.String()); err != nil {
+					return err
+				}
+				slog.Info("converted sacct output", "rows", rep.Rows, "jobs", rep.Jobs, "ignored_not_gpu_or_unfinished", rep.Ignored, "skipped_bad", rep.Skipped)
+				return nil
+			},
+		}},
+	}
+}
+
+func openIn(path string) (io.Reader, func(), error) {
+	if path == "-" {
+		return os.Stdin, func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening trace: %w", err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+func writeOut(path string, stdout io.Writer, s string) error {
+	if path == "-" || path == "" {
+		_, err := io.WriteString(stdout, s)
+		return err
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// ParseCheckpoint reads a checkpoint interval: a duration, or "none"
+// (returned as -1).
+func ParseCheckpoint(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "none" || s == "never" {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("checkpoint %q: want a positive duration like 30m, or none", s)
+	}
+	return d, nil
+}
+
+// ParseInterruptions reads an interruption model: "advisor",
+// "bamboo:FILE" (removals per node-hour measured in a bamboo trace, read
+// through open) or a number of interruptions per node-hour.
+func ParseInterruptions(s string, open func(string) (io.ReadCloser, error)) (InterruptModel, error) {
+	s = strings.TrimSpace(s)
+	if s == "advisor" {
+		return AdvisorRate{}, nil
+	}
+	if file, ok := strings.CutPrefix(s, "bamboo:"); ok {
+		f, err := open(file)
+		if err != nil {
+			return nil, fmt.Errorf("interruptions %q: opening the bamboo trace: %w", s, err)
+		}
+		defer f.Close()
+		evs, err := trace.ReadBamboo(f)
+		if err != nil {
+			return nil, fmt.Errorf("interruptions %q: %w", s, err)
+		}
+		rate, err := trace.RemovalRate(evs)
+		if err != nil {
+			return nil, fmt.Errorf("interruptions %q: %w", s, err)
+		}
+		return PoissonRate{PerNodeHour: rate, Source: "bamboo " + filepath.Base(file)}, nil
+	}
+	r, err := strconv.ParseFloat(s, 64)
+	if err != nil || r < 0 || r > 1000 {
+		return nil, fmt.Errorf("interruptions %q: want advisor, bamboo:FILE, or a rate per node-hour between 0 and 1000", s)
+	}
+	return PoissonRate{PerNodeHour: r}, nil
+}
+
+func openFile(p string) (io.ReadCloser, error) { return os.Open(p) }
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// optionsFromFlags gathers every flag problem at once.
+func optionsFromFlags(c *cli.Context) (Options, error) {
+	var errs []error
+	o := Options{
+		Seed:                 c.Uint64("seed"),
+		Policies:             c.StringSlice("policies"),
+		GPUModel:             c.String("gpu-model"),
+		BootMedian:           c.Duration("boot-median"),
+		BootSigma:            c.Float64("boot-sigma"),
+		IdleTimeout:          c.Duration("idle-timeout"),
+		WarmWindow:           c.Duration("warm-window"),
+		CheckpointOnNotice:   c.Bool("checkpoint-on-notice"),
+		SpotDryProb:          c.Float64("spot-dry"),
+		MaxSpotInterruptions: c.Int("max-spot-interruptions"),
+		StaticType:           c.String("static-type"),
+		StaticPercentile:     c.Float64("static-percentile"),
+	}
+	if len(o.Policies) == 1 {
+		o.Policies = splitList(o.Policies[0])
+	}
+	// Flags say 0 for "none"/"fixed"; Options use negatives for that.
+	if o.BootSigma == 0 {
+		o.BootSigma = -1
+	}
+	if o.WarmWindow == 0 {
+		o.WarmWindow = -1
+	}
+	if o.SpotDryProb == 0 {
+		o.SpotDryProb = -1
+	}
+	if o.BootMedian <= 0 {
+		errs = append(errs, fmt.Errorf("--boot-median %v: want a positive duration", o.BootMedian))
+	}
+	if o.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--idle-timeout %v: want a duration >= 0", o.IdleTimeout))
+	}
+	if o.IdleTimeout == 0 {
+		errs = append(errs, errors.New("--idle-timeout 0: the idle-timeout baseline needs a positive timeout"))
+	}
+	if o.WarmWindow < -1 {
+		errs = append(errs, fmt.Errorf("--warm-window %v: want a duration >= 0", c.Duration("warm-window")))
+	}
+	if o.SpotDryProb < -1 {
+		errs = append(errs, fmt.Errorf("--spot-dry %g: want a probability in [0,1]", c.Float64("spot-dry")))
+	}
+	ck, err := ParseCheckpoint(c.String("checkpoint"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--checkpoint: %w", err))
+	}
+	o.Checkpoint = ck
+	im, err := ParseInterruptions(c.String("interruptions"), openFile)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--interruptions: %w", err))
+	}
+	o.Interruptions = im
+	if c.Int("max-spot-interruptions") == 0 {
+		errs = append(errs, errors.New("--max-spot-interruptions 0: use 1 or more, or -1 for never"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func sweepFromFlags(c *cli.Context) (SweepSpec, error) {
+	var spec SweepSpec
+	var errs []error
+	for _, s := range splitList(c.String("sweep-boot")) {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("--sweep-boot %q: want positive durations like 2m", s))
+			continue
+		}
+		spec.BootMedians = append(spec.BootMedians, d)
+	}
+	for _, s := range splitList(c.String("sweep-interruptions")) {
+		im, err := ParseInterruptions(s, openFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--sweep-interruptions: %w", err))
+			continue
+		}
+		if p, ok := im.(PoissonRate); ok && p.PerNodeHour == 0.61 && p.Source == "" {
+			p.Source = "bamboo p3"
+			im = p
+		}
+		spec.Interruptions = append(spec.Interruptions, im)
+	}
+	for _, s := range splitList(c.String("sweep-checkpoint")) {
+		d, err := ParseCheckpoint(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--sweep-checkpoint: %w", err))
+			continue
+		}
+		spec.Checkpoints = append(spec.Checkpoints, d)
+	}
+	if len(spec.BootMedians) == 0 || len(spec.Interruptions) == 0 || len(spec.Checkpoints) == 0 {
+		errs = append(errs, errors.New("--sweep needs at least one value each in --sweep-boot, --sweep-interruptions and --sweep-checkpoint"))
+	}
+	return spec, errors.Join(errs...)
+}
+
+func runCommand(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("simulate takes no arguments (got %q); give the trace with --trace FILE", c.Args().Slice())
+	}
+	o, err := optionsFromFlags(c)
+	if err != nil {
+		return fmt.Errorf("checking flags: %w", err)
+	}
+	in, closeIn, err := openIn(c.String("trace"))
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	jobs, rep, err := trace.ReadAny(in, c.String("format"), trace.ReadOptions{SkipBad: c.Bool("skip-bad")})
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", c.String("trace"), err)
+	}
+	if rep.Skipped > 0 || rep.Ignored > 0 {
+		slog.Warn("trace rows left out", "trace", c.String("trace"), "skipped_bad", rep.Skipped, "ignored", rep.Ignored, "first_problems", rep.Problems)
+	}
+	out := c.App.Writer
+	if c.Bool("sweep") {
+		spec, err := sweepFromFlags(c)
+		if err != nil {
+			return fmt.Errorf("checking flags: %w", err)
+		}
+		start := time.Now()
+		rows, err := Sweep(c.Context, o, jobs, spec)
+		if err != nil {
+			return err
+		}
+		slog.Info("sweep done", "runs", len(rows)+len(spec.BootMedians), "jobs", len(jobs), "seconds", time.Since(start).Seconds())
+		if c.Bool("json") {
+			return writeJSON(out, map[string]any{"jobs": len(jobs), "sweep": rows})
+		}
+		return WriteSweep(out, rows)
+	}
+	start := time.Now()
+	res, err := Run(c.Context, o, jobs)
+	if err != nil {
+		return err
+	}
+	el := time.Since(start)
+	slog.Info("simulated", "jobs", len(jobs), "policies", len(res.Policies), "seconds", el.Seconds(), "jobs_per_second", float64(len(jobs)*len(res.Policies))/el.Seconds())
+	if p := c.String("svg"); p != "" {
+		var b strings.Builder
+		if err := WriteSVG(&b, res, fmt.Sprintf("%s: %d jobs, %.0f days", filepath.Base(c.String("trace")), res.Jobs, res.SpanHours/24)); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			return fmt.Errorf("writing the chart: %w", err)
+		}
+	}
+	if c.Bool("json") {
+		return writeJSON(out, res)
+	}
+	return WriteTable(out, res)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing json: %w", err)
+	}
+	return nil
+}

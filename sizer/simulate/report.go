@@ -1,0 +1,88 @@
+package simulate
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints one row per policy: cost, GPU-hours billed, used, idle
+// and lost, queue wait percentiles, launches, and savings against the
+// static and idle-timeout baselines.
+func WriteTable(w io.Writer, r Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tcost USD\tGPU-h billed\tGPU-h used\tidle GPU-h\tlost GPU-h\twait p50\tp95\tp99\tlaunches\tspot\tinterrupts\tvs static\tvs idle-timeout\t")
+	for _, p := range r.Policies {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n",
+			p.Name, money(p.CostUSD), num(p.GPUHoursBilled), num(p.GPUHoursUsed), num(p.IdleGPUHours), num(p.LostGPUHours),
+			dur(p.WaitP50S), dur(p.WaitP95S), dur(p.WaitP99S), p.Launches, p.SpotLaunches, p.Interruptions,
+			pct(p.SavingsVsStaticPct), pct(p.SavingsVsIdleTimeoutPct))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the table: %w", err)
+	}
+	a := r.Assumptions
+	_, err := fmt.Fprintf(w, "\n%d jobs over %.1f days; GPU model %s; boot lognormal median %s sigma %.2f; idle timeout %s; warm window %s; checkpoint %s (on notice: %v); interruptions %s; spot dry %.0f%%; on-demand after %d interruptions; seed %d\n",
+		r.Jobs, r.SpanHours/24, a.GPUModel, dur(a.BootMedianS), a.BootSigma, dur(a.IdleTimeoutS), dur(a.WarmWindowS), ckptText(a.CheckpointS), a.CheckpointOnNotice,
+		a.Interruptions, 100*a.SpotDryProb, a.MaxSpotInterruptions, a.Seed)
+	for _, p := range r.Policies {
+		if p.StaticNodes > 0 {
+			fmt.Fprintf(w, "static cluster: %d x %s (%d%%-ile of concurrent GPU demand), FIFO with greedy backfill\n", p.StaticNodes, p.StaticType, int(math.Round(100*a.StaticPercentile)))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("writing the table: %w", err)
+	}
+	return nil
+}
+
+func ckptText(s float64) string {
+	if s <= 0 {
+		return "none"
+	}
+	return dur(s)
+}
+
+func money(v float64) string { return "$" + num(v) }
+
+// num formats with thousands separators and no decimals (two below 100).
+func num(v float64) string {
+	if math.Abs(v) < 100 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	s := fmt.Sprintf("%.0f", math.Abs(v))
+	var b strings.Builder
+	if v < 0 {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func pct(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", *p)
+}
+
+// dur formats seconds compactly: 45s, 3.2m, 5.1h, 2.3d.
+func dur(s float64) string {
+	switch {
+	case s < 90:
+		return fmt.Sprintf("%.0fs", s)
+	case s < 90*60:
+		return fmt.Sprintf("%.1fm", s/60)
+	case s < 48*3600:
+		return fmt.Sprintf("%.1fh", s/3600)
+	default:
+		return fmt.Sprintf("%.1fd", s/86400)
+	}
+}

@@ -1,0 +1,53 @@
+package trace
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Formats ReadAny understands.
+const (
+	FormatAuto   = "auto"
+	FormatPhilly = "philly"
+	FormatCSV    = "csv"
+	FormatSacct  = "sacct"
+)
+
+// DetectFormat names the format of a trace from its first line: the Philly
+// header, a sacct --parsable2 header (with '|' and JobID), else the simple
+// CSV.
+func DetectFormat(firstLine string) string {
+	l := strings.ToLower(strings.TrimSpace(firstLine))
+	switch {
+	case strings.HasPrefix(l, strings.Join(PhillyColumns, ",")):
+		return FormatPhilly
+	case strings.Contains(l, "|") && strings.Contains(l, "jobid"):
+		return FormatSacct
+	default:
+		return FormatCSV
+	}
+}
+
+// ReadAny reads a trace in the named format (FormatAuto detects it).
+func ReadAny(r io.Reader, format string, opt ReadOptions) ([]Job, Report, error) {
+	br := bufio.NewReader(r)
+	if format == "" || format == FormatAuto {
+		first, err := br.Peek(4096)
+		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+			return nil, Report{}, fmt.Errorf("detecting trace format: %w", err)
+		}
+		line, _, _ := strings.Cut(string(first), "\n")
+		format = DetectFormat(line)
+	}
+	switch format {
+	case FormatPhilly:
+		return ReadPhilly(br, opt)
+	case FormatCSV:
+		return ReadCSV(br, opt)
+	case FormatSacct:
+		return ParseSacct(br, opt)
+	}
+	return nil, Report{}, fmt.Errorf("trace format %q is unknown; want auto, philly, csv or sacct", format)
+}
