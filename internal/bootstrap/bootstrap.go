@@ -1,0 +1,304 @@
+// Package bootstrap brings a burst GPU instance into the Slurm cluster at boot:
+// it reads the instance's user data (internal/userdata), installs the munge key
+// and starts munged, mounts FSx for Lustre, creates the checkpoint root, starts
+// slurmd -b -N <node> and starts burst-agent. Every step is logged with
+// log/slog and timed.
+//
+// In production the image's burst-bootstrap.service runs `burst-agent
+// bootstrap` (ExecSystemd): daemons are started with `systemctl start` from
+// units baked into the image, with their per-boot settings in env files under
+// RunDir. The end-to-end tests run the same code in ExecDirect mode inside a
+// network namespace: daemons are started as detached child processes, and the
+// user data's Test.LocalFSDir switch replaces the Lustre mount with a bind mount.
+//
+// On failure Run returns an error naming the step (the caller exits non-zero,
+// so the systemd unit fails), and, when munge is already up, asks slurmctld to
+// hand the node back at once with
+//
+//	scontrol update NodeName=<node> State=POWER_DOWN_FORCE Reason="burst bootstrap: <step>: <error>"
+//
+// which requeues the node's jobs and makes Slurm call SuspendProgram
+// (burst-suspend terminates the instance). Root on a node holding the cluster's
+// munge key is a Slurm administrator, so no extra rights are needed. When
+// munge is not up yet (user data or key unreadable) nothing can authenticate
+// to slurmctld; the node is then handed back by ResumeTimeout, which marks it
+// DOWN and powers it off.
+package bootstrap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/burst-hpc/burst/internal/userdata"
+)
+
+// ExecMode says how daemons are started.
+type ExecMode string
+
+const (
+	// ExecSystemd starts daemons with `systemctl start <unit>` (production image).
+	ExecSystemd ExecMode = "systemd"
+	// ExecDirect starts daemons as detached child processes (end-to-end tests, no systemd).
+	ExecDirect ExecMode = "direct"
+)
+
+// Step names, as logged and as used in StepResult and failure reasons.
+const (
+	StepUserData       = "userdata"
+	StepMunge          = "munge"
+	StepMount          = "mount"
+	StepCheckpointRoot = "checkpoint-root"
+	StepSlurmd         = "slurmd"
+	StepAgent          = "agent"
+)
+
+// Commands are the programs the bootstrap runs, by absolute path.
+type Commands struct {
+	Mount     string // default /usr/bin/mount
+	Systemctl string // default /usr/bin/systemctl
+	Munged    string // default /usr/sbin/munged (direct mode)
+	Slurmd    string // default /usr/sbin/slurmd (direct mode)
+	Scontrol  string // default /usr/bin/scontrol (failure report)
+	Agent     string // default /usr/local/bin/burst-agent (direct mode)
+}
+
+// Units are the systemd units started in ExecSystemd mode.
+type Units struct {
+	Munge  string // default munge.service
+	Slurmd string // default slurmd.service
+	Agent  string // default burst-agent.service
+}
+
+// Options configure Run. The zero value plus Exec is the production setup.
+type Options struct {
+	// Exec is ExecSystemd or ExecDirect (required).
+	Exec ExecMode
+	// UserDataFile reads the user data from this file instead of IMDS.
+	UserDataFile string
+	// IMDSEndpoint overrides the instance metadata endpoint used to read user
+	// data and instance-role credentials (default http://169.254.169.254).
+	IMDSEndpoint string
+	// RunDir holds env files, the agent credential, pid files, daemon logs
+	// (direct mode) and status.json (default /run/burst).
+	RunDir string
+	// Commands and Units override program paths and unit names.
+	Commands Commands
+	Units    Units
+	// BootGuard is the minimum time between user data issued_at and slurmd's
+	// start (default 2 s; negative disables). See userdata.UserData.IssuedAt.
+	BootGuard time.Duration
+	// StartCheck is how long a started daemon must stay up to count as started
+	// (default 1 s).
+	StartCheck time.Duration
+	// MountAttempts is how often the Lustre mount is tried (default 3, 3 s apart).
+	MountAttempts int
+	// CleanExec is an argv prefix that execs its arguments with an empty signal
+	// mask and default dispositions (see ExecClean), e.g.
+	// {"/usr/local/bin/burst-agent", "exec-clean", "--"}. Used in direct mode
+	// only, and only when this process runs with HUP/INT/TERM/USR1/USR2 blocked or
+	// ignored (as anything started from slurmctld's ResumeProgram does).
+	CleanExec []string
+	// SecretsManagerEndpoint overrides https://secretsmanager.<region>.amazonaws.com (tests).
+	SecretsManagerEndpoint string
+	// Credentials for Secrets Manager (default: the instance role via IMDS).
+	Credentials aws.CredentialsProvider
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// StepResult is one step's outcome.
+type StepResult struct {
+	Step     string        `json:"step"`
+	Duration time.Duration `json:"duration_ns"`
+	Skipped  string        `json:"skipped,omitempty"` // why the step did nothing
+	Err      string        `json:"error,omitempty"`
+}
+
+// Report is what Run did, also written to RunDir/status.json.
+type Report struct {
+	NodeName string        `json:"node_name,omitempty"`
+	Started  time.Time     `json:"started"`
+	Total    time.Duration `json:"total_ns"`
+	Steps    []StepResult  `json:"steps"`
+	OK       bool          `json:"ok"`
+	// HandedBack says the failure was reported to slurmctld (POWER_DOWN_FORCE).
+	HandedBack bool `json:"handed_back,omitempty"`
+}
+
+// StepError is returned by Run when a step fails.
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return "burst bootstrap: " + e.Step + ": " + e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run performs the whole bootstrap; see RunReport.
+func Run(ctx context.Context, o Options) error {
+	_, err := RunReport(ctx, o)
+	return err
+}
+
+// RunReport performs the whole bootstrap and returns per-step timings. On
+// failure the error is a *StepError and the report says whether slurmctld was
+// told to hand the node back.
+func RunReport(ctx context.Context, o Options) (Report, error) {
+	if err := o.setDefaults(); err != nil {
+		return Report{}, err
+	}
+	b := &boot{o: o, log: o.Logger}
+	return b.run(ctx)
+}
+
+func (o *Options) setDefaults() error {
+	switch o.Exec {
+	case ExecSystemd, ExecDirect:
+	case "":
+		return errors.New("bootstrap options: Exec is empty; want \"systemd\" or \"direct\"")
+	default:
+		return fmt.Errorf("bootstrap options: Exec %q; want \"systemd\" or \"direct\"", o.Exec)
+	}
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&o.RunDir, "/run/burst")
+	def(&o.Commands.Mount, "/usr/bin/mount")
+	def(&o.Commands.Systemctl, "/usr/bin/systemctl")
+	def(&o.Commands.Munged, "/usr/sbin/munged")
+	def(&o.Commands.Slurmd, "/usr/sbin/slurmd")
+	def(&o.Commands.Scontrol, "/usr/bin/scontrol")
+	def(&o.Commands.Agent, "/usr/local/bin/burst-agent")
+	def(&o.Units.Munge, "munge.service")
+	def(&o.Units.Slurmd, "slurmd.service")
+	def(&o.Units.Agent, "burst-agent.service")
+	if o.BootGuard == 0 {
+		o.BootGuard = 2 * time.Second
+	}
+	if o.StartCheck <= 0 {
+		o.StartCheck = time.Second
+	}
+	if o.MountAttempts <= 0 {
+		o.MountAttempts = 3
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if !filepath.IsAbs(o.RunDir) {
+		return fmt.Errorf("bootstrap options: RunDir %q is not absolute", o.RunDir)
+	}
+	return nil
+}
+
+type boot struct {
+	o         Options
+	log       *slog.Logger
+	ud        userdata.UserData
+	haveUD    bool
+	mungeUp   bool
+	slurmConf string // a slurm.conf scontrol can use for the failure report
+	rep       Report
+
+	maskChecked bool // cleanSignalsOK ran
+	needClean   bool // start daemons through Options.CleanExec
+}
+
+func (b *boot) run(ctx context.Context) (Report, error) {
+	b.rep.Started = time.Now()
+	if err := os.MkdirAll(b.o.RunDir, 0o755); err != nil {
+		return b.rep, &StepError{Step: StepUserData, Err: fmt.Errorf("creating run dir %s: %w", b.o.RunDir, err)}
+	}
+	b.log.Info("burst bootstrap starting", "exec", string(b.o.Exec), "run_dir", b.o.RunDir)
+	steps := []struct {
+		name string
+		fn   func(context.Context) (string, error)
+	}{
+		{StepUserData, b.readUserData},
+		{StepMunge, b.munge},
+		{StepMount, b.mount},
+		{StepCheckpointRoot, b.checkpointRoot},
+		{StepSlurmd, b.slurmd},
+		{StepAgent, b.agent},
+	}
+	var failed *StepError
+	for _, s := range steps {
+		log := b.log.With("step", s.name)
+		if b.haveUD {
+			log = log.With("node", b.ud.NodeName)
+		}
+		log.Info("step starting")
+		t0 := time.Now()
+		skipped, err := s.fn(ctx)
+		d := time.Since(t0)
+		r := StepResult{Step: s.name, Duration: d, Skipped: skipped}
+		if err != nil {
+			r.Err = err.Error()
+			b.rep.Steps = append(b.rep.Steps, r)
+			log.Error("step failed", "duration_ms", ms(d), "err", err)
+			failed = &StepError{Step: s.name, Err: err}
+			break
+		}
+		b.rep.Steps = append(b.rep.Steps, r)
+		if skipped != "" {
+			log.Info("step skipped", "duration_ms", ms(d), "why", skipped)
+		} else {
+			log.Info("step done", "duration_ms", ms(d))
+		}
+	}
+	b.rep.Total = time.Since(b.rep.Started)
+	b.rep.NodeName = b.ud.NodeName
+	if failed != nil {
+		b.rep.HandedBack = b.handBack(ctx, failed)
+	} else {
+		b.rep.OK = true
+		b.log.Info("burst bootstrap done", "node", b.ud.NodeName, "total_ms", ms(b.rep.Total))
+	}
+	b.writeStatus()
+	if failed != nil {
+		return b.rep, failed
+	}
+	return b.rep, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (b *boot) writeStatus() {
+	data, err := json.MarshalIndent(b.rep, "", "  ")
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(b.o.RunDir, "status.json"), append(data, '\n'), 0o644)
+	}
+	if err != nil {
+		b.log.Warn("writing status.json", "err", err)
+	}
+}
+
+// writeFileAtomic writes data to path through a temporary file and rename.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
