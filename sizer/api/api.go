@@ -1,0 +1,219 @@
+// Package api defines the JSON wire types of the burst-sizer HTTP API, shared
+// by sizer/server and sizer/client.
+//
+// Endpoints (all JSON; "admin" needs the admin bearer token, "node" accepts a
+// node credential for the named node too):
+//
+//	POST /v1/rank                 admin  RankRequest -> RankResponse
+//	POST /v1/route                admin  RouteRequest -> policy.Decision
+//	POST /v1/reports              node   ReportBatch -> ReportResult (idempotent by node+seq)
+//	POST /v1/interruptions        node   Interruption -> {}
+//	POST /v1/jobs                 admin  Job -> {}
+//	POST /v1/instances/launch     admin  InstanceEvent -> {}
+//	POST /v1/instances/terminate  admin  InstanceEvent (instance_id, time) -> {}
+//	GET  /v1/budgets              admin  -> []BudgetStatus
+//	GET  /v1/report               admin  -> report.Report
+//	GET  /metrics                 none   Prometheus text format
+//	GET  /healthz                 none   "ok"
+//
+// Errors are ErrorResponse bodies with a stable Code.
+package api
+
+import (
+	"time"
+
+	"github.com/burst-hpc/burst/sizer/policy"
+)
+
+// Error codes in ErrorResponse.Code.
+const (
+	CodeBadRequest   = "bad_request"
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
+	CodeTooLarge     = "too_large"
+	CodeOverBudget   = "over_budget"
+	CodeNoOffering   = "no_offering"
+	CodeNoClass      = "no_class"
+	CodeUnknownClass = "unknown_class"
+	CodeInternal     = "internal"
+	CodeShuttingDown = "shutting_down"
+)
+
+// ErrorResponse is the body of every non-2xx answer.
+type ErrorResponse struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// JobRequest is a job as Slurm sees it; it maps onto policy.Request.
+type JobRequest struct {
+	JobID            string  `json:"job_id,omitempty"`
+	JobName          string  `json:"job_name,omitempty"`
+	User             string  `json:"user,omitempty"`
+	Account          string  `json:"account,omitempty"`
+	Partition        string  `json:"partition,omitempty"`
+	GPUModel         string  `json:"gpu_model,omitempty"`
+	GPUsPerNode      int     `json:"gpus_per_node,omitempty"`
+	Nodes            int     `json:"nodes,omitempty"`
+	CPUsPerNode      int     `json:"cpus_per_node,omitempty"`
+	MemoryMiBPerNode int     `json:"memory_mib_per_node,omitempty"`
+	TimeLimitSeconds float64 `json:"time_limit_seconds,omitempty"`
+	NoRequeue        bool    `json:"no_requeue,omitempty"`
+	// Comment is the job's --comment; its "burst:" metadata is parsed by the server.
+	Comment string `json:"comment,omitempty"`
+}
+
+// Policy converts the request, parsing the comment's metadata.
+func (j JobRequest) Policy() (policy.Request, []error) {
+	md, errs := policy.ParseMetadata(j.Comment)
+	return policy.Request{
+		JobName: j.JobName, User: j.User, Account: j.Account, Partition: j.Partition,
+		GPUModel: j.GPUModel, GPUsPerNode: j.GPUsPerNode, Nodes: j.Nodes,
+		CPUsPerNode: j.CPUsPerNode, MemoryMiBPerNode: j.MemoryMiBPerNode,
+		TimeLimit: time.Duration(j.TimeLimitSeconds * float64(time.Second)),
+		NoRequeue: j.NoRequeue, Metadata: md,
+	}, errs
+}
+
+// Unavailable is an offering the caller knows it cannot get.
+type Unavailable struct {
+	InstanceType string `json:"instance_type"`
+	Zone         string `json:"zone,omitempty"`
+	Capacity     string `json:"capacity,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// RankRequest asks for a class's offerings for a job at resume.
+type RankRequest struct {
+	Class       string        `json:"class"`
+	Job         JobRequest    `json:"job"`
+	Zones       []string      `json:"zones,omitempty"`
+	Unavailable []Unavailable `json:"unavailable,omitempty"`
+	EstHours    float64       `json:"est_hours,omitempty"`
+}
+
+// RankResponse lists offerings best first. Avoided lists the offerings the
+// server excluded because of recent interruptions.
+type RankResponse struct {
+	Offerings []policy.Offering `json:"offerings"`
+	Avoided   []Unavailable     `json:"avoided,omitempty"`
+}
+
+// RouteRequest asks for a submission-time decision.
+type RouteRequest struct {
+	Job JobRequest `json:"job"`
+}
+
+// GPUReading is one GPU in one sampling tick, with the Slurm jobs whose
+// processes run on it. Field names match burst-agent's report records.
+type GPUReading struct {
+	Index            int      `json:"index"`
+	UUID             string   `json:"uuid,omitempty"`
+	Name             string   `json:"name,omitempty"`
+	UtilPercent      uint32   `json:"util_percent"`
+	MemoryUsedBytes  uint64   `json:"memory_used_bytes"`
+	MemoryTotalBytes uint64   `json:"memory_total_bytes"`
+	JobIDs           []uint64 `json:"job_ids,omitempty"`
+}
+
+// JobSummary is one job's GPU use on one node, sent when the job ends.
+type JobSummary struct {
+	JobID            uint64    `json:"job_id"`
+	Start            time.Time `json:"start"`
+	End              time.Time `json:"end"`
+	GPUs             []string  `json:"gpus"`
+	PeakMemoryBytes  uint64    `json:"peak_memory_bytes"`
+	MemoryTotalBytes uint64    `json:"memory_total_bytes"`
+	MeanUtilPercent  float64   `json:"mean_util_percent"`
+	P95UtilPercent   float64   `json:"p95_util_percent"`
+	GPUSeconds       float64   `json:"gpu_seconds"`
+	IdleGPUSeconds   float64   `json:"idle_gpu_seconds"`
+}
+
+// Event is an interruption the agent handled.
+type Event struct {
+	InstanceID string    `json:"instance_id"`
+	Action     string    `json:"action"`
+	NoticeTime time.Time `json:"notice_time"`
+	Deadline   time.Time `json:"deadline,omitzero"`
+}
+
+// Record kinds.
+const (
+	KindGPU          = "gpu"
+	KindJobSummary   = "job_summary"
+	KindInterruption = "interruption"
+)
+
+// Record is one reported item; Seq increases by one per record per node.
+type Record struct {
+	Seq     uint64       `json:"seq"`
+	Time    time.Time    `json:"time"`
+	Kind    string       `json:"kind"`
+	GPUs    []GPUReading `json:"gpus,omitempty"`
+	Summary *JobSummary  `json:"summary,omitempty"`
+	Event   *Event       `json:"event,omitempty"`
+}
+
+// ReportBatch is what an agent posts: records in Seq order.
+type ReportBatch struct {
+	Node       string   `json:"node"`
+	InstanceID string   `json:"instance_id,omitempty"`
+	Dropped    uint64   `json:"dropped"`
+	Records    []Record `json:"records"`
+}
+
+// ReportResult says how many records were new and how many were duplicates
+// of records already stored (resent batches).
+type ReportResult struct {
+	Accepted   int `json:"accepted"`
+	Duplicates int `json:"duplicates"`
+}
+
+// Interruption is a spot interruption (or rebalance) notice for an instance.
+type Interruption struct {
+	InstanceID   string    `json:"instance_id"`
+	Node         string    `json:"node"`
+	InstanceType string    `json:"instance_type,omitempty"` // filled from the launch record when empty
+	Zone         string    `json:"zone,omitempty"`
+	Action       string    `json:"action,omitempty"`
+	Time         time.Time `json:"time"`
+}
+
+// Job registers a job's owner and allocation (burst-resume sends it with
+// the launch so usage can be tied to user and job name).
+type Job struct {
+	JobID       string `json:"job_id"`
+	JobName     string `json:"job_name"`
+	User        string `json:"user"`
+	Account     string `json:"account"`
+	Class       string `json:"class,omitempty"`
+	GPUModel    string `json:"gpu_model,omitempty"`
+	GPUsPerNode int    `json:"gpus_per_node"`
+	Nodes       int    `json:"nodes,omitempty"`
+	// GPUMemoryMiB is the memory of one of the job's GPUs.
+	GPUMemoryMiB int `json:"gpu_memory_mib,omitempty"`
+}
+
+// InstanceEvent is a launch (all fields) or a termination (InstanceID, Time).
+type InstanceEvent struct {
+	InstanceID   string    `json:"instance_id"`
+	Node         string    `json:"node,omitempty"`
+	InstanceType string    `json:"instance_type,omitempty"`
+	Zone         string    `json:"zone,omitempty"`
+	Capacity     string    `json:"capacity,omitempty"` // spot or on-demand
+	PriceUSD     float64   `json:"price_usd,omitempty"` // per hour; 0: the server prices it from the catalog
+	Account      string    `json:"account,omitempty"`
+	Time         time.Time `json:"time"`
+	Job          *Job      `json:"job,omitempty"`
+}
+
+// BudgetStatus is one account's month so far.
+type BudgetStatus struct {
+	Account      string    `json:"account"`
+	MonthlyUSD   float64   `json:"monthly_usd"`
+	SpentUSD     float64   `json:"spent_usd"`
+	RemainingUSD float64   `json:"remaining_usd"`
+	Over         bool      `json:"over"`
+	Since        time.Time `json:"since"`
+}
