@@ -177,15 +177,17 @@ func parseNames(names []string) ([]hrange, error) {
 // Names must be plain host names: no separators, brackets or control
 // characters. Compress(nil) is "".
 func Compress(names []string) (string, error) {
-	hs, err := parseNames(names)
-	if err != nil {
-		return "", fmt.Errorf("compressing hostlist: %w", err)
-	}
 	var rs []hrange
-	for _, h := range hs {
+	size := 0
+	for i, n := range names {
+		h, err := parseName(i, n)
+		if err != nil {
+			return "", fmt.Errorf("compressing hostlist: %w", err)
+		}
 		rs = push(rs, h)
+		size += len(n) + 1
 	}
-	return string(appendRanged(nil, rs)), nil
+	return string(appendRanged(make([]byte, 0, size), rs)), nil
 }
 
 // Chunk splits names, in order, into as few consecutive runs as a greedy

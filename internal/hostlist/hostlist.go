@@ -13,7 +13,8 @@
 //     strtoul accepts "n[ 3]" as n03, "n[+1]" as n01 and "n[1-]" as n1;
 //   - ASCII control characters (a CR from a CRLF file) anywhere;
 //   - numbers of 2^64-1 and above (Slurm saturates them, or crashes);
-//   - expansions of more than MaxNames names (Slurm has no overall cap).
+//   - expansions of more than MaxNames names or MaxBytes bytes (Slurm has
+//     no overall cap).
 //
 // Slurm's own limits are kept: at most MaxRangeHosts names per range,
 // MaxRanges ranges per bracket, MaxPrefixCount names per non-final bracket.
@@ -28,13 +29,15 @@ import (
 )
 
 // Limits. The first three are Slurm 22.05's (MAX_RANGE, MAX_RANGES,
-// MAX_PREFIX_CNT in hostlist.c); MaxNames is burst's own guard so that a
-// garbage expression cannot exhaust memory.
+// MAX_PREFIX_CNT in hostlist.c); MaxNames and MaxBytes are burst's own
+// guards so that a garbage expression cannot exhaust memory. Both are checked
+// before any name is built.
 const (
 	MaxRangeHosts  = 64 * 1024   // names in one range such as 1-65536
 	MaxRanges      = 256 * 1024  // comma-separated ranges inside one [...]
 	MaxPrefixCount = 1024 * 1024 // names produced by one non-final [...]
 	MaxNames       = 1_000_000   // names produced by a whole expression
+	MaxBytes       = 128 << 20   // bytes of names produced by a whole expression
 )
 
 // maxNumber is the largest number Slurm handles without saturating strtoul
@@ -120,6 +123,7 @@ type token struct {
 	lits   []string
 	groups []group
 	count  uint64
+	maxLen uint64 // upper bound on the length of one name
 }
 
 // isSep reports whether c separates top-level tokens; Slurm uses "\t, \n".
@@ -155,7 +159,7 @@ func Count(expr string) (int, error) {
 
 func parse(expr string) ([]token, int, error) {
 	var toks []token
-	var total uint64
+	var total, bytes uint64
 	i := 0
 	for i < len(expr) {
 		if isSep(expr[i]) {
@@ -199,6 +203,11 @@ func parse(expr string) ([]token, int, error) {
 				Reason: fmt.Sprintf("expression names more than %d hosts", MaxNames),
 				Hint:   "split it into smaller hostlists", Kind: ErrTooLarge}
 		}
+		if bytes += tok.count * tok.maxLen; bytes > MaxBytes {
+			return nil, 0, &Error{Input: expr, Index: -1, Offset: start, Text: expr[start:i],
+				Reason: fmt.Sprintf("expression expands to more than %d MiB of names", MaxBytes>>20),
+				Hint:   "split it into smaller hostlists or shorten the names", Kind: ErrTooLarge}
+		}
 		toks = append(toks, tok)
 	}
 	return toks, int(total), nil
@@ -240,11 +249,20 @@ func parseToken(expr string, start, end int) (token, error) {
 				Reason: err.Reason, Hint: err.Hint, Kind: ErrSyntax}
 		}
 		t.lits = []string{s}
+		t.maxLen = uint64(len(s))
 		return t, nil
 	}
 	if litStart != len(s) {
 		return t, synErr(expr, start+litStart, s[litStart:], "text after the last ']'",
 			"Slurm 22.05 allows no suffix after the final bracket; write e.g. n[1-2]x as n1x,n2x")
+	}
+	for gi, g := range t.groups {
+		t.maxLen += uint64(len(t.lits[gi]))
+		w := 0
+		for _, r := range g.ranges {
+			w = max(w, r.width, len(strconv.FormatUint(r.hi, 10)))
+		}
+		t.maxLen += uint64(w)
 	}
 	// Slurm also limits each non-final bracket to MaxPrefixCount names;
 	// MaxNames < MaxPrefixCount, so the check above already covers that.
@@ -385,7 +403,7 @@ func (t *token) expand(expr string, out []string) ([]string, error) {
 		cur[gi] = cursor{0, t.groups[gi].ranges[0].lo}
 	}
 	// Build all names in one buffer, then slice it.
-	var buf []byte
+	buf := make([]byte, 0, t.maxLen*t.count)
 	ends := make([]int, 0, t.count)
 	var num [24]byte
 	for n := uint64(0); n < t.count; n++ {

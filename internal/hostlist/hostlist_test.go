@@ -91,6 +91,10 @@ func TestExpandCapsWork(t *testing.T) {
 	if _, err := Expand(many.String()); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "ranges in one bracket") {
 		t.Fatalf("got %v, want too many ranges", err)
 	}
+	long := strings.Repeat("x", 200)
+	if _, err := Expand(long + "[1-1000]b[1-1000]"); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "MiB") {
+		t.Fatalf("200 MB of names: got %v, want ErrTooLarge", err)
+	}
 	names, err := Expand("a[1-1000]b[1-1000]")
 	if err != nil || len(names) != MaxNames || names[len(names)-1] != "a1000b1000" {
 		t.Fatalf("exactly MaxNames names: len %d, err %v", len(names), err)
