@@ -1,0 +1,48 @@
+package auth
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestTokens(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	tok, err := WriteNew(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteNew(path, false); err == nil {
+		t.Error("overwrote an existing token without force")
+	}
+	got, err := LoadToken(path)
+	if err != nil || got != tok {
+		t.Fatalf("load: %q %v", got, err)
+	}
+	os.Chmod(path, 0o644)
+	if _, err := LoadToken(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("world-readable token accepted: %v", err)
+	}
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("abc\n"), 0o600)
+	if _, err := LoadToken(short); err == nil {
+		t.Error("short token accepted")
+	}
+
+	if p, err := Verify(tok, tok); err != nil || !p.Admin {
+		t.Errorf("admin: %+v %v", p, err)
+	}
+	nt := NodeToken(tok, "gpu-a100-3")
+	p, err := Verify(tok, nt)
+	if err != nil || p.Admin || p.Node != "gpu-a100-3" || !p.MayReportFor("gpu-a100-3") || p.MayReportFor("gpu-a100-4") {
+		t.Errorf("node: %+v %v", p, err)
+	}
+	other, _ := Generate()
+	for _, bad := range []string{"", tok[:len(tok)-1], NodeToken(other, "gpu-a100-3"), strings.Replace(nt, "gpu-a100-3", "gpu-a100-4", 1), "bn1:x", "bn1::" + strings.Repeat("0", 64)} {
+		if _, err := Verify(tok, bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
