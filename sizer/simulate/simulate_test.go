@@ -221,7 +221,7 @@ func TestMultiNodeJobWaitsForAllNodesAndShortJobPaysMinimum(t *testing.T) {
 	// A 1-GPU job of 0 s: its node lives 121 s. Neither hits the 60 s
 	// minimum; a third with boot 30 s does (30 + 0 + 1 = 31 s -> 60 s).
 	r := run(t, o, job(0, 10, 16), job(0, 0, 1))
-	check(t, r[PolicyIdleTimeout], want{cost: 2 * 8 * 131.0 / 3600 + 121.0/3600, billed: (16*131.0 + 121) / 3600, used: 160.0 / 3600, idle: (16*131.0+121-160)/3600, p50: 120, p95: 120, launches: 3})
+	check(t, r[PolicyIdleTimeout], want{cost: 2*8*131.0/3600 + 121.0/3600, billed: (16*131.0 + 121) / 3600, used: 160.0 / 3600, idle: (16*131.0 + 121 - 160) / 3600, p50: 120, p95: 120, launches: 3})
 	o.BootMedian = 30 * time.Second
 	r = run(t, o, job(0, 0, 1))
 	check(t, r[PolicyIdleTimeout], want{cost: 60.0 / 3600, billed: 60.0 / 3600, idle: 60.0 / 3600, p50: 30, p95: 30, launches: 1})
@@ -294,4 +294,6 @@ func TestBadOptions(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub)) }
+func contains(s, sub string) bool {
+	return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
+}

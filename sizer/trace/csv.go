@@ -50,7 +50,7 @@ func ReadCSV(r io.Reader, opt ReadOptions) ([]Job, Report, error) {
 		line, _ := cr.FieldPos(0)
 		if first {
 			first = false
-			if strings.EqualFold(strings.TrimSpace(rec[0]), "submit") {
+			if isCSVColumn(rec[0]) {
 				if err := checkCSVHeader(line, rec); err != nil {
 					return nil, rep, fmt.Errorf("reading trace csv: %w", err)
 				}
@@ -73,6 +73,15 @@ func ReadCSV(r io.Reader, opt ReadOptions) ([]Job, Report, error) {
 	SortBySubmit(jobs)
 	rep.Jobs = len(jobs)
 	return jobs, rep, nil
+}
+
+func isCSVColumn(s string) bool {
+	for _, c := range CSVColumns {
+		if strings.EqualFold(strings.TrimSpace(s), c) {
+			return true
+		}
+	}
+	return false
 }
 
 func checkCSVHeader(line int, rec []string) error {
