@@ -80,7 +80,10 @@ func tailFile(path string, n int) string {
 }
 
 // Signals whose inherited blocked or ignored state would leak into daemons.
-var watchedSignals = []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2}
+var watchedSignals = []struct {
+	sig  syscall.Signal
+	name string
+}{{syscall.SIGHUP, "SIGHUP"}, {syscall.SIGINT, "SIGINT"}, {syscall.SIGTERM, "SIGTERM"}, {syscall.SIGUSR1, "SIGUSR1"}, {syscall.SIGUSR2, "SIGUSR2"}}
 
 // cleanSignalsOK decides once whether daemons must go through CleanExec.
 // Go starts children with the signal mask this process inherited, so a
@@ -103,12 +106,12 @@ func (b *boot) cleanSignalsOK() error {
 	}
 	var bad []string
 	for _, s := range watchedSignals {
-		bit := uint64(1) << (uint(s) - 1)
+		bit := uint64(1) << (uint(s.sig) - 1)
 		if blk&bit != 0 {
-			bad = append(bad, s.String()+" blocked")
+			bad = append(bad, s.name+" blocked")
 		}
 		if ign&bit != 0 {
-			bad = append(bad, s.String()+" ignored")
+			bad = append(bad, s.name+" ignored")
 		}
 	}
 	if len(bad) == 0 {

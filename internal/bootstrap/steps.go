@@ -167,7 +167,12 @@ func (b *boot) fetchKey(ctx context.Context) ([]byte, error) {
 
 // installSecretFile writes data to path with mode 0400 owned by uid:gid (-1 keeps the current owner).
 func installSecretFile(path string, data []byte, uid, gid int) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	// Parents stay searchable (munged checks every directory above its socket);
+	// a directory created here for the file itself is private.
+	if err := os.MkdirAll(filepath.Dir(filepath.Dir(path)), 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".key.*")
@@ -347,7 +352,7 @@ func (b *boot) checkpointRoot(context.Context) (string, error) {
 	}
 	// Sticky and world-writable like /tmp: jobs create their own per-job
 	// directories and cannot remove each other's.
-	if err := os.Chmod(root, 0o1777); err != nil {
+	if err := os.Chmod(root, os.ModeSticky|0o777); err != nil {
 		return "", fmt.Errorf("setting mode 1777 on checkpoint root: %w", err)
 	}
 	probe, err := os.CreateTemp(root, ".burst-probe-*")

@@ -1,0 +1,364 @@
+package bootstrap
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/userdata"
+)
+
+// rootEnv is one fake "instance": temp dirs, a real munged (started by the
+// bootstrap), a real bind mount for the test switch, and fake slurmd, agent
+// and scontrol scripts that record what they were given.
+type rootEnv struct {
+	dir, runDir, localFS, mountPoint, seq string
+	ud                                    userdata.UserData
+	opts                                  Options
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING: needs root (bind mount, munged); run the bootstrap root tests as root")
+	}
+	for _, p := range []string{"/usr/sbin/munged", "/usr/bin/mount", "/usr/bin/umount"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("SKIPPING: %s missing (apt-get install munge mount)", p)
+		}
+	}
+}
+
+func newRootEnv(t *testing.T) *rootEnv {
+	needRoot(t)
+	dir := t.TempDir()
+	// munged wants every directory above its socket searchable by all.
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	e := &rootEnv{dir: dir, runDir: filepath.Join(dir, "run"), localFS: filepath.Join(dir, "shared-fsx"),
+		mountPoint: filepath.Join(dir, "inst", "fsx"), seq: filepath.Join(dir, "seq.log")}
+	for _, d := range []string{e.localFS, filepath.Join(dir, "bin"), filepath.Join(dir, "keys")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Join(dir, "keys"), 0o700)
+	os.WriteFile(filepath.Join(e.localFS, "marker"), []byte("shared\n"), 0o644)
+	key := make([]byte, 128)
+	rand.Read(key)
+	keySrc := filepath.Join(dir, "keys", "cluster.key")
+	if err := os.WriteFile(keySrc, key, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	e.ud = userdata.UserData{
+		NodeName: "gpu-7",
+		Cluster:  "lab",
+		IssuedAt: time.Now(),
+		Slurm:    userdata.Slurm{Controllers: []string{"127.0.0.1"}, Port: 16817},
+		Munge: userdata.Munge{KeySource: "file://" + keySrc, KeyPath: filepath.Join(dir, "inst", "munge", "munge.key"),
+			Socket: filepath.Join(dir, "inst", "munge-run", "munge.sock")},
+		FSx: userdata.FSx{DNSName: "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", MountName: "abcdef12",
+			MountPoint: e.mountPoint, CheckpointRoot: filepath.Join(e.mountPoint, "checkpoints")},
+		Agent: userdata.Agent{SizerURL: "http://127.0.0.1:1", Credential: "tok_0123456789abcdef", IMDSEndpoint: "http://127.0.0.1:2"},
+		Test:  &userdata.Test{LocalFSDir: e.localFS},
+	}
+	e.opts = Options{
+		Exec:       ExecDirect,
+		RunDir:     e.runDir,
+		BootGuard:  time.Second,
+		StartCheck: 500 * time.Millisecond,
+		Logger:     quietLogger(),
+		Commands: Commands{
+			Slurmd:   e.script(t, "slurmd", fakeDaemon),
+			Agent:    e.script(t, "burst-agent", fakeDaemon),
+			Scontrol: e.script(t, "scontrol", fakeScontrol),
+		},
+	}
+	t.Cleanup(func() { e.teardown(t) })
+	return e
+}
+
+// fakeDaemon records its argv, whether munge, the mount and the checkpoint
+// root were ready when it started, its signal state and the time, then stays
+// up like a daemon (or exits 1 when FAIL_<NAME> exists).
+const fakeDaemon = `#!/bin/sh
+name=$(basename "$0")
+{ printf '%s' "$name"; for a in "$@"; do printf ' [%s]' "$a"; done; echo; } >> @SEQ@
+[ -S @SOCK@ ] && echo "$name: munge-up" >> @SEQ@
+[ -f @MP@/marker ] && echo "$name: fsx-mounted" >> @SEQ@
+[ -d @CKPT@ ] && echo "$name: ckpt-root" >> @SEQ@
+date +%s.%N > @DIR@/$name.started
+grep -E '^Sig(Blk|Ign)' /proc/$$/status > @DIR@/$name.sig
+env | grep '^BURST_' | sort > @DIR@/$name.env
+if [ -e @DIR@/FAIL_$name ]; then echo "$name: fatal: Unable to establish controller connection" >&2; exit 1; fi
+exec sleep 300
+`
+
+const fakeScontrol = `#!/bin/sh
+for a in "$@"; do printf '%s\n' "$a"; done > @DIR@/scontrol.args
+cp "$SLURM_CONF" @DIR@/scontrol.conf
+echo "scontrol $1" >> @SEQ@
+`
+
+func (e *rootEnv) script(t *testing.T, name, body string) string {
+	r := strings.NewReplacer("@SEQ@", e.seq, "@SOCK@", e.ud.Munge.Socket, "@MP@", e.mountPoint,
+		"@CKPT@", e.ud.FSx.CheckpointRoot, "@DIR@", e.dir)
+	p := filepath.Join(e.dir, "bin", name)
+	if err := os.WriteFile(p, []byte(r.Replace(body)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (e *rootEnv) writeUD(t *testing.T) {
+	doc, err := userdata.Encode(e.ud)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.opts.UserDataFile = filepath.Join(e.dir, "user-data")
+	if err := os.WriteFile(e.opts.UserDataFile, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// teardown stops only the processes this test's bootstrap started (by pid
+// file) and unmounts its bind mount.
+func (e *rootEnv) teardown(t *testing.T) {
+	pids, _ := filepath.Glob(filepath.Join(e.runDir, "*.pid"))
+	for _, pf := range pids {
+		data, err := os.ReadFile(pf)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || pid <= 1 {
+			continue
+		}
+		syscall.Kill(pid, syscall.SIGTERM)
+		for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if ok, _ := isMountPoint(e.mountPoint); ok {
+		if out, err := exec.Command("/usr/bin/umount", e.mountPoint).CombinedOutput(); err != nil {
+			t.Errorf("unmounting %s: %v %s", e.mountPoint, err, out)
+		}
+	}
+}
+
+func (e *rootEnv) read(t *testing.T, name string) string {
+	data, err := os.ReadFile(filepath.Join(e.dir, name))
+	if err != nil {
+		t.Fatalf("reading %s: %v", name, err)
+	}
+	return string(data)
+}
+
+func TestRootDirectBootstrap(t *testing.T) {
+	e := newRootEnv(t)
+	e.writeUD(t)
+	rep, err := RunReport(context.Background(), e.opts)
+	if err != nil {
+		t.Fatalf("bootstrap failed: %v\nseq:\n%s", err, e.read(t, "seq.log"))
+	}
+	seq := e.read(t, "seq.log")
+	want := fmt.Sprintf("slurmd [-D] [-b] [-N] [gpu-7] [--conf-server] [127.0.0.1:16817]\n" +
+		"slurmd: munge-up\nslurmd: fsx-mounted\nslurmd: ckpt-root\n" +
+		"burst-agent [run]\nburst-agent: munge-up\nburst-agent: fsx-mounted\nburst-agent: ckpt-root\n")
+	if seq != want {
+		t.Fatalf("sequence:\n%s\nwant:\n%s", seq, want)
+	}
+	// The daemons run with a clean signal state.
+	for _, d := range []string{"slurmd", "burst-agent"} {
+		b, i, err := ParseSigMasks(e.read(t, d+".sig"))
+		if err != nil || b != 0 || i&(1<<9|1<<14) != 0 {
+			t.Errorf("%s signal state: blk %x ign %x %v", d, b, i, err)
+		}
+	}
+	// slurmd did not start within the boot guard of issued_at.
+	started, _ := strconv.ParseFloat(strings.TrimSpace(e.read(t, "slurmd.started")), 64)
+	if guard := float64(e.ud.IssuedAt.Add(time.Second).UnixNano()) / 1e9; started < guard {
+		t.Errorf("slurmd started at %.3f, before issued_at+1s = %.3f", started, guard)
+	}
+	// Agent environment and credential file.
+	env := e.read(t, "burst-agent.env")
+	cred := filepath.Join(e.runDir, "agent.credential")
+	for _, w := range []string{"BURST_NODE_NAME=gpu-7\n", "BURST_CREDENTIAL_FILE=" + cred + "\n", "BURST_IMDS_ENDPOINT=http://127.0.0.1:2\n",
+		"BURST_CHECKPOINT_ROOT=" + e.ud.FSx.CheckpointRoot + "\n", "BURST_REPORT_INTERVAL=15s\n"} {
+		if !strings.Contains(env, w) {
+			t.Errorf("agent env lacks %q:\n%s", w, env)
+		}
+	}
+	if st, err := os.Stat(cred); err != nil || st.Mode().Perm() != 0o400 {
+		t.Errorf("credential file: %v %v", st.Mode(), err)
+	}
+	// Munge: key installed 0400, munged answers, a credential round-trips.
+	if st, err := os.Stat(e.ud.Munge.KeyPath); err != nil || st.Mode().Perm() != 0o400 {
+		t.Errorf("munge key: %v", err)
+	}
+	if out, err := exec.Command("sh", "-c", "munge -n -S \"$1\" | unmunge -S \"$1\"", "sh", e.ud.Munge.Socket).CombinedOutput(); err != nil ||
+		!bytes.Contains(out, []byte("STATUS:          Success")) {
+		t.Errorf("munge round trip through the bootstrap's munged: %v %s", err, out)
+	}
+	// The test switch: the shared local directory is bind-mounted, writes are shared.
+	os.WriteFile(filepath.Join(e.ud.FSx.CheckpointRoot, "x"), []byte("1"), 0o644)
+	if _, err := os.Stat(filepath.Join(e.localFS, "checkpoints", "x")); err != nil {
+		t.Errorf("write under the mount point not visible in test.local_fs_dir: %v", err)
+	}
+	if st, _ := os.Stat(e.ud.FSx.CheckpointRoot); st.Mode()&os.ModeSticky == 0 || st.Mode().Perm() != 0o777 {
+		t.Errorf("checkpoint root mode %v, want drwxrwxrwt", st.Mode())
+	}
+	// Report and status.json.
+	if !rep.OK || len(rep.Steps) != 6 || rep.HandedBack {
+		t.Fatalf("report %+v", rep)
+	}
+	var st Report
+	data, _ := os.ReadFile(filepath.Join(e.runDir, "status.json"))
+	if err := json.Unmarshal(data, &st); err != nil || !st.OK || st.NodeName != "gpu-7" {
+		t.Fatalf("status.json %s: %v", data, err)
+	}
+	for _, s := range rep.Steps {
+		t.Logf("step %-16s %8.1f ms %s", s.Step, ms(s.Duration), s.Skipped)
+	}
+	t.Logf("total %.1f ms (includes the %s boot guard)", ms(rep.Total), e.opts.BootGuard)
+
+	// A second run on the same "instance" (e.g. a unit restart) finds munged
+	// and the mount in place and does not stack another mount.
+	e.opts.BootGuard = -1
+	os.Remove(e.seq)
+	exec.Command("sh", "-c", "kill $(cat \"$1\"/slurmd.pid \"$1\"/agent.pid)", "sh", e.runDir).Run()
+	rep2, err := RunReport(context.Background(), e.opts)
+	if err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	if rep2.Steps[1].Skipped == "" || rep2.Steps[2].Skipped == "" {
+		t.Errorf("second run did not skip munge/mount: %+v", rep2.Steps)
+	}
+}
+
+func TestRootSlurmdFailureHandsBack(t *testing.T) {
+	e := newRootEnv(t)
+	e.ud.IssuedAt = time.Now().Add(-time.Minute)
+	e.writeUD(t)
+	os.WriteFile(filepath.Join(e.dir, "FAIL_slurmd"), nil, 0o644)
+	rep, err := RunReport(context.Background(), e.opts)
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != StepSlurmd {
+		t.Fatalf("want StepError at slurmd, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "Unable to establish controller connection") {
+		t.Errorf("error does not carry slurmd's last log line: %v", err)
+	}
+	if !rep.HandedBack {
+		t.Fatalf("node not handed back: %+v", rep)
+	}
+	args := strings.Split(strings.TrimSpace(e.read(t, "scontrol.args")), "\n")
+	if len(args) != 4 || args[0] != "update" || args[1] != "NodeName=gpu-7" || args[2] != "State=POWER_DOWN_FORCE" ||
+		!strings.HasPrefix(args[3], "Reason=burst bootstrap: slurmd: slurmd exited") {
+		t.Fatalf("scontrol args %q", args)
+	}
+	conf := e.read(t, "scontrol.conf")
+	if !strings.Contains(conf, "SlurmctldHost=127.0.0.1\n") || !strings.Contains(conf, "AuthInfo=socket="+e.ud.Munge.Socket) {
+		t.Fatalf("client conf for scontrol:\n%s", conf)
+	}
+	if strings.Contains(e.read(t, "seq.log"), "burst-agent") {
+		t.Fatal("agent started after slurmd failed")
+	}
+}
+
+func TestRootMountFailureHandsBack(t *testing.T) {
+	e := newRootEnv(t)
+	e.ud.Test.LocalFSDir = filepath.Join(e.dir, "does-not-exist")
+	e.ud.Slurm.ConfMode, e.ud.Slurm.ConfPath = userdata.ConfFile, filepath.Join(e.dir, "slurm.conf")
+	os.WriteFile(e.ud.Slurm.ConfPath, []byte("ClusterName=lab\n"), 0o644)
+	e.writeUD(t)
+	rep, err := RunReport(context.Background(), e.opts)
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != StepMount || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("want StepError at mount wrapping ErrNotExist, got %v", err)
+	}
+	if !rep.HandedBack || rep.Steps[len(rep.Steps)-1].Step != StepMount {
+		t.Fatalf("report %+v", rep)
+	}
+	args := e.read(t, "scontrol.args")
+	if !strings.Contains(args, "Reason=burst bootstrap: mount: test switch test.local_fs_dir:") {
+		t.Fatalf("scontrol args %q", args)
+	}
+	// file mode: scontrol uses the cluster's slurm.conf, not a generated one.
+	if e.read(t, "scontrol.conf") != "ClusterName=lab\n" {
+		t.Fatalf("scontrol did not get the slurm.conf from user data")
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "slurmd.started")); err == nil {
+		t.Fatal("slurmd started after the mount failed")
+	}
+}
+
+// A bootstrap started with blocked signals (as from slurmctld) must refuse to
+// start daemons without CleanExec, and start them clean with it.
+func TestRootInheritedSignalMask(t *testing.T) {
+	perl, err := exec.LookPath("perl")
+	if err != nil {
+		t.Skip("SKIPPING: perl not installed")
+	}
+	e := newRootEnv(t)
+	e.ud.IssuedAt = time.Now().Add(-time.Minute)
+	e.writeUD(t)
+	// Run this test binary as the bootstrap under a blocked SIGUSR1.
+	run := func(clean bool) ([]byte, error) {
+		cfg, _ := json.Marshal(e.opts)
+		cmd := exec.Command(perl, "-e", `use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGUSR1, SIGTERM)) or die; exec {$ARGV[0]} @ARGV or die`,
+			"--", os.Args[0], "-test.run=^TestHelperBootstrap$")
+		cmd.Env = append(os.Environ(), "BURST_TEST_BOOTSTRAP="+string(cfg))
+		if clean {
+			cmd.Env = append(cmd.Env, "BURST_TEST_CLEANEXEC="+os.Args[0])
+		}
+		return cmd.CombinedOutput()
+	}
+	out, err := run(false)
+	if err == nil || !bytes.Contains(out, []byte("SIGUSR1 blocked")) || !bytes.Contains(out, []byte("CleanExec")) {
+		t.Fatalf("bootstrap with blocked signals and no CleanExec: err %v\n%s", err, out)
+	}
+	e.teardown(t) // munged from the first run
+	out, err = run(true)
+	if err != nil {
+		t.Fatalf("bootstrap with CleanExec: %v\n%s", err, out)
+	}
+	for _, d := range []string{"slurmd", "burst-agent"} {
+		b, _, err := ParseSigMasks(e.read(t, d+".sig"))
+		if err != nil || b != 0 {
+			t.Errorf("%s started through CleanExec has SigBlk %x (%v)", d, b, err)
+		}
+	}
+}
+
+// TestHelperBootstrap runs the bootstrap in a child process for
+// TestRootInheritedSignalMask; it does nothing in a normal test run.
+func TestHelperBootstrap(t *testing.T) {
+	cfg := os.Getenv("BURST_TEST_BOOTSTRAP")
+	if cfg == "" {
+		t.Skip("helper process only")
+	}
+	var o Options
+	if err := json.Unmarshal([]byte(cfg), &o); err != nil {
+		t.Fatal(err)
+	}
+	o.Logger = quietLogger()
+	if c := os.Getenv("BURST_TEST_CLEANEXEC"); c != "" {
+		o.CleanExec = []string{"/usr/bin/env", "BURST_TEST_EXEC_CLEAN=1", c}
+	}
+	if err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+}
