@@ -106,10 +106,11 @@ type LaunchResult struct {
 
 // Provider launches, lists and terminates one cluster's instances.
 type Provider interface {
-	// Launch starts an instance for every node of req. It returns a non-nil
-	// error only when no node got an instance; the error is an *Error when
-	// the cloud said why. Partial results (without AllOrNothing) come back in
-	// LaunchResult.Failed.
+	// Launch starts an instance for every node of req that has no live
+	// instance yet. It returns a non-nil error when the request failed: a
+	// node of an all-or-nothing or single-node request got no instance, or
+	// no node of an independent request did. The error is an *Error when
+	// the cloud said why. Per-node failures are in LaunchResult.Failed.
 	Launch(ctx context.Context, req LaunchRequest) (LaunchResult, error)
 	// Terminate terminates the live instances of the given nodes and returns
 	// them. Nodes without an instance are ignored.

@@ -321,8 +321,11 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 		fleetErrs = append(fleetErrs, xFleetError{ov.xml(), lifecycle, "InsufficientInstanceCapacity",
 			fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s). Our system will be working on provisioning additional capacity.", ov.typ, ov.zone)})
 	}
-	greedy := func(cands []*override) ([]take, int) {
+	// greedy fills need from cands in order; pools it visits that are dry
+	// (or too small when nothing else fills the rest) get an error.
+	greedy := func(cands []*override) ([]take, int, []*override) {
 		var p []take
+		var short []*override
 		left := need
 		for _, ov := range cands {
 			if left == 0 {
@@ -331,13 +334,23 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 			n := left
 			if ov.avail >= 0 && ov.avail < n {
 				n = ov.avail
+				short = append(short, ov)
 			}
 			if n > 0 {
 				p = append(p, take{ov, n})
 				left -= n
 			}
 		}
-		return p, need - left
+		if left == 0 { // only the dry ones failed
+			dry := short[:0]
+			for _, ov := range short {
+				if ov.avail == 0 {
+					dry = append(dry, ov)
+				}
+			}
+			short = dry
+		}
+		return p, need - left, short
 	}
 	if singleAZ || singleType {
 		var groups [][]*override
@@ -360,30 +373,25 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 		}
 		want := max(minCap, 1)
 		for _, g := range groups {
-			p, got := greedy(g)
+			p, got, short := greedy(g)
 			if got >= want {
 				plan = p
+				for _, ov := range short {
+					if ov.avail == 0 {
+						ice(ov)
+					}
+				}
 				break
 			}
-			for _, ov := range g {
-				if ov.avail >= 0 && ov.avail < need {
-					ice(ov)
-				}
+			for _, ov := range short {
+				ice(ov)
 			}
 		}
 	} else {
-		var got int
-		plan, got = greedy(usable)
-		if got < need {
-			planned := map[*override]bool{}
-			for _, t := range plan {
-				planned[t.ov] = true
-			}
-			for _, ov := range usable {
-				if ov.avail == 0 || (planned[ov] && ov.avail >= 0) {
-					ice(ov)
-				}
-			}
+		var short []*override
+		plan, _, short = greedy(usable)
+		for _, ov := range short {
+			ice(ov)
 		}
 	}
 	launched := 0

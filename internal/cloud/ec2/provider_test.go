@@ -1,0 +1,444 @@
+package ec2
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/test/ec2emu"
+)
+
+func imdsGet(t *testing.T, url, path string) (string, error) {
+	t.Helper()
+	c := imds.New(imds.Options{Endpoint: url, ClientEnableState: imds.ClientEnabled})
+	out, err := c.GetMetadata(context.Background(), &imds.GetMetadataInput{Path: path})
+	if err != nil {
+		return "", err
+	}
+	defer out.Content.Close()
+	b, err := io.ReadAll(out.Content)
+	return string(b), err
+}
+
+func TestSpotLaunchRankedOverrides(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	offs := []cloud.Offering{spot("g6.xlarge", "us-east-1b"), spot("g5.xlarge", "us-east-1a"), spot("g4dn.xlarge", "us-east-1c")}
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Cluster: "test", Nodes: nodes(42, "gpu-1"), Offerings: offs, Attempt: 1})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	if len(res.Instances) != 1 {
+		t.Fatalf("got %d instances, want 1", len(res.Instances))
+	}
+	in := res.Instances[0]
+	if in.InstanceType != "g6.xlarge" || in.Zone != "us-east-1b" || in.Capacity != cloud.Spot || in.Node != "gpu-1" || in.JobID != 42 || in.PrivateIP == "" {
+		t.Errorf("instance = %+v, want the first-ranked spot offering g6.xlarge in us-east-1b for gpu-1 job 42 with an IP", in)
+	}
+	calls := callsOf(e.srv, "CreateFleet")
+	if len(calls) != 1 {
+		t.Fatalf("%d CreateFleet calls, want 1", len(calls))
+	}
+	p := calls[0].Params
+	for i, o := range offs {
+		pre := "LaunchTemplateConfigs.1.Overrides." + string(rune('1'+i)) + "."
+		if p.Get(pre+"InstanceType") != o.InstanceType || p.Get(pre+"SubnetId") != testSubnets[o.Zone] || p.Get(pre+"Priority") != []string{"0", "1", "2"}[i] {
+			t.Errorf("override %d = %s %s priority %s, want %s %s priority %d", i+1, p.Get(pre+"InstanceType"), p.Get(pre+"SubnetId"), p.Get(pre+"Priority"), o.InstanceType, testSubnets[o.Zone], i)
+		}
+	}
+	for k, want := range map[string]string{
+		"Type": "instant", "SpotOptions.AllocationStrategy": "capacity-optimized-prioritized",
+		"TargetCapacitySpecification.DefaultTargetCapacityType": "spot", "TargetCapacitySpecification.TotalTargetCapacity": "1",
+	} {
+		if got := p.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	// Tagged at launch, and never afterwards.
+	for k, want := range map[string]string{TagCluster: "test", TagNode: "gpu-1", TagJobID: "42", TagAccount: "physics", TagUser: "alice", TagClass: "train", TagCapacity: "spot"} {
+		if in.Tags[k] != want {
+			t.Errorf("tag %s = %q, want %q", k, in.Tags[k], want)
+		}
+	}
+	if n := e.srv.CallCount("CreateTags"); n != 0 {
+		t.Errorf("%d CreateTags calls; burst must tag at launch only", n)
+	}
+	// The node learns who it is from IMDS.
+	url, err := e.srv.IMDSURL(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"tags/instance/" + TagNode: "gpu-1", "instance-life-cycle": "spot", "instance-id": in.ID, "local-ipv4": in.PrivateIP} {
+		got, err := imdsGet(t, url, path)
+		if err != nil || got != want {
+			t.Errorf("IMDS %s = %q, %v; want %q", path, got, err, want)
+		}
+	}
+}
+
+func callsOf(srv *ec2emu.Server, action string) []ec2emu.Call {
+	var out []ec2emu.Call
+	for _, c := range srv.Calls() {
+		if c.Action == action {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestFallbackToNextOfferingAndOnDemand(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, ec2emu.Options{}, Options{StateDir: dir})
+	e.srv.SetCapacity("g5.xlarge", "us-east-1a", "spot", 0)
+	offs := []cloud.Offering{spot("g5.xlarge", "us-east-1a"), spot("g6.xlarge", "us-east-1a")}
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: offs, OnDemandFallback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Instances[0]; got.InstanceType != "g6.xlarge" || got.Capacity != cloud.Spot {
+		t.Fatalf("got %s %s, want the next offering g6.xlarge spot", got.InstanceType, got.Capacity)
+	}
+	// Every spot pool dry: on-demand fallback, in rank order.
+	e.srv.SetCapacity("g6.xlarge", "us-east-1a", "spot", 0)
+	e.srv.ResetCalls()
+	res, err = e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(2, "gpu-2"), Offerings: offs, OnDemandFallback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Instances[0]; got.InstanceType != "g5.xlarge" || got.Capacity != cloud.OnDemand || got.Tags[TagCapacity] != "on-demand" {
+		t.Fatalf("got %s %s, want on-demand g5.xlarge", got.InstanceType, got.Capacity)
+	}
+	// g5.xlarge spot was cached as unavailable: the spot fleet offered only g6.xlarge.
+	fleets := callsOf(e.srv, "CreateFleet")
+	if len(fleets) != 2 {
+		t.Fatalf("%d CreateFleet calls, want spot then on-demand", len(fleets))
+	}
+	if p := fleets[0].Params; p.Get("LaunchTemplateConfigs.1.Overrides.1.InstanceType") != "g6.xlarge" || p.Has("LaunchTemplateConfigs.1.Overrides.2.InstanceType") {
+		t.Errorf("spot fleet overrides = %v, want only g6.xlarge (g5.xlarge cached unavailable)", p)
+	}
+	// The cache outlives the provider (a new resume process).
+	p2, err := New(e.client, Options{Cluster: "test", Subnets: testSubnets, LaunchTemplateName: e.lt, StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p2.Cache().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"g5.xlarge/us-east-1a/spot", "g6.xlarge/us-east-1a/spot"} {
+		if snap[k] != "InsufficientInstanceCapacity" {
+			t.Errorf("cache[%s] = %q, want InsufficientInstanceCapacity; cache %v", k, snap[k], snap)
+		}
+	}
+	// Without fallback and with every pool cached dry the error names them.
+	_, err = p2.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(3, "gpu-3"), Offerings: offs})
+	if !cloud.IsInsufficientCapacity(err) {
+		t.Fatalf("err = %v, want insufficient capacity", err)
+	}
+	if r := cloud.Reason(err); r != "burst: InsufficientInstanceCapacity for g5.xlarge,g6.xlarge spot in us-east-1a" {
+		t.Errorf("reason = %q", r)
+	}
+}
+
+func TestAllOrNothing(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	for _, z := range []string{"us-east-1a", "us-east-1b"} {
+		e.srv.SetCapacity("p4d.24xlarge", z, "spot", 3)
+		e.srv.SetCapacity("p4d.24xlarge", z, "on-demand", 0)
+	}
+	req := cloud.LaunchRequest{Nodes: nodes(7, "gpu-1", "gpu-2", "gpu-3", "gpu-4"), AllOrNothing: true, PlacementGroup: "burst-pg", OnDemandFallback: true,
+		Offerings: []cloud.Offering{spot("p4d.24xlarge", "us-east-1a"), spot("p4d.24xlarge", "us-east-1b")}}
+	res, err := e.prov.Launch(ctx(t), req)
+	if !cloud.IsInsufficientCapacity(err) {
+		t.Fatalf("err = %v, want insufficient capacity when only 3 of 4 can be had", err)
+	}
+	if live := e.srv.Live(); len(live) != 0 || len(res.Instances) != 0 {
+		t.Fatalf("%d instances left running (%d returned); all-or-nothing wants none", len(live), len(res.Instances))
+	}
+	if len(res.Failed) != 4 {
+		t.Errorf("failed = %v, want all 4 nodes", res.Failed)
+	}
+	f := callsOf(e.srv, "CreateFleet")[0].Params
+	for k, want := range map[string]string{"SpotOptions.MinTargetCapacity": "4", "SpotOptions.SingleAvailabilityZone": "true",
+		"TargetCapacitySpecification.TotalTargetCapacity": "4", "LaunchTemplateConfigs.1.Overrides.1.Placement.GroupName": "burst-pg"} {
+		if f.Get(k) != want {
+			t.Errorf("%s = %q, want %q", k, f.Get(k), want)
+		}
+	}
+	// With 4 in one zone the job launches there, each node knowing its name.
+	e.srv.SetCapacity("p4d.24xlarge", "us-east-1b", "spot", 4)
+	if err := os_RemoveCache(e); err != nil {
+		t.Fatal(err)
+	}
+	req.Attempt = 2
+	res, err = e.prov.Launch(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Instances) != 4 {
+		t.Fatalf("got %d instances, want 4", len(res.Instances))
+	}
+	var got []string
+	for _, in := range res.Instances {
+		if in.Zone != "us-east-1b" {
+			t.Errorf("%s in %s, want every node in us-east-1b", in.Node, in.Zone)
+		}
+		url, err := e.srv.IMDSURL(in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err1 := imdsGet(t, url, "tags/instance/"+TagNodes)
+		idx, err2 := imdsGet(t, url, "ami-launch-index")
+		if err1 != nil || err2 != nil {
+			t.Fatalf("IMDS: %v %v", err1, err2)
+		}
+		var i int
+		_, _ = fmtSscan(idx, &i)
+		if self := NodeOf(map[string]string{TagNodes: list}, i); self != in.Node {
+			t.Errorf("instance %s resolves itself as %q from IMDS, provider says %q", in.ID, self, in.Node)
+		}
+		got = append(got, in.Node)
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, []string{"gpu-1", "gpu-2", "gpu-3", "gpu-4"}) {
+		t.Errorf("nodes = %v", got)
+	}
+	// Listed back with the same identities.
+	list, err := e.prov.List(ctx(t))
+	if err != nil || len(list) != 4 {
+		t.Fatalf("list = %d, %v", len(list), err)
+	}
+}
+
+func TestRetriedLaunchCreatesNoDuplicate(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	req := cloud.LaunchRequest{Nodes: nodes(9, "gpu-1"), Offerings: []cloud.Offering{spot("g5.xlarge", "us-east-1a")}, Attempt: 1}
+	// The first response is lost after the fleet was made: the SDK retries
+	// with the same ClientToken.
+	e.srv.InjectFault(ec2emu.Fault{Action: "CreateFleet", Code: "InternalError", Count: 1, AfterEffect: true})
+	r1, err := e.prov.Launch(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The resume program runs again for the same attempt.
+	r2, err := e.prov.Launch(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.srv.Instances()) != 1 {
+		t.Fatalf("%d instances exist, want 1", len(e.srv.Instances()))
+	}
+	if r1.Instances[0].ID != r2.Instances[0].ID || !slices.Equal(r2.Reused, []string{"gpu-1"}) {
+		t.Errorf("second launch = %+v, want the first instance reused", r2)
+	}
+	// A second process that cannot see the instance yet still gets the same fleet by token.
+	p2, _ := New(e.client, Options{Cluster: "test", Subnets: testSubnets, LaunchTemplateName: e.lt})
+	ins, _, err := p2.fleet(ctx(t), e.lt, req, req.Nodes, p2.candidates(req))
+	if err != nil || len(ins) != 1 || ins[0].ID != r1.Instances[0].ID {
+		t.Errorf("repeated fleet = %+v, %v; want the same instance", ins, err)
+	}
+	if len(e.srv.Instances()) != 1 {
+		t.Errorf("%d instances exist after the repeated CreateFleet, want 1", len(e.srv.Instances()))
+	}
+}
+
+func TestThrottlingAbsorbedWithoutDuplicates(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	e.srv.InjectFault(ec2emu.Fault{Action: "CreateFleet", Code: "RequestLimitExceeded", Count: 4})
+	e.srv.InjectFault(ec2emu.Fault{Action: "CreateFleet", Code: "RequestLimitExceeded", Count: 2, AfterEffect: true})
+	e.srv.InjectFault(ec2emu.Fault{Action: "DescribeInstances", Code: "RequestLimitExceeded", Count: 2})
+	names := []string{"gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5"}
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(5, names...), Offerings: []cloud.Offering{spot("g5.xlarge", "us-east-1a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Instances) != 5 || len(res.Failed) != 0 {
+		t.Fatalf("got %d instances, failed %v; want 5", len(res.Instances), res.Failed)
+	}
+	if n := len(e.srv.Instances()); n != 5 {
+		t.Errorf("%d instances in EC2, want 5 (no duplicates)", n)
+	}
+	throttled := 0
+	for _, c := range e.srv.Calls() {
+		if c.Code == "RequestLimitExceeded" {
+			throttled++
+		}
+	}
+	if throttled != 8 {
+		t.Errorf("%d throttled calls, want the 8 injected", throttled)
+	}
+}
+
+func TestThrottlingSurfacesAsTyped(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	e.srv.InjectFault(ec2emu.Fault{Action: "CreateFleet", Code: "RequestLimitExceeded"})
+	_, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(5, "gpu-1"), Offerings: []cloud.Offering{spot("g5.xlarge", "us-east-1a")}})
+	if !cloud.IsThrottled(err) {
+		t.Fatalf("err = %v, want throttled", err)
+	}
+	if !strings.Contains(cloud.Reason(err), "RequestLimitExceeded") {
+		t.Errorf("reason %q", cloud.Reason(err))
+	}
+	e.srv.InjectFault(ec2emu.Fault{Action: "DescribeInstances", Code: "UnauthorizedOperation"})
+	if _, err := e.prov.List(ctx(t)); !cloud.IsUnauthorized(err) {
+		t.Fatalf("err = %v, want unauthorized", err)
+	}
+}
+
+func TestTerminate2500InThreeCalls(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{BucketSize: -1}, Options{})
+	for _, n := range []int32{1000, 1000, 500} {
+		_, err := e.client.RunInstances(ctx(t), &ec2.RunInstancesInput{ImageId: aws.String("ami-0123"), InstanceType: types.InstanceTypeG5Xlarge,
+			MinCount: aws.Int32(n), MaxCount: aws.Int32(n), SubnetId: aws.String("subnet-a"),
+			TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: []types.Tag{{Key: aws.String(TagCluster), Value: aws.String("test")}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.srv.ResetCalls()
+	list, err := e.prov.List(ctx(t))
+	if err != nil || len(list) != 2500 {
+		t.Fatalf("list = %d, %v; want 2500", len(list), err)
+	}
+	if n := e.srv.CallCount("DescribeInstances"); n != 3 {
+		t.Errorf("%d DescribeInstances pages, want 3", n)
+	}
+	ids := make([]string, len(list))
+	for i, in := range list {
+		ids[i] = in.ID
+	}
+	ids = append(ids, "i-0fffffffffffffff0") // already gone: ignored
+	if err := e.prov.TerminateIDs(ctx(t), ids); err != nil {
+		t.Fatal(err)
+	}
+	if live := e.srv.Live(); len(live) != 0 {
+		t.Errorf("%d instances still live", len(live))
+	}
+	calls := callsOf(e.srv, "TerminateInstances")
+	ok := 0
+	for _, c := range calls {
+		if c.Code == "" {
+			ok++
+		}
+	}
+	if ok != 3 {
+		t.Errorf("%d successful TerminateInstances calls (%d in all), want 3", ok, len(calls))
+	}
+}
+
+func TestTerminateByNode(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	offs := []cloud.Offering{spot("g5.xlarge", "us-east-1a")}
+	if _, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1", "gpu-2", "gpu-3"), Offerings: offs}); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := e.prov.Terminate(ctx(t), []string{"gpu-2", "gpu-9"})
+	if err != nil || len(gone) != 1 || gone[0].Node != "gpu-2" {
+		t.Fatalf("terminate = %+v, %v; want gpu-2's instance", gone, err)
+	}
+	list, _ := e.prov.List(ctx(t))
+	live := map[string]string{}
+	for _, in := range list {
+		live[in.Node] = in.State
+	}
+	if live["gpu-2"] != "shutting-down" || live["gpu-1"] == "shutting-down" || live["gpu-3"] == "shutting-down" {
+		t.Errorf("states = %v", live)
+	}
+}
+
+func TestEnsuredLaunchTemplate(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{ImageID: "ami-0abc", InstanceProfile: "burst-node", SecurityGroupIDs: []string{"sg-1"}, UserData: "#!/bin/sh\necho hi\n"})
+	offs := []cloud.Offering{spot("g5.xlarge", "us-east-1a")}
+	r, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: offs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second provider (another resume run) finds the template instead of creating it.
+	p2, err := New(e.client, Options{Cluster: "test", Subnets: testSubnets, ImageID: "ami-0abc", InstanceProfile: "burst-node", SecurityGroupIDs: []string{"sg-1"}, UserData: "#!/bin/sh\necho hi\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-2"), Offerings: offs}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.srv.CallCount("CreateLaunchTemplate"); n != 1 {
+		t.Errorf("%d CreateLaunchTemplate calls, want 1", n)
+	}
+	url, _ := e.srv.IMDSURL(r.Instances[0].ID)
+	c := imds.New(imds.Options{Endpoint: url, ClientEnableState: imds.ClientEnabled})
+	ud, err := c.GetUserData(context.Background(), &imds.GetUserDataInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(ud.Content)
+	if string(b) != "#!/bin/sh\necho hi\n" {
+		t.Errorf("user data = %q", b)
+	}
+	if got, err := imdsGet(t, url, "tags/instance/"+TagNode); got != "gpu-1" {
+		t.Errorf("node tag via IMDS = %q, %v (the ensured template must enable instance tags in metadata)", got, err)
+	}
+}
+
+func TestLaunchRejectsBadRequests(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	cases := map[string]cloud.LaunchRequest{
+		"no nodes":      {Offerings: []cloud.Offering{spot("g5.xlarge", "us-east-1a")}},
+		"no offerings":  {Nodes: nodes(1, "gpu-1")},
+		"other cluster": {Cluster: "prod", Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{spot("g5.xlarge", "us-east-1a")}},
+		"bad capacity":  {Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: "reserved"}}},
+		"dup node":      {Nodes: nodes(1, "gpu-1", "gpu-1"), Offerings: []cloud.Offering{spot("g5.xlarge", "us-east-1a")}},
+	}
+	for name, req := range cases {
+		if _, err := e.prov.Launch(ctx(t), req); !cloud.IsInvalid(err) {
+			t.Errorf("%s: err = %v, want invalid", name, err)
+		}
+	}
+	if _, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{spot("g5.xlarge", "eu-west-1a")}}); !cloud.IsInvalid(err) {
+		t.Errorf("zone without subnet: err = %v, want invalid", err)
+	}
+	if e.srv.CallCount("CreateFleet") != 0 {
+		t.Error("bad requests reached EC2")
+	}
+	if _, err := New(nil, Options{}); err == nil || !strings.Contains(err.Error(), "cluster name is empty") {
+		t.Errorf("New with no options: %v", err)
+	}
+}
+
+func TestSpotPricesAndInstanceTypes(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	offs, err := e.prov.SpotPrices(ctx(t), []string{"g5.xlarge", "g6.xlarge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offs) != 6 {
+		t.Fatalf("got %d spot offerings, want 2 types x 3 zones", len(offs))
+	}
+	for i, o := range offs {
+		if o.PriceUSD <= 0 || o.SubnetID == "" || (i > 0 && o.PriceUSD < offs[i-1].PriceUSD) {
+			t.Errorf("offering %d = %+v (want priced, with subnet, cheapest first)", i, o)
+		}
+	}
+	ti, err := e.prov.InstanceTypes(ctx(t), []string{"g5.xlarge"})
+	if err != nil || len(ti) != 1 || ti[0].GPUs != 1 || ti[0].GPUModel != "a10g" {
+		t.Errorf("instance types = %+v, %v", ti, err)
+	}
+	all, err := e.prov.InstanceTypes(ctx(t), nil)
+	if err != nil || len(all) < 20 {
+		t.Errorf("all instance types: %d, %v (want the paginated catalog)", len(all), err)
+	}
+	_, err = e.prov.InstanceTypes(ctx(t), []string{"g99.huge"})
+	if !cloud.IsInvalid(err) && !errors.Is(err, cloud.ErrInvalid) {
+		t.Errorf("unknown type err = %v, want invalid", err)
+	}
+	_ = time.Second
+}

@@ -1,0 +1,153 @@
+package ec2
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/cloud"
+)
+
+// UnavailableFile is the cache's file name in the state directory.
+const UnavailableFile = "unavailable-offerings.json"
+
+// UnavailableCache remembers pools (instance type x zone x capacity type)
+// that recently failed with insufficient capacity, so that the next resume
+// skips them for TTL. With a directory it lives in a JSON file shared by
+// every process (resume is short-lived), updated under an flock; without
+// one it lives in memory.
+type UnavailableCache struct {
+	path string
+	ttl  time.Duration
+	now  func() time.Time
+
+	mu  sync.Mutex
+	mem map[string]unavailableEntry
+}
+
+type unavailableEntry struct {
+	InstanceType string    `json:"instance_type"`
+	Zone         string    `json:"zone"`
+	Capacity     string    `json:"capacity"`
+	Code         string    `json:"code"`
+	Until        time.Time `json:"until"`
+}
+
+type unavailableDoc struct {
+	Version int                `json:"version"`
+	Entries []unavailableEntry `json:"entries"`
+}
+
+// NewUnavailableCache makes a cache in dir ("" = in memory only).
+func NewUnavailableCache(dir string, ttl time.Duration, now func() time.Time) *UnavailableCache {
+	c := &UnavailableCache{ttl: ttl, now: now, mem: map[string]unavailableEntry{}}
+	if dir != "" {
+		c.path = filepath.Join(dir, UnavailableFile)
+	}
+	return c
+}
+
+func entryKey(typ, zone, capacity string) string { return typ + "/" + zone + "/" + capacity }
+
+// Snapshot returns the pools unavailable now, keyed by Offering.Key.
+func (c *UnavailableCache) Snapshot() (map[string]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	entries := c.mem
+	if c.path != "" {
+		var err error
+		if entries, err = c.read(); err != nil {
+			return nil, err
+		}
+	}
+	now := c.now()
+	out := map[string]string{}
+	for k, e := range entries {
+		if now.Before(e.Until) {
+			out[k] = e.Code
+		}
+	}
+	return out, nil
+}
+
+// Mark records offerings as unavailable for the TTL because of code.
+func (c *UnavailableCache) Mark(code string, offs ...cloud.Offering) error {
+	if len(offs) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	apply := func(m map[string]unavailableEntry) {
+		now := c.now()
+		for k, e := range m {
+			if !now.Before(e.Until) {
+				delete(m, k)
+			}
+		}
+		for _, o := range offs {
+			m[o.Key()] = unavailableEntry{o.InstanceType, o.Zone, string(o.Capacity), code, now.Add(c.ttl)}
+		}
+	}
+	if c.path == "" {
+		apply(c.mem)
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+		return fmt.Errorf("creating state directory for the unavailable-offerings cache: %w", err)
+	}
+	lock, err := os.OpenFile(c.path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening cache lock %s: %w", c.path+".lock", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", c.path+".lock", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	m, err := c.read()
+	if err != nil {
+		m = map[string]unavailableEntry{} // a corrupt cache is rebuilt, not fatal
+	}
+	apply(m)
+	doc := unavailableDoc{Version: 1}
+	for _, e := range m {
+		doc.Entries = append(doc.Entries, e)
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", c.path, os.Getpid())
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("writing the unavailable-offerings cache: %w", err)
+	}
+	if err := os.Rename(tmp, c.path); err != nil {
+		return fmt.Errorf("replacing the unavailable-offerings cache: %w", err)
+	}
+	return nil
+}
+
+func (c *UnavailableCache) read() (map[string]unavailableEntry, error) {
+	m := map[string]unavailableEntry{}
+	b, err := os.ReadFile(c.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the unavailable-offerings cache: %w", err)
+	}
+	var doc unavailableDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("parsing the unavailable-offerings cache %s (delete it to reset): %w", c.path, err)
+	}
+	for _, e := range doc.Entries {
+		m[entryKey(e.InstanceType, e.Zone, e.Capacity)] = e
+	}
+	return m, nil
+}
