@@ -1,0 +1,45 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// New starts a cluster for a test and registers its teardown with t.Cleanup
+// (log tails are printed first when the test failed). It skips the test, with
+// a loud message, only when not running as root; any other start-up problem
+// fails the test.
+func New(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING REAL-SLURM TEST: test/harness needs root (network namespaces, bridge, munged, slurmd); run `sudo go test ...`")
+	}
+	if os.Getenv("BURST_HARNESS_KEEP") == "1" {
+		opts.KeepDir = true
+	}
+	if lvl := os.Getenv("BURST_HARNESS_DEBUG"); lvl != "" {
+		opts.Debug = lvl
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("starting slurm harness: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("slurm harness %s (dir %s) after failure:\n--- slurmctld.log (tail) ---\n%s", c.id, c.dir, tail(c.SlurmctldLog(), 40))
+			logs, _ := filepath.Glob(filepath.Join(c.dir, "log", "slurmd-*.log"))
+			for _, l := range logs {
+				t.Logf("--- %s (tail) ---\n%s", filepath.Base(l), tail(l, 20))
+			}
+		}
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping slurm harness: %v", err)
+		}
+	})
+	return c
+}
