@@ -80,6 +80,14 @@ func (tl *tally) advance(t float64) {
 	tl.last = t
 }
 
+// finish integrates to t and closes the series with a sample at t.
+func (tl *tally) finish(t float64) {
+	tl.advance(t)
+	if n := len(tl.series); n == 0 || tl.series[n-1].At < secDur(t) {
+		tl.series = append(tl.series, Sample{At: secDur(t), CostUSD: tl.cumCost, GPUs: tl.gpusBilled})
+	}
+}
+
 func secDur(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 type elastic struct {
@@ -165,7 +173,7 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 			return nil, e.err
 		}
 	}
-	e.tl.advance(math.Max(span, e.c.now))
+	e.tl.finish(e.c.now)
 	for i := range states {
 		if states[i].firstStart < 0 {
 			return nil, fmt.Errorf("simulating %s: job %s never started (simulator bug)", name, states[i].job.ID)

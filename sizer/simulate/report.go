@@ -24,8 +24,12 @@ func WriteTable(w io.Writer, r Result) error {
 		return fmt.Errorf("writing the table: %w", err)
 	}
 	a := r.Assumptions
-	_, err := fmt.Fprintf(w, "\n%d jobs over %.1f days; GPU model %s; boot lognormal median %s sigma %.2f; idle timeout %s; warm window %s; checkpoint %s (on notice: %v); interruptions %s; spot dry %.0f%%; on-demand after %d interruptions; seed %d\n",
-		r.Jobs, r.SpanHours/24, a.GPUModel, dur(a.BootMedianS), a.BootSigma, dur(a.IdleTimeoutS), dur(a.WarmWindowS), ckptText(a.CheckpointS), a.CheckpointOnNotice,
+	boot := "fixed " + dur(a.BootMedianS)
+	if a.BootSigma > 0 {
+		boot = fmt.Sprintf("lognormal median %s sigma %.2f", dur(a.BootMedianS), a.BootSigma)
+	}
+	_, err := fmt.Fprintf(w, "\n%d jobs over %.1f days; GPU model %s; boot %s; idle timeout %s; warm window %s; checkpoint %s (on notice: %v); interruptions %s; spot dry %.0f%%; on-demand after %d interruptions; seed %d\n",
+		r.Jobs, r.SpanHours/24, a.GPUModel, boot, dur(a.IdleTimeoutS), dur(a.WarmWindowS), ckptText(a.CheckpointS), a.CheckpointOnNotice,
 		a.Interruptions, 100*a.SpotDryProb, a.MaxSpotInterruptions, a.Seed)
 	for _, p := range r.Policies {
 		if p.StaticNodes > 0 {

@@ -242,7 +242,7 @@ func runStatic(o Options, jobs []trace.Job, t0 time.Time, span float64) (*tally,
 	rate := float64(nodes) * typ.OnDemandUSD / 3600
 	tl.rate = rate
 	tl.gpusBilled = nodes * gpn
-	tl.advance(end)
+	tl.finish(end)
 	tl.cost = rate * end
 	tl.gpuSecBilled = float64(nodes*gpn) * end
 	tl.gpuSecUsed = used

@@ -1,0 +1,74 @@
+package simulate
+
+import (
+	"testing"
+
+	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/sizer/trace"
+)
+
+func TestNodeShape(t *testing.T) {
+	for _, c := range []struct{ total, max, nodes, gpn int }{
+		{1, 8, 1, 1}, {8, 8, 1, 8}, {12, 8, 2, 6}, {16, 8, 2, 8}, {24, 8, 3, 8}, {128, 8, 16, 8}, {3, 0, 1, 3}, {5, 4, 2, 3},
+	} {
+		n, g := NodeShape(c.total, c.max)
+		if n != c.nodes || g != c.gpn {
+			t.Errorf("NodeShape(%d, %d) = %d x %d, want %d x %d", c.total, c.max, n, g, c.nodes, c.gpn)
+		}
+	}
+}
+
+// TestPolicySizerOnCatalog checks the adapter against the real policy and
+// catalog: what burst picks for Philly's common shapes on a10g.
+func TestPolicySizerOnCatalog(t *testing.T) {
+	s, err := NewPolicySizer(catalog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		gpus      int
+		allowSpot bool
+		typ       string
+		spot      bool
+		nodes     int
+	}{
+		{1, true, "g5.xlarge", true, 1},
+		{1, false, "g5.xlarge", false, 1},
+		{2, true, "g5.12xlarge", true, 1},
+		{8, true, "g5.48xlarge", true, 1},
+		{16, true, "g5.48xlarge", true, 2},
+		{16, false, "g5.48xlarge", false, 2},
+	} {
+		offs, err := s.Offerings(Request{Job: trace.Job{GPUs: c.gpus}, GPUModel: "a10g", AllowSpot: c.allowSpot, Checkpoint: DefaultCheckpoint})
+		if err != nil {
+			t.Fatalf("%d GPUs: %v", c.gpus, err)
+		}
+		o := offs[0]
+		if o.Type.Name != c.typ || o.Spot != c.spot || o.Nodes != c.nodes {
+			t.Errorf("%d GPUs (spot %v): first offering %d x %s spot=%v, want %d x %s spot=%v", c.gpus, c.allowSpot, o.Nodes, o.Type.Name, o.Spot, c.nodes, c.typ, c.spot)
+		}
+		for _, x := range offs {
+			if x.Spot && !c.allowSpot {
+				t.Errorf("%d GPUs: spot offering %s when spot is not allowed", c.gpus, x.Type.Name)
+			}
+			if x.Nodes*x.Type.GPUs < c.gpus {
+				t.Errorf("%d GPUs: offering %d x %s is too small", c.gpus, x.Nodes, x.Type.Name)
+			}
+		}
+		want := o.Type.OnDemandUSD
+		if o.Spot {
+			want = o.Type.SpotUSD()
+		}
+		if o.USDPerHour != want {
+			t.Errorf("%s price %g, want catalog's %g", o.Type.Name, o.USDPerHour, want)
+		}
+	}
+	// A job that says it cannot checkpoint gets on-demand from the policy.
+	offs, err := s.Offerings(Request{Job: trace.Job{GPUs: 1, Metadata: "burst: checkpoint=none"}, GPUModel: "a10g", AllowSpot: true})
+	if err != nil || offs[0].Spot {
+		t.Errorf("checkpoint=none: %+v, %v; want on-demand first", offs, err)
+	}
+	if _, err := s.Offerings(Request{Job: trace.Job{GPUs: 1, Metadata: "burst: bogus=1"}, GPUModel: "a10g"}); err == nil {
+		t.Error("bad metadata: no error")
+	}
+}
