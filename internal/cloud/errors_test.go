@@ -1,0 +1,51 @@
+package cloud
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestErrorIsAndReason(t *testing.T) {
+	e := &Error{Kind: KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: "launching gpu-1",
+		Message: "We currently do not have sufficient g5.xlarge capacity",
+		Offerings: []Offering{
+			{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: Spot},
+			{InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: Spot},
+			{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: OnDemand},
+		}}
+	wrapped := fmt.Errorf("resuming: %w", e)
+	if !IsInsufficientCapacity(wrapped) || IsThrottled(wrapped) || KindOf(wrapped) != KindInsufficientCapacity {
+		t.Errorf("classification of %v wrong", wrapped)
+	}
+	want := "burst: InsufficientInstanceCapacity for g5.xlarge,g6.xlarge spot in us-east-1a; g5.xlarge on-demand in us-east-1b"
+	if got := Reason(wrapped); got != want {
+		t.Errorf("reason = %q\nwant     %q", got, want)
+	}
+	if !strings.HasPrefix(e.Error(), "launching gpu-1: InsufficientInstanceCapacity for") || !strings.HasSuffix(e.Error(), "capacity") {
+		t.Errorf("Error() = %q", e.Error())
+	}
+	if got := Reason(errors.New(strings.Repeat("x", 300))); len(got) != 120 || !strings.HasSuffix(got, "...") {
+		t.Errorf("long reason not cut: %d %q", len(got), got)
+	}
+	if Reason(nil) != "" {
+		t.Error("nil reason")
+	}
+	for k, is := range map[Kind]func(error) bool{KindThrottled: IsThrottled, KindQuota: IsQuota, KindUnauthorized: IsUnauthorized,
+		KindNotFound: IsNotFound, KindInvalid: IsInvalid, KindInsufficientCapacity: IsInsufficientCapacity} {
+		if !is(&Error{Kind: k}) || is(&Error{Kind: KindUnknown}) {
+			t.Errorf("Is helper for %v", k)
+		}
+	}
+	if KindOf(fmt.Errorf("x: %w", ErrQuota)) != KindQuota {
+		t.Error("KindOf on a sentinel")
+	}
+}
+
+func TestOfferingKey(t *testing.T) {
+	o := Offering{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: Spot}
+	if o.Key() != "g5.xlarge/us-east-1a/spot" || !Spot.Valid() || CapacityType("x").Valid() {
+		t.Error(o.Key())
+	}
+}
