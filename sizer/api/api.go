@@ -201,7 +201,7 @@ type InstanceEvent struct {
 	Node         string    `json:"node,omitempty"`
 	InstanceType string    `json:"instance_type,omitempty"`
 	Zone         string    `json:"zone,omitempty"`
-	Capacity     string    `json:"capacity,omitempty"` // spot or on-demand
+	Capacity     string    `json:"capacity,omitempty"`  // spot or on-demand
 	PriceUSD     float64   `json:"price_usd,omitempty"` // per hour; 0: the server prices it from the catalog
 	Account      string    `json:"account,omitempty"`
 	Time         time.Time `json:"time"`

@@ -14,10 +14,10 @@ func TestSpend(t *testing.T) {
 	}
 	ivs := []Interval{
 		{InstanceID: "a", Account: "phys", PriceUSD: 10, Start: now.Add(-3 * time.Hour), End: now.Add(-1 * time.Hour)}, // 2 h = $20
-		{InstanceID: "b", Account: "phys", PriceUSD: 4, Start: now.Add(-30 * time.Minute)},                                // running: 0.5 h = $2
-		{InstanceID: "c", Account: "bio", PriceUSD: 100, Start: ms.Add(-2 * time.Hour), End: ms.Add(time.Hour)},          // 1 h this month = $100
-		{InstanceID: "d", Account: "bio", PriceUSD: 100, Start: ms.Add(-5 * time.Hour), End: ms.Add(-time.Hour)},         // last month
-		{InstanceID: "e", Account: "chem", PriceUSD: 1, Start: now.Add(time.Hour), End: now.Add(2 * time.Hour)},          // future: 0
+		{InstanceID: "b", Account: "phys", PriceUSD: 4, Start: now.Add(-30 * time.Minute)},                             // running: 0.5 h = $2
+		{InstanceID: "c", Account: "bio", PriceUSD: 100, Start: ms.Add(-2 * time.Hour), End: ms.Add(time.Hour)},        // 1 h this month = $100
+		{InstanceID: "d", Account: "bio", PriceUSD: 100, Start: ms.Add(-5 * time.Hour), End: ms.Add(-time.Hour)},       // last month
+		{InstanceID: "e", Account: "chem", PriceUSD: 1, Start: now.Add(time.Hour), End: now.Add(2 * time.Hour)},        // future: 0
 	}
 	st := Statuses(map[string]float64{"phys": 21, "bio": 500, "math": 50}, ivs, now)
 	want := map[string]struct {

@@ -565,3 +565,12 @@ func SortJobs(js []JobUsage) {
 		return a.JobID < b.JobID
 	})
 }
+
+// CountRecords returns how many distinct agent records are stored.
+func (s *Store) CountRecords(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM records_seen`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting records: %w", err)
+	}
+	return n, nil
+}

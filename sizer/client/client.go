@@ -1,0 +1,199 @@
+// Package client is a small Go client for the burst-sizer API, used by
+// burst-resume (rank with a short timeout, launch and terminate records) and
+// burst-agent (reports). Errors are typed so callers can fall back:
+//
+//   - errors.Is(err, ErrUnavailable): the sizer could not be reached, timed
+//     out or failed (5xx): use the in-process policy / retry later;
+//   - errors.Is(err, ErrOverBudget): the account is over budget: launch
+//     nothing and hold the job with the error's message;
+//   - *APIError for every other refusal (bad request, auth, no offering),
+//     with the server's Code and Message.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/sizer/auth"
+	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/sizer/report"
+)
+
+// Sentinel errors.
+var (
+	ErrUnavailable  = errors.New("sizer unavailable")
+	ErrOverBudget   = errors.New("account over budget")
+	ErrUnauthorized = errors.New("sizer refused the credential")
+	ErrNoOffering   = errors.New("sizer has no offering")
+)
+
+// APIError is a non-2xx answer from the sizer.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("sizer answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Is maps codes onto the sentinels.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrUnavailable:
+		return e.Status >= 500
+	case ErrOverBudget:
+		return e.Code == api.CodeOverBudget
+	case ErrUnauthorized:
+		return e.Status == 401 || e.Status == 403
+	case ErrNoOffering:
+		return e.Code == api.CodeNoOffering
+	}
+	return false
+}
+
+// Client talks to one sizer. Safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+}
+
+// DefaultTimeout bounds each call unless WithTimeout or the context says otherwise.
+const DefaultTimeout = 10 * time.Second
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTimeout sets the per-call timeout (burst-resume uses a short one for rank).
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.hc.Timeout = d } }
+
+// WithHTTPClient replaces the HTTP client.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// New makes a client for baseURL (e.g. "http://10.0.0.5:8470") with a bearer
+// token (the admin token, or a node credential from NodeToken).
+func New(baseURL, token string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("sizer URL %q is not http(s)://host:port; set sizer.url in burst.yaml", baseURL)
+	}
+	if token == "" {
+		return nil, errors.New("sizer client: empty token; read it from sizer.token_file")
+	}
+	c := &Client{base: u, token: token, hc: &http.Client{Timeout: DefaultTimeout}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// NodeToken mints a node's credential from the admin token (burst-resume
+// puts it in the node's user data).
+func NodeToken(adminToken, node string) string { return auth.NodeToken(adminToken, node) }
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding %s request: %w", path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, body)
+	if err != nil {
+		return fmt.Errorf("building %s request: %w", path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("calling sizer %s%s: %w: %w", c.base, path, ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		var er api.ErrorResponse
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(raw, &er) != nil || er.Code == "" {
+			er = api.ErrorResponse{Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(raw))}
+		}
+		return &APIError{Status: resp.StatusCode, Code: er.Code, Message: er.Message}
+	}
+	if out == nil {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding sizer %s answer: %w: %w", path, ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Rank asks for a class's offerings for a job, best first.
+func (c *Client) Rank(ctx context.Context, rq api.RankRequest) (api.RankResponse, error) {
+	var out api.RankResponse
+	err := c.do(ctx, http.MethodPost, "/v1/rank", rq, &out)
+	return out, err
+}
+
+// Route asks for a submission-time decision.
+func (c *Client) Route(ctx context.Context, job api.JobRequest) (policy.Decision, error) {
+	var out policy.Decision
+	err := c.do(ctx, http.MethodPost, "/v1/route", api.RouteRequest{Job: job}, &out)
+	return out, err
+}
+
+// Report sends an agent batch. Batches are idempotent by (node, seq):
+// resending after an error is safe.
+func (c *Client) Report(ctx context.Context, b api.ReportBatch) (api.ReportResult, error) {
+	var out api.ReportResult
+	err := c.do(ctx, http.MethodPost, "/v1/reports", b, &out)
+	return out, err
+}
+
+// Interruption records a spot interruption notice.
+func (c *Client) Interruption(ctx context.Context, in api.Interruption) error {
+	return c.do(ctx, http.MethodPost, "/v1/interruptions", in, nil)
+}
+
+// Job registers a job's owner and allocation.
+func (c *Client) Job(ctx context.Context, j api.Job) error {
+	return c.do(ctx, http.MethodPost, "/v1/jobs", j, nil)
+}
+
+// Launched records an instance launch (spend starts).
+func (c *Client) Launched(ctx context.Context, ev api.InstanceEvent) error {
+	return c.do(ctx, http.MethodPost, "/v1/instances/launch", ev, nil)
+}
+
+// Terminated records an instance termination (spend stops).
+func (c *Client) Terminated(ctx context.Context, instanceID string, at time.Time) error {
+	return c.do(ctx, http.MethodPost, "/v1/instances/terminate", api.InstanceEvent{InstanceID: instanceID, Time: at}, nil)
+}
+
+// Budgets returns every account's month so far.
+func (c *Client) Budgets(ctx context.Context) ([]api.BudgetStatus, error) {
+	var out []api.BudgetStatus
+	err := c.do(ctx, http.MethodGet, "/v1/budgets", nil, &out)
+	return out, err
+}
+
+// UsageReport returns the monthly usage report.
+func (c *Client) UsageReport(ctx context.Context) (report.Report, error) {
+	var out report.Report
+	err := c.do(ctx, http.MethodGet, "/v1/report", nil, &out)
+	return out, err
+}

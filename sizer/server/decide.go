@@ -1,0 +1,83 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/sizer/store"
+)
+
+// DefaultHistoryJobs is how many past jobs of a user and job name learning
+// looks at.
+const DefaultHistoryJobs = 20
+
+// Decide makes the submission-time decision for a job: metadata problems
+// refuse the job (never silently ignored), the account's budget comes from
+// the store's instances and caps, and history from the store's usage. st may
+// be nil (no state: no history, no spend). It is shared by the daemon's
+// /v1/route and by `burst-sizer route` when the daemon is down.
+func Decide(ctx context.Context, p *policy.Policy, st *store.Store, caps map[string]float64, job api.JobRequest, now time.Time, historyJobs int) (policy.Decision, error) {
+	req, mdErrs := job.Policy()
+	if len(mdErrs) > 0 {
+		msgs := make([]string, len(mdErrs))
+		for i, e := range mdErrs {
+			msgs[i] = e.Error()
+		}
+		return policy.Decision{Refused: true, Nodes: max(req.Nodes, 1), Reason: "bad burst metadata",
+			RefuseMessage: "job refused: " + strings.Join(msgs, " | ") + ". Fix the --comment (see `burst-sizer route --help`) and submit again."}, nil
+	}
+	in := policy.RouteInput{Request: req}
+	if st != nil {
+		if historyJobs <= 0 {
+			historyJobs = DefaultHistoryJobs
+		}
+		h, err := st.History(ctx, req.User, req.JobName, historyJobs)
+		if err != nil {
+			return policy.Decision{}, fmt.Errorf("reading history: %w", err)
+		}
+		in.History = h
+	}
+	b, err := AccountBudget(ctx, st, caps, req.Account, now)
+	if err != nil {
+		return policy.Decision{}, err
+	}
+	in.Budget = b
+	return p.Route(in)
+}
+
+// AccountBudget returns an account's cap and spend this month (spend 0 when
+// st is nil).
+func AccountBudget(ctx context.Context, st *store.Store, caps map[string]float64, account string, now time.Time) (policy.Budget, error) {
+	b := policy.Budget{Account: account, CapUSD: caps[account]}
+	if b.CapUSD <= 0 || st == nil {
+		return b, nil
+	}
+	from := budget.MonthStart(now)
+	ivs, err := st.Intervals(ctx, from, now)
+	if err != nil {
+		return b, fmt.Errorf("reading spend of account %s: %w", account, err)
+	}
+	b.SpentUSD = budget.SpendByAccount(ivs, from, now)[account]
+	return b, nil
+}
+
+// errCode maps policy errors to API codes and HTTP statuses.
+func errCode(err error) (int, string) {
+	switch {
+	case errors.Is(err, policy.ErrOverBudget):
+		return 402, api.CodeOverBudget
+	case errors.Is(err, policy.ErrUnknownClass):
+		return 404, api.CodeUnknownClass
+	case errors.Is(err, policy.ErrNoOffering):
+		return 409, api.CodeNoOffering
+	case errors.Is(err, policy.ErrNoClass):
+		return 422, api.CodeNoClass
+	}
+	return 500, api.CodeInternal
+}
