@@ -1,0 +1,184 @@
+// Package iampolicy renders the least-privilege IAM policy for burst's EC2
+// calls: exactly the actions internal/cloud/ec2 makes (Actions), plus the
+// permissions EC2 checks inside those calls (Implied), scoped by the
+// cluster tag wherever EC2 supports tag conditions:
+//
+//   - CreateFleet/RunInstances may create instances and fleets only when the
+//     request tags them with the cluster tag (aws:RequestTag), and launch only
+//     from launch templates carrying it (aws:ResourceTag);
+//   - CreateTags is allowed only as part of a launch (ec2:CreateAction), so
+//     burst can never re-tag an existing resource;
+//   - TerminateInstances only on instances carrying the cluster tag;
+//   - CreateLaunchTemplate only with the cluster tag;
+//   - the Describe* calls have no resource-level permissions in EC2, so
+//     they are limited to the region (aws:RequestedRegion) when one is given.
+//
+// An admin-made launch template must carry the cluster tag, and any
+// volume or network-interface tags it sets must include it too.
+package iampolicy
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Actions are the EC2 API actions burst calls; the emulator's recorded
+// actions for a full provider flow are exactly these.
+var Actions = []string{
+	"ec2:CreateFleet",
+	"ec2:CreateLaunchTemplate",
+	"ec2:DescribeInstanceTypes",
+	"ec2:DescribeInstances",
+	"ec2:DescribeLaunchTemplates",
+	"ec2:DescribeSpotPriceHistory",
+	"ec2:TerminateInstances",
+}
+
+// Implied are permissions that EC2 checks during those calls although burst
+// never calls them as API actions, with the reason.
+var Implied = map[string]string{
+	"ec2:RunInstances": "CreateFleet launches through RunInstances and checks this permission on every resource it uses",
+	"ec2:CreateTags":   "tags given at launch (TagSpecifications) need ec2:CreateTags on the new resources",
+	"iam:PassRole":     "the launch template's instance profile passes its role to EC2 (only when Options.PassRoleARN is set)",
+}
+
+// Options refine the policy.
+type Options struct {
+	Region      string // e.g. "us-east-1"; "" = any region
+	Partition   string // default "aws"
+	Account     string // account id; "" = any ("*")
+	PassRoleARN string // role of the nodes' instance profile; "" omits iam:PassRole
+}
+
+// Statement is one IAM policy statement.
+type Statement struct {
+	Sid       string                    `json:"Sid"`
+	Effect    string                    `json:"Effect"`
+	Action    []string                  `json:"Action"`
+	Resource  []string                  `json:"Resource"`
+	Condition map[string]map[string]any `json:"Condition,omitempty"`
+}
+
+// Document is an IAM policy document.
+type Document struct {
+	Version   string      `json:"Version"`
+	Statement []Statement `json:"Statement"`
+}
+
+var (
+	tagKeyRe  = regexp.MustCompile(`^[\p{L}\p{N} +\-=._:@]{1,128}$`)
+	regionRe  = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
+	accountRe = regexp.MustCompile(`^\d{12}$`)
+)
+
+// Render returns the policy JSON for a cluster whose resources carry the
+// tag clusterTagKey=clusterName.
+func Render(clusterTagKey, clusterName string, opts Options) ([]byte, error) {
+	doc, err := Build(clusterTagKey, clusterName, opts)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the IAM policy: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Build returns the policy as a Document.
+func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
+	var probs []string
+	if !tagKeyRe.MatchString(clusterTagKey) || strings.HasPrefix(clusterTagKey, "aws:") {
+		probs = append(probs, fmt.Sprintf("cluster tag key %q is not a valid EC2 tag key (1-128 letters, digits, spaces and + - = . _ : @; not aws:)", clusterTagKey))
+	}
+	if clusterName == "" || len(clusterName) > 256 {
+		probs = append(probs, "cluster name must be 1-256 characters")
+	}
+	if opts.Region != "" && !regionRe.MatchString(opts.Region) {
+		probs = append(probs, fmt.Sprintf("region %q is not an AWS region name such as us-east-1", opts.Region))
+	}
+	if opts.Account != "" && !accountRe.MatchString(opts.Account) {
+		probs = append(probs, fmt.Sprintf("account %q is not a 12-digit AWS account id", opts.Account))
+	}
+	if opts.PassRoleARN != "" && !strings.HasPrefix(opts.PassRoleARN, "arn:") {
+		probs = append(probs, fmt.Sprintf("pass-role ARN %q does not start with arn:", opts.PassRoleARN))
+	}
+	if len(probs) > 0 {
+		return Document{}, fmt.Errorf("rendering the IAM policy: %s", strings.Join(probs, "; "))
+	}
+	part, region, account := opts.Partition, opts.Region, opts.Account
+	if part == "" {
+		part = "aws"
+	}
+	if region == "" {
+		region = "*"
+	}
+	if account == "" {
+		account = "*"
+	}
+	arn := func(kinds ...string) []string {
+		out := make([]string, len(kinds))
+		for i, k := range kinds {
+			acct := account
+			if k == "image" || k == "snapshot" {
+				acct = "" // public and shared AMIs have no owner in their ARN
+			}
+			out[i] = fmt.Sprintf("arn:%s:ec2:%s:%s:%s/*", part, region, acct, k)
+		}
+		return out
+	}
+	request := map[string]map[string]any{"StringEquals": {"aws:RequestTag/" + clusterTagKey: clusterName}}
+	resource := map[string]map[string]any{"StringEquals": {"aws:ResourceTag/" + clusterTagKey: clusterName}}
+	launch := []string{"ec2:CreateFleet", "ec2:RunInstances"}
+	doc := Document{Version: "2012-10-17", Statement: []Statement{
+		{Sid: "BurstLaunchTaggedInstances", Effect: "Allow", Action: launch,
+			Resource: arn("fleet", "instance"), Condition: request},
+		{Sid: "BurstLaunchFromClusterTemplates", Effect: "Allow", Action: launch,
+			Resource: arn("launch-template"), Condition: resource},
+		{Sid: "BurstLaunchSupportingResources", Effect: "Allow", Action: launch,
+			Resource: arn("image", "snapshot", "subnet", "security-group", "volume", "network-interface", "key-pair", "placement-group", "spot-instances-request")},
+		{Sid: "BurstTagOnlyAtLaunch", Effect: "Allow", Action: []string{"ec2:CreateTags"},
+			Resource: arn("fleet", "instance", "launch-template", "volume", "network-interface"),
+			Condition: map[string]map[string]any{
+				"StringEquals": {"aws:RequestTag/" + clusterTagKey: clusterName, "ec2:CreateAction": []string{"CreateFleet", "CreateLaunchTemplate", "RunInstances"}},
+			}},
+		{Sid: "BurstCreateClusterLaunchTemplates", Effect: "Allow", Action: []string{"ec2:CreateLaunchTemplate"},
+			Resource: arn("launch-template"), Condition: request},
+		{Sid: "BurstTerminateClusterInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
+			Resource: arn("instance"), Condition: resource},
+		{Sid: "BurstReadOnly", Effect: "Allow",
+			Action:   []string{"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ec2:DescribeSpotPriceHistory"},
+			Resource: []string{"*"}},
+	}}
+	if opts.Region != "" {
+		doc.Statement[len(doc.Statement)-1].Condition = map[string]map[string]any{"StringEquals": {"aws:RequestedRegion": opts.Region}}
+	}
+	if opts.PassRoleARN != "" {
+		doc.Statement = append(doc.Statement, Statement{Sid: "BurstPassNodeRole", Effect: "Allow", Action: []string{"iam:PassRole"},
+			Resource: []string{opts.PassRoleARN}, Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}})
+	}
+	return doc, nil
+}
+
+// ActionsIn lists the distinct actions a policy document allows, sorted.
+func ActionsIn(policy []byte) ([]string, error) {
+	var doc Document
+	if err := json.Unmarshal(policy, &doc); err != nil {
+		return nil, fmt.Errorf("parsing IAM policy: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, s := range doc.Statement {
+		for _, a := range s.Action {
+			seen[a] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for a := range seen {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out, nil
+}

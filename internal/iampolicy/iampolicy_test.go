@@ -1,0 +1,139 @@
+package iampolicy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/burst-hpc/burst/internal/cloud"
+	cloudec2 "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/iampolicy"
+	"github.com/burst-hpc/burst/test/ec2emu"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestPolicyCoversExactlyRecordedActions runs every provider operation
+// against the emulator and checks the policy against what was called.
+func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
+	srv := ec2emu.New(ec2emu.Options{TimeScale: 1000})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	client := ec2.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = 10 * time.Millisecond; o.RateLimiter = ratelimit.None })
+		}}, func(o *ec2.Options) { o.BaseEndpoint = aws.String(srv.URL()) })
+	p, err := cloudec2.New(client, cloudec2.Options{Cluster: "prod", ImageID: "ami-0abc", InstanceProfile: "burst-node",
+		Subnets: map[string]string{"us-east-1a": "subnet-a", "us-east-1b": "subnet-b"}, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	srv.SetCapacity("g5.xlarge", "us-east-1a", "spot", 0)
+	offs := []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: cloud.Spot}, {InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: cloud.Spot}}
+	steps := []func() error{
+		func() error { _, err := p.SpotPrices(ctx, []string{"g5.xlarge"}); return err },
+		func() error { _, err := p.InstanceTypes(ctx, []string{"g5.xlarge"}); return err },
+		func() error {
+			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-1", JobID: 1}}, Offerings: offs, OnDemandFallback: true})
+			return err
+		},
+		func() error {
+			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-2", JobID: 2}, {Node: "gpu-3", JobID: 2}}, Offerings: offs, AllOrNothing: true})
+			return err
+		},
+		func() error { _, err := p.List(ctx); return err },
+		func() error { _, err := p.Terminate(ctx, []string{"gpu-1"}); return err },
+		func() error { return p.TerminateIDs(ctx, []string{"i-0000000000000dead"}) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	var recorded []string
+	for _, a := range srv.Actions() {
+		recorded = append(recorded, "ec2:"+a)
+	}
+	if !slices.Equal(recorded, iampolicy.Actions) {
+		t.Errorf("burst called %v\niampolicy.Actions = %v", recorded, iampolicy.Actions)
+	}
+	policy, err := iampolicy.Render("burst:cluster", "prod", iampolicy.Options{Region: "us-east-1", PassRoleARN: "arn:aws:iam::123456789012:role/burst-node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed, err := iampolicy.ActionsIn(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string(nil), recorded...)
+	for a := range iampolicy.Implied {
+		want = append(want, a)
+	}
+	sort.Strings(want)
+	if !slices.Equal(allowed, want) {
+		t.Errorf("policy allows %v\nwant recorded + implied %v", allowed, want)
+	}
+	// Mutating actions are scoped by the cluster tag.
+	var doc iampolicy.Document
+	if err := json.Unmarshal(policy, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range doc.Statement {
+		mutating := !strings.HasPrefix(s.Action[0], "ec2:Describe") && s.Action[0] != "iam:PassRole" && s.Sid != "BurstLaunchSupportingResources"
+		cond, _ := json.Marshal(s.Condition)
+		if mutating && !strings.Contains(string(cond), "Tag/burst:cluster\":\"prod\"") {
+			t.Errorf("statement %s (%v) is not scoped by the cluster tag: %s", s.Sid, s.Action, cond)
+		}
+		if s.Sid == "BurstLaunchSupportingResources" && slices.ContainsFunc(s.Resource, func(r string) bool { return strings.Contains(r, ":instance/") }) {
+			t.Errorf("instances may be launched without the cluster tag: %v", s.Resource)
+		}
+	}
+	golden := "testdata/policy.golden.json"
+	if *update {
+		if err := os.WriteFile(golden, policy, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(g, policy) {
+		t.Errorf("policy differs from %s; run go test ./internal/iampolicy -update and review the diff", golden)
+	}
+}
+
+func TestRenderRejectsBadInput(t *testing.T) {
+	for _, c := range []struct {
+		key, name string
+		opts      iampolicy.Options
+		want      string
+	}{
+		{"", "prod", iampolicy.Options{}, "cluster tag key"},
+		{"aws:cluster", "prod", iampolicy.Options{}, "cluster tag key"},
+		{"burst:cluster", "", iampolicy.Options{}, "cluster name"},
+		{"burst:cluster", "prod", iampolicy.Options{Region: "useast1"}, "region"},
+		{"burst:cluster", "prod", iampolicy.Options{Account: "12"}, "account"},
+		{"burst:cluster", "prod", iampolicy.Options{PassRoleARN: "role/x"}, "pass-role"},
+	} {
+		if _, err := iampolicy.Render(c.key, c.name, c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Render(%q, %q, %+v) err = %v, want one naming %s", c.key, c.name, c.opts, err, c.want)
+		}
+	}
+}
