@@ -271,7 +271,10 @@ func (s *Server) StartAddr(addr string) error {
 		return fmt.Errorf("starting ec2 emulator on %s: %w", addr, err)
 	}
 	s.ln = ln
-	s.http = &http.Server{Handler: http.HandlerFunc(s.serveAPI), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.HandleFunc(ControlPrefix, s.serveControl)
+	mux.HandleFunc("/", s.serveAPI)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.http.Serve(ln) }()
 	return nil

@@ -277,3 +277,51 @@ func TestSpotInterruptionIMDS(t *testing.T) {
 		t.Error("interrupting a terminating instance succeeded")
 	}
 }
+
+func TestControlAPI(t *testing.T) {
+	s, c := start(t, ec2emu.Options{BootDelay: -1})
+	post := func(path, body string) int {
+		resp, err := http.Post(s.URL()+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := post("/_emu/capacity?type=g5.xlarge&zone=us-east-1a&capacity=spot&n=1", ""); st != 204 {
+		t.Fatalf("capacity: %d", st)
+	}
+	if st := post("/_emu/capacity?type=g5.xlarge&zone=us-east-1a&capacity=reserved&n=1", ""); st != 400 {
+		t.Errorf("bad capacity type accepted: %d", st)
+	}
+	if _, err := run(t, c, 2, true); code(err) != "InsufficientInstanceCapacity" {
+		t.Errorf("pool of 1 gave 2: %v", err)
+	}
+	out, err := run(t, c, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aws.ToString(out.Instances[0].InstanceId)
+	resp, err := http.Get(s.URL() + "/_emu/instances")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []ec2emu.Instance
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || len(list) != 1 || list[0].ID != id || list[0].IMDSURL == "" {
+		t.Fatalf("instances = %+v, %v", list, err)
+	}
+	if st := post("/_emu/interrupt?id="+id, ""); st != 204 {
+		t.Errorf("interrupt: %d", st)
+	}
+	if st := post("/_emu/fault", `{"Action":"DescribeInstances","Code":"RequestLimitExceeded","Count":1}`); st != 204 {
+		t.Errorf("fault: %d", st)
+	}
+	if _, err := c.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{}); code(err) != "RequestLimitExceeded" {
+		t.Errorf("injected fault: %v", err)
+	}
+	if st := post("/_emu/fault", `{"Code":"X","Bogus":1}`); st != 400 {
+		t.Errorf("unknown fault field accepted: %d", st)
+	}
+}
