@@ -41,6 +41,8 @@ type jobState struct {
 	pending       int // nodes still booting
 	running       bool
 	interruptions int
+	noProgress    int      // interruptions in a row that saved no checkpoint
+	avoidSpot     []string // spot pools to avoid on the next placement
 	gen           uint32
 	checkpoint    float64 // seconds between checkpoints; <= 0 never
 }
@@ -101,6 +103,7 @@ type elastic struct {
 	spotSeq   int
 	allowSpot bool
 	window    time.Duration
+	end       float64 // time of the last event that changed anything
 	err       error
 }
 
@@ -150,30 +153,42 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 				return nil, fmt.Errorf("simulating %s: %w", name, err)
 			}
 		}
+		// Stale events (a job's end after it was interrupted, an idle
+		// timer of a reused node, an interruption of a released node) are
+		// dropped before they move the chart's clock.
+		switch ev.kind {
+		case evJobEnd:
+			if ev.gen != ev.job.gen || !ev.job.running {
+				continue
+			}
+		case evIdleEnd:
+			if ev.node.state != nodeIdle || ev.node.gen != ev.gen {
+				continue
+			}
+		case evInterrupt:
+			if ev.node.state == nodeGone {
+				continue
+			}
+		}
 		e.tl.advance(ev.t)
+		e.end = ev.t
 		switch ev.kind {
 		case evSubmit:
 			e.place(ev.job)
 		case evNodeReady:
 			e.nodeReady(ev.node)
 		case evJobEnd:
-			if ev.gen == ev.job.gen && ev.job.running {
-				e.jobEnd(ev.job)
-			}
+			e.jobEnd(ev.job)
 		case evIdleEnd:
-			if ev.node.state == nodeIdle && ev.node.gen == ev.gen {
-				e.release(ev.node)
-			}
+			e.release(ev.node)
 		case evInterrupt:
-			if ev.node.state != nodeGone {
-				e.interrupt(ev.node)
-			}
+			e.interrupt(ev.node)
 		}
 		if e.err != nil {
 			return nil, e.err
 		}
 	}
-	e.tl.finish(e.c.now)
+	e.tl.finish(e.end)
 	for i := range states {
 		if states[i].firstStart < 0 {
 			return nil, fmt.Errorf("simulating %s: job %s never started (simulator bug)", name, states[i].job.ID)
@@ -197,8 +212,9 @@ func (e *elastic) place(js *jobState) {
 	req := Request{
 		Job:           *js.job,
 		GPUModel:      js.model,
-		AllowSpot:     e.allowSpot && (e.o.MaxSpotInterruptions < 0 || js.interruptions < e.o.MaxSpotInterruptions),
+		AllowSpot:     e.allowSpot && (e.o.MaxSpotInterruptions < 0 || js.noProgress < e.o.MaxSpotInterruptions),
 		Interruptions: js.interruptions,
+		AvoidSpot:     js.avoidSpot,
 		Checkpoint:    e.o.Checkpoint,
 	}
 	offs, err := e.o.Sizer.Offerings(req)
@@ -210,6 +226,7 @@ func (e *elastic) place(js *jobState) {
 		e.err = fmt.Errorf("simulating %s: the sizer offers nothing for job %s (%d GPUs, %s)", e.policy, js.job.ID, js.job.GPUs, js.model)
 		return
 	}
+	js.avoidSpot = nil
 	var off *Offering
 	for i := range offs {
 		o := &offs[i]
@@ -363,14 +380,22 @@ func (e *elastic) interrupt(n *node) {
 			saved = math.Floor(ran/ck) * ck
 		}
 		e.tl.gpuSecLost += (ran - saved) * float64(js.job.GPUs)
+		if saved > 0 {
+			js.noProgress = 0
+		} else {
+			js.noProgress++
+		}
 		js.remaining -= saved
 		if js.remaining < 0 {
 			js.remaining = 0
 		}
 		js.running = false
+	} else {
+		js.noProgress++
 	}
 	js.gen++
 	js.interruptions++
+	js.avoidSpot = []string{n.off.Type.Name}
 	for _, m := range js.nodes {
 		if m == n || m.state == nodeGone {
 			continue

@@ -49,8 +49,9 @@ const (
 	// DefaultSpotDryProb is the chance that a spot launch finds the pool
 	// dry (InsufficientInstanceCapacity) and falls back to the next offering.
 	DefaultSpotDryProb = 0.05
-	// DefaultMaxSpotInterruptions: after this many interruptions a job is
-	// relaunched on on-demand only.
+	// DefaultMaxSpotInterruptions: after this many interruptions in a row
+	// with no checkpoint saved in between, a job is relaunched on on-demand
+	// only (a job that makes progress stays on spot).
 	DefaultMaxSpotInterruptions = 3
 	// DefaultStaticPercentile sizes the static cluster.
 	DefaultStaticPercentile = 0.95
@@ -87,7 +88,7 @@ type Options struct {
 
 	Interruptions        InterruptModel // nil: the Spot Advisor bucket of each type
 	SpotDryProb          float64        // negative means 0
-	MaxSpotInterruptions int            // negative means never fall back
+	MaxSpotInterruptions int            // in a row without a checkpoint saved; negative means never fall back
 
 	StaticType       string  // instance type of the static cluster; "" = the cheapest 8-GPU type of GPUModel
 	StaticPercentile float64 // share of time the static cluster covers demand (0.95)
@@ -251,8 +252,12 @@ func expDraw(rng *rand.Rand, perHour float64) time.Duration {
 type Request struct {
 	Job           trace.Job
 	GPUModel      string // the job's model, or Options.GPUModel when it names none
-	AllowSpot     bool   // false for the idle-timeout baseline and after MaxSpotInterruptions
+	AllowSpot     bool   // false for the idle-timeout baseline and after MaxSpotInterruptions without progress
 	Interruptions int    // how often this job was interrupted so far
+	// AvoidSpot lists instance types whose spot pool just reclaimed this
+	// job's node: the relaunch should not use them (burst-resume marks an
+	// interrupted pool unavailable).
+	AvoidSpot []string
 	// Checkpoint is the interval the simulation applies to this job
 	// (Options.Checkpoint); negative means the job does not checkpoint.
 	// Metadata's checkpoint= wins.

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/burst-hpc/burst/internal/catalog"
@@ -27,6 +28,7 @@ type sizerKey struct {
 	metadata   string
 	onDemand   bool
 	checkpoint int64
+	avoid      string
 }
 
 type cached struct {
@@ -68,7 +70,7 @@ func NodeShape(totalGPUs, maxPerNode int) (nodes, gpusPerNode int) {
 
 // Offerings implements Sizer.
 func (s *PolicySizer) Offerings(r Request) ([]Offering, error) {
-	k := sizerKey{model: r.GPUModel, gpus: r.Job.GPUs, metadata: r.Job.Metadata, onDemand: !r.AllowSpot, checkpoint: int64(r.Checkpoint)}
+	k := sizerKey{model: r.GPUModel, gpus: r.Job.GPUs, metadata: r.Job.Metadata, onDemand: !r.AllowSpot, checkpoint: int64(r.Checkpoint), avoid: strings.Join(r.AvoidSpot, ",")}
 	s.mu.Lock()
 	c, ok := s.cache[k]
 	s.mu.Unlock()
@@ -98,14 +100,18 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 	}
 	nodes, gpn := NodeShape(r.Job.GPUs, maxGPUsPerNode(s.cat, r.GPUModel))
 	req := policy.Request{GPUModel: r.GPUModel, GPUsPerNode: gpn, Nodes: nodes, Metadata: md}
-	d, err := s.pol.Route(policy.RouteInput{Request: req})
+	var unavail []policy.Unavailable
+	for _, t := range r.AvoidSpot {
+		unavail = append(unavail, policy.Unavailable{InstanceType: t, Capacity: policy.CapacitySpot, Reason: "spot interruption"})
+	}
+	d, err := s.pol.Route(policy.RouteInput{Request: req, Unavailable: unavail})
 	if err != nil {
 		return nil, fmt.Errorf("routing: %w", err)
 	}
 	if d.Refused {
 		return nil, fmt.Errorf("routing: refused: %s", d.RefuseMessage)
 	}
-	ranked, err := s.pol.Rank(policy.RankInput{Class: d.Class, Request: req})
+	ranked, err := s.pol.Rank(policy.RankInput{Class: d.Class, Request: req, Unavailable: unavail})
 	if err != nil {
 		return nil, fmt.Errorf("ranking class %s: %w", d.Class, err)
 	}

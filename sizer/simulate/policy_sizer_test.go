@@ -63,8 +63,27 @@ func TestPolicySizerOnCatalog(t *testing.T) {
 			t.Errorf("%s price %g, want catalog's %g", o.Type.Name, o.USDPerHour, want)
 		}
 	}
+	// After an interruption the relaunch avoids the interrupted spot pool:
+	// the policy moves to the next spot pool, on-demand g5.xlarge stays.
+	offs, err := s.Offerings(Request{Job: trace.Job{GPUs: 1}, GPUModel: "a10g", AllowSpot: true, AvoidSpot: []string{"g5.xlarge"}, Checkpoint: DefaultCheckpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offs[0].Type.Name == "g5.xlarge" && offs[0].Spot || !offs[0].Spot {
+		t.Errorf("avoiding g5.xlarge spot: first offering %s spot=%v, want another spot pool", offs[0].Type.Name, offs[0].Spot)
+	}
+	odSeen := false
+	for _, o := range offs {
+		if o.Type.Name == "g5.xlarge" && o.Spot {
+			t.Error("g5.xlarge spot offered although avoided")
+		}
+		odSeen = odSeen || o.Type.Name == "g5.xlarge" && !o.Spot
+	}
+	if !odSeen {
+		t.Error("on-demand g5.xlarge missing when only its spot pool is avoided")
+	}
 	// A job that says it cannot checkpoint gets on-demand from the policy.
-	offs, err := s.Offerings(Request{Job: trace.Job{GPUs: 1, Metadata: "burst: checkpoint=none"}, GPUModel: "a10g", AllowSpot: true})
+	offs, err = s.Offerings(Request{Job: trace.Job{GPUs: 1, Metadata: "burst: checkpoint=none"}, GPUModel: "a10g", AllowSpot: true})
 	if err != nil || offs[0].Spot {
 		t.Errorf("checkpoint=none: %+v, %v; want on-demand first", offs, err)
 	}

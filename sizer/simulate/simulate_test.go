@@ -15,7 +15,8 @@ import (
 // tst.1x (1 GPU, $1.00/h on-demand, 60% spot savings: $0.40/h) and
 // tst.8x (8 GPUs, $8.00/h, spot $3.20/h), and a fixed sizer: the job's
 // GPUs on tst.1x when it needs 1 GPU, else ceil(GPUs/8) x tst.8x; spot
-// first when allowed, then on-demand.
+// first when allowed and the type's spot pool is not to be avoided, then
+// on-demand.
 var (
 	t1 = catalog.InstanceType{Name: "tst.1x", Family: "tst", GPUModel: "tst", GPUManufacturer: "nvidia", GPUs: 1, GPUMemoryMiB: 16384, VCPU: 4, MemoryMiB: 16384, OnDemandUSD: 1, Spot: catalog.Spot{SavingsPct: 60, Bucket: catalog.InterruptUnder5}}
 	t8 = catalog.InstanceType{Name: "tst.8x", Family: "tst", GPUModel: "tst", GPUManufacturer: "nvidia", GPUs: 8, GPUMemoryMiB: 16384, VCPU: 64, MemoryMiB: 131072, OnDemandUSD: 8, Spot: catalog.Spot{SavingsPct: 60, Bucket: catalog.InterruptUnder5}}
@@ -39,7 +40,7 @@ func (f *fixedSizer) Offerings(r Request) ([]Offering, error) {
 		typ, nodes = t8, (r.Job.GPUs+7)/8
 	}
 	od := Offering{Type: typ, Nodes: nodes, USDPerHour: typ.OnDemandUSD}
-	if !r.AllowSpot {
+	if !r.AllowSpot || len(r.AvoidSpot) > 0 && r.AvoidSpot[0] == typ.Name {
 		return []Offering{od}, nil
 	}
 	return []Offering{{Type: typ, Spot: true, Nodes: nodes, USDPerHour: typ.SpotUSD()}, od}, nil
@@ -154,13 +155,18 @@ func TestJobInterruptedOnce(t *testing.T) {
 	o := handOptions(t)
 	o.Policies = []string{PolicyBurst}
 	o.Interruptions = injected{0: 6000 * time.Second} // first spot node reclaimed 6000 s after launch
+	sz := &fixedSizer{}
+	o.Sizer = sz
 	r := run(t, o, job(0, 7200, 1))
 	// Launch 0, ready 120, runs; reclaimed at 6000 after 5880 s of work:
-	// three 30-min checkpoints saved 5400 s, 480 s lost; n1 billed 6000 s.
-	// Requeued at 6000 on a new spot node, ready 6120 (its 120 s boot is
-	// lost too), runs the remaining 1800 s to 7920, released 8040: 2040 s.
-	// Billed 8040 s x $0.40; lost (480 + 120) s; idle = first boot + warm.
-	check(t, r[PolicyBurst], want{cost: 0.4 * 8040 / 3600, billed: 8040.0 / 3600, used: 2, lost: 600.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
+	// three 30-min checkpoints saved 5400 s, 480 s lost; the spot node is
+	// billed 6000 s at $0.40. Requeued at 6000 avoiding tst.1x's spot pool,
+	// so on-demand at $1: ready 6120 (its 120 s boot is lost too), runs the
+	// remaining 1800 s to 7920, released 8040: 2040 s.
+	check(t, r[PolicyBurst], want{cost: 0.4*6000/3600 + 2040.0/3600, billed: 8040.0 / 3600, used: 2, lost: 600.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
+	if len(sz.calls) != 2 || !sz.calls[1].AllowSpot || sz.calls[1].Interruptions != 1 || len(sz.calls[1].AvoidSpot) != 1 || sz.calls[1].AvoidSpot[0] != "tst.1x" {
+		t.Errorf("relaunch request %+v; want spot allowed (progress was saved), 1 interruption, avoiding tst.1x spot", sz.calls[len(sz.calls)-1])
+	}
 }
 
 func TestCheckpointOnNoticeLosesOnlyTheRelaunch(t *testing.T) {
@@ -169,9 +175,9 @@ func TestCheckpointOnNoticeLosesOnlyTheRelaunch(t *testing.T) {
 	o.CheckpointOnNotice = true
 	o.Interruptions = injected{0: 6000 * time.Second}
 	r := run(t, o, job(0, 7200, 1))
-	// All 5880 s are saved; the relaunch runs 1320 s: 6120..7440, released
-	// 7560.
-	check(t, r[PolicyBurst], want{cost: 0.4 * 7560 / 3600, billed: 7560.0 / 3600, used: 2, lost: 120.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
+	// All 5880 s are saved; the on-demand relaunch runs 1320 s: 6120..7440,
+	// released 7560 (1560 s at $1).
+	check(t, r[PolicyBurst], want{cost: 0.4*6000/3600 + 1560.0/3600, billed: 7560.0 / 3600, used: 2, lost: 120.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
 }
 
 func TestNoCheckpointLosesTheAttempt(t *testing.T) {
@@ -180,23 +186,24 @@ func TestNoCheckpointLosesTheAttempt(t *testing.T) {
 	o.Checkpoint = -1
 	o.Interruptions = injected{0: 3720 * time.Second}
 	r := run(t, o, job(0, 7200, 1))
-	// 3600 s of work lost at 3720; relaunch at 3720, ready 3840, runs 7200 s
-	// to 11040, released 11160 (7440 s).
-	check(t, r[PolicyBurst], want{cost: 0.4 * (3720 + 7440) / 3600, billed: (3720 + 7440) / 3600.0, used: 2, lost: 3720.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
+	// 3600 s of work lost at 3720; on-demand relaunch at 3720, ready 3840,
+	// runs 7200 s to 11040, released 11160 (7440 s at $1).
+	check(t, r[PolicyBurst], want{cost: 0.4*3720/3600 + 7440.0/3600, billed: (3720 + 7440) / 3600.0, used: 2, lost: 3720.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
 }
 
-func TestOnDemandAfterMaxInterruptions(t *testing.T) {
+func TestOnDemandAfterInterruptionsWithoutProgress(t *testing.T) {
 	o := handOptions(t)
 	o.Policies = []string{PolicyBurst}
 	o.MaxSpotInterruptions = 1
 	sz := &fixedSizer{}
 	o.Sizer = sz
-	o.Interruptions = injected{0: 1920 * time.Second}
+	o.Interruptions = injected{0: 1000 * time.Second}
 	r := run(t, o, job(0, 3600, 1))
-	// Reclaimed at 1920 after 1800 s (one checkpoint, nothing lost). The
-	// relaunch may not use spot: on-demand $1/h from 1920, ready 2040, runs
-	// 1800 s to 3840, released 3960 (2040 s).
-	check(t, r[PolicyBurst], want{cost: 0.4*1920/3600 + 2040.0/3600, billed: (1920 + 2040) / 3600.0, used: 1, lost: 120.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
+	// Reclaimed at 1000 after 880 s, before the first checkpoint: all lost,
+	// and one interruption without progress is the limit, so the relaunch
+	// may not use spot at all: on-demand from 1000, ready 1120, runs the
+	// whole hour to 4720, released 4840 (3840 s at $1).
+	check(t, r[PolicyBurst], want{cost: 0.4*1000/3600 + 3840.0/3600, billed: 4840.0 / 3600, used: 1, lost: 1000.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
 	if len(sz.calls) != 2 || !sz.calls[0].AllowSpot || sz.calls[1].AllowSpot || sz.calls[1].Interruptions != 1 {
 		t.Errorf("sizer calls = %+v, want spot allowed then not, with 1 interruption", sz.calls)
 	}

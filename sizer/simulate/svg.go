@@ -22,7 +22,7 @@ func WriteSVG(w io.Writer, r Result, title string) error {
 		width   = 1000
 		panelH  = 330
 		left    = 90
-		right   = 170
+		right   = 190
 		top     = 60
 		gap     = 70
 		plotW   = width - left - right
