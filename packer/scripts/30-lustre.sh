@@ -1,0 +1,24 @@
+#!/bin/bash
+# 30-lustre.sh: Lustre client for Amazon FSx for Lustre, from AWS's FSx
+# client repository, built for the running (held) kernel.
+set -euo pipefail
+log() { echo "burst-image 30-lustre: $*"; }
+kernel=$(uname -r)
+
+if modinfo -k "$kernel" lustre >/dev/null 2>&1 && command -v mount.lustre >/dev/null 2>&1; then
+  log "lustre client already installed for $kernel"
+  exit 0
+fi
+curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc |
+  gpg --dearmor --yes -o /usr/share/keyrings/fsx-ubuntu-public-key.gpg
+echo "deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu jammy main" \
+  > /etc/apt/sources.list.d/fsxlustreclientrepo.list
+apt-get update -q
+if ! apt-cache show "lustre-client-modules-$kernel" >/dev/null 2>&1; then
+  echo "burst-image 30-lustre: the FSx repository has no lustre-client-modules-$kernel;" \
+    "available: $(apt-cache search --names-only '^lustre-client-modules-.*-aws$' | awk '{print $1}' | sort -V | tail -3 | tr '\n' ' ')" >&2
+  echo "burst-image 30-lustre: use a base AMI with a kernel FSx supports" >&2
+  exit 1
+fi
+apt-get install -y -q "lustre-client-modules-$kernel" lustre-client-utils
+log "installed $(modinfo -k "$kernel" -F version lustre)"
