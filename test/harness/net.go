@@ -196,8 +196,16 @@ func (c *Cluster) deleteNetns(ns, veth string) error {
 		}
 	}
 	if veth != "" {
+		// The kernel removes the host end asynchronously once the namespace
+		// is gone; delete it only if it lingers.
+		for i := 0; i < 50; i++ {
+			if _, err := net.InterfaceByName(veth); err != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		if _, err := net.InterfaceByName(veth); err == nil {
-			if err := c.ip(context.Background(), "link", "del", veth); err != nil {
+			if err := c.ip(context.Background(), "link", "del", veth); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
 				errs = append(errs, err)
 			}
 		}
