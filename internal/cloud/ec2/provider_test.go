@@ -442,3 +442,19 @@ func TestSpotPricesAndInstanceTypes(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{SpotInstanceLimit: 1}, Options{})
+	offs := []cloud.Offering{spot("g5.xlarge", "us-east-1a")}
+	if _, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: offs}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(2, "gpu-2"), Offerings: offs})
+	if !cloud.IsQuota(err) || !strings.HasPrefix(cloud.Reason(err), "burst: MaxSpotInstanceCountExceeded for g5.xlarge spot in us-east-1a") {
+		t.Fatalf("err = %v (reason %q), want the spot quota", err, cloud.Reason(err))
+	}
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(2, "gpu-2"), Offerings: offs, OnDemandFallback: true})
+	if err != nil || res.Instances[0].Capacity != cloud.OnDemand {
+		t.Fatalf("with fallback: %+v, %v; want on-demand", res, err)
+	}
+}
