@@ -218,8 +218,8 @@ func Chunk(names []string, maxLen int) ([]string, error) {
 	var out []string
 	for a := 0; a < len(hs); {
 		if !fits(a, a+1) {
-			return nil, fmt.Errorf("chunking hostlist: host name %d %q is %d bytes, longer than the limit %d",
-				a, names[a], len(names[a]), maxLen)
+			return nil, fmt.Errorf("chunking hostlist: host name %d %q is %d bytes, longer than the limit %d: %w",
+				a, names[a], len(names[a]), maxLen, ErrTooLarge)
 		}
 		good, bad := a+1, len(hs)+1
 		for step := 1; good+step <= len(hs); step *= 2 {

@@ -3,21 +3,31 @@
 // with slurmctld about which nodes an expression names.
 //
 // Expand matches `scontrol show hostnames EXPR` and Compress matches
-// `scontrol show hostlist NAMES` byte for byte on every input they accept
-// (TestAgainstScontrol checks this against the real scontrol). They reject
-// some inputs that Slurm 22.05 silently mangles; each such case is a
-// documented, tested divergence:
+// `scontrol show hostlist NAMES` byte for byte on every input they accept;
+// TestAgainstScontrol checks this against the real scontrol on a table and on
+// generated expressions. Slurm's rules, kept here: names are split on ',',
+// ' ', '\t' and '\n' outside brackets; zero padding comes from the low end of
+// a range (n[1-010] is n1..n10, n[01-9] is n01..n09); with several brackets
+// the last varies fastest and the others nest from right to left (see
+// Expand); only the last run of digits of a name is compressed; Compress
+// neither sorts nor removes duplicates.
+//
+// They reject some inputs that Slurm 22.05 accepts and mangles; each is a
+// documented divergence that the scontrol test verifies is real:
 //
 //   - an unclosed '[' ("n[1-3": Slurm yields "n]") or a stray ']' ("n1]");
-//   - anything in a range list other than digits, '-' and ',': Slurm's
-//     strtoul accepts "n[ 3]" as n03, "n[+1]" as n01 and "n[1-]" as n1;
+//   - anything in a range list but digits, '-' and ',': Slurm's strtoul
+//     takes "n[ 3]" as n03, "n[+1]" as n01, and "n[1-]" is n1 to Slurm;
+//   - with three or more brackets, a bad range in a bracket before the last
+//     two: Slurm prints an error and silently drops the whole name group;
 //   - ASCII control characters (a CR from a CRLF file) anywhere;
-//   - numbers of 2^64-1 and above (Slurm saturates them, or crashes);
+//   - numbers of 2^64-1 and above, also as a name's numeric suffix (Slurm
+//     saturates them, or crashes on n[18446744073709551614-18446744073709551615]);
 //   - expansions of more than MaxNames names or MaxBytes bytes (Slurm has
 //     no overall cap).
 //
-// Slurm's own limits are kept: at most MaxRangeHosts names per range,
-// MaxRanges ranges per bracket, MaxPrefixCount names per non-final bracket.
+// Slurm's own limits are kept: at most MaxRangeHosts names per range and
+// MaxRanges ranges per bracket.
 package hostlist
 
 import (
@@ -28,16 +38,16 @@ import (
 	"strings"
 )
 
-// Limits. The first three are Slurm 22.05's (MAX_RANGE, MAX_RANGES,
-// MAX_PREFIX_CNT in hostlist.c); MaxNames and MaxBytes are burst's own
-// guards so that a garbage expression cannot exhaust memory. Both are checked
-// before any name is built.
+// Limits. MaxRangeHosts and MaxRanges are Slurm 22.05's (MAX_RANGE and
+// MAX_RANGES in hostlist.c). MaxNames and MaxBytes are burst's own guards so
+// that garbage cannot exhaust memory; both are checked before any name is
+// built. (Slurm's MAX_PREFIX_CNT, 1048576 names per non-final bracket, is
+// implied by MaxNames.)
 const (
-	MaxRangeHosts  = 64 * 1024   // names in one range such as 1-65536
-	MaxRanges      = 256 * 1024  // comma-separated ranges inside one [...]
-	MaxPrefixCount = 1024 * 1024 // names produced by one non-final [...]
-	MaxNames       = 1_000_000   // names produced by a whole expression
-	MaxBytes       = 128 << 20   // bytes of names produced by a whole expression
+	MaxRangeHosts = 64 * 1024  // names in one range such as 1-65536
+	MaxRanges     = 256 * 1024 // comma-separated ranges inside one [...]
+	MaxNames      = 1_000_000  // names produced by a whole expression
+	MaxBytes      = 128 << 20  // bytes of names produced by a whole expression
 )
 
 // maxNumber is the largest number Slurm handles without saturating strtoul
@@ -116,8 +126,9 @@ type group struct {
 
 // token is one top-level element of an expression:
 // lits[0] groups[0] lits[1] groups[1] ... groups[k-1] (Slurm 22.05 allows no
-// text after the last bracket). A plain name has no groups and lits[0]==name.
+// text after the last bracket). A plain name has no groups, only name.
 type token struct {
+	name   string
 	off    int // byte offsets of the token in the expression
 	end    int
 	lits   []string
@@ -134,31 +145,40 @@ func isCtl(c byte) bool { return c < 0x20 || c == 0x7f }
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // Expand returns the host names an expression denotes, in Slurm's order,
-// duplicates kept. An empty or all-separator expression yields no names.
+// duplicates kept: "a,b[1-2],c" is a b1 b2 c; "n[3,1-2]" is n3 n1 n2. With
+// several brackets the last varies fastest, then the first, second, ...:
+// r[1-2]-n[1-2] is r1-n1 r1-n2 r2-n1 r2-n2, and a[1-2]b[1-2]c[1-2] is a1b1c1
+// a1b1c2 a2b1c1 a2b1c2 a1b2c1 ... (Slurm's recursion order). An empty or
+// all-separator expression yields no names. Errors are *Error wrapping
+// ErrSyntax or ErrTooLarge.
 func Expand(expr string) ([]string, error) {
-	toks, total, err := parse(expr)
+	// Validate and size everything first, then build: two cheap parses
+	// keep no per-token state alive while names are built.
+	total, err := parse(expr, nil)
 	if err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, total)
-	for i := range toks {
-		names, err = toks[i].expand(expr, names)
-		if err != nil {
-			return nil, err
-		}
+	_, err = parse(expr, func(t *token) error {
+		names, err = t.expand(expr, names)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return names, nil
 }
 
 // Count returns how many names Expand(expr) would return, without building
-// them.
+// them. It checks everything Expand checks except that no built name has a
+// numeric suffix of 2^64-1 or more (as "n99999999999999999999[1]" would).
 func Count(expr string) (int, error) {
-	_, total, err := parse(expr)
-	return total, err
+	return parse(expr, nil)
 }
 
-func parse(expr string) ([]token, int, error) {
-	var toks []token
+// parse validates expr, checks the limits, and calls emit (when not nil)
+// for each token. It returns the number of names.
+func parse(expr string, emit func(*token) error) (int, error) {
 	var total, bytes uint64
 	i := 0
 	for i < len(expr) {
@@ -173,44 +193,48 @@ func parse(expr string) ([]token, int, error) {
 			switch c := expr[i]; {
 			case c == '[':
 				if depth > 0 {
-					return nil, 0, synErr(expr, open, expr[open:i+1], "nested '['",
+					return 0, synErr(expr, open, expr[open:i+1], "nested '['",
 						"brackets cannot nest; write each range list once, e.g. n[1-2,5]")
 				}
 				depth, open = 1, i
 			case c == ']':
 				if depth == 0 {
-					return nil, 0, synErr(expr, i, "]", "']' without a matching '['",
+					return 0, synErr(expr, i, "]", "']' without a matching '['",
 						"remove the ']' or add the '[' that opens it")
 				}
 				depth = 0
 			case isCtl(c):
-				return nil, 0, synErr(expr, i, expr[i:i+1], "control character in hostlist",
+				return 0, synErr(expr, i, expr[i:i+1], "control character in hostlist",
 					"remove it (a CR from a CRLF file?); separate names with ',' or spaces")
 			}
 			i++
 		}
 		if depth > 0 {
-			return nil, 0, synErr(expr, open, expr[open:i], "'[' is never closed",
+			return 0, synErr(expr, open, expr[open:i], "'[' is never closed",
 				"add the closing ']', e.g. n[1-4]")
 		}
 		tok, err := parseToken(expr, start, i)
 		if err != nil {
-			return nil, 0, err
+			return 0, err
 		}
 		total += tok.count
 		if total > MaxNames {
-			return nil, 0, &Error{Input: expr, Index: -1, Offset: start, Text: expr[start:i],
+			return 0, &Error{Input: expr, Index: -1, Offset: start, Text: expr[start:i],
 				Reason: fmt.Sprintf("expression names more than %d hosts", MaxNames),
 				Hint:   "split it into smaller hostlists", Kind: ErrTooLarge}
 		}
 		if bytes += tok.count * tok.maxLen; bytes > MaxBytes {
-			return nil, 0, &Error{Input: expr, Index: -1, Offset: start, Text: expr[start:i],
+			return 0, &Error{Input: expr, Index: -1, Offset: start, Text: expr[start:i],
 				Reason: fmt.Sprintf("expression expands to more than %d MiB of names", MaxBytes>>20),
 				Hint:   "split it into smaller hostlists or shorten the names", Kind: ErrTooLarge}
 		}
-		toks = append(toks, tok)
+		if emit != nil {
+			if err := emit(&tok); err != nil {
+				return 0, err
+			}
+		}
 	}
-	return toks, int(total), nil
+	return int(total), nil
 }
 
 func synErr(expr string, off int, text, reason, hint string) *Error {
@@ -248,7 +272,7 @@ func parseToken(expr string, start, end int) (token, error) {
 			return t, &Error{Input: expr, Index: -1, Offset: start + err.Offset, Text: err.Text,
 				Reason: err.Reason, Hint: err.Hint, Kind: ErrSyntax}
 		}
-		t.lits = []string{s}
+		t.name = s
 		t.maxLen = uint64(len(s))
 		return t, nil
 	}
@@ -264,8 +288,8 @@ func parseToken(expr string, start, end int) (token, error) {
 		}
 		t.maxLen += uint64(w)
 	}
-	// Slurm also limits each non-final bracket to MaxPrefixCount names;
-	// MaxNames < MaxPrefixCount, so the check above already covers that.
+	// Slurm also limits each non-final bracket to 1048576 names;
+	// MaxNames is lower, so the check above already covers that.
 	return t, nil
 }
 
@@ -383,7 +407,7 @@ func checkSuffix(name string) *Error {
 // then c; for two brackets the first varies slowest.
 func (t *token) expand(expr string, out []string) ([]string, error) {
 	if len(t.groups) == 0 {
-		return append(out, t.lits[0]), nil
+		return append(out, t.name), nil
 	}
 	k := len(t.groups)
 	// order[0] is the outermost loop.
