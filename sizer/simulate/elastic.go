@@ -49,7 +49,7 @@ type jobState struct {
 
 // tally is what every policy reports.
 type tally struct {
-	cost, gpuSecBilled, gpuSecUsed, gpuSecLost float64
+	cost, gpuSecBilled, gpuSecUsed, gpuSecLost, gpuSecSpot float64
 	launches, spotLaunches, dry, interruptions int
 	waits                                      []float64
 	series                                     []Sample
@@ -358,6 +358,9 @@ func (e *elastic) release(n *node) {
 	}
 	e.tl.cost += n.off.USDPerHour * billed / 3600
 	e.tl.gpuSecBilled += float64(n.gpus) * billed
+	if n.off.Spot {
+		e.tl.gpuSecSpot += float64(n.gpus) * billed
+	}
 }
 
 // interrupt: EC2 reclaims a spot node. Its job (if any) loses the work since
@@ -395,7 +398,9 @@ func (e *elastic) interrupt(n *node) {
 	}
 	js.gen++
 	js.interruptions++
-	js.avoidSpot = []string{n.off.Type.Name}
+	if e.o.AvoidInterruptedPool && n.off.Spot {
+		js.avoidSpot = []string{n.off.Type.Name}
+	}
 	for _, m := range js.nodes {
 		if m == n || m.state == nodeGone {
 			continue

@@ -86,6 +86,13 @@ type Options struct {
 	// spot notice: an interruption then loses no work, only the relaunch.
 	CheckpointOnNotice bool
 
+	// AvoidInterruptedPool makes a requeued job's relaunch treat the spot
+	// pool that reclaimed it as unavailable (policy.Unavailable), so the
+	// policy picks another pool or on-demand. Off by default: burst's EC2
+	// provider caches pools that failed with InsufficientInstanceCapacity
+	// (modelled by SpotDryProb), not pools that interrupted a node.
+	AvoidInterruptedPool bool
+
 	Interruptions        InterruptModel // nil: the Spot Advisor bucket of each type
 	SpotDryProb          float64        // negative means 0
 	MaxSpotInterruptions int            // in a row without a checkpoint saved; negative means never fall back

@@ -13,11 +13,11 @@ import (
 // static and idle-timeout baselines.
 func WriteTable(w io.Writer, r Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tcost USD\tGPU-h billed\tGPU-h used\tidle GPU-h\tlost GPU-h\twait p50\tp95\tp99\tlaunches\tspot\tinterrupts\tvs static\tvs idle-timeout\t")
+	fmt.Fprintln(tw, "policy\tcost USD\tGPU-h billed\tGPU-h used\tidle GPU-h\tlost GPU-h\twait p50\tp95\tp99\tlaunches\tspot GPU-h\tinterrupts\tvs static\tvs idle-timeout\t")
 	for _, p := range r.Policies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t\n",
 			p.Name, money(p.CostUSD), num(p.GPUHoursBilled), num(p.GPUHoursUsed), num(p.IdleGPUHours), num(p.LostGPUHours),
-			dur(p.WaitP50S), dur(p.WaitP95S), dur(p.WaitP99S), p.Launches, p.SpotLaunches, p.Interruptions,
+			dur(p.WaitP50S), dur(p.WaitP95S), dur(p.WaitP99S), p.Launches, spotShare(p), p.Interruptions,
 			pct(p.SavingsVsStaticPct), pct(p.SavingsVsIdleTimeoutPct))
 	}
 	if err := tw.Flush(); err != nil {
@@ -28,9 +28,9 @@ func WriteTable(w io.Writer, r Result) error {
 	if a.BootSigma > 0 {
 		boot = fmt.Sprintf("lognormal median %s sigma %.2f", dur(a.BootMedianS), a.BootSigma)
 	}
-	_, err := fmt.Fprintf(w, "\n%d jobs over %.1f days; GPU model %s; boot %s; idle timeout %s; warm window %s; checkpoint %s (on notice: %v); interruptions %s; spot dry %.0f%%; on-demand after %d interruptions; seed %d\n",
+	_, err := fmt.Fprintf(w, "\n%d jobs over %.1f days; GPU model %s; boot %s; idle timeout %s; warm window %s; checkpoint %s (on notice: %v); interruptions %s; spot dry %.0f%%; on-demand after %d interruptions without progress; avoid interrupted pool %v; seed %d\n",
 		r.Jobs, r.SpanHours/24, a.GPUModel, boot, dur(a.IdleTimeoutS), dur(a.WarmWindowS), ckptText(a.CheckpointS), a.CheckpointOnNotice,
-		a.Interruptions, 100*a.SpotDryProb, a.MaxSpotInterruptions, a.Seed)
+		a.Interruptions, 100*a.SpotDryProb, a.MaxSpotInterruptions, a.AvoidInterruptedPool, a.Seed)
 	for _, p := range r.Policies {
 		if p.StaticNodes > 0 {
 			fmt.Fprintf(w, "static cluster: %d x %s (%d%%-ile of concurrent GPU demand), FIFO with greedy backfill\n", p.StaticNodes, p.StaticType, int(math.Round(100*a.StaticPercentile)))
@@ -40,6 +40,13 @@ func WriteTable(w io.Writer, r Result) error {
 		return fmt.Errorf("writing the table: %w", err)
 	}
 	return nil
+}
+
+func spotShare(p PolicyResult) string {
+	if p.GPUHoursBilled <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*p.SpotGPUHours/p.GPUHoursBilled)
 }
 
 func ckptText(s float64) string {

@@ -44,6 +44,7 @@ type PolicyResult struct {
 	GPUHoursUsed   float64 `json:"gpu_hours_used"`
 	IdleGPUHours   float64 `json:"idle_gpu_hours"`
 	LostGPUHours   float64 `json:"lost_gpu_hours"`
+	SpotGPUHours   float64 `json:"spot_gpu_hours"` // billed GPU-hours on spot
 	WaitP50S       float64 `json:"wait_p50_s"`
 	WaitP95S       float64 `json:"wait_p95_s"`
 	WaitP99S       float64 `json:"wait_p99_s"`
@@ -81,6 +82,7 @@ type Assumptions struct {
 	CheckpointS          float64 `json:"checkpoint_s"`
 	CheckpointOnNotice   bool    `json:"checkpoint_on_notice"`
 	Interruptions        string  `json:"interruptions"`
+	AvoidInterruptedPool bool    `json:"avoid_interrupted_pool"`
 	SpotDryProb          float64 `json:"spot_dry_prob"`
 	MaxSpotInterruptions int     `json:"max_spot_interruptions"`
 	StaticPercentile     float64 `json:"static_percentile"`
@@ -119,7 +121,7 @@ func Run(ctx context.Context, opts Options, jobs []trace.Job) (Result, error) {
 		Seed: o.Seed, GPUModel: o.GPUModel, BootMedianS: o.BootMedian.Seconds(), BootSigma: max(o.BootSigma, 0),
 		IdleTimeoutS: o.IdleTimeout.Seconds(), WarmWindowS: max(o.WarmWindow, 0).Seconds(),
 		CheckpointS: max(o.Checkpoint, 0).Seconds(), CheckpointOnNotice: o.CheckpointOnNotice,
-		Interruptions: o.Interruptions.String(), SpotDryProb: max(o.SpotDryProb, 0),
+		Interruptions: o.Interruptions.String(), AvoidInterruptedPool: o.AvoidInterruptedPool, SpotDryProb: max(o.SpotDryProb, 0),
 		MaxSpotInterruptions: o.MaxSpotInterruptions, StaticPercentile: o.StaticPercentile,
 	}}
 	for _, p := range o.Policies {
@@ -169,6 +171,7 @@ func fill(p *PolicyResult, tl *tally) {
 	p.GPUHoursBilled = tl.gpuSecBilled / 3600
 	p.GPUHoursUsed = tl.gpuSecUsed / 3600
 	p.LostGPUHours = tl.gpuSecLost / 3600
+	p.SpotGPUHours = tl.gpuSecSpot / 3600
 	p.IdleGPUHours = p.GPUHoursBilled - p.GPUHoursUsed - p.LostGPUHours
 	p.Launches, p.SpotLaunches, p.DryFallbacks, p.Interruptions = tl.launches, tl.spotLaunches, tl.dry, tl.interruptions
 	w := tl.waits

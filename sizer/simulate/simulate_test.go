@@ -159,13 +159,29 @@ func TestJobInterruptedOnce(t *testing.T) {
 	o.Sizer = sz
 	r := run(t, o, job(0, 7200, 1))
 	// Launch 0, ready 120, runs; reclaimed at 6000 after 5880 s of work:
-	// three 30-min checkpoints saved 5400 s, 480 s lost; the spot node is
-	// billed 6000 s at $0.40. Requeued at 6000 avoiding tst.1x's spot pool,
-	// so on-demand at $1: ready 6120 (its 120 s boot is lost too), runs the
-	// remaining 1800 s to 7920, released 8040: 2040 s.
+	// three 30-min checkpoints saved 5400 s, 480 s lost; the node is billed
+	// 6000 s. Requeued at 6000 on a new spot node, ready 6120 (its 120 s
+	// boot is lost too), runs the remaining 1800 s to 7920, released 8040
+	// (2040 s). Billed 8040 s x $0.40; idle = first boot + warm window.
+	check(t, r[PolicyBurst], want{cost: 0.4 * 8040 / 3600, billed: 8040.0 / 3600, used: 2, lost: 600.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
+	if len(sz.calls) != 2 || !sz.calls[1].AllowSpot || sz.calls[1].Interruptions != 1 || len(sz.calls[1].AvoidSpot) != 0 {
+		t.Errorf("relaunch request %+v; want spot allowed, 1 interruption, nothing avoided", sz.calls[len(sz.calls)-1])
+	}
+}
+
+func TestAvoidInterruptedPool(t *testing.T) {
+	o := handOptions(t)
+	o.Policies = []string{PolicyBurst}
+	o.AvoidInterruptedPool = true
+	o.Interruptions = injected{0: 6000 * time.Second}
+	sz := &fixedSizer{}
+	o.Sizer = sz
+	r := run(t, o, job(0, 7200, 1))
+	// As above, but the relaunch avoids tst.1x's spot pool, so the sizer
+	// offers on-demand: the last 2040 s cost $1/h.
 	check(t, r[PolicyBurst], want{cost: 0.4*6000/3600 + 2040.0/3600, billed: 8040.0 / 3600, used: 2, lost: 600.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
-	if len(sz.calls) != 2 || !sz.calls[1].AllowSpot || sz.calls[1].Interruptions != 1 || len(sz.calls[1].AvoidSpot) != 1 || sz.calls[1].AvoidSpot[0] != "tst.1x" {
-		t.Errorf("relaunch request %+v; want spot allowed (progress was saved), 1 interruption, avoiding tst.1x spot", sz.calls[len(sz.calls)-1])
+	if len(sz.calls) != 2 || len(sz.calls[1].AvoidSpot) != 1 || sz.calls[1].AvoidSpot[0] != "tst.1x" {
+		t.Errorf("relaunch request %+v; want tst.1x spot avoided", sz.calls[len(sz.calls)-1])
 	}
 }
 
@@ -175,9 +191,9 @@ func TestCheckpointOnNoticeLosesOnlyTheRelaunch(t *testing.T) {
 	o.CheckpointOnNotice = true
 	o.Interruptions = injected{0: 6000 * time.Second}
 	r := run(t, o, job(0, 7200, 1))
-	// All 5880 s are saved; the on-demand relaunch runs 1320 s: 6120..7440,
-	// released 7560 (1560 s at $1).
-	check(t, r[PolicyBurst], want{cost: 0.4*6000/3600 + 1560.0/3600, billed: 7560.0 / 3600, used: 2, lost: 120.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
+	// All 5880 s are saved; the relaunch runs 1320 s: 6120..7440, released
+	// 7560.
+	check(t, r[PolicyBurst], want{cost: 0.4 * 7560 / 3600, billed: 7560.0 / 3600, used: 2, lost: 120.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
 }
 
 func TestNoCheckpointLosesTheAttempt(t *testing.T) {
@@ -186,9 +202,9 @@ func TestNoCheckpointLosesTheAttempt(t *testing.T) {
 	o.Checkpoint = -1
 	o.Interruptions = injected{0: 3720 * time.Second}
 	r := run(t, o, job(0, 7200, 1))
-	// 3600 s of work lost at 3720; on-demand relaunch at 3720, ready 3840,
-	// runs 7200 s to 11040, released 11160 (7440 s at $1).
-	check(t, r[PolicyBurst], want{cost: 0.4*3720/3600 + 7440.0/3600, billed: (3720 + 7440) / 3600.0, used: 2, lost: 3720.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
+	// 3600 s of work lost at 3720; relaunch at 3720, ready 3840, runs 7200 s
+	// to 11040, released 11160 (7440 s).
+	check(t, r[PolicyBurst], want{cost: 0.4 * (3720 + 7440) / 3600, billed: (3720 + 7440) / 3600.0, used: 2, lost: 3720.0 / 3600, idle: 240.0 / 3600, p50: 120, p95: 120, launches: 2, interruptions: 1})
 }
 
 func TestOnDemandAfterInterruptionsWithoutProgress(t *testing.T) {

@@ -44,7 +44,7 @@ type SweepRow struct {
 	IdleWaitP95S       float64 `json:"idle_timeout_wait_p95_s"`
 	BurstLostGPUHours  float64 `json:"burst_lost_gpu_hours"`
 	BurstInterruptions int     `json:"burst_interruptions"`
-	BurstSpotShare     float64 `json:"burst_spot_launch_share"`
+	BurstSpotShare     float64 `json:"burst_spot_gpu_hour_share"` // of billed GPU-hours
 	BurstWins          bool    `json:"burst_cheaper"`
 }
 
@@ -105,8 +105,8 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 					} else {
 						row := &rows[t.idx]
 						row.BurstCostUSD, row.BurstWaitP95S, row.BurstLostGPUHours, row.BurstInterruptions = p.CostUSD, p.WaitP95S, p.LostGPUHours, p.Interruptions
-						if p.Launches > 0 {
-							row.BurstSpotShare = float64(p.SpotLaunches) / float64(p.Launches)
+						if p.GPUHoursBilled > 0 {
+							row.BurstSpotShare = p.SpotGPUHours / p.GPUHoursBilled
 						}
 					}
 				}
@@ -137,7 +137,7 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 // WriteSweep prints the sweep as a table.
 func WriteSweep(w io.Writer, rows []SweepRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "boot\tinterruptions\tcheckpoint\tburst USD\tidle-timeout USD\tsavings\tburst wait p95\tidle-timeout p95\tlost GPU-h\tinterrupts\tspot share\tcheaper\t")
+	fmt.Fprintln(tw, "boot\tinterruptions\tcheckpoint\tburst USD\tidle-timeout USD\tsavings\tburst wait p95\tidle-timeout p95\tlost GPU-h\tinterrupts\tspot GPU-h\tcheaper\t")
 	for _, r := range rows {
 		win := "burst"
 		if !r.BurstWins {
