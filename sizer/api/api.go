@@ -59,6 +59,7 @@ type JobRequest struct {
 	MemoryMiBPerNode int     `json:"memory_mib_per_node,omitempty"`
 	TimeLimitSeconds float64 `json:"time_limit_seconds,omitempty"`
 	NoRequeue        bool    `json:"no_requeue,omitempty"`
+	UserConstraint   string  `json:"constraint,omitempty"` // the job's own --constraint
 	// Comment is the job's --comment; its "burst:" metadata is parsed by the server.
 	Comment string `json:"comment,omitempty"`
 }

@@ -20,7 +20,26 @@ import (
 // MinTokenLen is the shortest admin token accepted.
 const MinTokenLen = 32
 
-const nodePrefix = "bn1:"
+const (
+	nodePrefix  = "bn1:"
+	routePrefix = "br1:"
+)
+
+// LoadCredential reads any credential (admin, node or route) from the first
+// line of path, without the admin token's permission check (the route
+// credential file is meant to be world-readable).
+func LoadCredential(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading sizer credential: %w", err)
+	}
+	tok, _, _ := strings.Cut(string(b), "\n")
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return "", fmt.Errorf("reading sizer credential: %s is empty", path)
+	}
+	return tok, nil
+}
 
 // LoadToken reads the admin token: the first line of path, which must not be
 // readable or writable by group or others.
@@ -41,8 +60,8 @@ func LoadToken(path string) (string, error) {
 	if len(tok) < MinTokenLen {
 		return "", fmt.Errorf("reading sizer token: %s holds %d characters, want at least %d; regenerate it with `burst-sizer token init --force %s`", path, len(tok), MinTokenLen, path)
 	}
-	if strings.HasPrefix(tok, nodePrefix) {
-		return "", fmt.Errorf("reading sizer token: %s holds a node credential, not the admin token", path)
+	if strings.HasPrefix(tok, nodePrefix) || strings.HasPrefix(tok, routePrefix) {
+		return "", fmt.Errorf("reading sizer token: %s holds a node or route credential, not the admin token", path)
 	}
 	return tok, nil
 }
@@ -93,10 +112,17 @@ func NodeToken(admin, node string) string {
 	return nodePrefix + node + ":" + nodeMAC(admin, node)
 }
 
+// RouteToken is the submit-time credential: it only authorises /v1/route
+// (read-only decisions), so it may be readable by every user who submits
+// jobs (burst-sizer route runs as the submitting user inside sbatch's
+// cli_filter). "br1:<HMAC-SHA256(admin, "route")>".
+func RouteToken(admin string) string { return routePrefix + nodeMAC(admin, "\x00route") }
+
 // Principal is who a bearer token belongs to.
 type Principal struct {
 	Admin bool
 	Node  string // for node credentials
+	Route bool   // the submit-time route credential
 }
 
 // ErrBadToken is returned for a missing or wrong token.
@@ -117,6 +143,12 @@ func Verify(admin, tok string) (Principal, error) {
 			return Principal{}, ErrBadToken
 		}
 		return Principal{Node: node}, nil
+	}
+	if strings.HasPrefix(tok, routePrefix) {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(RouteToken(admin))) != 1 {
+			return Principal{}, ErrBadToken
+		}
+		return Principal{Route: true}, nil
 	}
 	a := sha256.Sum256([]byte(admin))
 	b := sha256.Sum256([]byte(tok))

@@ -39,7 +39,14 @@ func TestTokens(t *testing.T) {
 	if err != nil || p.Admin || p.Node != "gpu-a100-3" || !p.MayReportFor("gpu-a100-3") || p.MayReportFor("gpu-a100-4") {
 		t.Errorf("node: %+v %v", p, err)
 	}
+	rt := RouteToken(tok)
+	if p, err := Verify(tok, rt); err != nil || !p.Route || p.Admin || p.Node != "" || p.MayReportFor("x") {
+		t.Errorf("route: %+v %v", p, err)
+	}
 	other, _ := Generate()
+	if _, err := Verify(tok, RouteToken(other)); err == nil {
+		t.Error("foreign route token accepted")
+	}
 	for _, bad := range []string{"", tok[:len(tok)-1], NodeToken(other, "gpu-a100-3"), strings.Replace(nt, "gpu-a100-3", "gpu-a100-4", 1), "bn1:x", "bn1::" + strings.Repeat("0", 64)} {
 		if _, err := Verify(tok, bad); err == nil {
 			t.Errorf("accepted %q", bad)

@@ -198,37 +198,50 @@ func badRequest(format string, args ...any) error {
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
-	s.handle("POST /v1/rank", "rank", true, s.rank)
-	s.handle("POST /v1/route", "route", true, s.route)
-	s.handle("POST /v1/reports", "reports", false, s.reports)
-	s.handle("POST /v1/interruptions", "interruptions", false, s.interruption)
-	s.handle("POST /v1/jobs", "jobs", true, s.job)
-	s.handle("POST /v1/instances/launch", "launch", true, s.launch)
-	s.handle("POST /v1/instances/terminate", "terminate", true, s.terminate)
-	s.handle("GET /v1/budgets", "budgets", true, s.budgets)
-	s.handle("GET /v1/report", "report", true, s.report)
+	s.handle("POST /v1/rank", "rank", roleAdmin, s.rank)
+	s.handle("POST /v1/route", "route", roleRoute, s.route)
+	s.handle("POST /v1/reports", "reports", roleNode, s.reports)
+	s.handle("POST /v1/interruptions", "interruptions", roleNode, s.interruption)
+	s.handle("POST /v1/jobs", "jobs", roleAdmin, s.job)
+	s.handle("POST /v1/instances/launch", "launch", roleAdmin, s.launch)
+	s.handle("POST /v1/instances/terminate", "terminate", roleAdmin, s.terminate)
+	s.handle("GET /v1/budgets", "budgets", roleAdmin, s.budgets)
+	s.handle("GET /v1/report", "report", roleAdmin, s.report)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 }
 
-func (s *Server) handle(pattern, name string, adminOnly bool, h handler) {
+// role is who may call an endpoint besides the admin.
+type role int
+
+const (
+	roleAdmin role = iota // admin token only
+	roleNode              // admin, or a node credential (the handler checks the node)
+	roleRoute             // admin, or the route credential
+)
+
+func (s *Server) handle(pattern, name string, who role, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		code := s.serveAPI(w, r, adminOnly, h)
+		code := s.serveAPI(w, r, who, h)
 		s.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
 		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 	})
 }
 
-func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, adminOnly bool, h handler) int {
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h handler) int {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	p, err := auth.Verify(s.token, strings.TrimSpace(tok))
 	if !ok || err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="burst-sizer"`)
 		return writeErr(w, &apiError{401, api.CodeUnauthorized, "missing or invalid bearer token: send the admin token from sizer.token_file or the node's credential"})
 	}
-	if adminOnly && !p.Admin {
-		return writeErr(w, &apiError{403, api.CodeForbidden, fmt.Sprintf("node credential for %s may only post reports and interruptions", p.Node)})
+	switch {
+	case p.Admin:
+	case who == roleNode && p.Node != "":
+	case who == roleRoute && p.Route:
+	default:
+		return writeErr(w, &apiError{403, api.CodeForbidden, "this credential may not call " + r.URL.Path + " (node credentials post reports and interruptions; the route credential asks for routes)"})
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
 	out, err := h(w, r, p)

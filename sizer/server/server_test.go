@@ -129,6 +129,16 @@ func TestAuth(t *testing.T) {
 	if _, err := node.Report(ctx, gpuBatch("gpu-1", 1, 1, 7, f.clk.Now())); err != nil {
 		t.Errorf("node reporting for itself: %v", err)
 	}
+	rc := f.client(t, auth.RouteToken(f.token))
+	if _, err := rc.Route(ctx, api.JobRequest{GPUsPerNode: 1}); err != nil {
+		t.Errorf("route credential on /v1/route: %v", err)
+	}
+	if _, err := rc.Rank(ctx, api.RankRequest{Class: "l4-1x"}); !errors.Is(err, client.ErrUnauthorized) {
+		t.Errorf("route credential on /v1/rank: %v", err)
+	}
+	if _, err := rc.Report(ctx, gpuBatch("gpu-1", 9, 1, 7, f.clk.Now())); !errors.Is(err, client.ErrUnauthorized) {
+		t.Errorf("route credential on /v1/reports: %v", err)
+	}
 	forged := client.NodeToken("another-admin-token-that-is-long-enough", "gpu-1")
 	if _, err := f.client(t, forged).Report(ctx, gpuBatch("gpu-1", 2, 1, 7, f.clk.Now())); !errors.Is(err, client.ErrUnauthorized) {
 		t.Errorf("forged node credential: %v", err)

@@ -1,0 +1,442 @@
+// Package cmd is the burst-sizer command line: route (submission-time
+// sizing, used by cli_filter.lua), serve (the daemon), report, and token
+// management. main only calls App and ExitCode.
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/signal"
+	"os/user"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/sizer/auth"
+	"github.com/burst-hpc/burst/sizer/client"
+	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/sizer/report"
+	"github.com/burst-hpc/burst/sizer/server"
+	"github.com/burst-hpc/burst/sizer/store"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitError   = 1
+	ExitConfig  = 2
+	ExitNoClass = 3
+)
+
+// exitError carries an exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// ExitCode maps an error from App().Run to the process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if config.IsInvalid(err) {
+		return ExitConfig
+	}
+	return ExitError
+}
+
+// RouteTokenSuffix: the route credential lives beside the admin token file,
+// at <token_file>.route, readable by every user.
+const RouteTokenSuffix = ".route"
+
+// App builds the command line.
+func App(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:      "burst-sizer",
+		Usage:     "size burst jobs, rank offerings, ingest GPU reports, keep budgets",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "burst.yaml (default: $BURST_CONFIG, burst.yaml beside $SLURM_CONF, /etc/burst/burst.yaml)"},
+		},
+		Commands: []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand()},
+	}
+}
+
+func routeCommand() *cli.Command {
+	str := func(name, usage string) cli.Flag { return &cli.StringFlag{Name: name, Usage: usage} }
+	return &cli.Command{
+		Name:  "route",
+		Usage: "choose a node class for a job (what cli_filter.lua calls at sbatch time)",
+		Description: `Takes the job's sbatch options and prints the decision. Metadata goes in
+--comment "burst: params=7B dataset=2TB deadline=8h workload=finetune precision=bf16 checkpoint=30m"
+(keys: params tokens dataset epochs deadline workload precision checkpoint checkpoint_signal capacity).
+Asks the sizer daemon when it is reachable, else decides in-process from burst.yaml and the
+state database (when readable).`,
+		Flags: []cli.Flag{
+			str("gres", "sbatch --gres, e.g. gpu:a100:8"), str("gpus", "sbatch --gpus (per job)"), str("gpus-per-node", "sbatch --gpus-per-node"),
+			str("nodes", "sbatch --nodes"), str("comment", "sbatch --comment (burst metadata)"), str("extra", "Slurm --extra (burst metadata, on versions that have it)"),
+			str("account", "sbatch --account"), str("user", "submitting user (default: the current user)"), str("job-name", "sbatch --job-name"),
+			str("partition", "sbatch --partition"), str("time", "sbatch --time"), str("requeue", "requeue, no-requeue or unset (as cli_filter reports it)"),
+			&cli.BoolFlag{Name: "no-requeue", Usage: "the job must not be requeued"},
+			str("constraint", "sbatch --constraint (kept, combined with the class's)"), str("cpus-per-task", "sbatch --cpus-per-task"), str("mem", "sbatch --mem"),
+			&cli.BoolFlag{Name: "json", Usage: "print the decision as one JSON object"},
+			&cli.BoolFlag{Name: "filter", Usage: "print the answer for cli_filter.lua (key=value lines)"},
+			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, Usage: "how long to wait for the daemon"},
+			&cli.BoolFlag{Name: "local", Usage: "do not ask the daemon"},
+		},
+		Action: runRoute,
+	}
+}
+
+// jobFromFlags turns sbatch-style options into an API job request.
+func jobFromFlags(c *cli.Context) (api.JobRequest, error) {
+	j := api.JobRequest{Account: c.String("account"), JobName: c.String("job-name"), Partition: c.String("partition"), User: c.String("user"), Comment: c.String("comment"), UserConstraint: c.String("constraint")}
+	if j.User == "" {
+		if u, err := user.Current(); err == nil {
+			j.User = u.Username
+		}
+	}
+	if ex := strings.TrimSpace(c.String("extra")); ex != "" {
+		if strings.Contains(j.Comment, policy.MetadataPrefix) {
+			j.Comment += " " + strings.TrimPrefix(ex, policy.MetadataPrefix)
+		} else if strings.Contains(ex, policy.MetadataPrefix) {
+			j.Comment = ex
+		} else {
+			j.Comment = policy.MetadataPrefix + " " + ex
+		}
+	}
+	var errs []error
+	nodes := 0
+	if v := c.String("nodes"); v != "" {
+		n, err := parseNodes(v)
+		errs = append(errs, err)
+		nodes = n
+	}
+	j.Nodes = nodes
+	if v := c.String("gres"); v != "" {
+		m, n, err := parseGresGPUs(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--gres: %w", err))
+		}
+		j.GPUModel, j.GPUsPerNode = m, n
+	}
+	if v := c.String("gpus-per-node"); v != "" {
+		m, n, err := parseGPUSpec(v)
+		errs = append(errs, err)
+		if m != "" {
+			j.GPUModel = m
+		}
+		j.GPUsPerNode = n
+	}
+	if v := c.String("gpus"); v != "" {
+		m, n, err := parseGPUSpec(v)
+		errs = append(errs, err)
+		if m != "" {
+			j.GPUModel = m
+		}
+		j.GPUsPerNode = int(math.Ceil(float64(n) / float64(max(nodes, 1))))
+	}
+	if v := c.String("time"); v != "" {
+		d, err := parseSlurmTime(v)
+		errs = append(errs, err)
+		j.TimeLimitSeconds = d.Seconds()
+	}
+	switch strings.ToLower(c.String("requeue")) {
+	case "no-requeue", "0", "no", "false":
+		j.NoRequeue = true
+	}
+	if c.Bool("no-requeue") {
+		j.NoRequeue = true
+	}
+	if v := c.String("mem"); v != "" {
+		m, err := parseMemMiB(v)
+		errs = append(errs, err)
+		j.MemoryMiBPerNode = m
+	}
+	if v := c.String("cpus-per-task"); v != "" {
+		var n int
+		if _, err := fmt.Sscanf(v, "%d", &n); err != nil {
+			errs = append(errs, fmt.Errorf("--cpus-per-task=%q is not a number", v))
+		}
+		j.CPUsPerNode = n
+	}
+	return j, errors.Join(errs...)
+}
+
+func runRoute(c *cli.Context) error {
+	job, err := jobFromFlags(c)
+	if err != nil {
+		return &exitError{ExitError, fmt.Errorf("reading job options: %w", err)}
+	}
+	st, err := loadSettings(c.String("config"))
+	if err != nil {
+		return err
+	}
+	d, via, err := decide(c.Context, st, job, c.Duration("timeout"), c.Bool("local"))
+	out := c.App.Writer
+	if c.Bool("filter") {
+		return writeFilter(out, st, job, d, via, err)
+	}
+	if err != nil {
+		code := ExitError
+		if errors.Is(err, policy.ErrNoClass) {
+			code = ExitNoClass
+		}
+		return &exitError{code, err}
+	}
+	if c.Bool("json") {
+		return json.NewEncoder(out).Encode(d)
+	}
+	_, err = fmt.Fprintln(out, summary(d))
+	return err
+}
+
+// decide asks the daemon, falling back to the in-process policy. via says
+// which answered.
+func decide(ctx context.Context, st *settings, job api.JobRequest, timeout time.Duration, local bool) (policy.Decision, string, error) {
+	if !local && st.cfg.Sizer.URL != "" {
+		if tok := routeCredential(st.cfg.Sizer.TokenFile); tok != "" {
+			cl, err := client.New(st.cfg.Sizer.URL, tok, client.WithTimeout(timeout))
+			if err == nil {
+				d, err := cl.Route(ctx, job)
+				if err == nil {
+					return d, "daemon", nil
+				}
+				var ae *client.APIError
+				if errors.As(err, &ae) && ae.Code == api.CodeNoClass {
+					return d, "daemon", fmt.Errorf("%w: %s", policy.ErrNoClass, ae.Message)
+				}
+				slog.Debug("sizer daemon did not answer; deciding locally", "err", err)
+			}
+		}
+	}
+	p, err := st.policy()
+	if err != nil {
+		return policy.Decision{}, "local", err
+	}
+	var sto *store.Store
+	if s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir); err == nil {
+		defer s.Close()
+		sto = s
+	}
+	d, err := server.Decide(ctx, p, sto, st.budgets, job, time.Now(), 0)
+	return d, "local", err
+}
+
+// routeCredential returns the admin token if this user can read it, else
+// the route credential beside it, else "".
+func routeCredential(tokenFile string) string {
+	if tokenFile == "" {
+		return ""
+	}
+	if t, err := auth.LoadToken(tokenFile); err == nil {
+		return t
+	}
+	if t, err := auth.LoadCredential(tokenFile + RouteTokenSuffix); err == nil {
+		return t
+	}
+	return ""
+}
+
+func summary(d policy.Decision) string {
+	if d.Refused {
+		return d.RefuseMessage
+	}
+	cost := "cost unknown (give --time or burst metadata)"
+	if d.EstCostUSD > 0 {
+		cost = fmt.Sprintf("est. %.1f h, ~$%.2f", d.EstHours, d.EstCostUSD)
+	}
+	return fmt.Sprintf("%s: %d x %s %s on %s, $%.2f/h, %s. Why: %s", d.Class, d.GPUsPerNode, d.GPUModel, d.Capacity, strings.Join(d.InstanceTypes, "|"), d.HourlyUSD, cost, d.Reason)
+}
+
+// FilterHeader starts the --filter answer.
+const FilterHeader = "burst-sizer-filter 1"
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// writeFilter prints the answer cli_filter.lua reads: a header, then
+// action=apply|refuse|pass and gres, constraint, partition, message.
+func writeFilter(w io.Writer, st *settings, job api.JobRequest, d policy.Decision, via string, err error) error {
+	var b strings.Builder
+	b.WriteString(FilterHeader + "\n")
+	switch {
+	case err != nil && errors.Is(err, policy.ErrNoClass):
+		fmt.Fprintf(&b, "action=refuse\nmessage=%s\n", oneLine("no burst node class fits this job: "+err.Error()))
+	case err != nil:
+		return &exitError{ExitError, err} // the filter passes the job through unchanged
+	case d.Refused:
+		fmt.Fprintf(&b, "action=refuse\nmessage=%s\n", oneLine(d.RefuseMessage))
+	default:
+		constraint := d.Constraint
+		if uc := strings.TrimSpace(job.UserConstraint); uc != "" && uc != d.Constraint {
+			if strings.ContainsAny(uc, "|[]*") {
+				constraint = "" // leave a complex user constraint alone
+			} else {
+				constraint = uc + "&" + d.Constraint
+			}
+		}
+		part := d.Partition
+		for _, p := range st.classPartitions[d.Class] {
+			if p == job.Partition || (job.Partition == "" && p == st.defaultPartition) {
+				part = "" // already bound for a partition holding the class
+			}
+		}
+		fmt.Fprintf(&b, "action=apply\ngres=%s\n", d.Gres)
+		if constraint != "" {
+			fmt.Fprintf(&b, "constraint=%s\n", constraint)
+		}
+		if part != "" {
+			fmt.Fprintf(&b, "partition=%s\n", part)
+		}
+		fmt.Fprintf(&b, "message=%s\n", oneLine(summary(d)))
+	}
+	_, werr := io.WriteString(w, b.String())
+	return werr
+}
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the sizer daemon (HTTP API, metrics, state)",
+		Action: func(c *cli.Context) error {
+			st, err := loadSettings(c.String("config"))
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
+			o := st.serverOptions()
+			o.Logger = log
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			srv, err := server.New(ctx, o)
+			if err != nil {
+				return err
+			}
+			return srv.ListenAndServe(ctx)
+		},
+	}
+}
+
+func reportCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "report",
+		Usage: "GPUs and GPU memory requested vs used, spend vs budget, right-sizing advice (this month)",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}, &cli.BoolFlag{Name: "local", Usage: "read the state database instead of asking the daemon"}},
+		Action: func(c *cli.Context) error {
+			st, err := loadSettings(c.String("config"))
+			if err != nil {
+				return err
+			}
+			rep, err := buildReport(c.Context, st, c.Bool("local"))
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return rep.WriteText(c.App.Writer)
+		},
+	}
+}
+
+func buildReport(ctx context.Context, st *settings, local bool) (report.Report, error) {
+	if !local && st.cfg.Sizer.URL != "" {
+		if tok, err := auth.LoadToken(st.cfg.Sizer.TokenFile); err == nil {
+			if cl, err := client.New(st.cfg.Sizer.URL, tok); err == nil {
+				rep, err := cl.UsageReport(ctx)
+				if err == nil {
+					return rep, nil
+				}
+				if !errors.Is(err, client.ErrUnavailable) {
+					return report.Report{}, err
+				}
+			}
+		}
+	}
+	s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir)
+	if err != nil {
+		return report.Report{}, fmt.Errorf("building report: the daemon is unreachable and %w", err)
+	}
+	defer s.Close()
+	return server.BuildReport(ctx, s, st.budgets, time.Now())
+}
+
+func tokenCommand() *cli.Command {
+	tokenFile := func(c *cli.Context) (string, error) {
+		if p := c.Args().First(); p != "" && c.Command.Name == "init" {
+			return p, nil
+		}
+		st, err := loadSettings(c.String("config"))
+		if err != nil {
+			return "", err
+		}
+		return st.cfg.Sizer.TokenFile, nil
+	}
+	return &cli.Command{
+		Name:  "token",
+		Usage: "manage sizer credentials",
+		Subcommands: []*cli.Command{
+			{
+				Name: "init", Usage: "write a new admin token (0600) and the route credential beside it (0644)", ArgsUsage: "[TOKEN_FILE]",
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "replace an existing token"}},
+				Action: func(c *cli.Context) error {
+					path, err := tokenFile(c)
+					if err != nil {
+						return err
+					}
+					tok, err := auth.WriteNew(path, c.Bool("force"))
+					if err != nil {
+						return err
+					}
+					rp := path + RouteTokenSuffix
+					if err := os.WriteFile(rp, []byte(auth.RouteToken(tok)+"\n"), 0o644); err != nil {
+						return fmt.Errorf("writing route credential: %w", err)
+					}
+					if err := os.Chmod(rp, 0o644); err != nil {
+						return fmt.Errorf("writing route credential: %w", err)
+					}
+					fmt.Fprintf(c.App.Writer, "wrote %s (admin, 0600) and %s (route, 0644)\n", path, rp)
+					return nil
+				},
+			},
+			{
+				Name: "node", Usage: "print a node's credential (for its user data)", ArgsUsage: "NODE",
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return &exitError{ExitConfig, errors.New("usage: burst-sizer token node NODE")}
+					}
+					path, err := tokenFile(c)
+					if err != nil {
+						return err
+					}
+					tok, err := auth.LoadToken(path)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintln(c.App.Writer, auth.NodeToken(tok, c.Args().First()))
+					return err
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,146 @@
+package cmd
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/slurm"
+)
+
+// parseGresGPUs returns the GPU type and count of a --gres value such as
+// "gpu:a100:8", "gres:gpu:2" or "gres:gpu:a10g:1,gres:nvme:1".
+func parseGresGPUs(s string) (model string, count int, err error) {
+	list, err := slurm.ParseGRES(s)
+	if err != nil {
+		return "", 0, err
+	}
+	for _, g := range list {
+		if g.Name == "gpu" {
+			if g.Type != "" {
+				model = g.Type
+			}
+			count += int(g.Count)
+		}
+	}
+	return model, count, nil
+}
+
+// parseGPUSpec parses --gpus / --gpus-per-node values: "4", "a100:4",
+// "gpu:a100:4", "gres:gpu:4".
+func parseGPUSpec(s string) (model string, count int, err error) {
+	fields := strings.Split(strings.TrimSpace(s), ":")
+	var rest []string
+	for _, f := range fields {
+		if f != "gres" && f != "gpu" && f != "" {
+			rest = append(rest, f)
+		}
+	}
+	switch len(rest) {
+	case 1:
+		if n, err := strconv.Atoi(rest[0]); err == nil && n >= 0 {
+			return "", n, nil
+		}
+		return rest[0], 1, nil
+	case 2:
+		n, err := strconv.Atoi(rest[1])
+		if err != nil || n < 0 {
+			return "", 0, fmt.Errorf("GPU count %q in %q is not a number", rest[1], s)
+		}
+		return rest[0], n, nil
+	}
+	return "", 0, fmt.Errorf("cannot read GPUs from %q; want N, TYPE:N or gpu:TYPE:N", s)
+}
+
+// parseNodes reads --nodes "2" or "2-4" (the minimum counts).
+func parseNodes(s string) (int, error) {
+	lo, _, _ := strings.Cut(strings.TrimSpace(s), "-")
+	n, err := strconv.Atoi(lo)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("--nodes=%q is not a node count", s)
+	}
+	return n, nil
+}
+
+// parseSlurmTime reads a Slurm time limit: minutes, minutes:seconds,
+// hours:minutes:seconds, days-hours, days-hours:minutes,
+// days-hours:minutes:seconds; "UNLIMITED", "INFINITE" and "unset" give 0.
+func parseSlurmTime(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	switch strings.ToLower(s) {
+	case "", "unlimited", "infinite", "unset":
+		return 0, nil
+	}
+	bad := fmt.Errorf("--time=%q is not a Slurm time (minutes, HH:MM:SS or D-HH:MM:SS)", s)
+	atoi := func(x string) (int, bool) {
+		n, err := strconv.Atoi(x)
+		return n, err == nil && n >= 0
+	}
+	var days int
+	rest := s
+	if d, r, ok := strings.Cut(s, "-"); ok {
+		n, ok := atoi(d)
+		if !ok {
+			return 0, bad
+		}
+		days, rest = n, r
+	}
+	parts := strings.Split(rest, ":")
+	var nums []int
+	for _, p := range parts {
+		n, ok := atoi(p)
+		if !ok {
+			return 0, bad
+		}
+		nums = append(nums, n)
+	}
+	var h, m, sec int
+	if strings.Contains(s, "-") {
+		switch len(nums) {
+		case 1:
+			h = nums[0]
+		case 2:
+			h, m = nums[0], nums[1]
+		case 3:
+			h, m, sec = nums[0], nums[1], nums[2]
+		default:
+			return 0, bad
+		}
+	} else {
+		switch len(nums) {
+		case 1:
+			m = nums[0]
+		case 2:
+			m, sec = nums[0], nums[1]
+		case 3:
+			h, m, sec = nums[0], nums[1], nums[2]
+		default:
+			return 0, bad
+		}
+	}
+	return time.Duration(days)*24*time.Hour + time.Duration(h)*time.Hour + time.Duration(m)*time.Minute + time.Duration(sec)*time.Second, nil
+}
+
+// parseMemMiB reads --mem: a number of MiB with optional K, M, G, T suffix.
+func parseMemMiB(s string) (int, error) {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	mult := 1.0
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'K':
+			mult, s = 1.0/1024, s[:len(s)-1]
+		case 'M':
+			s = s[:len(s)-1]
+		case 'G':
+			mult, s = 1024, s[:len(s)-1]
+		case 'T':
+			mult, s = 1024*1024, s[:len(s)-1]
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("--mem=%q is not a memory size", s)
+	}
+	return int(f * mult), nil
+}
