@@ -80,6 +80,17 @@ func (s *scontrol) hostnames(tb testing.TB, expr string) (names []string, invali
 // through a file when the list is too long for one argument.
 func (s *scontrol) hostlist(tb testing.TB, names []string) string {
 	tb.Helper()
+	return s.compress(tb, "hostlist", names)
+}
+
+// hostlistSorted runs `scontrol show hostlistsorted`.
+func (s *scontrol) hostlistSorted(tb testing.TB, names []string) string {
+	tb.Helper()
+	return s.compress(tb, "hostlistsorted", names)
+}
+
+func (s *scontrol) compress(tb testing.TB, what string, names []string) string {
+	tb.Helper()
 	arg := strings.Join(names, ",")
 	if len(arg) > MaxArgLen || strings.HasPrefix(arg, "/") {
 		f := filepath.Join(s.dir, "names")
@@ -88,9 +99,9 @@ func (s *scontrol) hostlist(tb testing.TB, names []string) string {
 		}
 		arg = f
 	}
-	out, stderr, err := s.run("show", "hostlist", arg)
+	out, stderr, err := s.run("show", what, arg)
 	if err != nil || stderr != "" {
-		tb.Fatalf("scontrol show hostlist (%d names): %v, stderr %q", len(names), err, stderr)
+		tb.Fatalf("scontrol show %s (%d names): %v, stderr %q", what, len(names), err, stderr)
 	}
 	return strings.TrimSuffix(out, "\n")
 }
@@ -139,6 +150,11 @@ func TestAgainstScontrol(t *testing.T) {
 			t.Errorf("scontrol show hostlist %q = %q, table says %q", strings.Join(tc.names, ","), c, tc.want)
 		}
 	}
+	for _, tc := range sortedCases {
+		if c := sc.hostlistSorted(t, tc.names); c != tc.want {
+			t.Errorf("scontrol show hostlistsorted %q = %q, table says %q", strings.Join(tc.names, ","), c, tc.want)
+		}
+	}
 }
 
 func mustCompress(tb testing.TB, names []string) string {
@@ -180,8 +196,12 @@ func TestAgainstScontrolRandom(t *testing.T) {
 			continue
 		}
 		list := genNames(r)
-		if c, sc := mustCompress(t, list), sc.hostlist(t, list); c != sc {
-			t.Errorf("case %d (seed %d): Compress(%q) = %q, scontrol %q", i, seed, list, c, sc)
+		if c, s := mustCompress(t, list), sc.hostlist(t, list); c != s {
+			t.Errorf("case %d (seed %d): Compress(%q) = %q, scontrol %q", i, seed, list, c, s)
+		}
+		c, err := CompressSorted(list)
+		if s := sc.hostlistSorted(t, list); err != nil || c != s {
+			t.Errorf("case %d (seed %d): CompressSorted(%q) = %q, %v; scontrol %q", i, seed, list, c, err, s)
 		}
 	}
 	t.Logf("%d random expressions: %d valid, %d invalid, all agree with scontrol", n, valid, invalid)
@@ -264,7 +284,7 @@ func genNames(r *rand.Rand) []string {
 	var out []string
 	for range 1 + r.IntN(25) {
 		p := pick(r, "n", "n", "gpu-", "r1-n", "", "a1b")
-		v := r.IntN(40)
+		v := r.IntN(pick(r, 6, 40))
 		for range 1 + r.IntN(4) {
 			out = append(out, p+genNum(r, v))
 			v += pick(r, 1, 1, 1, 2, 0, -1)
