@@ -146,6 +146,12 @@ func parseGRESItem(it string) (GRES, error) {
 	if err := checkWord("name", g.Name, false); err != nil {
 		return g, err
 	}
+	if c := g.Name[0]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+		return g, fmt.Errorf("name %q does not start with a letter", g.Name)
+	}
+	if g.Name == "gres" {
+		return g, fmt.Errorf(`name "gres" is reserved (it is the prefix of gres:NAME)`)
+	}
 	if err := checkWord("type", g.Type, true); err != nil {
 		return g, err
 	}
@@ -157,9 +163,24 @@ func parseGRESItem(it string) (GRES, error) {
 	return g, nil
 }
 
+// looksLikeCount reports whether s has the shape of a count, DIGITS[kmgt];
+// anything else in the second of two fields is a type ("gpu:1g.5gb").
 func looksLikeCount(s string) bool {
-	_, err := parseCount(s)
-	return err == nil
+	if s == "" {
+		return false
+	}
+	if c := s[len(s)-1]; strings.IndexByte("kKmMgGtT", c) >= 0 {
+		s = s[:len(s)-1]
+	}
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func parseCount(s string) (uint64, error) {
