@@ -141,12 +141,20 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 				js.checkpoint = md.Checkpoint.Seconds()
 			}
 		}
-		e.c.at(js.submit, event{kind: evSubmit, job: js})
 	}
+	next := 0 // next arrival; arrivals are merged with the heap, not pushed
 	for n := 0; ; n++ {
-		ev, ok := e.c.next()
+		var at float64
+		if next < len(states) {
+			at = states[next].submit
+		}
+		ev, arrival, ok := e.c.nextOr(at, next < len(states))
 		if !ok {
 			break
+		}
+		if arrival {
+			ev = event{t: at, kind: evSubmit, job: &states[next]}
+			next++
 		}
 		if n&0xffff == 0 {
 			if err := ctx.Err(); err != nil {

@@ -60,6 +60,21 @@ func (c *clock) at(t float64, e event) {
 	heap.Push(&c.q, e)
 }
 
+// nextOr pops the earliest event, unless an arrival at time t (pending
+// true) comes first or at the same time: then it advances the clock to t
+// and reports arrival true. Arrivals stay out of the heap (they are
+// already sorted), which keeps the heap as small as the live events.
+func (c *clock) nextOr(t float64, pending bool) (e event, arrival, ok bool) {
+	if pending && (len(c.q) == 0 || t <= c.q[0].t) {
+		if t > c.now {
+			c.now = t
+		}
+		return event{}, true, true
+	}
+	e, ok = c.next()
+	return e, false, ok
+}
+
 func (c *clock) next() (event, bool) {
 	if len(c.q) == 0 {
 		return event{}, false

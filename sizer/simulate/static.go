@@ -185,7 +185,6 @@ func runStatic(o Options, jobs []trace.Job, t0 time.Time, span float64) (*tally,
 	sj := make([]staticJob, len(jobs))
 	for i := range jobs {
 		sj[i] = staticJob{js: &jobs[i], submit: jobs[i].Submit.Sub(t0).Seconds(), start: -1}
-		c.at(sj[i].submit, event{kind: evSubmit, gen: uint32(i)})
 	}
 	// Jobs are referenced by index through event.gen (the static loop has
 	// no generations), so the queue stays a slice of ints.
@@ -219,10 +218,19 @@ func runStatic(o Options, jobs []trace.Job, t0 time.Time, span float64) (*tally,
 		queue = append(kept, queue[limit:]...)
 	}
 	end := 0.0
+	next := 0
 	for {
-		ev, ok := c.next()
+		at := 0.0
+		if next < len(sj) {
+			at = sj[next].submit
+		}
+		ev, arrival, ok := c.nextOr(at, next < len(sj))
 		if !ok {
 			break
+		}
+		if arrival {
+			ev = event{t: at, kind: evSubmit, gen: uint32(next)}
+			next++
 		}
 		i := int(ev.gen)
 		switch ev.kind {
