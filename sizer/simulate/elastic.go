@@ -50,9 +50,9 @@ type jobState struct {
 // tally is what every policy reports.
 type tally struct {
 	cost, gpuSecBilled, gpuSecUsed, gpuSecLost, gpuSecSpot float64
-	launches, spotLaunches, dry, interruptions int
-	waits                                      []float64
-	series                                     []Sample
+	launches, spotLaunches, dry, interruptions             int
+	waits                                                  []float64
+	series                                                 []Sample
 	// series bookkeeping
 	step, nextSample, cumCost, rate, last float64
 	gpusBilled                            int
