@@ -6,7 +6,7 @@
 // job through unchanged when the sizer fails or times out.
 //
 // No user-controlled value is ever interpreted by a shell: every argument is
-// passed as one single-quoted word ('...' with ' written as '\''), and the
+// passed as one single-quoted word ('...' with ' written as '\”), and the
 // sizer's answer is read as key=value lines, not executed.
 package clifilter
 

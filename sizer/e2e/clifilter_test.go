@@ -1,0 +1,263 @@
+// Package e2e drives real sbatch (Slurm 22.05 from test/harness) through the
+// cli_filter.lua that internal/clifilter generates and the burst-sizer
+// binary built from this tree.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/burst-hpc/burst/internal/clifilter"
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/sizer/auth"
+	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/sizer/server"
+	"github.com/burst-hpc/burst/sizer/store"
+	"github.com/burst-hpc/burst/test/harness"
+)
+
+const fragment = `
+NodeName=l4-[1-4] CPUs=1 RealMemory=1000 State=CLOUD Feature=burst,l4 Gres=gpu:l4:1
+NodeName=a10g-[1-4] CPUs=1 RealMemory=1000 State=CLOUD Feature=burst,a10g Gres=gpu:a10g:1
+NodeName=cpu-1 CPUs=1 RealMemory=1000 State=CLOUD
+PartitionName=gpu Nodes=l4-[1-4],a10g-[1-4] Default=YES MaxTime=INFINITE State=UP
+PartitionName=cpu Nodes=cpu-1 MaxTime=INFINITE State=UP
+CliFilterPlugins=cli_filter/lua
+`
+
+const gres = "AutoDetect=off\nNodeName=l4-[1-4] Name=gpu Type=l4 File={{DEVDIR}}/nvidia0\nNodeName=a10g-[1-4] Name=gpu Type=a10g File={{DEVDIR}}/nvidia1\n"
+
+// writeConfig writes a burst.yaml (the embedded demo with this run's paths,
+// and budgets for the accounts "rich" and "broke") and returns its path.
+func writeConfig(t *testing.T, dir, sizerURL string) string {
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(config.DemoYAML), &doc); err != nil {
+		t.Fatal(err)
+	}
+	sz := doc["sizer"].(map[string]any)
+	sz["token_file"] = filepath.Join(dir, "sizer.token")
+	sz["state_dir"] = filepath.Join(dir, "state")
+	sz["url"] = sizerURL
+	doc["budgets"] = []any{map[string]any{"account": "rich", "monthly_usd": 100000}, map[string]any{"account": "broke", "monthly_usd": 5}}
+	doc["fsx"].(map[string]any)["local_dir"] = filepath.Join(dir, "fsx")
+	doc["log"].(map[string]any)["file"] = filepath.Join(dir, "burst.log")
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "burst.yaml")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(p); err != nil {
+		t.Fatalf("test burst.yaml is invalid: %v", err)
+	}
+	return p
+}
+
+func freeURL(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String()
+}
+
+func TestSbatchThroughCliFilter(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/slurm-wlm/cli_filter_lua.so"); err != nil {
+		t.Skip("SKIPPING: Slurm's cli_filter/lua plugin is not installed (Debian slurm-wlm-basic-plugins)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "burst-sizer")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/burst-hpc/burst/sizer").CombinedOutput(); err != nil {
+		t.Fatalf("building burst-sizer: %v\n%s", err, out)
+	}
+	// The daemon is down (nothing listens at sizer.url): route decides in-process.
+	cfgPath := writeConfig(t, dir, freeURL(t))
+	if out, err := exec.Command(bin, "--config", cfgPath, "token", "init").CombinedOutput(); err != nil {
+		t.Fatalf("token init: %v\n%s", err, out)
+	}
+	tok, err := auth.LoadToken(filepath.Join(dir, "sizer.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Account "broke" has spent more than its $5: an instance at $100/h for the last 10 minutes.
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if err := st.RecordLaunch(ctx, api.InstanceEvent{InstanceID: "i-broke", Node: "a10g-4", InstanceType: "g5.xlarge", Capacity: "on-demand", Account: "broke", Time: now.Add(-10 * time.Minute)}, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	lua, err := clifilter.Render(clifilter.Options{SizerPath: bin, GlobalArgs: []string{"--config", cfgPath}, Partitions: []string{"gpu"}, DefaultPartition: "gpu", Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := harness.New(t, harness.Options{Fragment: fragment, GresConf: gres, GPUs: 2, Prepare: func(c *harness.Cluster) error {
+		return os.WriteFile(filepath.Join(filepath.Dir(c.ConfPath()), "cli_filter.lua"), lua, 0o644)
+	}})
+	run := func(args ...string) (jobID, stderr string, err error) {
+		cmd := c.Command(ctx, "sbatch", append([]string{"--parsable"}, args...)...)
+		var so, se strings.Builder
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err = cmd.Run()
+		id, _, _ := strings.Cut(strings.TrimSpace(so.String()), ";")
+		return id, se.String(), err
+	}
+	show := func(id string) string {
+		out, err := c.Run(ctx, "scontrol", "show", "job", "-o", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	comment := "burst: params=1B dataset=20GB workload=finetune precision=bf16 checkpoint=30m"
+
+	// What the sizer decides for this job, asked directly.
+	out, err := exec.Command(bin, "--config", cfgPath, "route", "--json", "--gres=gpu:1", "--comment="+comment, "--account=rich").Output()
+	if err != nil {
+		t.Fatalf("route --json: %v", err)
+	}
+	var want policy.Decision
+	if err := json.Unmarshal(out, &want); err != nil || want.Class == "" {
+		t.Fatalf("route --json printed %q: %v", out, err)
+	}
+
+	t.Run("gres and constraint applied", func(t *testing.T) {
+		id, se, err := run("--gres=gpu:1", "--account=rich", "--job-name=ft", "--comment="+comment, "--wrap=true")
+		if err != nil {
+			t.Fatalf("sbatch: %v\n%s", err, se)
+		}
+		job := show(id)
+		t.Logf("sbatch said: %s\njob: %s", strings.TrimSpace(se), job)
+		if !strings.Contains(job, "TresPerNode=gres:"+want.Gres) && !strings.Contains(job, "TresPerNode="+want.Gres) {
+			t.Errorf("job %s lacks GRES %s", id, want.Gres)
+		}
+		if !strings.Contains(job, "Features="+want.Constraint+" ") {
+			t.Errorf("job %s lacks constraint %s", id, want.Constraint)
+		}
+		if !strings.Contains(se, "burst: "+want.Class) || !strings.Contains(se, "Why:") {
+			t.Errorf("user was not told the decision: %q", se)
+		}
+		c.Run(ctx, "scancel", id)
+	})
+
+	t.Run("user constraint is kept", func(t *testing.T) {
+		id, se, err := run("--gres=gpu:1", "--account=rich", "--constraint=burst", "--comment="+comment, "--wrap=true")
+		if err != nil {
+			t.Fatalf("sbatch: %v\n%s", err, se)
+		}
+		if job := show(id); !strings.Contains(job, "Features=burst&"+want.Constraint+" ") {
+			t.Errorf("constraint not combined: %s", job)
+		}
+		c.Run(ctx, "scancel", id)
+	})
+
+	t.Run("over-budget account refused", func(t *testing.T) {
+		id, se, err := run("--gres=gpu:1", "--account=broke", "--wrap=true")
+		if err == nil {
+			t.Fatalf("sbatch for an over-budget account succeeded: job %s", id)
+		}
+		if !strings.Contains(se, "account broke is over its monthly GPU budget") {
+			t.Errorf("refusal does not carry the budget message: %q", se)
+		}
+	})
+
+	t.Run("bad metadata refused with its column", func(t *testing.T) {
+		_, se, err := run("--gres=gpu:1", "--account=rich", "--comment=burst: params=7Q", "--wrap=true")
+		if err == nil || !strings.Contains(se, "column 8") || !strings.Contains(se, "params=7Q") {
+			t.Errorf("want refusal naming the bad value, got err=%v stderr=%q", err, se)
+		}
+	})
+
+	t.Run("hostile values are not run by a shell", func(t *testing.T) {
+		canary := filepath.Join(dir, "pwned")
+		id, se, err := run("--gres=gpu:1", "--account=rich", "--job-name=x'; touch "+canary+"; echo '", "--comment=$(touch "+canary+")", "--wrap=true")
+		if err != nil {
+			t.Fatalf("sbatch: %v\n%s", err, se)
+		}
+		if _, err := os.Stat(canary); err == nil {
+			t.Fatal("a job option was executed by a shell")
+		}
+		c.Run(ctx, "scancel", id)
+	})
+
+	t.Run("other partitions pass untouched", func(t *testing.T) {
+		id, se, err := run("-p", "cpu", "--account=broke", "--wrap=true")
+		if err != nil {
+			t.Fatalf("sbatch to a non-burst partition: %v\n%s", err, se)
+		}
+		if job := show(id); strings.Contains(job, "Features="+want.Constraint) || strings.Contains(se, "burst:") {
+			t.Errorf("non-burst job was changed: %s / %s", job, se)
+		}
+		c.Run(ctx, "scancel", id)
+	})
+
+	t.Run("sizer failure lets the job through unchanged", func(t *testing.T) {
+		if err := os.Rename(cfgPath, cfgPath+".away"); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Rename(cfgPath+".away", cfgPath)
+		id, se, err := run("--gres=gpu:1", "--account=broke", "--wrap=true")
+		if err != nil {
+			t.Fatalf("sbatch with the sizer failing should pass: %v\n%s", err, se)
+		}
+		job := show(id)
+		if strings.Contains(job, "Features="+want.Constraint) || !strings.Contains(se, "did not answer") {
+			t.Errorf("job changed or user not told: %s / %q", job, se)
+		}
+		c.Run(ctx, "scancel", id)
+	})
+
+	t.Run("daemon answers when it is up", func(t *testing.T) {
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.New(ctx, server.Options{Token: tok, StateDir: cfg.Sizer.StateDir, Budgets: map[string]float64{"rich": 100000, "broke": 5},
+			Classes: []policy.Class{{Name: "l4", GPUModel: "l4", GPUsPerNode: 1, MaxNodes: 4, InstanceTypes: []string{"g6.xlarge"}}}, Region: "us-east-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", strings.TrimPrefix(cfg.Sizer.URL, "http://"))
+		if err != nil {
+			t.Skipf("sizer URL's port was taken meanwhile: %v", err)
+		}
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(sctx, ln) }()
+		defer func() { stop(); <-done }()
+		// The daemon's classes differ from burst.yaml's (only l4), so its answer is recognisable.
+		id, se, err := run("--gres=gpu:1", "--account=rich", "--comment="+comment, "--wrap=true")
+		if err != nil {
+			t.Fatalf("sbatch: %v\n%s", err, se)
+		}
+		if job := show(id); !strings.Contains(job, "Features=l4 ") || !strings.Contains(job, "TresPerNode=gres:gpu:l4:1") {
+			t.Errorf("daemon's decision not applied: %s", job)
+		}
+		c.Run(ctx, "scancel", id)
+		_, se, err = run("--gres=gpu:1", "--account=broke", "--wrap=true")
+		if err == nil || !strings.Contains(se, "over its monthly GPU budget") {
+			t.Errorf("daemon did not refuse the over-budget account: %v %q", err, se)
+		}
+		t.Logf("refusal as the user sees it:\n%s", se)
+	})
+}
