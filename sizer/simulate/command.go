@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
@@ -46,6 +47,7 @@ Deterministic for a given --seed.`,
 			&cli.StringFlag{Name: "checkpoint", Value: DefaultCheckpoint.String(), Usage: "checkpoint interval of jobs without checkpoint= metadata, or none"},
 			&cli.BoolFlag{Name: "checkpoint-on-notice", Usage: "jobs checkpoint within the 2-minute spot notice (burst-agent's signal): interruptions lose no work"},
 			&cli.StringFlag{Name: "interruptions", Value: "advisor", Usage: "spot interruption model: advisor (Spot Advisor bucket per type), bamboo:FILE (measured removals per node-hour), or a rate per node-hour"},
+			&cli.IntFlag{Name: "zones", Value: 1, Usage: "availability zones burst launches in; each zone's spot pool is a separate offering with its own dry draw"},
 			&cli.BoolFlag{Name: "avoid-interrupted-pool", Usage: "a requeued job's relaunch treats the spot pool that reclaimed it as unavailable"},
 			&cli.Float64Flag{Name: "spot-dry", Value: DefaultSpotDryProb, Usage: "probability a spot launch finds the pool dry and falls back to the next offering"},
 			&cli.IntFlag{Name: "max-spot-interruptions", Value: DefaultMaxSpotInterruptions, Usage: "after this many interruptions in a row without a checkpoint saved, a job relaunches on-demand; -1 never"},
@@ -183,6 +185,14 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 		MaxSpotInterruptions: c.Int("max-spot-interruptions"),
 		StaticType:           c.String("static-type"),
 		StaticPercentile:     c.Float64("static-percentile"),
+	}
+	switch z := c.Int("zones"); {
+	case z < 1 || z > 26:
+		errs = append(errs, fmt.Errorf("--zones %d: want 1 to 26", z))
+	case z > 1:
+		for i := range z {
+			o.Zones = append(o.Zones, catalog.PriceRegion+string(rune('a'+i)))
+		}
 	}
 	if len(o.Policies) == 1 {
 		o.Policies = splitList(o.Policies[0])

@@ -223,6 +223,7 @@ func (e *elastic) place(js *jobState) {
 		AllowSpot:     e.allowSpot && (e.o.MaxSpotInterruptions < 0 || js.noProgress < e.o.MaxSpotInterruptions),
 		Interruptions: js.interruptions,
 		AvoidSpot:     js.avoidSpot,
+		Zones:         e.o.Zones,
 		Checkpoint:    e.o.Checkpoint,
 	}
 	offs, err := e.o.Sizer.Offerings(req)

@@ -31,7 +31,7 @@ func ExampleCommand() {
 	//   idle-timeout    $38.83         20.58       18.50        2.08        0.00      2.0m  2.0m  2.0m         3          0%           0     +40.4%            +0.0%
 	//          burst    $10.88         19.23       18.50        0.73        0.00      2.0m  2.0m  2.0m         4        100%           0     +83.3%           +72.0%
 	//
-	// 4 jobs over 0.2 days; GPU model a10g; boot fixed 2.0m; idle timeout 10.0m; warm window 2.0m; checkpoint 30.0m (on notice: false); interruptions advisor; spot dry 0%; on-demand after 3 interruptions without progress; avoid interrupted pool false; seed 1
+	// 4 jobs over 0.2 days; GPU model a10g; boot fixed 2.0m; idle timeout 10.0m; warm window 2.0m; checkpoint 30.0m (on notice: false); interruptions advisor; spot dry 0% per pool, 1 zone(s); on-demand after 3 interruptions without progress; avoid interrupted pool false; seed 1
 	// static cluster: 1 x g5.48xlarge (95%-ile of concurrent GPU demand), FIFO with greedy backfill
 	// error: <nil>
 }

@@ -86,6 +86,11 @@ type Options struct {
 	// spot notice: an interruption then loses no work, only the relaunch.
 	CheckpointOnNotice bool
 
+	// Zones are the availability zones burst may launch in (its subnets).
+	// Each zone's spot pool is a separate offering in the policy's ranking,
+	// and a dry pool draw is made per pool. nil means one pool per type.
+	Zones []string
+
 	// AvoidInterruptedPool makes a requeued job's relaunch treat the spot
 	// pool that reclaimed it as unavailable (policy.Unavailable), so the
 	// policy picks another pool or on-demand. Off by default: burst's EC2
@@ -265,6 +270,7 @@ type Request struct {
 	// job's node: the relaunch should not use them (burst-resume marks an
 	// interrupted pool unavailable).
 	AvoidSpot []string
+	Zones     []string // Options.Zones
 	// Checkpoint is the interval the simulation applies to this job
 	// (Options.Checkpoint); negative means the job does not checkpoint.
 	// Metadata's checkpoint= wins.
@@ -275,6 +281,7 @@ type Request struct {
 // on-demand, at USDPerHour each.
 type Offering struct {
 	Type       catalog.InstanceType
+	Zone       string // "" when zones are not modelled
 	Spot       bool
 	Nodes      int
 	USDPerHour float64

@@ -29,6 +29,7 @@ type sizerKey struct {
 	onDemand   bool
 	checkpoint int64
 	avoid      string
+	zones      string
 }
 
 type cached struct {
@@ -70,7 +71,7 @@ func NodeShape(totalGPUs, maxPerNode int) (nodes, gpusPerNode int) {
 
 // Offerings implements Sizer.
 func (s *PolicySizer) Offerings(r Request) ([]Offering, error) {
-	k := sizerKey{model: r.GPUModel, gpus: r.Job.GPUs, metadata: r.Job.Metadata, onDemand: !r.AllowSpot, checkpoint: int64(r.Checkpoint), avoid: strings.Join(r.AvoidSpot, ",")}
+	k := sizerKey{model: r.GPUModel, gpus: r.Job.GPUs, metadata: r.Job.Metadata, onDemand: !r.AllowSpot, checkpoint: int64(r.Checkpoint), avoid: strings.Join(r.AvoidSpot, ","), zones: strings.Join(r.Zones, ",")}
 	s.mu.Lock()
 	c, ok := s.cache[k]
 	s.mu.Unlock()
@@ -111,7 +112,7 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 	if d.Refused {
 		return nil, fmt.Errorf("routing: refused: %s", d.RefuseMessage)
 	}
-	ranked, err := s.pol.Rank(policy.RankInput{Class: d.Class, Request: req, Unavailable: unavail})
+	ranked, err := s.pol.Rank(policy.RankInput{Class: d.Class, Request: req, Unavailable: unavail, Zones: r.Zones})
 	if err != nil {
 		return nil, fmt.Errorf("ranking class %s: %w", d.Class, err)
 	}
@@ -121,7 +122,7 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 		if !ok {
 			return nil, fmt.Errorf("ranking class %s: offering %s is not in the catalog", d.Class, o.InstanceType)
 		}
-		out = append(out, Offering{Type: t, Spot: o.Capacity == policy.CapacitySpot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
+		out = append(out, Offering{Type: t, Zone: o.Zone, Spot: o.Capacity == policy.CapacitySpot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
 	}
 	return out, nil
 }

@@ -82,6 +82,21 @@ func TestPolicySizerOnCatalog(t *testing.T) {
 	if !odSeen {
 		t.Error("on-demand g5.xlarge missing when only its spot pool is avoided")
 	}
+	// With zones, each zone's spot pool is its own offering.
+	offs, err = s.Offerings(Request{Job: trace.Job{GPUs: 8}, GPUModel: "a10g", AllowSpot: true, Zones: []string{"us-east-1a", "us-east-1b", "us-east-1c"}, Checkpoint: DefaultCheckpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]bool{}
+	for _, o := range offs[:3] {
+		if o.Type.Name != "g5.48xlarge" || !o.Spot {
+			t.Errorf("8 GPUs in 3 zones: offering %s spot=%v among the first three, want g5.48xlarge spot", o.Type.Name, o.Spot)
+		}
+		zones[o.Zone] = true
+	}
+	if len(zones) != 3 {
+		t.Errorf("8 GPUs in 3 zones: first three offerings in zones %v, want three zones", zones)
+	}
 	// A job that says it cannot checkpoint gets on-demand from the policy.
 	offs, err = s.Offerings(Request{Job: trace.Job{GPUs: 1, Metadata: "burst: checkpoint=none"}, GPUModel: "a10g", AllowSpot: true})
 	if err != nil || offs[0].Spot {

@@ -28,9 +28,9 @@ func WriteTable(w io.Writer, r Result) error {
 	if a.BootSigma > 0 {
 		boot = fmt.Sprintf("lognormal median %s sigma %.2f", dur(a.BootMedianS), a.BootSigma)
 	}
-	_, err := fmt.Fprintf(w, "\n%d jobs over %.1f days; GPU model %s; boot %s; idle timeout %s; warm window %s; checkpoint %s (on notice: %v); interruptions %s; spot dry %.0f%%; on-demand after %d interruptions without progress; avoid interrupted pool %v; seed %d\n",
+	_, err := fmt.Fprintf(w, "\n%d jobs over %.1f days; GPU model %s; boot %s; idle timeout %s; warm window %s; checkpoint %s (on notice: %v); interruptions %s; spot dry %.0f%% per pool, %d zone(s); on-demand after %d interruptions without progress; avoid interrupted pool %v; seed %d\n",
 		r.Jobs, r.SpanHours/24, a.GPUModel, boot, dur(a.IdleTimeoutS), dur(a.WarmWindowS), ckptText(a.CheckpointS), a.CheckpointOnNotice,
-		a.Interruptions, 100*a.SpotDryProb, a.MaxSpotInterruptions, a.AvoidInterruptedPool, a.Seed)
+		a.Interruptions, 100*a.SpotDryProb, a.Zones, a.MaxSpotInterruptions, a.AvoidInterruptedPool, a.Seed)
 	for _, p := range r.Policies {
 		if p.StaticNodes > 0 {
 			fmt.Fprintf(w, "static cluster: %d x %s (%d%%-ile of concurrent GPU demand), FIFO with greedy backfill\n", p.StaticNodes, p.StaticType, int(math.Round(100*a.StaticPercentile)))

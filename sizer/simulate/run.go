@@ -83,6 +83,7 @@ type Assumptions struct {
 	CheckpointOnNotice   bool    `json:"checkpoint_on_notice"`
 	Interruptions        string  `json:"interruptions"`
 	AvoidInterruptedPool bool    `json:"avoid_interrupted_pool"`
+	Zones                int     `json:"zones"` // spot pools per type
 	SpotDryProb          float64 `json:"spot_dry_prob"`
 	MaxSpotInterruptions int     `json:"max_spot_interruptions"`
 	StaticPercentile     float64 `json:"static_percentile"`
@@ -121,7 +122,7 @@ func Run(ctx context.Context, opts Options, jobs []trace.Job) (Result, error) {
 		Seed: o.Seed, GPUModel: o.GPUModel, BootMedianS: o.BootMedian.Seconds(), BootSigma: max(o.BootSigma, 0),
 		IdleTimeoutS: o.IdleTimeout.Seconds(), WarmWindowS: max(o.WarmWindow, 0).Seconds(),
 		CheckpointS: max(o.Checkpoint, 0).Seconds(), CheckpointOnNotice: o.CheckpointOnNotice,
-		Interruptions: o.Interruptions.String(), AvoidInterruptedPool: o.AvoidInterruptedPool, SpotDryProb: max(o.SpotDryProb, 0),
+		Interruptions: o.Interruptions.String(), AvoidInterruptedPool: o.AvoidInterruptedPool, Zones: max(1, len(o.Zones)), SpotDryProb: max(o.SpotDryProb, 0),
 		MaxSpotInterruptions: o.MaxSpotInterruptions, StaticPercentile: o.StaticPercentile,
 	}}
 	for _, p := range o.Policies {
