@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -43,7 +44,35 @@ type Store struct {
 	w    *sql.DB // one connection: SQLite has one writer
 	r    *sql.DB // readers
 	path string
+
+	// Group commit for agent reports: concurrent AddBatch calls share one
+	// transaction (one fsync), each batch inside its own savepoint.
+	group  bool
+	wmu    sync.RWMutex
+	closed bool
+	wq     chan batchReq
+	wdone  chan struct{}
 }
+
+type batchReq struct {
+	b   api.ReportBatch
+	out chan batchRes
+}
+
+type batchRes struct {
+	r   api.ReportResult
+	err error
+}
+
+// MaxGroup is the most report batches committed in one transaction.
+const MaxGroup = 128
+
+// Option changes how Open sets the store up.
+type Option func(*Store)
+
+// WithoutGroupCommit commits every report batch in its own transaction
+// (the baseline the group-commit benchmark compares against).
+func WithoutGroupCommit() Option { return func(s *Store) { s.group = false } }
 
 const schema = `
 CREATE TABLE IF NOT EXISTS records_seen(node TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY(node, seq)) WITHOUT ROWID;
@@ -66,7 +95,7 @@ func dsn(path string, ro bool) string {
 
 // Open opens (creating if needed) the database in dir. The directory is
 // created 0700 and the database files are 0600.
-func Open(ctx context.Context, dir string) (*Store, error) {
+func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating sizer state directory: %w", err)
 	}
@@ -100,7 +129,67 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("opening sizer database %s for reading: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{w: w, r: r, path: path}, nil
+	s := &Store{w: w, r: r, path: path, group: true}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.group {
+		s.wq = make(chan batchReq, MaxGroup)
+		s.wdone = make(chan struct{})
+		go s.writer()
+	}
+	return s, nil
+}
+
+// writer commits queued report batches in groups until the queue closes.
+func (s *Store) writer() {
+	defer close(s.wdone)
+	for first := range s.wq {
+		reqs := []batchReq{first}
+	drain:
+		for len(reqs) < MaxGroup {
+			select {
+			case r, ok := <-s.wq:
+				if !ok {
+					break drain
+				}
+				reqs = append(reqs, r)
+			default:
+				break drain
+			}
+		}
+		s.commitGroup(reqs)
+	}
+}
+
+func (s *Store) commitGroup(reqs []batchReq) {
+	ctx := context.Background()
+	res := make([]batchRes, len(reqs))
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		for i, rq := range reqs {
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT batch"); err != nil {
+				return err
+			}
+			r, err := addBatch(ctx, tx, rq.b)
+			if err != nil {
+				if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO batch"); rerr != nil {
+					return rerr
+				}
+				res[i].err = fmt.Errorf("storing report batch from %s: %w", rq.b.Node, err)
+			}
+			res[i].r = r
+			if _, err := tx.ExecContext(ctx, "RELEASE batch"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for i, rq := range reqs {
+		if err != nil {
+			res[i] = batchRes{err: fmt.Errorf("storing report batch from %s: %w", rq.b.Node, err)}
+		}
+		rq.out <- res[i]
+	}
 }
 
 // OpenReadOnly opens an existing database for reading only (burst-sizer
@@ -122,9 +211,19 @@ func OpenReadOnly(dir string) (*Store, error) {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
-// Close checkpoints the WAL and closes the database.
+// Close waits for queued report batches to commit, checkpoints the WAL and
+// closes the database.
 func (s *Store) Close() error {
 	var errs []error
+	if s.wq != nil {
+		s.wmu.Lock()
+		if !s.closed {
+			s.closed = true
+			close(s.wq)
+		}
+		s.wmu.Unlock()
+		<-s.wdone
+	}
 	if s.w != nil {
 		if _, err := s.w.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 			errs = append(errs, fmt.Errorf("checkpointing sizer database: %w", err))
@@ -164,12 +263,43 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-// AddBatch stores an agent's batch. Records already stored (same node and
-// seq) are counted as duplicates and not applied again.
+// ErrClosed is returned for writes after Close.
+var ErrClosed = errors.New("sizer store closed")
+
+// AddBatch stores an agent's batch, committed before it returns. Records
+// already stored (same node and seq) are counted as duplicates and not
+// applied again. A batch with a bad record is not stored at all.
 func (s *Store) AddBatch(ctx context.Context, b api.ReportBatch) (api.ReportResult, error) {
+	if s.w == nil {
+		return api.ReportResult{}, errReadOnly
+	}
+	if !s.group {
+		var res api.ReportResult
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			var err error
+			res, err = addBatch(ctx, tx, b)
+			return err
+		})
+		if err != nil {
+			return api.ReportResult{}, fmt.Errorf("storing report batch from %s: %w", b.Node, err)
+		}
+		return res, nil
+	}
+	out := make(chan batchRes, 1)
+	s.wmu.RLock()
+	if s.closed {
+		s.wmu.RUnlock()
+		return api.ReportResult{}, ErrClosed
+	}
+	s.wq <- batchReq{b: b, out: out}
+	s.wmu.RUnlock()
+	r := <-out // the commit is not abandoned when ctx ends: the caller learns its fate
+	return r.r, r.err
+}
+
+func addBatch(ctx context.Context, tx *sql.Tx, b api.ReportBatch) (api.ReportResult, error) {
 	var res api.ReportResult
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		res = api.ReportResult{}
+	err := func() error {
 		for _, r := range b.Records {
 			out, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO records_seen(node, seq, kind, ts) VALUES(?,?,?,?)`, b.Node, int64(r.Seq), r.Kind, ms(r.Time))
 			if err != nil {
@@ -185,9 +315,9 @@ func (s *Store) AddBatch(ctx context.Context, b api.ReportBatch) (api.ReportResu
 			}
 		}
 		return nil
-	})
+	}()
 	if err != nil {
-		return api.ReportResult{}, fmt.Errorf("storing report batch from %s: %w", b.Node, err)
+		return api.ReportResult{}, err
 	}
 	return res, nil
 }
