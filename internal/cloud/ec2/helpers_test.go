@@ -1,18 +1,15 @@
 package ec2
 
 import (
-	"fmt"
+	"errors"
+	"io/fs"
 	"os"
-	"path/filepath"
 )
 
-func fmtSscan(s string, v *int) (int, error) { return fmt.Sscan(s, v) }
-
-// os_RemoveCache forgets the unavailable-offerings cache of e's provider.
-func os_RemoveCache(e *env) error { //nolint:revive
-	err := os.Remove(filepath.Join(filepath.Dir(e.prov.cache.path), UnavailableFile))
-	if os.IsNotExist(err) {
-		return nil
+// forgetCache deletes the unavailable-offerings cache of e's provider.
+func forgetCache(e *env) error {
+	if err := os.Remove(e.prov.cache.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	return err
+	return nil
 }
