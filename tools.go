@@ -7,6 +7,7 @@ package tools
 import (
 	_ "github.com/NVIDIA/go-nvml/pkg/nvml"
 	_ "github.com/aws/aws-sdk-go-v2/aws"
+	_ "github.com/aws/aws-sdk-go-v2/config"
 	_ "github.com/aws/aws-sdk-go-v2/credentials"
 	_ "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	_ "github.com/aws/aws-sdk-go-v2/service/ec2"
