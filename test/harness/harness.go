@@ -101,7 +101,8 @@ type Cluster struct {
 	munged, slurmctld, slurmrestd *proc
 
 	mu      sync.Mutex
-	ips     map[netip.Addr]bool
+	ips     map[netip.Addr]bool // allocated (AllocIP or bound)
+	bound   map[netip.Addr]bool // used by a node
 	nodes   map[string]*Node
 	stopped bool
 	stopErr error
@@ -184,6 +185,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts: o, id: id, name: o.Name, hostname: host, ipBin: ipBin,
 		log:   o.Logger.With("harness", id),
 		ips:   map[netip.Addr]bool{},
+		bound: map[netip.Addr]bool{},
 		nodes: map[string]*Node{},
 	}
 	if c.name == "" {
@@ -594,26 +596,30 @@ func (c *Cluster) addNode(ctx context.Context, name string, ip netip.Addr) (*Nod
 	if name == "" || strings.ContainsAny(name, "/ \t\n\x00") || len(name) > 200 {
 		return nil, fmt.Errorf("starting node %q: invalid node name", name)
 	}
-	if ip.IsValid() {
-		if err := c.reserveIP(ip, true); err != nil {
-			return nil, fmt.Errorf("starting node %s: %w", name, err)
-		}
-	} else {
+	c.mu.Lock()
+	_, exists := c.nodes[name]
+	stopped := c.stopped
+	c.mu.Unlock()
+	if stopped {
+		return nil, fmt.Errorf("starting node %s: cluster stopped", name)
+	}
+	if exists {
+		return nil, fmt.Errorf("starting node %s: already running (StopNode first)", name)
+	}
+	if !ip.IsValid() {
 		var err error
 		if ip, err = c.AllocIP(); err != nil {
 			return nil, fmt.Errorf("starting node %s: %w", name, err)
 		}
 	}
-	c.mu.Lock()
-	if c.stopped {
-		c.mu.Unlock()
-		c.releaseIP(ip)
-		return nil, fmt.Errorf("starting node %s: cluster stopped", name)
+	if err := c.bindIP(ip); err != nil {
+		return nil, fmt.Errorf("starting node %s: %w", name, err)
 	}
-	if _, ok := c.nodes[name]; ok {
+	c.mu.Lock()
+	if _, ok := c.nodes[name]; ok || c.stopped {
 		c.mu.Unlock()
 		c.releaseIP(ip)
-		return nil, fmt.Errorf("starting node %s: already running (StopNode first)", name)
+		return nil, fmt.Errorf("starting node %s: already running or cluster stopped", name)
 	}
 	n := &Node{Name: name, IP: ip, netns: c.netnsName(name), veth: fmt.Sprintf("%s%sv%d", Prefix, c.id, ip.As4()[3])}
 	c.nodes[name] = n

@@ -36,7 +36,7 @@ const resumeScript = `#!/bin/sh
 export PATH=/usr/bin:/bin
 d=%[1]s/resume-requests
 mkdir -p $d
-{ echo "$1"; cat "$SLURM_RESUME_FILE"; } > $d/.$$.tmp && mv $d/.$$.tmp $d/$(date +%%s%%N).req
+{ echo "$1"; echo "$SLURM_CONF"; cat "$SLURM_RESUME_FILE"; } > $d/.$$.tmp && mv $d/.$$.tmp $d/$(date +%%s%%N).req
 `
 
 // PrologSlurmctld gets neither PATH nor SLURM_CONF (22.05.8, observed).
@@ -94,7 +94,13 @@ func watchResume(ctx context.Context, t *testing.T, c *Cluster) *resumeWatcher {
 				if err != nil {
 					continue
 				}
-				hostlist, resumeFile, _ := strings.Cut(string(b), "\n")
+				hostlist, rest, _ := strings.Cut(string(b), "\n")
+				conf, resumeFile, _ := strings.Cut(rest, "\n")
+				if conf != c.ConfPath() {
+					w.mu.Lock()
+					w.errs = append(w.errs, fmt.Errorf("ResumeProgram got SLURM_CONF=%q, want %q", conf, c.ConfPath()))
+					w.mu.Unlock()
+				}
 				out, err := c.Run(ctx, "scontrol", "show", "hostnames", hostlist)
 				w.mu.Lock()
 				w.files = append(w.files, strings.TrimSpace(resumeFile))
@@ -301,4 +307,48 @@ func runIP(args ...string) (string, error) {
 	}
 	out, err := exec.Command(ip, args...).CombinedOutput()
 	return string(out), err
+}
+
+func TestNodeAddresses(t *testing.T) {
+	c := New(t, Options{Fragment: "NodeName=n[1-2] CPUs=1 State=CLOUD\nPartitionName=p Nodes=n[1-2] State=UP\n", GPUs: 1})
+	ctx := context.Background()
+	ip, err := c.AllocIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Network().Prefix.Contains(ip) || ip == c.ControllerAddr() {
+		t.Fatalf("AllocIP = %s outside %s or the controller's", ip, c.Network().Prefix)
+	}
+	n, err := c.StartNode(ctx, "n1", ip, "/bin/sleep", "600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.IP != ip {
+		t.Errorf("node IP %s, want %s", n.IP, ip)
+	}
+	if _, err := c.StartNode(ctx, "n2", ip); err == nil || !strings.Contains(err.Error(), "already used") {
+		t.Errorf("second node on %s: %v, want already used", ip, err)
+	}
+	if _, err := c.StartNode(ctx, "n1", netip.Addr{}); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("n1 twice: %v", err)
+	}
+	if _, err := c.StartNode(ctx, "n2", netip.MustParseAddr("192.168.1.5")); err == nil {
+		t.Error("address outside the subnet accepted")
+	}
+	// The node reaches the controller over the bridge, from its own namespace.
+	cmd := exec.Command("/usr/bin/nsenter", "--net="+n.Netns(), "--", c.opts.BinDir+"/scontrol", "ping")
+	cmd.Env = c.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "is UP") {
+		t.Errorf("scontrol ping from node namespace: %v: %s", err, out)
+	}
+	if err := c.StopNode("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(n.Netns()); err == nil {
+		t.Errorf("namespace %s left after StopNode", n.Netns())
+	}
+	if _, err := c.StartNode(ctx, "n2", ip); err != nil {
+		t.Errorf("address not reusable after StopNode: %v", err)
+	}
 }

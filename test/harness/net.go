@@ -134,24 +134,38 @@ func (c *Cluster) AllocIP() (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("allocating node address: all of .%d-.%d in %s are in use", firstIP, lastIP, c.net.Prefix)
 }
 
-// reserveIP marks ip used; it must be inside the run's subnet and not the gateway.
-func (c *Cluster) reserveIP(ip netip.Addr, exclusive bool) error {
-	if !c.net.Prefix.Contains(ip) || ip == c.net.Gateway || ip == c.net.Prefix.Addr() || ip.As4()[3] == 255 {
+// bindIP marks ip as used by a node; it must be a host address of the
+// run's subnet other than the gateway, and not used by another node (it may
+// come from AllocIP).
+func (c *Cluster) bindIP(ip netip.Addr) error {
+	if !ip.Is4() || !c.net.Prefix.Contains(ip) || ip == c.net.Gateway || ip == c.net.Prefix.Addr() || ip.As4()[3] == 255 {
 		return fmt.Errorf("node address %s: not a usable host address in %s (use Cluster.AllocIP)", ip, c.net.Prefix)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if exclusive && c.ips[ip] {
-		return fmt.Errorf("node address %s: already in use in this cluster", ip)
+	if c.bound[ip] {
+		return fmt.Errorf("node address %s: already used by another node of this cluster", ip)
 	}
 	c.ips[ip] = true
+	c.bound[ip] = true
 	return nil
+}
+
+// ReleaseIP returns an address from AllocIP that no node uses (StopNode
+// releases node addresses itself).
+func (c *Cluster) ReleaseIP(ip netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.bound[ip] {
+		delete(c.ips, ip)
+	}
 }
 
 func (c *Cluster) releaseIP(ip netip.Addr) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.ips, ip)
+	delete(c.bound, ip)
 }
 
 // netnsName is the namespace of node name: "bst-<id>-<name>".

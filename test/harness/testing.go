@@ -4,14 +4,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
 
+var staleOnce sync.Once
+
 // New starts a cluster for a test and registers its teardown with t.Cleanup
 // (log tails are printed first when the test failed). It skips the test, with
 // a loud message, only when not running as root; any other start-up problem
-// fails the test.
+// fails the test. The first New of a process also runs CleanupStale.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -25,6 +28,11 @@ func New(t testing.TB, opts Options) *Cluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	staleOnce.Do(func() {
+		if removed, err := CleanupStale(ctx, nil); err != nil || len(removed) > 0 {
+			t.Logf("cleaned up after crashed earlier harness runs: removed %q, errors: %v", removed, err)
+		}
+	})
 	c, err := Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting slurm harness: %v", err)
