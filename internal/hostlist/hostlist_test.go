@@ -201,6 +201,10 @@ func TestCompressSorted(t *testing.T) {
 			t.Errorf("Expand(CompressSorted(%q)) = %q, %v; want the same names", tc.names, back, err)
 		}
 	}
+	// scontrol show hostlistsorted 0,1000000000000 prints [1000000000000].
+	if got, err := CompressSorted([]string{"0", "1000000000000"}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("CompressSorted(0, 1e12) = %q, %v; want an error, Slurm loses a host", got, err)
+	}
 	if _, err := CompressSorted([]string{"a b"}); !errors.Is(err, ErrSyntax) {
 		t.Errorf("bad name: got %v", err)
 	}

@@ -1,6 +1,9 @@
 package hostlist
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // CompressSorted returns what `scontrol show hostlistsorted` prints for names
 // joined with commas: Compress's ranges sorted (by prefix in natural order,
@@ -8,7 +11,11 @@ import "fmt"
 // Like Slurm it does not remove every duplicate: n1,n1,n2 stays n[1,1-2] and
 // n[1-3],n2 becomes n[1-2,2-3]. This emulates hostlist_sort of Slurm 22.05
 // on glibc (whose qsort is a stable merge sort) step by step, including the
-// comparison's side effect on zero-padding widths.
+// comparison's side effect on zero-padding widths. It refuses input that
+// Slurm's sort mishandles (numbers 2^31 apart: Slurm loses hosts). As in
+// Slurm, overlap splitting is superlinear on heavily duplicated input (100
+// copies of n[1-100] take seconds, as in scontrol); Compress is linear and
+// is what burst should use for batching.
 func CompressSorted(names []string) (string, error) {
 	rs := make([]*hrange, 0, len(names))
 	for i, n := range names {
@@ -26,7 +33,15 @@ func CompressSorted(names []string) (string, error) {
 		rs = append(rs, &h)
 	}
 	if len(rs) > 1 {
-		msort(rs, make([]*hrange, len(rs)))
+		misordered := false
+		msort(rs, make([]*hrange, len(rs)), &misordered)
+		if misordered {
+			// Slurm compares numbers as (int)(lo1 - lo2); past 2^31 it
+			// misorders them and then drops hosts while coalescing.
+			return "", fmt.Errorf("compressing hostlist: %w", &Error{Input: strings.Join(names, ","), Index: -1,
+				Reason: "numbers with one prefix differ by 2^31 or more, which Slurm 22.05's sort mishandles (it loses hosts)",
+				Hint:   "use Compress, which does not sort", Kind: ErrTooLarge})
+		}
 		rs = coalesce(rs)
 		rs = collapse(rs)
 	}
@@ -38,18 +53,19 @@ func CompressSorted(names []string) (string, error) {
 }
 
 // msort is glibc's msort_with_tmp: top-down merge sort, left wins ties.
-func msort(b, tmp []*hrange) {
+// It sets *bad when a comparison's sign differs from the true order.
+func msort(b, tmp []*hrange, bad *bool) {
 	n := len(b)
 	if n <= 1 {
 		return
 	}
 	n1 := n / 2
 	b1, b2 := b[:n1], b[n1:]
-	msort(b1, tmp)
-	msort(b2, tmp)
+	msort(b1, tmp, bad)
+	msort(b2, tmp, bad)
 	t := tmp[:0]
 	for len(b1) > 0 && len(b2) > 0 {
-		if hostrangeCmp(b1[0], b2[0]) <= 0 {
+		if hostrangeCmp(b1[0], b2[0], bad) <= 0 {
 			t, b1 = append(t, b1[0]), b1[1:]
 		} else {
 			t, b2 = append(t, b2[0]), b2[1:]
@@ -59,13 +75,18 @@ func msort(b, tmp []*hrange) {
 	copy(b, t)
 }
 
-// hostrangeCmp is Slurm's hostrange_cmp, with C's int conversions.
-func hostrangeCmp(h1, h2 *hrange) int {
+// hostrangeCmp is Slurm's hostrange_cmp, with C's int conversion of the
+// difference of two unsigned longs; *bad is set when that gets the sign wrong.
+func hostrangeCmp(h1, h2 *hrange, bad *bool) int {
 	if r := prefixCmp(h1, h2); r != 0 {
 		return r
 	}
 	if widthEquiv(h1.lo, &h1.width, h2.lo, &h2.width) {
-		return int(int32(uint32(h1.lo - h2.lo)))
+		r := int(int32(uint32(h1.lo - h2.lo)))
+		if (r < 0) != (h1.lo < h2.lo) || (r == 0) != (h1.lo == h2.lo) {
+			*bad = true
+		}
+		return r
 	}
 	return h1.width - h2.width
 }
