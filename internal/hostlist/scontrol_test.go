@@ -2,6 +2,7 @@ package hostlist
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,7 +16,8 @@ import (
 	"testing"
 )
 
-const scontrolPath = "/usr/bin/scontrol"
+// scontrolPath is the scontrol under test; BURST_SCONTROL overrides it.
+var scontrolPath = cmp.Or(os.Getenv("BURST_SCONTROL"), "/usr/bin/scontrol")
 
 // scontrol runs the real Slurm 22.05 scontrol. `show hostnames` and
 // `show hostlist` need no controller, only a slurm.conf naming one.
@@ -39,7 +41,12 @@ func needScontrol(tb testing.TB) *scontrol {
 	if err := os.WriteFile(conf, []byte("ClusterName=x\nSlurmctldHost=localhost\n"), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	return &scontrol{conf: conf, dir: dir}
+	sc := &scontrol{conf: conf, dir: dir}
+	out, _, err := sc.run("--version")
+	if err != nil || !strings.Contains(out, " 22.05.") {
+		tb.Fatalf("%s --version = %q, %v: the tables encode Slurm 22.05 behaviour", scontrolPath, out, err)
+	}
+	return sc
 }
 
 // run returns stdout, stderr and the exit error of scontrol args.
