@@ -49,13 +49,11 @@ type Config struct {
 
 // Cluster names the cluster and where it runs.
 type Cluster struct {
-	Name   string `yaml:"name"`   // tag value on every instance; [a-z0-9-], 1-40 chars
+	Name   string `yaml:"name"`   // value of the burst:cluster tag on every instance; [a-z0-9-], 1-40 chars
 	Region string `yaml:"region"` // AWS region, e.g. us-east-1
 	// EC2Endpoint overrides the EC2 API endpoint (the built-in emulator in the
 	// demo and tests; a VPC endpoint in production). Empty: the SDK default.
 	EC2Endpoint string `yaml:"ec2_endpoint"`
-	// TagKey is the tag that marks burst's instances; its value is Name.
-	TagKey string `yaml:"tag_key"`
 }
 
 // Slurm says where Slurm is and which partitions burst owns.
@@ -212,7 +210,7 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // Default returns the defaults every burst.yaml starts from.
 func Default() *Config {
 	return &Config{
-		Cluster: Cluster{Region: "us-east-1", TagKey: "burst:cluster"},
+		Cluster: Cluster{Region: "us-east-1"},
 		Slurm: Slurm{
 			BinDir: "/usr/bin", SbinDir: "/usr/sbin", ConfDir: "/etc/slurm", BurstBin: "/usr/local/bin",
 			GresFiles: "/dev/nvidia", GresAutodetect: "nvml",

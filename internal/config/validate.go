@@ -103,11 +103,6 @@ func (v *validator) cluster() {
 			v.add("cluster.ec2_endpoint", "%q is not an http(s) URL", c.EC2Endpoint)
 		}
 	}
-	if c.TagKey == "" {
-		v.add("cluster.tag_key", "must not be empty (default burst:cluster)")
-	} else if strings.HasPrefix(strings.ToLower(c.TagKey), "aws:") {
-		v.add("cluster.tag_key", "%q: tag keys starting with aws: are reserved by AWS", c.TagKey)
-	}
 }
 
 func (v *validator) slurm() {

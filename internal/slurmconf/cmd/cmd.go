@@ -11,7 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/iampolicy"
 	"github.com/burst-hpc/burst/internal/slurmconf"
 )
 
@@ -85,7 +87,7 @@ func App(out io.Writer) *cli.App {
 			}
 			return nil
 		},
-		Commands: []*cli.Command{{
+		Commands: []*cli.Command{iamCommand(out), {
 			Name:  "check",
 			Usage: "compare an existing slurm.conf (and its includes) with what burst.yaml needs",
 			Flags: []cli.Flag{configFlag, &cli.StringFlag{Name: "slurm-conf", Value: "/etc/slurm/slurm.conf", Usage: "slurm.conf to check"}},
@@ -136,4 +138,30 @@ func writeAtomic(path string, data []byte) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+func iamCommand(out io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:  "iam-policy",
+		Usage: "print the least-privilege IAM policy the head node's burst programs need",
+		Description: "Covers exactly the EC2 actions burst calls (checked against the EC2 emulator's record of a full run), " +
+			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it.",
+		Flags: []cli.Flag{configFlag,
+			&cli.StringFlag{Name: "account", Usage: "AWS account id to scope ARNs to (default any)"},
+			&cli.StringFlag{Name: "pass-role", Usage: "ARN of the nodes' instance-profile role (adds iam:PassRole)"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := config.Load(config.ResolvePath(c.String("config")))
+			if err != nil {
+				return err
+			}
+			doc, err := iampolicy.Render(ec2p.TagCluster, cfg.Cluster.Name, iampolicy.Options{
+				Region: cfg.Cluster.Region, Account: c.String("account"), PassRoleARN: c.String("pass-role")})
+			if err != nil {
+				return usageError{err}
+			}
+			_, err = out.Write(doc)
+			return err
+		},
+	}
 }
