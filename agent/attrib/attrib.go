@@ -20,11 +20,11 @@ var ErrNoJob = errors.New("process is not part of a Slurm job")
 // v2), e.g. "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0"
 // or "5:memory:/slurm/uid_1000/job_42/step_batch/task_0". It returns
 // ErrNoJob when no line names a job and an error for malformed content.
-func ParseCgroup(data []byte) (uint64, error) {
+func ParseCgroup(data []byte) (uint32, error) {
 	if len(data) == 0 {
 		return 0, fmt.Errorf("parsing cgroup file: empty: %w", ErrNoJob)
 	}
-	var found uint64
+	var found uint32
 	for n, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
 		// hierarchy-ID:controller-list:cgroup-path
 		parts := strings.SplitN(line, ":", 3)
@@ -59,7 +59,7 @@ func ParseCgroup(data []byte) (uint64, error) {
 }
 
 // ParseEnviron returns SLURM_JOB_ID from a NUL-separated /proc/PID/environ.
-func ParseEnviron(data []byte) (uint64, error) {
+func ParseEnviron(data []byte) (uint32, error) {
 	for _, kv := range bytes.Split(data, []byte{0}) {
 		v, ok := bytes.CutPrefix(kv, []byte("SLURM_JOB_ID="))
 		if !ok {
@@ -74,8 +74,9 @@ func ParseEnviron(data []byte) (uint64, error) {
 	return 0, ErrNoJob
 }
 
-func parseJobID(s string) (uint64, error) {
-	id, err := strconv.ParseUint(s, 10, 32) // Slurm job ids are uint32
+func parseJobID(s string) (uint32, error) {
+	id64, err := strconv.ParseUint(s, 10, 32) // Slurm job ids are uint32
+	id := uint32(id64)
 	if err != nil || id == 0 || (len(s) > 1 && s[0] == '0') {
 		return 0, fmt.Errorf("job id %q is not a positive decimal number", s)
 	}
@@ -86,12 +87,12 @@ func parseJobID(s string) (uint64, error) {
 type Resolver struct {
 	// ProcRoot is the proc mount; default /proc.
 	ProcRoot string
-	cache    map[int]uint64
+	cache    map[int]uint32
 }
 
 // JobOf returns the job of pid: from its cgroup when Slurm's cgroup plugin
 // is in use, else from its environment. ErrNoJob when neither names one.
-func (r *Resolver) JobOf(pid int) (uint64, error) {
+func (r *Resolver) JobOf(pid int) (uint32, error) {
 	if id, ok := r.cache[pid]; ok {
 		return id, nil
 	}
@@ -126,9 +127,9 @@ func (r *Resolver) JobOf(pid int) (uint64, error) {
 	return id, nil
 }
 
-func (r *Resolver) remember(pid int, id uint64) {
+func (r *Resolver) remember(pid int, id uint32) {
 	if r.cache == nil {
-		r.cache = map[int]uint64{}
+		r.cache = map[int]uint32{}
 	}
 	r.cache[pid] = id
 }

@@ -12,7 +12,7 @@ import (
 func TestParseCgroup(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
-		want     uint64
+		want     uint32
 		noJob    bool
 		bad      bool
 	}{
@@ -52,7 +52,7 @@ func TestParseCgroup(t *testing.T) {
 func TestParseEnviron(t *testing.T) {
 	for _, tc := range []struct {
 		in    string
-		want  uint64
+		want  uint32
 		noJob bool
 	}{
 		{in: "PATH=/bin\x00SLURM_JOB_ID=123\x00HOME=/root\x00", want: 123},

@@ -37,12 +37,12 @@ type Record struct {
 // GPUReading is a GPU sample with the Slurm jobs of its processes.
 type GPUReading struct {
 	gpu.Sample
-	JobIDs []uint64 `json:"job_ids,omitempty"`
+	JobIDs []uint32 `json:"job_ids,omitempty"`
 }
 
 // JobSummary is a job's GPU use on this node, from first to last sample.
 type JobSummary struct {
-	JobID uint64    `json:"job_id"`
+	JobID uint32    `json:"job_id"`
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
 	GPUs  []string  `json:"gpus"` // UUIDs
@@ -69,7 +69,7 @@ type Event struct {
 
 // JobEvent is what happened to one job during an interruption.
 type JobEvent struct {
-	JobID        uint64        `json:"job_id"`
+	JobID        uint32        `json:"job_id"`
 	Signal       string        `json:"signal"`
 	Checkpointed bool          `json:"checkpointed"`
 	Waited       time.Duration `json:"waited_ns"`

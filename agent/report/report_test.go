@@ -75,7 +75,7 @@ func (s *sizerStub) sink(t *testing.T) *HTTPSink {
 func gpuRecord(i int) Record {
 	return Record{Time: time.Unix(1_800_000_000+int64(i), 0).UTC(), Kind: KindGPU, GPUs: []GPUReading{{
 		Sample: gpu.Sample{Index: 0, UUID: "GPU-x", UtilPercent: uint32(i % 101), MemoryUsedBytes: uint64(i) << 20, PIDs: []int{100 + i}},
-		JobIDs: []uint64{7},
+		JobIDs: []uint32{7},
 	}}}
 }
 
@@ -378,12 +378,12 @@ func TestTrackerSummary(t *testing.T) {
 			b = 50
 		}
 		rs := []GPUReading{
-			{Sample: gpu.Sample{Time: at, UUID: "A", UtilPercent: 90, MemoryUsedBytes: uint64(10+i) << 30, MemoryTotalBytes: 80 << 30}, JobIDs: []uint64{7}},
-			{Sample: gpu.Sample{Time: at, UUID: "B", UtilPercent: b, MemoryUsedBytes: 5 << 30, MemoryTotalBytes: 80 << 30}, JobIDs: []uint64{7}},
+			{Sample: gpu.Sample{Time: at, UUID: "A", UtilPercent: 90, MemoryUsedBytes: uint64(10+i) << 30, MemoryTotalBytes: 80 << 30}, JobIDs: []uint32{7}},
+			{Sample: gpu.Sample{Time: at, UUID: "B", UtilPercent: b, MemoryUsedBytes: 5 << 30, MemoryTotalBytes: 80 << 30}, JobIDs: []uint32{7}},
 			{Sample: gpu.Sample{Time: at, UUID: "D", UtilPercent: 99}},
 		}
 		if i < 3 {
-			rs = append(rs, GPUReading{Sample: gpu.Sample{Time: at, UUID: "C", UtilPercent: 40}, JobIDs: []uint64{8}})
+			rs = append(rs, GPUReading{Sample: gpu.Sample{Time: at, UUID: "C", UtilPercent: 40}, JobIDs: []uint32{8}})
 		}
 		tr.Observe(rs)
 	}

@@ -13,7 +13,7 @@ type Tracker struct {
 	Interval time.Duration
 	// IdleBelow: a sample under this utilisation % counts as idle; default 5.
 	IdleBelow uint32
-	jobs      map[uint64]*jobAcc
+	jobs      map[uint32]*jobAcc
 }
 
 type jobAcc struct {
@@ -32,7 +32,7 @@ func NewTracker(interval time.Duration, idleBelow uint32) *Tracker {
 	if idleBelow == 0 {
 		idleBelow = 5
 	}
-	return &Tracker{Interval: interval, IdleBelow: idleBelow, jobs: map[uint64]*jobAcc{}}
+	return &Tracker{Interval: interval, IdleBelow: idleBelow, jobs: map[uint32]*jobAcc{}}
 }
 
 // Observe adds one tick of readings. A GPU shared by several jobs counts
@@ -63,8 +63,8 @@ func (t *Tracker) Observe(readings []GPUReading) {
 }
 
 // Active lists the jobs being tracked.
-func (t *Tracker) Active() []uint64 {
-	out := make([]uint64, 0, len(t.jobs))
+func (t *Tracker) Active() []uint32 {
+	out := make([]uint32, 0, len(t.jobs))
 	for id := range t.jobs {
 		out = append(out, id)
 	}
@@ -73,7 +73,7 @@ func (t *Tracker) Active() []uint64 {
 }
 
 // Finish ends job id and returns its summary; false if it was never seen.
-func (t *Tracker) Finish(id uint64) (JobSummary, bool) {
+func (t *Tracker) Finish(id uint32) (JobSummary, bool) {
 	a := t.jobs[id]
 	if a == nil {
 		return JobSummary{}, false
