@@ -1,0 +1,239 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/sizer/store"
+)
+
+func TestParseSlurmTime(t *testing.T) {
+	cases := map[string]time.Duration{
+		"30": 30 * time.Minute, "30:15": 30*time.Minute + 15*time.Second, "2:00:00": 2 * time.Hour,
+		"1-0": 24 * time.Hour, "1-2:30": 26*time.Hour + 30*time.Minute, "2-01:02:03": 49*time.Hour + 2*time.Minute + 3*time.Second,
+		"UNLIMITED": 0, "unset": 0, "INFINITE": 0,
+	}
+	for in, want := range cases {
+		got, err := parseSlurmTime(in)
+		if err != nil || got != want {
+			t.Errorf("%q: got %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"1:2:3:4", "x", "-5", "1-2:3:4:5", "1h"} {
+		if _, err := parseSlurmTime(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestParseGPUOptions(t *testing.T) {
+	gres := []struct {
+		in    string
+		model string
+		n     int
+	}{{"gpu:a100:8", "a100", 8}, {"gres:gpu:2", "", 2}, {"gres:gpu:l4:1,gres:nvme:1", "l4", 1}, {"gpu", "", 1}, {"gres/gpu:h100=4", "h100", 4}}
+	for _, c := range gres {
+		m, n, err := parseGresGPUs(c.in)
+		if err != nil || m != c.model || n != c.n {
+			t.Errorf("gres %q: %q %d %v", c.in, m, n, err)
+		}
+	}
+	spec := []struct {
+		in    string
+		model string
+		n     int
+	}{{"4", "", 4}, {"a100:4", "a100", 4}, {"gpu:a100:4", "a100", 4}, {"gres:gpu:2", "", 2}}
+	for _, c := range spec {
+		m, n, err := parseGPUSpec(c.in)
+		if err != nil || m != c.model || n != c.n {
+			t.Errorf("gpus %q: %q %d %v", c.in, m, n, err)
+		}
+	}
+	if _, _, err := parseGPUSpec("a100:x"); err == nil {
+		t.Error("a100:x accepted")
+	}
+	if n, err := parseNodes("2-4"); err != nil || n != 2 {
+		t.Errorf("nodes 2-4: %d %v", n, err)
+	}
+	if m, err := parseMemMiB("16G"); err != nil || m != 16384 {
+		t.Errorf("mem 16G: %d %v", m, err)
+	}
+	if m, err := parseMemMiB("2048"); err != nil || m != 2048 {
+		t.Errorf("mem 2048: %d %v", m, err)
+	}
+}
+
+func testSettings(t *testing.T) *settings {
+	cfg, err := config.Parse([]byte(config.DemoYAML), "demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return settingsFrom(cfg, catalog.Default())
+}
+
+func TestSettingsFromConfig(t *testing.T) {
+	s := testSettings(t)
+	if len(s.classes) != 2 || s.classes[0].Name != "l4" || s.classes[0].Partition != "gpu" || s.defaultPartition != "gpu" || s.budgets["demo"] != 100 {
+		t.Fatalf("settings %+v", s)
+	}
+	if _, err := s.policy(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWriteFilter(t *testing.T) {
+	s := testSettings(t)
+	d := policy.Decision{Class: "l4", Constraint: "l4", Partition: "gpu", Gres: "gpu:l4:1", GPUsPerNode: 1, GPUModel: "l4", Capacity: "spot", InstanceTypes: []string{"g6.xlarge"}, Reason: "why\nnot"}
+	cases := []struct {
+		job  api.JobRequest
+		want []string
+		not  []string
+	}{
+		{api.JobRequest{}, []string{"action=apply", "gres=gpu:l4:1", "constraint=l4\n", "message=l4: 1 x l4 spot on g6.xlarge"}, []string{"partition="}},
+		{api.JobRequest{Partition: "gpu", UserConstraint: "fast"}, []string{"constraint=fast&l4\n"}, nil},
+		{api.JobRequest{UserConstraint: "a|b"}, nil, []string{"constraint="}},
+		{api.JobRequest{Partition: "other"}, []string{"partition=gpu\n"}, nil},
+	}
+	for i, c := range cases {
+		var b bytes.Buffer
+		if err := writeFilter(&b, s, c.job, d, "local", nil); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if lines[0] != FilterHeader {
+			t.Errorf("%d: no header: %q", i, out)
+		}
+		for _, l := range lines[1:] {
+			if k, _, ok := strings.Cut(l, "="); !ok || k == "" {
+				t.Errorf("%d: line %q is not key=value", i, l)
+			}
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%d: %q lacks %q", i, out, w)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(out, w) {
+				t.Errorf("%d: %q has %q", i, out, w)
+			}
+		}
+		if strings.Contains(out, "why\nnot") {
+			t.Errorf("%d: newline leaked into the message", i)
+		}
+	}
+	var b bytes.Buffer
+	writeFilter(&b, s, api.JobRequest{}, policy.Decision{Refused: true, RefuseMessage: "over\nbudget"}, "local", nil)
+	if b.String() != FilterHeader+"\naction=refuse\nmessage=over budget\n" {
+		t.Errorf("refusal: %q", b.String())
+	}
+	b.Reset()
+	writeFilter(&b, s, api.JobRequest{}, policy.Decision{}, "local", policy.ErrNoClass)
+	if !strings.Contains(b.String(), "action=refuse") {
+		t.Errorf("no class: %q", b.String())
+	}
+	b.Reset()
+	if err := writeFilter(&b, s, api.JobRequest{}, policy.Decision{}, "local", errors.New("boom")); err == nil || b.Len() != 0 {
+		t.Errorf("other errors must print nothing and fail (filter passes the job): %q %v", b.String(), err)
+	}
+}
+
+// TestRouteCommand runs the command end to end in-process (no daemon).
+func TestRouteCommand(t *testing.T) {
+	dir := t.TempDir()
+	cfg := strings.ReplaceAll(string(config.DemoYAML), "/tmp/burst-demo", dir)
+	cfg = strings.Replace(cfg, "url: http://127.0.0.1:8472", "url: http://127.0.0.1:1", 1) // nothing listens: in-process
+	p := filepath.Join(dir, "burst.yaml")
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err := App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "route", "--json", "--gres=gres:gpu:1", "--time=4:00:00", "--comment=burst: params=1B dataset=20GB", "--no-requeue"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	var d policy.Decision
+	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if d.Class == "" || d.Capacity != policy.CapacityOnDemand || d.GPUsPerNode != 1 || len(d.InstanceTypes) == 0 || d.EstHours <= 0 || d.EstCostUSD <= 0 || d.Reason == "" {
+		t.Errorf("decision %+v", d)
+	}
+	out.Reset()
+	err = App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "route", "--json", "--gres=gpu:h100:8"})
+	if ExitCode(err) != ExitNoClass {
+		t.Errorf("no h100 class: exit %d (%v)", ExitCode(err), err)
+	}
+	if err := App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "route", "--time=1:2:3:4"}); ExitCode(err) != ExitError {
+		t.Errorf("bad --time: %v", err)
+	}
+	if err := App(&out, &errb).Run([]string{"burst-sizer", "--config", filepath.Join(dir, "nope.yaml"), "route"}); err == nil {
+		t.Error("missing config accepted")
+	}
+}
+
+func TestReportCommand(t *testing.T) {
+	dir := t.TempDir()
+	cfg := strings.ReplaceAll(string(config.DemoYAML), "/tmp/burst-demo", dir)
+	p := filepath.Join(dir, "burst.yaml")
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	start := now.Add(-time.Hour)
+	if ms := budget.MonthStart(now); start.Before(ms) {
+		start = ms
+	}
+	for i, id := range []string{"1", "2"} {
+		ev := api.InstanceEvent{InstanceID: "i-" + id, InstanceType: "g6.48xlarge", Capacity: "on-demand", Time: start,
+			Job: &api.Job{JobID: id, JobName: "eval", User: "dan", Account: "demo", GPUsPerNode: 8, GPUMemoryMiB: 22888}}
+		if err := st.RecordLaunch(ctx, ev, 13.35); err != nil {
+			t.Fatal(err)
+		}
+		b := api.ReportBatch{Node: "n" + id, Records: []api.Record{{Seq: 1, Time: start, Kind: api.KindGPU, GPUs: []api.GPUReading{{Index: 0, UtilPercent: 80, MemoryUsedBytes: 10 << 30, MemoryTotalBytes: 22888 << 20, JobIDs: []uint64{uint64(i + 1)}}}}}}
+		if _, err := st.AddBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	var out, errb bytes.Buffer
+	if err := App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "report", "--local"}); err != nil {
+		t.Fatalf("%v %s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "jobs named eval asked for 8 GPUs and used 1: ask for 1 and save") || !strings.Contains(out.String(), "demo") {
+		t.Errorf("text report:\n%s", out.String())
+	}
+	out.Reset()
+	if err := App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "report", "--local", "--json"}); err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Accounts []struct {
+			Account   string  `json:"account"`
+			BudgetUSD float64 `json:"budget_usd"`
+		} `json:"accounts"`
+		Advice []struct {
+			SaveUSDPerMonth float64 `json:"save_usd_per_month"`
+		} `json:"advice"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Accounts) != 1 || rep.Accounts[0].BudgetUSD != 100 || len(rep.Advice) != 1 || rep.Advice[0].SaveUSDPerMonth <= 0 {
+		t.Errorf("json report %s: %v", out.String(), err)
+	}
+}
