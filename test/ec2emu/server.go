@@ -169,7 +169,8 @@ type instance struct {
 	notice      *time.Time // spot interruption time
 	rebalance   *time.Time
 	imds        *imdsServer
-	seq         int
+	hookTail    chan struct{} // closed when the instance's last hook returned
+	hooks       sync.WaitGroup
 }
 
 type launchTemplate struct {
@@ -214,6 +215,7 @@ type Server struct {
 	closed    bool
 	rng       *rand.Rand
 	wg        sync.WaitGroup
+	hooks     sync.WaitGroup
 }
 
 // New builds a server; call Start to listen.
@@ -283,8 +285,9 @@ func (s *Server) StartAddr(addr string) error {
 // URL is the API endpoint, e.g. "http://127.0.0.1:41234".
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
-// Close stops the API and every IMDS listener and timer. Hooks are not
-// called for instances still running.
+// Close stops the API and every IMDS listener, and waits for hooks that are
+// running. OnStop is not called for instances still running: the test that
+// started something in OnStart cleans it up itself.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -306,6 +309,7 @@ func (s *Server) Close() error {
 		err = s.http.Shutdown(ctx)
 	}
 	s.wg.Wait()
+	s.hooks.Wait()
 	return err
 }
 
@@ -590,11 +594,29 @@ func (s *Server) toRunning(id string) {
 			s.log.Error("starting instance metadata service", "instance", id, "err", err)
 		}
 	}
-	snap := in.snapshot()
-	s.mu.Unlock()
 	if hook != nil {
-		go hook(snap)
+		s.runHook(in, hook)
 	}
+	s.mu.Unlock()
+}
+
+// runHook calls f for the instance in its own goroutine, after the
+// instance's previous hook returned (OnStop never overtakes OnStart); s.mu
+// held. Close waits for running hooks.
+func (s *Server) runHook(in *instance, f func(Instance)) {
+	snap := in.snapshot()
+	prev := in.hookTail
+	done := make(chan struct{})
+	in.hookTail = done
+	s.hooks.Add(1)
+	go func() {
+		defer s.hooks.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		f(snap)
+	}()
 }
 
 // terminate moves a live instance to shutting-down; s.mu held. It returns the
@@ -606,8 +628,7 @@ func (s *Server) terminate(in *instance) string {
 	}
 	in.State = "shutting-down"
 	if prev == "running" && s.opts.OnStop != nil && !s.closed {
-		snap := in.snapshot()
-		go s.opts.OnStop(snap)
+		s.runHook(in, s.opts.OnStop)
 	}
 	id := in.ID
 	s.after(s.opts.ShutdownDelay, func() { s.toTerminated(id) })

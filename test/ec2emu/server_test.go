@@ -327,3 +327,37 @@ func TestControlAPI(t *testing.T) {
 		t.Errorf("unknown fault field accepted: %d", st)
 	}
 }
+
+func TestHooksRunInOrderPerInstance(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	startedHook := make(chan struct{})
+	s, c := start(t, ec2emu.Options{BootDelay: -1,
+		OnStart: func(in ec2emu.Instance) {
+			close(startedHook)
+			time.Sleep(20 * time.Millisecond) // a slow boot (e.g. starting slurmd)
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, "start "+in.Tags["burst:node"])
+		},
+		OnStop: func(in ec2emu.Instance) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, "stop "+in.Tags["burst:node"])
+		},
+	})
+	out, err := run(t, c, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-startedHook // running now; terminate while OnStart still runs
+	if _, err := c.TerminateInstances(context.Background(), &ec2.TerminateInstancesInput{InstanceIds: []string{aws.ToString(out.Instances[0].InstanceId)}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close() // waits for the hooks
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(events, ";") != "start gpu-1;stop gpu-1" {
+		t.Errorf("hook order = %v, want start then stop", events)
+	}
+}

@@ -42,7 +42,7 @@ func TestSpotLaunchRankedOverrides(t *testing.T) {
 		t.Fatalf("got %d instances, want 1", len(res.Instances))
 	}
 	in := res.Instances[0]
-	if in.InstanceType != "g6.xlarge" || in.Zone != "us-east-1b" || in.Capacity != cloud.Spot || in.Node != "gpu-1" || in.JobID != 42 || in.PrivateIP == "" {
+	if in.InstanceType != "g6.xlarge" || in.Zone != "us-east-1b" || in.Capacity != cloud.Spot || in.Node != "gpu-1" || in.JobID != 42 || in.PrivateIP == "" || in.LaunchTime.IsZero() {
 		t.Errorf("instance = %+v, want the first-ranked spot offering g6.xlarge in us-east-1b for gpu-1 job 42 with an IP", in)
 	}
 	calls := callsOf(e.srv, "CreateFleet")
@@ -388,6 +388,19 @@ func TestEnsuredLaunchTemplate(t *testing.T) {
 	}
 	if got, err := imdsGet(t, url, "tags/instance/"+TagNode); got != "gpu-1" {
 		t.Errorf("node tag via IMDS = %q, %v (the ensured template must enable instance tags in metadata)", got, err)
+	}
+	// Per-request user data replaces the template's for that fleet.
+	r3, err := p2.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(3, "gpu-3"), Offerings: offs, UserData: "#!/bin/sh\necho job 3\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _ = e.srv.IMDSURL(r3.Instances[0].ID)
+	ud, err = imds.New(imds.Options{Endpoint: url, ClientEnableState: imds.ClientEnabled}).GetUserData(context.Background(), &imds.GetUserDataInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(ud.Content); string(b) != "#!/bin/sh\necho job 3\n" {
+		t.Errorf("request user data = %q", b)
 	}
 }
 
