@@ -62,6 +62,15 @@ type Slurm struct {
 	SbinDir    string      `yaml:"sbin_dir"`    // slurmd on nodes
 	ConfDir    string      `yaml:"conf_dir"`    // where slurm.conf, burst.conf, gres.conf, cli_filter.lua live
 	Controller string      `yaml:"controller"`  // address nodes use to reach slurmctld
+	// ControllerPort is SlurmctldPort (default 6817).
+	ControllerPort int `yaml:"controller_port"`
+	// NodeConf is how slurmd on a node finds slurm.conf: "configless"
+	// (fetched from slurmctld; needs SlurmctldParameters=enable_configless)
+	// or the absolute path of a slurm.conf on the node (a shared file system).
+	NodeConf string `yaml:"node_conf"`
+	// MungeKeySource is where nodes get the munge key: a Secrets Manager
+	// secret ARN, or file:///path for a key baked into the image.
+	MungeKeySource string `yaml:"munge_key_source"`
 	BurstBin   string      `yaml:"burst_bin"`   // where burst-resume etc. are installed
 	Partitions []Partition `yaml:"partitions"`  // partitions burst owns
 	GresFiles  string      `yaml:"gpu_devices"` // GPU device path prefix for gres.conf File= (default /dev/nvidia)
@@ -156,6 +165,9 @@ type Agent struct {
 	// DeadManAfter terminates a node's own instance after it has been down
 	// in Slurm or cut off from the controller this long.
 	DeadManAfter Duration `yaml:"dead_man_after"`
+	// IMDSEndpoint overrides the instance metadata endpoint (the EC2
+	// emulator in the demo and tests); empty in production.
+	IMDSEndpoint string `yaml:"imds_endpoint"`
 }
 
 // Teardown says when nodes go away.
@@ -216,6 +228,7 @@ func Default() *Config {
 			GresFiles: "/dev/nvidia", GresAutodetect: "nvml",
 			ResumeTimeout: D(10 * time.Minute), SuspendTimeout: D(2 * time.Minute), SuspendTime: D(time.Hour),
 			TreeWidth: 65533, PrologWait: true, CliFilter: true,
+			ControllerPort: 6817, NodeConf: "configless", MungeKeySource: "file:///etc/munge/munge.key",
 		},
 		FSx:      FSx{MountPoint: "/fsx", CheckpointDir: "checkpoints"},
 		Sizer:    Sizer{Listen: "127.0.0.1:8472", URL: "http://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second)},

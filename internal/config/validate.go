@@ -115,6 +115,15 @@ func (v *validator) slurm() {
 	if s.Controller == "" {
 		v.add("slurm.controller", "required: the address burst nodes use to reach slurmctld")
 	}
+	if s.ControllerPort < 1 || s.ControllerPort > 65535 {
+		v.add("slurm.controller_port", "%d is not a TCP port", s.ControllerPort)
+	}
+	if s.NodeConf != "configless" && !filepath.IsAbs(s.NodeConf) {
+		v.add("slurm.node_conf", "%q: want configless or the absolute path of slurm.conf on the nodes", s.NodeConf)
+	}
+	if !strings.HasPrefix(s.MungeKeySource, "file:///") && !strings.HasPrefix(s.MungeKeySource, "arn:aws:secretsmanager:") {
+		v.add("slurm.munge_key_source", "%q: want a Secrets Manager secret ARN (arn:aws:secretsmanager:...) or file:///path baked into the image", s.MungeKeySource)
+	}
 	if s.GresAutodetect != "nvml" && s.GresAutodetect != "off" {
 		v.add("slurm.gres_autodetect", "%q: want nvml (real GPUs) or off (device files listed from gpu_devices)", s.GresAutodetect)
 	}

@@ -70,8 +70,11 @@ func Build(cfg *config.Config, cat *catalog.Catalog) (*Plan, error) {
 	add("SuspendTime", secs(cfg.Slurm.SuspendTime), "safety net only: burst releases nodes when their job ends")
 	add("ResumeRate", fmt.Sprint(cfg.Slurm.ResumeRate), "")
 	add("SuspendRate", fmt.Sprint(cfg.Slurm.SuspendRate), "")
-	add("SlurmctldParameters", "idle_on_node_suspend,cloud_reg_addrs,power_save_min_interval=0,power_save_interval=1",
-		"cloud_reg_addrs: nodes register with their own address")
+	params, why := "idle_on_node_suspend,cloud_reg_addrs,power_save_min_interval=0,power_save_interval=1", "cloud_reg_addrs: nodes register with their own address"
+	if cfg.Slurm.NodeConf == "configless" {
+		params, why = params+",enable_configless", why+"; enable_configless: nodes fetch slurm.conf from slurmctld"
+	}
+	add("SlurmctldParameters", params, why)
 	if cfg.Slurm.PrologWait {
 		add("PrologSlurmctld", bin("burst-resume"), "returns when the job's nodes registered, so the job starts at once")
 	}
