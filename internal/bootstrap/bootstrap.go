@@ -11,6 +11,10 @@
 // network namespace: daemons are started as detached child processes, and the
 // user data's Test.LocalFSDir switch replaces the Lustre mount with a bind mount.
 //
+// After starting slurmd it waits (Options.RegisterTimeout) until slurmctld
+// shows the node registered, so a slurmd that cannot fetch its configuration
+// or authenticate fails the bootstrap instead of a later ResumeTimeout.
+//
 // On failure Run returns an error naming the step (the caller exits non-zero,
 // so the systemd unit fails), and, when munge is already up, asks slurmctld to
 // hand the node back at once with
@@ -57,6 +61,7 @@ const (
 	StepMount          = "mount"
 	StepCheckpointRoot = "checkpoint-root"
 	StepSlurmd         = "slurmd"
+	StepRegister       = "register"
 	StepAgent          = "agent"
 )
 
@@ -98,6 +103,11 @@ type Options struct {
 	// StartCheck is how long a started daemon must stay up to count as started
 	// (default 1 s).
 	StartCheck time.Duration
+	// RegisterTimeout bounds the wait for slurmctld to see the node registered
+	// (State without NOT_RESPONDING/POWERING_UP) after slurmd starts; a slurmd
+	// that dies or never registers is a failure handed back with its last log
+	// lines. Default 90 s (keep it below ResumeTimeout); negative: don't wait.
+	RegisterTimeout time.Duration
 	// MountAttempts is how often the Lustre mount is tried (default 3, 3 s apart).
 	MountAttempts int
 	// CleanExec is an argv prefix that execs its arguments with an empty signal
@@ -119,7 +129,9 @@ type StepResult struct {
 	Step     string        `json:"step"`
 	Duration time.Duration `json:"duration_ns"`
 	Skipped  string        `json:"skipped,omitempty"` // why the step did nothing
-	Err      string        `json:"error,omitempty"`
+	// Waited is the part of Duration spent in the boot guard (slurmd step).
+	Waited time.Duration `json:"waited_ns,omitempty"`
+	Err    string        `json:"error,omitempty"`
 }
 
 // Report is what Run did, also written to RunDir/status.json.
@@ -188,6 +200,9 @@ func (o *Options) setDefaults() error {
 	if o.StartCheck <= 0 {
 		o.StartCheck = time.Second
 	}
+	if o.RegisterTimeout == 0 {
+		o.RegisterTimeout = 90 * time.Second
+	}
 	if o.MountAttempts <= 0 {
 		o.MountAttempts = 3
 	}
@@ -211,6 +226,9 @@ type boot struct {
 
 	maskChecked bool // cleanSignalsOK ran
 	needClean   bool // start daemons through Options.CleanExec
+
+	slurmdDone <-chan error  // direct mode: receives slurmd's exit
+	waited     time.Duration // boot-guard wait of the current step
 }
 
 func (b *boot) run(ctx context.Context) (Report, error) {
@@ -228,6 +246,7 @@ func (b *boot) run(ctx context.Context) (Report, error) {
 		{StepMount, b.mount},
 		{StepCheckpointRoot, b.checkpointRoot},
 		{StepSlurmd, b.slurmd},
+		{StepRegister, b.register},
 		{StepAgent, b.agent},
 	}
 	var failed *StepError
@@ -238,9 +257,10 @@ func (b *boot) run(ctx context.Context) (Report, error) {
 		}
 		log.Info("step starting")
 		t0 := time.Now()
+		b.waited = 0
 		skipped, err := s.fn(ctx)
 		d := time.Since(t0)
-		r := StepResult{Step: s.name, Duration: d, Skipped: skipped}
+		r := StepResult{Step: s.name, Duration: d, Skipped: skipped, Waited: b.waited}
 		if err != nil {
 			r.Err = err.Error()
 			b.rep.Steps = append(b.rep.Steps, r)

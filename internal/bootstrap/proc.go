@@ -19,9 +19,9 @@ import (
 // startDaemon starts argv as a detached process (own session, stdin from
 // /dev/null, output appended to RunDir/<name>.log, pid in RunDir/<name>.pid).
 // With check > 0 it waits that long and fails if the process exited.
-func (b *boot) startDaemon(ctx context.Context, name string, argv, env []string, check time.Duration) (int, error) {
+func (b *boot) startDaemon(ctx context.Context, name string, argv, env []string, check time.Duration) (<-chan error, error) {
 	if err := b.cleanSignalsOK(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if b.needClean {
 		argv = append(append([]string{}, b.o.CleanExec...), argv...)
@@ -29,7 +29,7 @@ func (b *boot) startDaemon(ctx context.Context, name string, argv, env []string,
 	logPath := filepath.Join(b.o.RunDir, name+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return 0, fmt.Errorf("opening %s log: %w", name, err)
+		return nil, fmt.Errorf("opening %s log: %w", name, err)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -38,7 +38,7 @@ func (b *boot) startDaemon(ctx context.Context, name string, argv, env []string,
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return 0, fmt.Errorf("starting %s: %w", name, err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	pid := cmd.Process.Pid
 	logf.Close() // the child holds its own descriptor
@@ -47,17 +47,17 @@ func (b *boot) startDaemon(ctx context.Context, name string, argv, env []string,
 	}
 	b.log.Info("daemon started", "daemon", name, "pid", pid, "argv", argv, "log", logPath)
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }() // reaps the child whenever it exits
+	go func() { done <- cmd.Wait(); close(done) }() // reaps the child whenever it exits
 	if check <= 0 {
-		return pid, nil
+		return done, nil
 	}
 	select {
 	case err := <-done:
-		return pid, fmt.Errorf("%s exited within %s of starting (%v): %s", name, check, err, tailFile(logPath, 3))
+		return done, fmt.Errorf("%s exited within %s of starting (%v): %s", name, check, err, tailFile(logPath, 3))
 	case <-ctx.Done():
-		return pid, ctx.Err()
+		return done, ctx.Err()
 	case <-time.After(check):
-		return pid, nil
+		return done, nil
 	}
 }
 

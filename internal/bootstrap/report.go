@@ -60,6 +60,33 @@ func ClientConf(u userdata.UserData) string {
 	return b.String()
 }
 
+// clientConf returns a slurm.conf for scontrol: the cluster's (file mode) or
+// a generated minimal one (configless mode).
+func (b *boot) clientConf() (string, error) {
+	if b.slurmConf != "" {
+		return b.slurmConf, nil
+	}
+	conf := filepath.Join(b.o.RunDir, "slurm-client.conf")
+	if err := writeFileAtomic(conf, []byte(ClientConf(b.ud)), 0o644); err != nil {
+		return "", fmt.Errorf("writing %s: %w", conf, err)
+	}
+	b.slurmConf = conf
+	return conf, nil
+}
+
+// scontrolOut runs scontrol with SLURM_CONF=conf and a 30 s limit.
+func (b *boot) scontrolOut(ctx context.Context, conf string, args ...string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, b.o.Commands.Scontrol, args...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("running %s %s: %w: %s", b.o.Commands.Scontrol, strings.Join(args, " "), err, lastLines(out, 2))
+	}
+	return string(out), nil
+}
+
 // handBack tells slurmctld to power the node down with the failure as reason.
 // It returns whether scontrol succeeded.
 func (b *boot) handBack(ctx context.Context, failed *StepError) bool {
@@ -69,23 +96,14 @@ func (b *boot) handBack(ctx context.Context, failed *StepError) bool {
 			"the node is handed back when ResumeTimeout expires", "reason", reason)
 		return false
 	}
-	conf := b.slurmConf
-	if conf == "" {
-		conf = filepath.Join(b.o.RunDir, "slurm-client.conf")
-		if err := writeFileAtomic(conf, []byte(ClientConf(b.ud)), 0o644); err != nil {
-			b.log.Error("writing client slurm.conf for the failure report", "err", err)
-			return false
-		}
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	args := HandBackArgs(b.ud.NodeName, reason)
-	cmd := exec.CommandContext(rctx, b.o.Commands.Scontrol, args...)
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
-	out, err := cmd.CombinedOutput()
+	conf, err := b.clientConf()
 	if err != nil {
-		b.log.Error("telling slurmctld to hand the node back failed; ResumeTimeout will",
-			"argv", append([]string{b.o.Commands.Scontrol}, args...), "err", fmt.Errorf("%w: %s", err, lastLines(out, 2)))
+		b.log.Error("writing client slurm.conf for the failure report", "err", err)
+		return false
+	}
+	args := HandBackArgs(b.ud.NodeName, reason)
+	if _, err := b.scontrolOut(context.WithoutCancel(ctx), conf, args...); err != nil {
+		b.log.Error("telling slurmctld to hand the node back failed; ResumeTimeout will", "err", err)
 		return false
 	}
 	b.log.Info("told slurmctld to hand the node back", "node", b.ud.NodeName, "state", "POWER_DOWN_FORCE", "reason", reason)

@@ -55,6 +55,7 @@ func newRootEnv(t *testing.T) *rootEnv {
 	}
 	os.Chmod(filepath.Join(dir, "keys"), 0o700)
 	os.WriteFile(filepath.Join(e.localFS, "marker"), []byte("shared\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "slurm.conf"), []byte("ClusterName=lab\n"), 0o644)
 	key := make([]byte, 128)
 	rand.Read(key)
 	keySrc := filepath.Join(dir, "keys", "cluster.key")
@@ -65,7 +66,10 @@ func newRootEnv(t *testing.T) *rootEnv {
 		NodeName: "gpu-7",
 		Cluster:  "lab",
 		IssuedAt: time.Now(),
-		Slurm:    userdata.Slurm{Controllers: []string{"127.0.0.1"}, Port: 16817},
+		// file mode: configless would need munged on the host's default socket
+		// (realslurm_test.go covers configless in a private mount namespace).
+		Slurm: userdata.Slurm{Controllers: []string{"127.0.0.1"}, Port: 16817, ConfMode: userdata.ConfFile,
+			ConfPath: filepath.Join(dir, "slurm.conf")},
 		Munge: userdata.Munge{KeySource: "file://" + keySrc, KeyPath: filepath.Join(dir, "inst", "munge", "munge.key"),
 			Socket: filepath.Join(dir, "inst", "munge-run", "munge.sock")},
 		FSx: userdata.FSx{DNSName: "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", MountName: "abcdef12",
@@ -105,7 +109,14 @@ if [ -e @DIR@/FAIL_$name ]; then echo "$name: fatal: Unable to establish control
 exec sleep 300
 `
 
+// fakeScontrol answers `show node` with the state in @DIR@/STATE (default
+// IDLE+CLOUD) and records an update's arguments and SLURM_CONF.
 const fakeScontrol = `#!/bin/sh
+if [ "$1" = show ]; then
+  st=IDLE+CLOUD; [ -f @DIR@/STATE ] && st=$(cat @DIR@/STATE)
+  echo "NodeName=gpu-7 Arch=x86_64 CoresPerSocket=1 State=$st ThreadsPerCore=1 Reason=none [root@2026-11-29T14:00:00]"
+  exit 0
+fi
 for a in "$@"; do printf '%s\n' "$a"; done > @DIR@/scontrol.args
 cp "$SLURM_CONF" @DIR@/scontrol.conf
 echo "scontrol $1" >> @SEQ@
@@ -174,9 +185,9 @@ func TestRootDirectBootstrap(t *testing.T) {
 		t.Fatalf("bootstrap failed: %v\nseq:\n%s", err, e.read(t, "seq.log"))
 	}
 	seq := e.read(t, "seq.log")
-	want := fmt.Sprintf("slurmd [-D] [-b] [-N] [gpu-7] [--conf-server] [127.0.0.1:16817]\n" +
-		"slurmd: munge-up\nslurmd: fsx-mounted\nslurmd: ckpt-root\n" +
-		"burst-agent [run]\nburst-agent: munge-up\nburst-agent: fsx-mounted\nburst-agent: ckpt-root\n")
+	want := fmt.Sprintf("slurmd [-D] [-b] [-N] [gpu-7] [-f] [%s]\n"+
+		"slurmd: munge-up\nslurmd: fsx-mounted\nslurmd: ckpt-root\n"+
+		"burst-agent [run]\nburst-agent: munge-up\nburst-agent: fsx-mounted\nburst-agent: ckpt-root\n", e.ud.Slurm.ConfPath)
 	if seq != want {
 		t.Fatalf("sequence:\n%s\nwant:\n%s", seq, want)
 	}
@@ -221,7 +232,7 @@ func TestRootDirectBootstrap(t *testing.T) {
 		t.Errorf("checkpoint root mode %v, want drwxrwxrwt", st.Mode())
 	}
 	// Report and status.json.
-	if !rep.OK || len(rep.Steps) != 6 || rep.HandedBack {
+	if !rep.OK || len(rep.Steps) != 7 || rep.HandedBack {
 		t.Fatalf("report %+v", rep)
 	}
 	var st Report
@@ -269,20 +280,50 @@ func TestRootSlurmdFailureHandsBack(t *testing.T) {
 		!strings.HasPrefix(args[3], "Reason=burst bootstrap: slurmd: slurmd exited") {
 		t.Fatalf("scontrol args %q", args)
 	}
-	conf := e.read(t, "scontrol.conf")
-	if !strings.Contains(conf, "SlurmctldHost=127.0.0.1\n") || !strings.Contains(conf, "AuthInfo=socket="+e.ud.Munge.Socket) {
-		t.Fatalf("client conf for scontrol:\n%s", conf)
+	if conf := e.read(t, "scontrol.conf"); conf != "ClusterName=lab\n" {
+		t.Fatalf("scontrol did not get the slurm.conf from user data:\n%s", conf)
 	}
 	if strings.Contains(e.read(t, "seq.log"), "burst-agent") {
 		t.Fatal("agent started after slurmd failed")
 	}
 }
 
+// slurmd survives StartCheck but dies before slurmctld sees it: the
+// registration wait catches it and hands the node back.
+func TestRootSlurmdDiesBeforeRegistering(t *testing.T) {
+	e := newRootEnv(t)
+	e.ud.IssuedAt = time.Now().Add(-time.Minute)
+	e.writeUD(t)
+	e.opts.StartCheck = 100 * time.Millisecond
+	os.WriteFile(filepath.Join(e.dir, "STATE"), []byte("IDLE+CLOUD+NOT_RESPONDING+POWERING_UP"), 0o644)
+	// fake slurmd that lives 1 s, then fails like a slurmd that cannot authenticate
+	e.opts.Commands.Slurmd = e.script(t, "slurmd", "#!/bin/sh\nsleep 1\necho 'slurmd: error: Munge encode failed' >&2\nexit 1\n")
+	rep, err := RunReport(context.Background(), e.opts)
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != StepRegister || !strings.Contains(err.Error(), "Munge encode failed") {
+		t.Fatalf("want StepError at register carrying slurmd's log, got %v", err)
+	}
+	if !rep.HandedBack || !strings.Contains(e.read(t, "scontrol.args"), "Reason=burst bootstrap: register: slurmd exited before registering") {
+		t.Fatalf("not handed back: %+v %q", rep, e.read(t, "scontrol.args"))
+	}
+}
+
+// A node slurmctld marks INVAL (e.g. fewer GPUs than configured) fails at once.
+func TestRootNodeInvalHandsBack(t *testing.T) {
+	e := newRootEnv(t)
+	e.ud.IssuedAt = time.Now().Add(-time.Minute)
+	e.writeUD(t)
+	os.WriteFile(filepath.Join(e.dir, "STATE"), []byte("IDLE+CLOUD+INVAL"), 0o644)
+	_, err := RunReport(context.Background(), e.opts)
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != StepRegister || !strings.Contains(err.Error(), "IDLE+CLOUD+INVAL") {
+		t.Fatalf("want StepError at register naming the state, got %v", err)
+	}
+}
+
 func TestRootMountFailureHandsBack(t *testing.T) {
 	e := newRootEnv(t)
 	e.ud.Test.LocalFSDir = filepath.Join(e.dir, "does-not-exist")
-	e.ud.Slurm.ConfMode, e.ud.Slurm.ConfPath = userdata.ConfFile, filepath.Join(e.dir, "slurm.conf")
-	os.WriteFile(e.ud.Slurm.ConfPath, []byte("ClusterName=lab\n"), 0o644)
 	e.writeUD(t)
 	rep, err := RunReport(context.Background(), e.opts)
 	var se *StepError

@@ -386,6 +386,7 @@ func (b *boot) slurmd(ctx context.Context) (string, error) {
 				return "", ctx.Err()
 			case <-time.After(wait):
 			}
+			b.waited = wait
 		}
 	}
 	args := SlurmdArgs(b.ud)
@@ -398,12 +399,117 @@ func (b *boot) slurmd(ctx context.Context) (string, error) {
 		if err := writeFileAtomic(filepath.Join(b.o.RunDir, "slurmd.env"), []byte(line), 0o644); err != nil {
 			return "", fmt.Errorf("writing slurmd.env: %w", err)
 		}
-		return "", b.startUnit(ctx, b.o.Units.Slurmd)
+		return "", b.startUnit(ctx, b.o.Units.Slurmd, b.o.RegisterTimeout < 0)
 	default:
+		// The registration wait watches slurmd; StartCheck only without it.
+		check := b.o.StartCheck
+		if b.o.RegisterTimeout >= 0 {
+			check = 0
+		}
 		argv := append([]string{b.o.Commands.Slurmd, "-D"}, args...)
-		_, err := b.startDaemon(ctx, "slurmd", argv, os.Environ(), b.o.StartCheck)
+		done, err := b.startDaemon(ctx, "slurmd", argv, os.Environ(), check)
+		b.slurmdDone = done
 		return "", err
 	}
+}
+
+// ------------------------------------------------------------- registration
+
+// NodeRegistered interprets the State= of `scontrol show node -o`: done when
+// slurmctld has heard from slurmd after the power-up, failed when the node
+// went DOWN, DRAIN or INVAL (e.g. its GRES or memory do not match slurm.conf).
+func NodeRegistered(state string) (done bool, failed bool) {
+	flags := strings.Split(state, "+")
+	for _, f := range flags {
+		switch f {
+		case "DOWN", "INVAL", "DRAIN", "FAIL":
+			return false, true
+		}
+	}
+	for _, f := range flags {
+		switch f {
+		case "NOT_RESPONDING", "POWERING_UP", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "UNKNOWN", "FUTURE":
+			return false, false
+		}
+	}
+	return state != "", false
+}
+
+func (b *boot) register(ctx context.Context) (string, error) {
+	if b.o.RegisterTimeout < 0 {
+		return "RegisterTimeout < 0: not waiting for registration", nil
+	}
+	conf, err := b.clientConf()
+	if err != nil {
+		return "", err
+	}
+	deadline := time.Now().Add(b.o.RegisterTimeout)
+	var state, reason, lastErr string
+	lastUnit := time.Now()
+	for {
+		if b.slurmdDone != nil {
+			select {
+			case err := <-b.slurmdDone:
+				return "", fmt.Errorf("slurmd exited before registering (%v): %s", err, b.slurmdLogTail())
+			default:
+			}
+		} else if b.o.Exec == ExecSystemd && time.Since(lastUnit) > 2*time.Second {
+			lastUnit = time.Now()
+			if err := b.runCmd(ctx, b.o.Commands.Systemctl, "is-active", "--quiet", b.o.Units.Slurmd); err != nil {
+				return "", fmt.Errorf("%s stopped before registering (journalctl -u %s): %w", b.o.Units.Slurmd, b.o.Units.Slurmd, err)
+			}
+		}
+		out, err := b.scontrolOut(ctx, conf, "show", "node", "-o", b.ud.NodeName)
+		if err != nil {
+			lastErr = err.Error()
+		} else {
+			state, reason = nodeField(out, "State"), nodeField(out, "Reason")
+			done, failed := NodeRegistered(state)
+			if done {
+				b.log.Info("slurmctld sees the node", "state", state)
+				return "", nil
+			}
+			if failed {
+				return "", fmt.Errorf("slurmctld set the node %s (reason: %s); slurmd: %s", state, reason, b.slurmdLogTail())
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("node not registered with slurmctld within %s (state %q, last scontrol error %q); slurmd: %s",
+				b.o.RegisterTimeout, state, lastErr, b.slurmdLogTail())
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (b *boot) slurmdLogTail() string {
+	if b.o.Exec == ExecSystemd {
+		return "see journalctl -u " + b.o.Units.Slurmd
+	}
+	return tailFile(filepath.Join(b.o.RunDir, "slurmd.log"), 3)
+}
+
+// nodeField returns KEY's value from one `scontrol show node -o` line;
+// Reason (which can hold spaces) runs to the next " Key=" it recognises.
+func nodeField(line, key string) string {
+	i := strings.Index(" "+line, " "+key+"=")
+	if i < 0 {
+		return ""
+	}
+	v := line[i+len(key)+1:]
+	if key == "Reason" {
+		if j := strings.Index(v, " ["); j >= 0 { // "Reason=x [root@2026-...]"
+			v = v[:j]
+		}
+		return strings.TrimSpace(v)
+	}
+	if j := strings.IndexAny(v, " \n"); j >= 0 {
+		v = v[:j]
+	}
+	return v
 }
 
 // -------------------------------------------------------------------- agent
@@ -457,7 +563,7 @@ func (b *boot) agent(ctx context.Context) (string, error) {
 		if err := writeFileAtomic(filepath.Join(b.o.RunDir, "agent.env"), buf.Bytes(), 0o644); err != nil {
 			return "", fmt.Errorf("writing agent.env: %w", err)
 		}
-		return "", b.startUnit(ctx, b.o.Units.Agent)
+		return "", b.startUnit(ctx, b.o.Units.Agent, true)
 	default:
 		argv := []string{b.o.Commands.Agent, "run"}
 		_, err := b.startDaemon(ctx, "agent", argv, append(os.Environ(), env...), b.o.StartCheck)
@@ -476,9 +582,12 @@ func envLine(k, v string) (string, error) {
 
 // ---------------------------------------------------------------- helpers
 
-func (b *boot) startUnit(ctx context.Context, unit string) error {
+func (b *boot) startUnit(ctx context.Context, unit string, check bool) error {
 	if err := b.runCmd(ctx, b.o.Commands.Systemctl, "start", unit); err != nil {
 		return err
+	}
+	if !check {
+		return nil
 	}
 	select {
 	case <-ctx.Done():

@@ -167,6 +167,39 @@ func TestCommandLines(t *testing.T) {
 	}
 }
 
+func TestNodeRegistered(t *testing.T) {
+	cases := []struct {
+		state        string
+		done, failed bool
+	}{
+		{"IDLE+CLOUD", true, false},
+		{"ALLOCATED+CLOUD", true, false},
+		{"MIXED", true, false},
+		{"IDLE+CLOUD+NOT_RESPONDING+POWERING_UP", false, false},
+		{"ALLOCATED+CLOUD+POWERING_UP", false, false},
+		{"IDLE+CLOUD+POWERED_DOWN", false, false},
+		{"IDLE+CLOUD+INVAL", false, true},
+		{"DOWN+CLOUD+NOT_RESPONDING", false, true},
+		{"IDLE+DRAIN", false, true},
+		{"", false, false},
+	}
+	for _, c := range cases {
+		if d, f := NodeRegistered(c.state); d != c.done || f != c.failed {
+			t.Errorf("NodeRegistered(%q) = %v,%v; want %v,%v", c.state, d, f, c.done, c.failed)
+		}
+	}
+	line := "NodeName=gpu-8 Arch=x86_64 CoresPerSocket=1 State=IDLE+CLOUD+POWERING_DOWN ThreadsPerCore=1 Reason=burst bootstrap: mount: x y [root@2026-11-29T14:48:22]\n"
+	if got := nodeField(line, "State"); got != "IDLE+CLOUD+POWERING_DOWN" {
+		t.Errorf("State = %q", got)
+	}
+	if got := nodeField(line, "Reason"); got != "burst bootstrap: mount: x y" {
+		t.Errorf("Reason = %q", got)
+	}
+	if got := nodeField(line, "Gres"); got != "" {
+		t.Errorf("Gres = %q", got)
+	}
+}
+
 func TestOptionsErrors(t *testing.T) {
 	for _, o := range []Options{{}, {Exec: "docker"}, {Exec: ExecDirect, RunDir: "run"}} {
 		if _, err := RunReport(context.Background(), o); err == nil {

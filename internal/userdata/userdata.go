@@ -104,7 +104,9 @@ type Munge struct {
 	KeySource string `json:"key_source"`
 	// KeyPath is where the key is installed (default /etc/munge/munge.key).
 	KeyPath string `json:"key_path,omitempty"`
-	// Socket is munged's socket (default /run/munge/munge.socket.2).
+	// Socket is munged's socket (default /run/munge/munge.socket.2). Only
+	// conf_mode "file" may move it: a configless slurmd fetches slurm.conf
+	// through the default socket.
 	Socket string `json:"socket,omitempty"`
 }
 
@@ -340,6 +342,12 @@ func (u *UserData) Validate() error {
 	case ConfConfigless:
 		if u.Slurm.ConfPath != "" {
 			add("slurm.conf_path", "set with conf_mode %q; remove it or use conf_mode %q", ConfConfigless, ConfFile)
+		}
+		// slurmd authenticates its configuration request before it has
+		// slurm.conf (and so AuthInfo): munge must be on its default socket.
+		if u.Munge.Socket != "" && u.Munge.Socket != DefaultMungeSocket {
+			add("munge.socket", "%q: with conf_mode %q slurmd fetches slurm.conf through munge's default socket %s; use it or conf_mode %q",
+				u.Munge.Socket, ConfConfigless, DefaultMungeSocket, ConfFile)
 		}
 	case ConfFile:
 		absPath("slurm.conf_path", u.Slurm.ConfPath, true)

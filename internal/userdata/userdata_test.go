@@ -172,6 +172,7 @@ func TestValidateFields(t *testing.T) {
 		{"port", func(u *UserData) { u.Slurm.Port = 70000 }, "slurm.port"},
 		{"conf mode", func(u *UserData) { u.Slurm.ConfMode = "nfs" }, "slurm.conf_mode"},
 		{"conf path without file mode", func(u *UserData) { u.Slurm.ConfPath = "/etc/slurm/slurm.conf" }, "slurm.conf_path: set with conf_mode"},
+		{"configless with moved munge socket", func(u *UserData) { u.Munge.Socket = "/tmp/m.sock" }, "default socket"},
 		{"file mode without path", func(u *UserData) { u.Slurm.ConfMode = ConfFile }, "slurm.conf_path: missing"},
 		{"relative conf path", func(u *UserData) { u.Slurm.ConfMode = ConfFile; u.Slurm.ConfPath = "etc/slurm.conf" }, "slurm.conf_path"},
 		{"dotdot conf path", func(u *UserData) { u.Slurm.ConfMode = ConfFile; u.Slurm.ConfPath = "/etc/../x" }, "not a clean"},
@@ -179,7 +180,10 @@ func TestValidateFields(t *testing.T) {
 		{"key source ssm", func(u *UserData) { u.Munge.KeySource = "arn:aws:ssm:us-east-1:123456789012:parameter/x" }, "not a Secrets Manager"},
 		{"key source relative file", func(u *UserData) { u.Munge.KeySource = "file://key" }, "munge.key_source"},
 		{"key path quote", func(u *UserData) { u.Munge.KeyPath = "/etc/munge/'k'" }, "munge.key_path"},
-		{"socket newline", func(u *UserData) { u.Munge.Socket = "/run/m\nx" }, "munge.socket"},
+		{"socket newline", func(u *UserData) {
+			u.Slurm.ConfMode, u.Slurm.ConfPath = ConfFile, "/etc/slurm/slurm.conf"
+			u.Munge.Socket = "/run/m\nx"
+		}, "munge.socket"},
 		{"dns name", func(u *UserData) { u.FSx.DNSName = "fs-1.fsx amazonaws.com" }, "fsx.dns_name"},
 		{"mount name long", func(u *UserData) { u.FSx.MountName = "abcdefghi" }, "fsx.mount_name"},
 		{"mount point root", func(u *UserData) { u.FSx.MountPoint = "/"; u.FSx.CheckpointRoot = "/ckpt" }, "fsx.mount_point"},
