@@ -411,7 +411,7 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 	for _, t := range plan {
 		fi := xFleetInstance{LaunchTemplateAndOverrides: t.ov.xml(), Lifecycle: lifecycle, InstanceType: t.ov.typ, SubnetID: t.ov.subnet, AvailabilityZone: t.ov.zone}
 		for range t.n {
-			in := &instance{Instance: Instance{InstanceType: t.ov.typ, Zone: t.ov.zone, SubnetID: t.ov.subnet, Lifecycle: lifecycle,
+			in := &instance{Instance: Instance{InstanceType: t.ov.typ, ImageID: t.ov.lt.ImageID, Zone: t.ov.zone, SubnetID: t.ov.subnet, Lifecycle: lifecycle,
 				LaunchIndex: idx, Tags: merge(t.ov.lt.TagSpecs["instance"], tags["instance"]), UserData: t.ov.lt.UserData,
 				MetadataTags: t.ov.lt.MetadataTags, LaunchTemplate: t.ov.lt.ID, ClientToken: token, PlacementGroup: t.ov.group},
 				reservation: reservation}
@@ -579,7 +579,11 @@ func (s *Server) runInstances(q query, token string) (any, *apiError) {
 	metaTags := q.get("MetadataOptions.InstanceMetadataTags") == "enabled" || (lt != nil && lt.MetadataTags && q.get("MetadataOptions.InstanceMetadataTags") != "disabled")
 	res := xReservation{ReservationID: s.newID("r-"), OwnerID: "123456789012"}
 	for i := range n {
-		in := &instance{Instance: Instance{InstanceType: typ, Zone: zone, SubnetID: subnet, Lifecycle: lifecycle, LaunchIndex: i,
+		image := q.get("ImageId")
+		if image == "" {
+			image = lt.ImageID
+		}
+		in := &instance{Instance: Instance{InstanceType: typ, ImageID: image, Zone: zone, SubnetID: subnet, Lifecycle: lifecycle, LaunchIndex: i,
 			UserData: ud, MetadataTags: metaTags, ClientToken: token, PlacementGroup: q.get("Placement.GroupName")}, reservation: res.ReservationID}
 		if lt != nil {
 			in.LaunchTemplate = lt.ID

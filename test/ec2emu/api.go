@@ -267,7 +267,7 @@ type xInstance struct {
 
 func (in *instance) xml() xInstance {
 	x := xInstance{
-		InstanceID: in.ID, ImageID: "ami-0burst00000000000", InstanceState: stateOf(in.State),
+		InstanceID: in.ID, ImageID: in.ImageID, InstanceState: stateOf(in.State),
 		AmiLaunchIndex: in.LaunchIndex, InstanceType: in.InstanceType,
 		LaunchTime: in.LaunchTime.UTC().Format("2006-01-02T15:04:05.000Z"),
 		Placement:  xPlacement{AvailabilityZone: in.Zone, GroupName: in.PlacementGroup, Tenancy: "default"},

@@ -156,7 +156,7 @@ func (m *imdsServer) lookup(p string) ([]byte, string, bool) {
 			"instanceId": in.ID, "instanceType": in.InstanceType, "availabilityZone": in.Zone,
 			"region": s.opts.Region, "privateIp": in.PrivateIP, "accountId": "123456789012",
 			"pendingTime": in.LaunchTime.UTC().Format(time.RFC3339), "architecture": "x86_64",
-			"imageId": "ami-0burst00000000000", "version": "2017-09-30",
+			"imageId": in.ImageID, "version": "2017-09-30",
 		}, "", "  ")
 		return b, "text/plain", true
 	}

@@ -117,6 +117,7 @@ type Options struct {
 type Instance struct {
 	ID             string
 	InstanceType   string
+	ImageID        string
 	Zone           string
 	SubnetID       string
 	Lifecycle      string // "spot" or "on-demand"
