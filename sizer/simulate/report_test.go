@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
-	"github.com/burst-hpc/burst/sizer/trace"
 	"io"
 	"strings"
 	"testing"
