@@ -106,15 +106,20 @@ type RouteRequest struct {
 }
 
 // GPUReading is one GPU in one sampling tick, with the Slurm jobs whose
-// processes run on it. Field names match burst-agent's report records.
+// processes run on it. Field names match burst-agent's report records
+// (agent/report.GPUReading, which embeds agent/gpu.Sample).
 type GPUReading struct {
-	Index            int      `json:"index"`
-	UUID             string   `json:"uuid,omitempty"`
-	Name             string   `json:"name,omitempty"`
-	UtilPercent      uint32   `json:"util_percent"`
-	MemoryUsedBytes  uint64   `json:"memory_used_bytes"`
-	MemoryTotalBytes uint64   `json:"memory_total_bytes"`
-	JobIDs           []uint64 `json:"job_ids,omitempty"`
+	Time             time.Time `json:"time,omitzero"`
+	Index            int       `json:"index"`
+	UUID             string    `json:"uuid,omitempty"`
+	Name             string    `json:"name,omitempty"`
+	UtilPercent      uint32    `json:"util_percent"`
+	MemoryUsedBytes  uint64    `json:"memory_used_bytes"`
+	MemoryTotalBytes uint64    `json:"memory_total_bytes"`
+	PowerWatts       float64   `json:"power_watts,omitempty"`
+	TemperatureC     uint32    `json:"temperature_c,omitempty"`
+	PIDs             []int     `json:"pids,omitempty"`
+	JobIDs           []uint64  `json:"job_ids,omitempty"`
 }
 
 // JobSummary is one job's GPU use on one node, sent when the job ends.
@@ -133,10 +138,23 @@ type JobSummary struct {
 
 // Event is an interruption the agent handled.
 type Event struct {
-	InstanceID string    `json:"instance_id"`
-	Action     string    `json:"action"`
-	NoticeTime time.Time `json:"notice_time"`
-	Deadline   time.Time `json:"deadline,omitzero"`
+	InstanceID string     `json:"instance_id"`
+	Action     string     `json:"action"`
+	NoticeTime time.Time  `json:"notice_time"`
+	Deadline   time.Time  `json:"deadline,omitzero"`
+	Jobs       []JobEvent `json:"jobs,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// JobEvent is what happened to one job during an interruption.
+type JobEvent struct {
+	JobID        uint64        `json:"job_id"`
+	Signal       string        `json:"signal"`
+	Checkpointed bool          `json:"checkpointed"`
+	Waited       time.Duration `json:"waited_ns"`
+	Requeued     bool          `json:"requeued"`
+	Released     bool          `json:"released"`
+	Error        string        `json:"error,omitempty"`
 }
 
 // Record kinds.

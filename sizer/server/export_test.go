@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/burst-hpc/burst/sizer/store"
@@ -14,3 +15,5 @@ func countRecords(t testing.TB, st *store.Store) int64 {
 	}
 	return n
 }
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/burst-hpc/burst/agent/gpu"
+	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/sizer/auth"
+)
+
+// TestAgentHTTPSinkCompat posts batches with burst-agent's own sink and
+// record types: the server must accept them (strict decoding included),
+// count a resend as duplicates, and derive the job's usage.
+func TestAgentHTTPSinkCompat(t *testing.T) {
+	f := start(t, nil)
+	cred := filepath.Join(t.TempDir(), "cred")
+	if err := writeFile(cred, auth.NodeToken(f.token, "gpu-7")+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	sink := &report.HTTPSink{URL: f.url + "/v1/reports", CredentialFile: cred}
+	now := f.clk.Now()
+	b := report.Batch{Node: "gpu-7", InstanceID: "i-7", Records: []report.Record{
+		{Seq: 1, Time: now, Kind: report.KindGPU, GPUs: []report.GPUReading{
+			{Sample: gpu.Sample{Time: now, Index: 0, UUID: "GPU-0", Name: "NVIDIA A10G", UtilPercent: 77, MemoryUsedBytes: 9 << 30, MemoryTotalBytes: 24 << 30, PowerWatts: 120, TemperatureC: 60, PIDs: []int{42}}, JobIDs: []uint32{55}},
+			{Sample: gpu.Sample{Time: now, Index: 1, UUID: "GPU-1", Name: "NVIDIA A10G", MemoryTotalBytes: 24 << 30}},
+		}},
+		{Seq: 2, Time: now, Kind: report.KindJobSummary, Summary: &report.JobSummary{JobID: 55, Start: now, End: now.Add(time.Minute), GPUs: []string{"GPU-0"}, PeakMemoryBytes: 9 << 30, MemoryTotalBytes: 24 << 30, MeanUtilPercent: 77}},
+		{Seq: 3, Time: now, Kind: report.KindInterruption, Event: &report.Event{InstanceID: "i-7", Action: "terminate", NoticeTime: now, Deadline: now.Add(2 * time.Minute),
+			Jobs: []report.JobEvent{{JobID: 55, Signal: "USR1", Checkpointed: true, Waited: time.Second, Requeued: true}}}},
+	}}
+	ctx := context.Background()
+	if err := sink.Send(ctx, b); err != nil {
+		t.Fatalf("agent sink: %v", err)
+	}
+	if err := sink.Send(ctx, b); err != nil {
+		t.Fatalf("agent sink resend: %v", err)
+	}
+	st := f.srv.Store()
+	if n, err := st.CountRecords(ctx); err != nil || n != 3 {
+		t.Fatalf("stored %d records (%v), want 3", n, err)
+	}
+	if ins, _ := st.Interruptions(ctx, now.Add(-time.Minute)); len(ins) != 1 || ins[0].Node != "gpu-7" {
+		t.Errorf("interruption %+v", ins)
+	}
+	if err := st.UpsertJob(ctx, api.Job{JobID: "55", JobName: "ft", User: "ann", Account: "a", GPUsPerNode: 2, GPUMemoryMiB: 24 << 10}, now); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := st.Jobs(ctx, time.Time{}, "ann", "ft", 0)
+	if err != nil || len(jobs) != 1 || jobs[0].GPUsUsed != 1 || jobs[0].PeakMemMiB != 9<<10 {
+		t.Errorf("usage from agent records: %+v %v", jobs, err)
+	}
+	// Another node's credential cannot post this node's batch.
+	if err := writeFile(cred, auth.NodeToken(f.token, "gpu-8")+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Send(ctx, b); err == nil {
+		t.Error("gpu-8's credential posted gpu-7's reports")
+	}
+}
