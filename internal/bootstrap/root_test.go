@@ -264,6 +264,7 @@ func TestRootSlurmdFailureHandsBack(t *testing.T) {
 	e.ud.IssuedAt = time.Now().Add(-time.Minute)
 	e.writeUD(t)
 	os.WriteFile(filepath.Join(e.dir, "FAIL_slurmd"), nil, 0o644)
+	e.opts.RegisterTimeout = -1 // the StartCheck path (TestRootSlurmdDiesBeforeRegistering covers the other)
 	rep, err := RunReport(context.Background(), e.opts)
 	var se *StepError
 	if !errors.As(err, &se) || se.Step != StepSlurmd {
