@@ -32,7 +32,7 @@ Prices and spot savings come from the embedded EC2 catalog; burst's choices
 (class, instance type, spot or on-demand) come from the sizing policy.
 Deterministic for a given --seed.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "trace", Usage: "trace `FILE` (- for stdin)", Required: true},
+			&cli.StringFlag{Name: "trace", Usage: "trace `FILE` (- for stdin); required"},
 			&cli.StringFlag{Name: "format", Value: trace.FormatAuto, Usage: "trace format: auto, philly, csv or sacct"},
 			&cli.BoolFlag{Name: "skip-bad", Usage: "skip malformed trace rows (counted) instead of failing on the first"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table"},
@@ -281,6 +281,9 @@ func sweepFromFlags(c *cli.Context) (SweepSpec, error) {
 func runCommand(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("simulate takes no arguments (got %q); give the trace with --trace FILE", c.Args().Slice())
+	}
+	if c.String("trace") == "" {
+		return errors.New("simulate needs --trace FILE (Philly CSV, simple CSV or sacct output; see --help)")
 	}
 	o, err := optionsFromFlags(c)
 	if err != nil {

@@ -1,0 +1,122 @@
+package simulate
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	app := &cli.App{Name: "burst-sizer", Writer: &out, ErrWriter: &out, Commands: []*cli.Command{Command()}}
+	if stdin != "" {
+		f := filepath.Join(t.TempDir(), "stdin")
+		if err := os.WriteFile(f, []byte(stdin), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--in", f)
+	}
+	err := app.Run(append([]string{"burst-sizer"}, args...))
+	return out.String(), err
+}
+
+func writeTrace(t *testing.T, s string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "trace.csv")
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCommandJSONAndSVG(t *testing.T) {
+	tr := writeTrace(t, "0,3600,1\n1800,3600,1\n4000,1800,1\n7200,7200,16\n")
+	svg := filepath.Join(t.TempDir(), "c.svg")
+	out, err := runCLI(t, "", "simulate", "--trace", tr, "--json", "--svg", svg, "--boot-sigma", "0", "--spot-dry", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if res.Jobs != 4 || len(res.Policies) != 3 || res.Policies[2].Name != PolicyBurst || res.Assumptions.BootSigma != 0 {
+		t.Errorf("result %+v", res)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("<polyline")) {
+		t.Errorf("svg not written: %v", err)
+	}
+}
+
+func TestCommandSweep(t *testing.T) {
+	tr := writeTrace(t, "0,36000,1\n600,36000,8\n")
+	out, err := runCLI(t, "", "simulate", "--trace", tr, "--sweep", "--sweep-boot", "2m", "--sweep-interruptions", "advisor,50", "--sweep-checkpoint", "30m,none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("sweep printed %d lines, want header + 4:\n%s", len(lines), out)
+	}
+	if !strings.Contains(lines[3], "50/node-h") || !strings.Contains(lines[4], "none") {
+		t.Errorf("sweep rows out of order:\n%s", out)
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	tr := writeTrace(t, "0,60,1\n")
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"simulate"}, []string{"needs --trace FILE"}},
+		{[]string{"simulate", "--trace", filepath.Join(t.TempDir(), "none.csv")}, []string{"opening trace"}},
+		{[]string{"simulate", "--trace", tr, "--checkpoint", "5x", "--interruptions", "often", "--zones", "0", "--max-spot-interruptions", "0"},
+			[]string{`checkpoint "5x"`, `interruptions "often"`, "--zones 0", "--max-spot-interruptions 0"}},
+		{[]string{"simulate", "--trace", tr, "--policies", "static,cheapest"}, []string{`policy "cheapest" is unknown`}},
+		{[]string{"simulate", "--trace", tr, "--interruptions", "bamboo:/nonexistent"}, []string{"opening the bamboo trace"}},
+		{[]string{"simulate", "--trace", writeTrace(t, "0,60,1\n0,x,1\n")}, []string{"line 2", `duration "x"`}},
+	} {
+		_, err := runCLI(t, "", c.args...)
+		if err == nil {
+			t.Errorf("%v: no error", c.args)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %q does not mention %q", c.args, err, w)
+			}
+		}
+	}
+}
+
+func TestCommandConvertSacct(t *testing.T) {
+	in := "JobID|Submit|Start|End|AllocTRES|Comment\n1|2026-03-01T07:00:00|2026-03-01T07:01:00|2026-03-01T09:01:00|gres/gpu=2|burst: params=7B\n"
+	out, err := runCLI(t, in, "simulate", "convert-sacct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "submit,duration,gpus,gpu_model,metadata\n2026-03-01T07:00:00Z,7200,2,,burst: params=7B\n"; out != want {
+		t.Errorf("converted %q, want %q", out, want)
+	}
+	if _, err := runCLI(t, "JobID|Submit\n", "simulate", "convert-sacct"); err == nil || !strings.Contains(err.Error(), "lacks") {
+		t.Errorf("bad header: %v", err)
+	}
+}
+
+func TestParseInterruptionsBamboo(t *testing.T) {
+	p := writeTrace(t, "0,add,a\n0,add,b\n3600000,remove,a\n7200000,remove,b\n")
+	im, err := ParseInterruptions("bamboo:"+p, openFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr, ok := im.(PoissonRate); !ok || pr.PerNodeHour != 2.0/3 {
+		t.Errorf("model %#v, want PoissonRate 2/3", im)
+	}
+}
