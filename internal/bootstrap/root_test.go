@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -402,5 +403,74 @@ func TestHelperBootstrap(t *testing.T) {
 	}
 	if err := Run(context.Background(), o); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRootSystemdMode runs the production path (Exec systemd, a real Lustre
+// mount command line) with a fake systemctl and a fake mount that checks the
+// AWS options and bind-mounts a local directory in Lustre's place.
+func TestRootSystemdMode(t *testing.T) {
+	e := newRootEnv(t)
+	e.ud.IssuedAt = time.Now().Add(-time.Minute)
+	e.ud.Test = nil
+	e.writeUD(t)
+	// munge.service stand-in: a munged already on the socket, with the same key.
+	keySrc, _ := e.ud.Munge.KeyFile()
+	os.MkdirAll(filepath.Dir(e.ud.Munge.Socket), 0o755)
+	munged := exec.Command("/usr/sbin/munged", "--foreground", "--key-file="+keySrc, "--socket="+e.ud.Munge.Socket,
+		"--pid-file="+filepath.Join(e.dir, "m.pid"), "--seed-file="+filepath.Join(e.dir, "keys", "seed"), "--log-file="+filepath.Join(e.dir, "m.log"))
+	if err := munged.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopCmd(munged) })
+	e.opts.Exec = ExecSystemd
+	e.opts.Commands.Systemctl = e.script(t, "systemctl", `#!/bin/sh
+echo "systemctl $*" >> @SEQ@
+`)
+	e.opts.Commands.Mount = e.script(t, "mount", `#!/bin/sh
+echo "mount $*" >> @SEQ@
+[ "$1 $2 $3 $4" = "-t lustre -o relatime,flock" ] || { echo "mount: unexpected options $*" >&2; exit 32; }
+exec /usr/bin/mount --bind @DIR@/shared-fsx "$6"
+`)
+	rep, err := RunReport(context.Background(), e.opts)
+	if err != nil {
+		t.Fatalf("bootstrap: %v\n%s", err, e.read(t, "seq.log"))
+	}
+	want := "systemctl restart munge.service\n" +
+		"mount -t lustre -o relatime,flock fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdef12 " + e.mountPoint + "\n" +
+		"systemctl start slurmd.service\n" +
+		"systemctl is-active --quiet slurmd.service\n" + // at most one liveness probe while registering
+		"systemctl start burst-agent.service\n" +
+		"systemctl is-active --quiet burst-agent.service\n"
+	got := e.read(t, "seq.log")
+	if got != want && got != strings.Replace(want, "systemctl is-active --quiet slurmd.service\n", "", 1) {
+		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
+	}
+	slurmdEnv, _ := os.ReadFile(filepath.Join(e.runDir, "slurmd.env"))
+	if string(slurmdEnv) != `SLURMD_OPTIONS="-b -N gpu-7 -f `+e.ud.Slurm.ConfPath+`"`+"\n" {
+		t.Errorf("slurmd.env = %q", slurmdEnv)
+	}
+	agentEnv, _ := os.ReadFile(filepath.Join(e.runDir, "agent.env"))
+	for _, w := range []string{`BURST_NODE_NAME="gpu-7"`, `BURST_CREDENTIAL_FILE="` + filepath.Join(e.runDir, "agent.credential") + `"`} {
+		if !strings.Contains(string(agentEnv), w+"\n") {
+			t.Errorf("agent.env lacks %s:\n%s", w, agentEnv)
+		}
+	}
+	if strings.Contains(string(agentEnv), e.ud.Agent.Credential) {
+		t.Error("agent.env carries the credential itself")
+	}
+	// munged (running as user munge under systemd) must own the key.
+	if st, err := os.Stat(e.ud.Munge.KeyPath); err != nil {
+		t.Fatal(err)
+	} else if u, err := user.Lookup("munge"); err == nil && fmt.Sprint(st.Sys().(*syscall.Stat_t).Uid) != u.Uid {
+		t.Errorf("munge key owned by uid %d, want munge (%s)", st.Sys().(*syscall.Stat_t).Uid, u.Uid)
+	}
+	if st, err := os.Stat(filepath.Dir(e.ud.Munge.KeyPath)); err == nil {
+		if u, err := user.Lookup("munge"); err == nil && fmt.Sprint(st.Sys().(*syscall.Stat_t).Uid) != u.Uid {
+			t.Errorf("key directory created for munge is owned by uid %d", st.Sys().(*syscall.Stat_t).Uid)
+		}
+	}
+	if !rep.OK {
+		t.Fatalf("report %+v", rep)
 	}
 }

@@ -172,7 +172,11 @@ func installSecretFile(path string, data []byte, uid, gid int) error {
 	if err := os.MkdirAll(filepath.Dir(filepath.Dir(path)), 0o755); err != nil {
 		return err
 	}
-	if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(filepath.Dir(path), 0o700); err == nil && uid >= 0 {
+		if err := os.Chown(filepath.Dir(path), uid, gid); err != nil {
+			return err
+		}
+	} else if err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".key.*")
