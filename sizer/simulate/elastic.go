@@ -99,7 +99,6 @@ type elastic struct {
 	c         clock
 	tl        *tally
 	idle      map[string][]*node // by instance type name; stale entries skipped lazily
-	nodes     int
 	spotSeq   int
 	allowSpot bool
 	window    time.Duration
@@ -286,7 +285,6 @@ func (e *elastic) place(js *jobState) {
 
 func (e *elastic) launch(off Offering) *node {
 	n := &node{off: off, gpus: off.Type.GPUs, launch: e.c.now, state: nodeBooting}
-	e.nodes++
 	e.tl.launches++
 	e.tl.rate += off.USDPerHour / 3600
 	e.tl.gpusBilled += n.gpus

@@ -26,7 +26,6 @@ import (
 // that still fit); a larger job takes ceil(GPUs / node GPUs) empty nodes.
 
 type staticJob struct {
-	js     *trace.Job
 	submit float64
 	start  float64
 	alloc  []staticAlloc
@@ -184,7 +183,7 @@ func runStatic(o Options, jobs []trace.Job, t0 time.Time, span float64) (*tally,
 	var c clock
 	sj := make([]staticJob, len(jobs))
 	for i := range jobs {
-		sj[i] = staticJob{js: &jobs[i], submit: jobs[i].Submit.Sub(t0).Seconds(), start: -1}
+		sj[i] = staticJob{submit: jobs[i].Submit.Sub(t0).Seconds(), start: -1}
 	}
 	// Jobs are referenced by index through event.gen (the static loop has
 	// no generations), so the queue stays a slice of ints.
