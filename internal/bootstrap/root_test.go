@@ -424,6 +424,14 @@ func TestRootSystemdMode(t *testing.T) {
 	}
 	t.Cleanup(func() { stopCmd(munged) })
 	e.opts.Exec = ExecSystemd
+	// The production path refuses the test switch.
+	e.ud.Test = &userdata.Test{LocalFSDir: e.localFS}
+	e.writeUD(t)
+	if _, err := RunReport(context.Background(), e.opts); err == nil || !strings.Contains(err.Error(), "test section") {
+		t.Fatalf("systemd mode accepted a test section: %v", err)
+	}
+	e.ud.Test = nil
+	e.writeUD(t)
 	e.opts.Commands.Systemctl = e.script(t, "systemctl", `#!/bin/sh
 echo "systemctl $*" >> @SEQ@
 `)

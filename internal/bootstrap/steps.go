@@ -42,6 +42,10 @@ func (b *boot) readUserData(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if ud.Test != nil && b.o.Exec == ExecSystemd {
+		return "", fmt.Errorf("user data has a test section (test.local_fs_dir %q), which only the test harness's direct mode accepts: "+
+			"remove the test settings from burst.yaml", ud.Test.LocalFSDir)
+	}
 	b.ud, b.haveUD = ud, true
 	if ud.Slurm.ConfMode == userdata.ConfFile {
 		b.slurmConf = ud.Slurm.ConfPath
