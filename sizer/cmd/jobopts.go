@@ -21,11 +21,17 @@ func parseGresGPUs(s string) (model string, count int, err error) {
 			if g.Type != "" {
 				model = g.Type
 			}
+			if g.Count > maxCount || count+int(g.Count) > maxCount {
+				return "", 0, fmt.Errorf("GPU count in %q is implausibly large", s)
+			}
 			count += int(g.Count)
 		}
 	}
 	return model, count, nil
 }
+
+// maxCount bounds GPU and node counts read from options.
+const maxCount = 1 << 20
 
 // parseGPUSpec parses --gpus / --gpus-per-node values: "4", "a100:4",
 // "gpu:a100:4", "gres:gpu:4".
@@ -39,13 +45,15 @@ func parseGPUSpec(s string) (model string, count int, err error) {
 	}
 	switch len(rest) {
 	case 1:
-		if n, err := strconv.Atoi(rest[0]); err == nil && n >= 0 {
+		if n, err := strconv.Atoi(rest[0]); err == nil && n >= 0 && n <= maxCount {
 			return "", n, nil
+		} else if err == nil {
+			return "", 0, fmt.Errorf("GPU count %q is out of range", rest[0])
 		}
 		return rest[0], 1, nil
 	case 2:
 		n, err := strconv.Atoi(rest[1])
-		if err != nil || n < 0 {
+		if err != nil || n < 0 || n > maxCount {
 			return "", 0, fmt.Errorf("GPU count %q in %q is not a number", rest[1], s)
 		}
 		return rest[0], n, nil
@@ -57,7 +65,7 @@ func parseGPUSpec(s string) (model string, count int, err error) {
 func parseNodes(s string) (int, error) {
 	lo, _, _ := strings.Cut(strings.TrimSpace(s), "-")
 	n, err := strconv.Atoi(lo)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || n > maxCount {
 		return 0, fmt.Errorf("--nodes=%q is not a node count", s)
 	}
 	return n, nil
@@ -75,7 +83,7 @@ func parseSlurmTime(s string) (time.Duration, error) {
 	bad := fmt.Errorf("--time=%q is not a Slurm time (minutes, HH:MM:SS or D-HH:MM:SS)", s)
 	atoi := func(x string) (int, bool) {
 		n, err := strconv.Atoi(x)
-		return n, err == nil && n >= 0
+		return n, err == nil && n >= 0 && n <= 1_000_000
 	}
 	var days int
 	rest := s
@@ -139,7 +147,7 @@ func parseMemMiB(s string) (int, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 {
+	if err != nil || f < 0 || f*mult > 1<<40 {
 		return 0, fmt.Errorf("--mem=%q is not a memory size", s)
 	}
 	return int(f * mult), nil
