@@ -34,7 +34,11 @@ func (s *Server) startIMDS(in *instance) (string, error) {
 	if in.State == "terminated" {
 		return "", fmt.Errorf("metadata endpoint for %s: instance is terminated", in.ID)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	host := s.opts.IMDSHost
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", fmt.Errorf("starting metadata endpoint for %s: %w", in.ID, err)
 	}

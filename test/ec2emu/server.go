@@ -111,6 +111,10 @@ type Options struct {
 	// SpotPrice overrides the spot price of a type in a zone (USD/hour).
 	SpotPrice func(instanceType, zone string) float64
 	Logger    *slog.Logger
+	// IMDSHost is the address instance metadata listeners bind (default
+	// 127.0.0.1); the end-to-end harness uses its bridge address so agents
+	// inside node network namespaces reach their metadata.
+	IMDSHost string
 }
 
 // Instance is an emulated instance as hooks and tests see it.

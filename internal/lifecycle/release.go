@@ -1,0 +1,228 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/hostlist"
+	"github.com/burst-hpc/burst/internal/slurm"
+)
+
+// Suspender terminates the instances of nodes Slurm powers down.
+type Suspender struct {
+	Cfg      *config.Config
+	Cloud    cloud.Provider
+	Recorder Recorder // may be nil
+	Log      *slog.Logger
+	Now      func() time.Time
+}
+
+// Suspend handles SuspendProgram and ResumeFailProgram: it terminates the
+// nodes' live instances (batched by the provider) and records the end of
+// each. Nodes with no instance are fine: there is nothing to release.
+func (s *Suspender) Suspend(ctx context.Context, arg string) ([]cloud.Instance, error) {
+	log, now := logOr(s.Log), nowOr(s.Now)
+	nodes, err := hostlist.Expand(arg)
+	if err != nil {
+		return nil, fmt.Errorf("reading the node list Slurm passed: %w", err)
+	}
+	t0 := now()
+	gone, err := s.Cloud.Terminate(ctx, nodes)
+	log.Info("terminate", "nodes", arg, "instances", len(gone), "seconds", now().Sub(t0).Seconds(), "err", err)
+	for _, in := range gone {
+		log.Info("released", "node", in.Node, "instance_id", in.ID, "type", in.InstanceType, "capacity", in.Capacity,
+			"launched", in.LaunchTime, "seconds_billed", now().Sub(in.LaunchTime).Seconds())
+		if s.Recorder != nil {
+			if rerr := s.Recorder.Terminated(ctx, in.ID, now()); rerr != nil {
+				log.Warn("recording termination", "instance_id", in.ID, "err", rerr)
+			}
+		}
+	}
+	if err != nil {
+		return gone, fmt.Errorf("terminating instances of %s: %w", arg, err)
+	}
+	return gone, nil
+}
+
+// busyFlags are node state flags that mean "not ready for a job yet".
+var busyFlags = []string{"POWERING_UP", "POWERED_DOWN", "NOT_RESPONDING", "POWER_DOWN", "POWERING_DOWN"}
+
+// WaitNodes is the PrologSlurmctld mode of burst-resume: it returns as soon
+// as every node of the job has registered, so slurmctld launches the batch
+// job at once instead of on its next 30-second pass. It never fails the
+// job: on timeout or error it returns and Slurm's own timers apply.
+func WaitNodes(ctx context.Context, sl Slurm, nodelist string, timeout, poll time.Duration, log *slog.Logger) (ready bool, err error) {
+	log = logOr(log)
+	nodes, err := hostlist.Expand(nodelist)
+	if err != nil || len(nodes) == 0 {
+		return false, fmt.Errorf("reading the job's node list %q: %w", nodelist, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	for {
+		ns, err := sl.Nodes(ctx, nodes...)
+		if err == nil {
+			waiting := 0
+			for _, n := range ns {
+				if isBusy(n) {
+					waiting++
+				}
+				if n.State == "DOWN" || n.HasFlag("DRAIN") && n.HasFlag("POWER_DOWN") {
+					log.Warn("a node of the job failed; leaving it to Slurm", "node", n.Name, "state", n.StateString(), "reason", n.Reason)
+					return false, nil
+				}
+			}
+			if waiting == 0 && len(ns) == len(nodes) {
+				return true, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-time.After(poll):
+		}
+	}
+}
+
+func isBusy(n slurm.Node) bool {
+	for _, f := range busyFlags {
+		if n.HasFlag(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// Releaser is the EpilogSlurmctld mode of burst-suspend: event-driven
+// release of a finished job's nodes.
+type Releaser struct {
+	Cfg   *config.Config
+	Slurm Slurm
+	Log *slog.Logger
+	// Linger starts a detached process that powers nodes down after the
+	// warm-reuse window unless a job took them (see Linger).
+	Linger func(nodes []string, until time.Time) error
+	Now    func() time.Time
+}
+
+// Release powers the job's nodes down now (POWER_DOWN_ASAP: Slurm calls
+// SuspendProgram within a second), except nodes a waiting job could use
+// within the warm-reuse window, which stay up for that window.
+func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (kept, released []string, err error) {
+	log, now := logOr(r.Log), nowOr(r.Now)
+	if !r.Cfg.Teardown.ReleaseOnCompletion || nodelist == "" {
+		return nil, nil, nil
+	}
+	nodes, err := hostlist.Expand(nodelist)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the job's node list %q: %w", nodelist, err)
+	}
+	var ours []string
+	for _, n := range nodes {
+		if _, ok := r.Cfg.ClassOfNode(n); ok {
+			ours = append(ours, n)
+		}
+	}
+	if len(ours) == 0 {
+		return nil, nil, nil
+	}
+	if w := r.Cfg.Teardown.WarmReuse.Duration; w > 0 && r.Linger != nil {
+		pending, err := r.Slurm.Jobs(ctx)
+		if err != nil {
+			log.Warn("listing pending jobs for warm reuse; releasing", "err", err)
+		}
+		claimed := map[uint32]bool{}
+		for _, n := range ours {
+			cl, _ := r.Cfg.ClassOfNode(n)
+			if j := waitingFor(pending, cl, jobID, claimed); j != 0 {
+				claimed[j] = true
+				kept = append(kept, n)
+				log.Info("keeping node warm for a waiting job", "node", n, "job", jobID, "waiting_job", j, "window", w)
+				continue
+			}
+			released = append(released, n)
+		}
+		if len(kept) > 0 {
+			if err := r.Linger(kept, now().Add(w)); err != nil {
+				log.Warn("cannot keep nodes warm; releasing them", "err", err)
+				released, kept = append(released, kept...), nil
+			}
+		}
+	} else {
+		released = ours
+	}
+	if len(released) == 0 {
+		return kept, nil, nil
+	}
+	hl, err := hostlist.Compress(released)
+	if err != nil {
+		hl = strings.Join(released, ",")
+	}
+	err = r.Slurm.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{hl}, State: "POWER_DOWN_ASAP",
+		Reason: fmt.Sprintf("burst: job %d ended", jobID)})
+	log.Info("released at job end", "job", jobID, "nodes", hl, "err", err)
+	return kept, released, err
+}
+
+// waitingFor returns a pending job (not yet given nodes) that a node of the
+// class could run, 0 when none.
+func waitingFor(jobs []slurm.Job, cl *config.Class, done uint32, claimed map[uint32]bool) uint32 {
+	for _, j := range jobs {
+		if j.ID == done || claimed[j.ID] || j.State != "PENDING" || j.Nodes != "" {
+			continue
+		}
+		switch j.Reason {
+		case "Resources", "Priority", "None", "":
+		default:
+			continue // held, dependency, begin time, ...
+		}
+		if j.NodeCount > 1 {
+			continue
+		}
+		if g := j.GPUsPerNode(); g > uint64(cl.GPUsPerNode) {
+			continue
+		}
+		if f := j.Features; f != "" && !strings.Contains(f, cl.Name) && !strings.Contains(f, cl.GPUModel) {
+			continue
+		}
+		for _, gr := range j.GRESPerNode {
+			if gr.Type != "" && gr.Type != cl.GPUModel {
+				goto next
+			}
+		}
+		return j.ID
+	next:
+	}
+	return 0
+}
+
+// LingerOnce powers down the nodes that are still idle; run by the detached
+// process Releaser.Linger starts, after the warm-reuse window.
+func LingerOnce(ctx context.Context, sl Slurm, nodes []string, log *slog.Logger) ([]string, error) {
+	log = logOr(log)
+	ns, err := sl.Nodes(ctx, nodes...)
+	if err != nil {
+		return nil, fmt.Errorf("reading node states: %w", err)
+	}
+	var idle []string
+	for _, n := range ns {
+		if n.State == "IDLE" && !isBusy(n) {
+			idle = append(idle, n.Name)
+		}
+	}
+	if len(idle) == 0 {
+		log.Info("warm nodes were reused", "nodes", strings.Join(nodes, ","))
+		return nil, nil
+	}
+	err = sl.UpdateNodes(ctx, slurm.NodeUpdate{Names: idle, State: "POWER_DOWN_ASAP", Reason: "burst: warm-reuse window over"})
+	log.Info("warm-reuse window over", "released", strings.Join(idle, ","), "err", err)
+	return idle, err
+}
