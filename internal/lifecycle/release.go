@@ -106,7 +106,7 @@ func isBusy(n slurm.Node) bool {
 type Releaser struct {
 	Cfg   *config.Config
 	Slurm Slurm
-	Log *slog.Logger
+	Log   *slog.Logger
 	// Linger starts a detached process that powers nodes down after the
 	// warm-reuse window unless a job took them (see Linger).
 	Linger func(nodes []string, until time.Time) error
