@@ -23,16 +23,14 @@ cat > /etc/apt/apt.conf.d/20auto-upgrades <<'CONF'
 APT::Periodic::Update-Package-Lists "0";
 APT::Periodic::Unattended-Upgrade "0";
 CONF
-# wait for any apt run cloud-init or the timers started before we masked them
-for _ in $(seq 1 120); do
-  fuser /var/lib/dpkg/lock-frontend /var/lib/apt/lists/lock >/dev/null 2>&1 || break
-  sleep 2
-done
+# Wait (up to 10 min) for a dpkg lock held by cloud-init or a timer started
+# before we masked it, in this and every later script.
+echo 'DPkg::Lock::Timeout "600";' > /etc/apt/apt.conf.d/90burst-lock-timeout
 
 log "installing base packages"
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
-  ca-certificates curl gnupg jq chrony numactl hwloc pciutils psmisc \
+  ca-certificates curl gnupg jq chrony numactl hwloc pciutils \
   nfs-common rsync util-linux kmod perl
 
 # Kernel: newest linux-aws, then held, so DKMS (NVIDIA) and the FSx Lustre

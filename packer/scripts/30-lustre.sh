@@ -20,5 +20,5 @@ if ! apt-cache show "lustre-client-modules-$kernel" >/dev/null 2>&1; then
   echo "burst-image 30-lustre: use a base AMI with a kernel FSx supports" >&2
   exit 1
 fi
-apt-get install -y -q "lustre-client-modules-$kernel" lustre-client-utils
+apt-get install -y -q "lustre-client-modules-$kernel"
 log "installed $(modinfo -k "$kernel" -F version lustre)"

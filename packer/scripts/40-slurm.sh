@@ -40,11 +40,16 @@ else
   echo "$SLURM_SHA256  $tarball" | sha256sum -c --quiet - ||
     { echo "burst-image 40-slurm: checksum mismatch for slurm-$SLURM_VERSION.tar.bz2 (variable slurm_sha256)" >&2; exit 1; }
   tar -xjf "$tarball" -C "$build"
+  # Ubuntu installs PMIx under a versioned directory configure does not search
+  pmix=()
+  for d in /usr/lib/x86_64-linux-gnu/pmix2 /usr/lib/x86_64-linux-gnu/pmix; do
+    if [ -f "$d/include/pmix.h" ] || [ -f "$d/lib/libpmix.so" ]; then pmix=(--with-pmix="$d"); break; fi
+  done
   (
     cd "$build/slurm-$SLURM_VERSION"
     ./configure --quiet --prefix=/usr --sysconfdir=/etc/slurm --libdir=/usr/lib/x86_64-linux-gnu \
       --with-munge --with-hwloc --with-json --with-yaml --with-http-parser --with-jwt \
-      --with-pmix=/usr/lib/x86_64-linux-gnu/pmix2 --with-nvml --enable-pam
+      --with-nvml --enable-pam "${pmix[@]}"
     make -j"$(nproc)" >/dev/null
     make install >/dev/null
   )
