@@ -163,10 +163,11 @@ func (e *rootEnv) teardown(t *testing.T) {
 		}
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
+	if err := Unmount(e.mountPoint); err != nil {
+		t.Errorf("teardown: %v", err)
+	}
 	if ok, _ := isMountPoint(e.mountPoint); ok {
-		if out, err := exec.Command("/usr/bin/umount", e.mountPoint).CombinedOutput(); err != nil {
-			t.Errorf("unmounting %s: %v %s", e.mountPoint, err, out)
-		}
+		t.Errorf("teardown: %s still mounted after Unmount", e.mountPoint)
 	}
 }
 

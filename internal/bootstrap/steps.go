@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -649,4 +650,18 @@ func waitFor(ctx context.Context, limit time.Duration, ok func() bool) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// Unmount detaches the file system mounted on mountPoint (FSx, or the test
+// switch's bind mount); not being a mount point is not an error. The test
+// harness calls it when it tears an instance down.
+func Unmount(mountPoint string) error {
+	ok, err := isMountPoint(mountPoint)
+	if err != nil || !ok {
+		return err
+	}
+	if err := syscall.Unmount(mountPoint, syscall.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmounting %s: %w", mountPoint, err)
+	}
+	return nil
 }
