@@ -236,7 +236,11 @@ function slurm_cli_pre_submit(options, pack_offset)
 		return slurm.ERROR
 	end
 	if ans["action"] == "apply" then
+		-- The GPU request goes back in the option the job used: Slurm
+		-- refuses --gres mixed with --gpus or --gpus-per-node.
 		if ans["gres"] ~= nil and ans["gres"] ~= "" then options["gres"] = ans["gres"] end
+		if ans["gpus"] ~= nil and ans["gpus"] ~= "" then options["gpus"] = ans["gpus"] end
+		if ans["gpus_per_node"] ~= nil and ans["gpus_per_node"] ~= "" then options["gpus-per-node"] = ans["gpus_per_node"] end
 		if ans["constraint"] ~= nil and ans["constraint"] ~= "" then options["constraint"] = ans["constraint"] end
 		if ans["partition"] ~= nil and ans["partition"] ~= "" then options["partition"] = ans["partition"] end
 	end

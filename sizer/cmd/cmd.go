@@ -190,10 +190,17 @@ func runRoute(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	d, via, err := decide(c.Context, st, job, c.Duration("timeout"), c.Bool("local"))
+	d, _, err := decide(c.Context, st, job, c.Duration("timeout"), c.Bool("local"))
 	out := c.App.Writer
 	if c.Bool("filter") {
-		return writeFilter(out, st, job, d, via, err)
+		opt := "gres"
+		switch {
+		case c.String("gpus-per-node") != "":
+			opt = "gpus-per-node"
+		case c.String("gpus") != "":
+			opt = "gpus"
+		}
+		return writeFilter(out, st, job, opt, d, err)
 	}
 	if err != nil {
 		code := ExitError
@@ -273,8 +280,10 @@ const FilterHeader = "burst-sizer-filter 1"
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // writeFilter prints the answer cli_filter.lua reads: a header, then
-// action=apply|refuse|pass and gres, constraint, partition, message.
-func writeFilter(w io.Writer, st *settings, job api.JobRequest, d policy.Decision, via string, err error) error {
+// action=apply|refuse, the GPU request in the option the job used (gres,
+// gpus or gpus_per_node: Slurm refuses --gres mixed with --gpus), and
+// constraint, partition, message.
+func writeFilter(w io.Writer, st *settings, job api.JobRequest, gpuOpt string, d policy.Decision, err error) error {
 	var b strings.Builder
 	b.WriteString(FilterHeader + "\n")
 	switch {
@@ -299,7 +308,14 @@ func writeFilter(w io.Writer, st *settings, job api.JobRequest, d policy.Decisio
 				part = "" // already bound for a partition holding the class
 			}
 		}
-		fmt.Fprintf(&b, "action=apply\ngres=%s\n", d.Gres)
+		switch gpuOpt {
+		case "gpus-per-node":
+			fmt.Fprintf(&b, "action=apply\ngpus_per_node=%s:%d\n", d.GPUModel, d.GPUsPerNode)
+		case "gpus":
+			fmt.Fprintf(&b, "action=apply\ngpus=%s:%d\n", d.GPUModel, d.GPUsPerNode*max(d.Nodes, 1))
+		default:
+			fmt.Fprintf(&b, "action=apply\ngres=%s\n", d.Gres)
+		}
 		if constraint != "" {
 			fmt.Fprintf(&b, "constraint=%s\n", constraint)
 		}

@@ -22,7 +22,7 @@ func TestParseSlurmTime(t *testing.T) {
 	cases := map[string]time.Duration{
 		"30": 30 * time.Minute, "30:15": 30*time.Minute + 15*time.Second, "2:00:00": 2 * time.Hour,
 		"1-0": 24 * time.Hour, "1-2:30": 26*time.Hour + 30*time.Minute, "2-01:02:03": 49*time.Hour + 2*time.Minute + 3*time.Second,
-		"UNLIMITED": 0, "unset": 0, "INFINITE": 0,
+		"UNLIMITED": 0, "unset": 0, "INFINITE": 0, "2982616-04:14:00": 0,
 	}
 	for in, want := range cases {
 		got, err := parseSlurmTime(in)
@@ -107,7 +107,7 @@ func TestWriteFilter(t *testing.T) {
 	}
 	for i, c := range cases {
 		var b bytes.Buffer
-		if err := writeFilter(&b, s, c.job, d, "local", nil); err != nil {
+		if err := writeFilter(&b, s, c.job, "gres", d, nil); err != nil {
 			t.Fatal(err)
 		}
 		out := b.String()
@@ -134,18 +134,26 @@ func TestWriteFilter(t *testing.T) {
 			t.Errorf("%d: newline leaked into the message", i)
 		}
 	}
+	d.Nodes = 2
+	for opt, want := range map[string]string{"gpus": "\ngpus=l4:2\n", "gpus-per-node": "\ngpus_per_node=l4:1\n"} {
+		var b bytes.Buffer
+		writeFilter(&b, s, api.JobRequest{}, opt, d, nil)
+		if !strings.Contains(b.String(), want) || strings.Contains(b.String(), "gres=") {
+			t.Errorf("%s: %q", opt, b.String())
+		}
+	}
 	var b bytes.Buffer
-	writeFilter(&b, s, api.JobRequest{}, policy.Decision{Refused: true, RefuseMessage: "over\nbudget"}, "local", nil)
+	writeFilter(&b, s, api.JobRequest{}, "gres", policy.Decision{Refused: true, RefuseMessage: "over\nbudget"}, nil)
 	if b.String() != FilterHeader+"\naction=refuse\nmessage=over budget\n" {
 		t.Errorf("refusal: %q", b.String())
 	}
 	b.Reset()
-	writeFilter(&b, s, api.JobRequest{}, policy.Decision{}, "local", policy.ErrNoClass)
+	writeFilter(&b, s, api.JobRequest{}, "gres", policy.Decision{}, policy.ErrNoClass)
 	if !strings.Contains(b.String(), "action=refuse") {
 		t.Errorf("no class: %q", b.String())
 	}
 	b.Reset()
-	if err := writeFilter(&b, s, api.JobRequest{}, policy.Decision{}, "local", errors.New("boom")); err == nil || b.Len() != 0 {
+	if err := writeFilter(&b, s, api.JobRequest{}, "gres", policy.Decision{}, errors.New("boom")); err == nil || b.Len() != 0 {
 		t.Errorf("other errors must print nothing and fail (filter passes the job): %q %v", b.String(), err)
 	}
 }

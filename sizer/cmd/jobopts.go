@@ -73,11 +73,15 @@ func parseNodes(s string) (int, error) {
 
 // parseSlurmTime reads a Slurm time limit: minutes, minutes:seconds,
 // hours:minutes:seconds, days-hours, days-hours:minutes,
-// days-hours:minutes:seconds; "UNLIMITED", "INFINITE" and "unset" give 0.
+// days-hours:minutes:seconds; "UNLIMITED", "INFINITE", "unset" and Slurm's
+// formatted NO_VAL give 0.
 func parseSlurmTime(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	switch strings.ToLower(s) {
-	case "", "unlimited", "infinite", "unset":
+	case "", "unlimited", "infinite", "unset",
+		// cli_filter reports an unset --time as Slurm's NO_VAL (and
+		// INFINITE) minutes, formatted: 2982616-04:14:00 (04:15:00).
+		"2982616-04:14:00", "2982616-04:15:00":
 		return 0, nil
 	}
 	bad := fmt.Errorf("--time=%q is not a Slurm time (minutes, HH:MM:SS or D-HH:MM:SS)", s)

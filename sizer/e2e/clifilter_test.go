@@ -107,7 +107,12 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lua, err := clifilter.Render(clifilter.Options{SizerPath: bin, GlobalArgs: []string{"--config", cfgPath}, Partitions: []string{"gpu"}, DefaultPartition: "gpu", Timeout: 20 * time.Second})
+	sizerPath := bin
+	if os.Getenv("BURST_E2E_TRACE") != "" {
+		sizerPath = filepath.Join(dir, "trace.sh")
+		os.WriteFile(sizerPath, []byte("#!/bin/sh\nfor a in \"$@\"; do printf '[%s] ' \"$a\"; done >> "+os.Getenv("BURST_E2E_TRACE")+"; echo >> "+os.Getenv("BURST_E2E_TRACE")+"\nexec "+bin+" \"$@\" 2>>"+os.Getenv("BURST_E2E_TRACE")+"\n"), 0o755)
+	}
+	lua, err := clifilter.Render(clifilter.Options{SizerPath: sizerPath, GlobalArgs: []string{"--config", cfgPath}, Partitions: []string{"gpu"}, DefaultPartition: "gpu", Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +176,22 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		c.Run(ctx, "scancel", id)
 	})
 
+	t.Run("--gpus and --gpus-per-node requests", func(t *testing.T) {
+		for _, opt := range []string{"--gpus=1", "--gpus-per-node=1"} {
+			id, se, err := run(opt, "--account=rich", "--comment="+comment, "--wrap=true")
+			if err != nil {
+				t.Errorf("sbatch %s: %v\n%s", opt, err, se)
+				continue
+			}
+			job := show(id)
+			t.Logf("%s: %s", opt, job)
+			if !strings.Contains(job, "Features="+want.Constraint+" ") || !strings.Contains(job, "gres:gpu:"+want.GPUModel+":1") {
+				t.Errorf("sbatch %s: constraint or GPU type not applied", opt)
+			}
+			c.Run(ctx, "scancel", id)
+		}
+	})
+
 	t.Run("over-budget account refused", func(t *testing.T) {
 		id, se, err := run("--gres=gpu:1", "--account=broke", "--wrap=true")
 		if err == nil {
@@ -224,6 +245,40 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		if strings.Contains(job, "Features="+want.Constraint) || !strings.Contains(se, "did not answer") {
 			t.Errorf("job changed or user not told: %s / %q", job, se)
 		}
+		c.Run(ctx, "scancel", id)
+	})
+
+	t.Run("sizer timeout lets the job through unchanged", func(t *testing.T) {
+		slow := filepath.Join(dir, "slow-sizer.sh")
+		if err := os.WriteFile(slow, []byte("#!/bin/sh\n# answers only after 30 s: a refusal, so a timeout that did not fire fails the test\nsleep 30\nprintf 'burst-sizer-filter 1\\naction=refuse\\nmessage=too late\\n'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		slowLua, err := clifilter.Render(clifilter.Options{SizerPath: slow, Partitions: []string{"gpu"}, DefaultPartition: "gpu", Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		luaPath := filepath.Join(filepath.Dir(c.ConfPath()), "cli_filter.lua")
+		if err := os.WriteFile(luaPath, slowLua, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Slurm reloads the script when its mtime changes; make sure it does.
+		future := time.Now().Add(2 * time.Second)
+		os.Chtimes(luaPath, future, future)
+		defer func() {
+			os.WriteFile(luaPath, lua, 0o644)
+			later := time.Now().Add(4 * time.Second)
+			os.Chtimes(luaPath, later, later)
+		}()
+		t0 := time.Now()
+		id, se, err := run("--gres=gpu:1", "--account=broke", "--wrap=true")
+		took := time.Since(t0)
+		if err != nil {
+			t.Fatalf("sbatch with a hung sizer should pass: %v\n%s", err, se)
+		}
+		if job := show(id); strings.Contains(job, "Features=a10g") || strings.Contains(job, "Features=l4") || !strings.Contains(se, "did not answer") {
+			t.Errorf("job changed or user not told: %s / %q", job, se)
+		}
+		t.Logf("sbatch returned after %v with the sizer hung", took.Round(time.Millisecond))
 		c.Run(ctx, "scancel", id)
 	})
 
