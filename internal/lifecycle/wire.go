@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
-	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cloud"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
@@ -28,6 +27,7 @@ import (
 	"github.com/burst-hpc/burst/sizer/api"
 	"github.com/burst-hpc/burst/sizer/auth"
 	"github.com/burst-hpc/burst/sizer/client"
+	sizercmd "github.com/burst-hpc/burst/sizer/cmd"
 	"github.com/burst-hpc/burst/sizer/policy"
 )
 
@@ -84,7 +84,7 @@ func Open(ctx context.Context, cfgPath, prog string) (*Stack, error) {
 			log.Warn("sizer client", "err", err)
 		}
 	}
-	s.Policy, err = PolicyFromConfig(cfg)
+	s.Policy, err = sizercmd.PolicyFromConfig(cfg)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -119,25 +119,6 @@ func NewEC2Client(ctx context.Context, cfg *config.Config) (*ec2.Client, error) 
 			o.BaseEndpoint = aws.String(cfg.Cluster.EC2Endpoint)
 		}
 	}), nil
-}
-
-// PolicyFromConfig builds the sizing policy from burst.yaml's classes.
-func PolicyFromConfig(cfg *config.Config) (*policy.Policy, error) {
-	cat := catalog.Default()
-	var classes []policy.Class
-	for i := range cfg.Classes {
-		c := &cfg.Classes[i]
-		pc := policy.Class{Name: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Capacity: policy.Capacity(c.Capacity)}
-		for _, t := range c.Candidates(cat) {
-			pc.InstanceTypes = append(pc.InstanceTypes, t.Name)
-		}
-		classes = append(classes, pc)
-	}
-	p, err := policy.New(cat, cfg.Cluster.Region, classes, policy.DefaultParams())
-	if err != nil {
-		return nil, fmt.Errorf("building the sizing policy from %s: %w", cfg.Source, err)
-	}
-	return p, nil
 }
 
 // FallbackRanker asks the sizer and, when it does not answer in time, ranks

@@ -27,6 +27,7 @@ import (
 	"github.com/burst-hpc/burst/sizer/policy"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/server"
+	"github.com/burst-hpc/burst/sizer/simulate"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -76,7 +77,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "burst.yaml (default: $BURST_CONFIG, burst.yaml beside $SLURM_CONF, /etc/burst/burst.yaml)"},
 		},
-		Commands: []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand()},
+		Commands: []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), simulate.Command()},
 	}
 }
 

@@ -91,3 +91,10 @@ func (s *settings) serverOptions() server.Options {
 		Zones:     s.zones,
 	}
 }
+
+// PolicyFromConfig is the sizing policy for burst.yaml, built exactly as
+// burst-sizer builds it; burst-resume ranks with it when the daemon does not
+// answer (one policy, never two).
+func PolicyFromConfig(cfg *config.Config) (*policy.Policy, error) {
+	return settingsFrom(cfg, catalog.Default()).policy()
+}
