@@ -103,18 +103,24 @@ name=$(basename "$0")
 [ -S @SOCK@ ] && echo "$name: munge-up" >> @SEQ@
 [ -f @MP@/marker ] && echo "$name: fsx-mounted" >> @SEQ@
 [ -d @CKPT@ ] && echo "$name: ckpt-root" >> @SEQ@
-date +%s.%N > @DIR@/$name.started
-grep -E '^Sig(Blk|Ign)' /proc/$$/status > @DIR@/$name.sig
+# read our own status with builtins only: a forked grep could catch dash in
+# its fork window, when it blocks every signal
+while IFS= read -r l; do case $l in SigBlk:*|SigIgn:*) echo "$l" ;; esac; done < /proc/$$/status > @DIR@/$name.sig
 env | grep '^BURST_' | sort > @DIR@/$name.env
+date +%s.%N > @DIR@/$name.started.tmp
+mv @DIR@/$name.started.tmp @DIR@/$name.started
 if [ -e @DIR@/FAIL_$name ]; then echo "$name: fatal: Unable to establish controller connection" >&2; exit 1; fi
 exec sleep 300
 `
 
-// fakeScontrol answers `show node` with the state in @DIR@/STATE (default
-// IDLE+CLOUD) and records an update's arguments and SLURM_CONF.
+// fakeScontrol answers `show node` with the state in @DIR@/STATE, or like
+// slurmctld: registered once the fake slurmd has started, powering up before.
+// It records an update's arguments and SLURM_CONF.
 const fakeScontrol = `#!/bin/sh
 if [ "$1" = show ]; then
-  st=IDLE+CLOUD; [ -f @DIR@/STATE ] && st=$(cat @DIR@/STATE)
+  if [ -f @DIR@/STATE ]; then st=$(cat @DIR@/STATE)
+  elif [ -f @DIR@/slurmd.started ]; then st=IDLE+CLOUD
+  else st=IDLE+CLOUD+NOT_RESPONDING+POWERING_UP; fi
   echo "NodeName=gpu-7 Arch=x86_64 CoresPerSocket=1 State=$st ThreadsPerCore=1 Reason=none [root@2026-11-29T14:00:00]"
   exit 0
 fi
@@ -425,6 +431,7 @@ func TestRootSystemdMode(t *testing.T) {
 	}
 	t.Cleanup(func() { stopCmd(munged) })
 	e.opts.Exec = ExecSystemd
+	os.WriteFile(filepath.Join(e.dir, "STATE"), []byte("IDLE+CLOUD"), 0o644) // no fake slurmd runs here
 	// The production path refuses the test switch.
 	e.ud.Test = &userdata.Test{LocalFSDir: e.localFS}
 	e.writeUD(t)
