@@ -88,8 +88,12 @@ type Options struct {
 	Exec ExecMode
 	// UserDataFile reads the user data from this file instead of IMDS.
 	UserDataFile string
+	// NodeName overrides the node identity (tests). Otherwise it is the user
+	// data's node_name, or for a fleet document the instance's burst:node tag
+	// or its ami-launch-index in burst:nodes, read from IMDS.
+	NodeName string
 	// IMDSEndpoint overrides the instance metadata endpoint used to read user
-	// data and instance-role credentials (default http://169.254.169.254).
+	// data, instance tags and instance-role credentials (default http://169.254.169.254).
 	IMDSEndpoint string
 	// RunDir holds env files, the agent credential, pid files, daemon logs
 	// (direct mode) and status.json (default /run/burst).

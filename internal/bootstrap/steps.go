@@ -43,6 +43,18 @@ func (b *boot) readUserData(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Which node is this instance? Options.NodeName, else the document's
+	// node_name, else (a fleet document) the instance's tags.
+	node := b.o.NodeName
+	if node == "" && ud.NodeName == "" {
+		if node, err = nodeFromIMDS(ctx, b.o.IMDSEndpoint); err != nil {
+			return "", fmt.Errorf("finding this instance's node name: %w", err)
+		}
+		b.log.Info("node name from instance tags", "node", node)
+	}
+	if ud, err = ud.ForNode(node); err != nil {
+		return "", err
+	}
 	if ud.Test != nil && b.o.Exec == ExecSystemd {
 		return "", fmt.Errorf("user data has a test section (test.local_fs_dir %q), which only the test harness's direct mode accepts: "+
 			"remove the test settings from burst.yaml", ud.Test.LocalFSDir)
@@ -81,7 +93,7 @@ func fetchIMDSUserData(ctx context.Context, endpoint string) ([]byte, error) {
 		}
 		cancel()
 		last = err
-		if strings.Contains(err.Error(), "StatusCode: 404") {
+		if isNotFound(err) {
 			return nil, fmt.Errorf("reading user data from IMDS: the instance has no user data (404); it must be launched by burst-resume: %w", err)
 		}
 		select {

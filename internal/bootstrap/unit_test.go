@@ -46,9 +46,11 @@ func testUD() userdata.UserData {
 		Cluster:  "lab",
 		IssuedAt: time.Now().Add(-time.Minute),
 		Slurm:    userdata.Slurm{Controllers: []string{"head", "10.1.2.3"}, Port: 16817},
-		Munge:    userdata.Munge{KeySource: "file:///etc/munge/munge.key", Socket: "/run/munge/munge.socket.2", KeyPath: "/etc/munge/munge.key"},
-		FSx:      userdata.FSx{DNSName: "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", MountName: "abcdef12", MountPoint: "/fsx", CheckpointRoot: "/fsx/ckpt"},
-		Agent:    userdata.Agent{SizerURL: "http://10.1.2.3:8080", Credential: "tok_0123456789abcdef", ReportInterval: userdata.Duration(15 * time.Second)},
+		// Not the host's key paths: a test that runs this far must not touch them.
+		Munge: userdata.Munge{KeySource: "file:///nonexistent/burst-test/cluster.key", Socket: "/run/munge/munge.socket.2",
+			KeyPath: "/nonexistent/burst-test/munge.key"},
+		FSx:   userdata.FSx{DNSName: "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", MountName: "abcdef12", MountPoint: "/fsx", CheckpointRoot: "/fsx/ckpt"},
+		Agent: userdata.Agent{SizerURL: "http://10.1.2.3:8080", Credential: "tok_0123456789abcdef", ReportInterval: userdata.Duration(15 * time.Second)},
 	}
 }
 

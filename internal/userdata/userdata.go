@@ -65,8 +65,16 @@ const (
 
 // UserData is everything a burst node needs to join the cluster.
 type UserData struct {
-	// NodeName is the Slurm node name (slurmd -N).
-	NodeName string `json:"node_name"`
+	// NodeName is the Slurm node name (slurmd -N) when the document is for
+	// one node; then Agent.Credential is that node's credential. Leave it
+	// empty and fill Nodes when one document serves a multi-node fleet.
+	NodeName string `json:"node_name,omitempty"`
+	// Nodes lists every node of a fleet with its agent credential: EC2 Fleet
+	// gives all of a fleet's instances the same user data, so each instance
+	// finds its own entry by its node name, which the bootstrap reads from the
+	// instance's tags (burst:node, or burst:nodes and ami-launch-index). Use
+	// either NodeName or Nodes; ForNode resolves a document for one node.
+	Nodes []NodeEntry `json:"nodes,omitempty"`
 	// Cluster is the Slurm ClusterName; recorded in logs and agent reports.
 	Cluster string `json:"cluster"`
 	// IssuedAt is when burst-resume launched the instance. The bootstrap starts
@@ -80,6 +88,12 @@ type UserData struct {
 	Agent    Agent     `json:"agent"`
 	// Test is set only by the end-to-end tests; nil in production.
 	Test *Test `json:"test,omitempty"`
+}
+
+// NodeEntry is one node of a fleet document.
+type NodeEntry struct {
+	Name       string `json:"name"`
+	Credential string `json:"credential"`
 }
 
 // Slurm says how slurmd finds its controller and configuration.
@@ -127,8 +141,9 @@ type FSx struct {
 type Agent struct {
 	// SizerURL is burst-sizer's base URL (http or https).
 	SizerURL string `json:"sizer_url"`
-	// Credential is this node's bearer token for the sizer API.
-	Credential string `json:"credential"`
+	// Credential is this node's bearer token for the sizer API (with
+	// NodeName; fleet documents carry one per entry in Nodes instead).
+	Credential string `json:"credential,omitempty"`
 	// IMDSEndpoint overrides the instance metadata endpoint (tests only; empty in production).
 	IMDSEndpoint string `json:"imds_endpoint,omitempty"`
 	// ReportInterval is how often the agent reports GPU utilisation (default 15s).
@@ -312,7 +327,37 @@ func (u *UserData) Validate() error {
 			add(field, "%q is not a clean absolute path below / (want %q)", v, path.Clean(v))
 		}
 	}
-	name("node_name", u.NodeName)
+	credential := func(field, c string) {
+		switch {
+		case c == "":
+			add(field, "missing")
+		case !credRE.MatchString(c):
+			add(field, "must be 16-512 characters of A-Z a-z 0-9 . _ ~ + / = - (value not shown)")
+		}
+	}
+	switch {
+	case u.NodeName == "" && len(u.Nodes) == 0:
+		add("node_name", "missing (or list the fleet's nodes in nodes)")
+	case u.NodeName != "" && len(u.Nodes) > 0:
+		add("nodes", "set together with node_name %q; use node_name for one node or nodes for a fleet", u.NodeName)
+	case u.NodeName != "":
+		name("node_name", u.NodeName)
+		credential("agent.credential", u.Agent.Credential)
+	default:
+		if u.Agent.Credential != "" {
+			add("agent.credential", "set in a fleet document; each entry of nodes carries its own")
+		}
+		seen := map[string]bool{}
+		for i, n := range u.Nodes {
+			f := fmt.Sprintf("nodes[%d]", i)
+			name(f+".name", n.Name)
+			if seen[n.Name] {
+				add(f+".name", "%q listed twice", n.Name)
+			}
+			seen[n.Name] = true
+			credential(f+".credential", n.Credential)
+		}
+	}
 	name("cluster", u.Cluster)
 	if u.IssuedAt.IsZero() {
 		add("issued_at", "missing (RFC 3339 time burst-resume launched the instance)")
@@ -416,12 +461,6 @@ func (u *UserData) Validate() error {
 	}
 	checkURL("agent.sizer_url", u.Agent.SizerURL, true)
 	checkURL("agent.imds_endpoint", u.Agent.IMDSEndpoint, false)
-	switch c := u.Agent.Credential; {
-	case c == "":
-		add("agent.credential", "missing")
-	case !credRE.MatchString(c):
-		add("agent.credential", "must be 16-512 characters of A-Z a-z 0-9 . _ ~ + / = - (value not shown)")
-	}
 	if ri := time.Duration(u.Agent.ReportInterval); ri < time.Second || ri > time.Hour {
 		add("agent.report_interval", "%s is outside 1s..1h", ri)
 	}
@@ -433,6 +472,30 @@ func (u *UserData) Validate() error {
 		return &ValidationError{Problems: p}
 	}
 	return nil
+}
+
+// ForNode returns the document resolved for one node: NodeName set, the
+// node's credential in Agent.Credential and Nodes empty. It fails when the
+// document is for another node or its fleet does not list node.
+func (u UserData) ForNode(node string) (UserData, error) {
+	if u.NodeName != "" {
+		if node != "" && node != u.NodeName {
+			return UserData{}, fmt.Errorf("user data is for node %q, but this instance is node %q", u.NodeName, node)
+		}
+		return u, nil
+	}
+	names := make([]string, 0, len(u.Nodes))
+	for _, n := range u.Nodes {
+		if n.Name == node {
+			u.NodeName, u.Agent.Credential, u.Nodes = n.Name, n.Credential, nil
+			return u, nil
+		}
+		names = append(names, n.Name)
+	}
+	if node == "" {
+		return UserData{}, fmt.Errorf("user data lists the fleet's nodes %s; the instance's node name is needed to pick one", strings.Join(names, ","))
+	}
+	return UserData{}, fmt.Errorf("this instance is node %q, which the user data's fleet (%s) does not list", node, strings.Join(names, ","))
 }
 
 // ConfServer returns the value for `slurmd --conf-server`: every controller

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -129,7 +130,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"all missing", Header + "\n{}", []string{
 			"node_name: missing", "cluster: missing", "issued_at: missing", "slurm.controllers: missing",
 			"munge.key_source: missing", "fsx.dns_name: missing", "fsx.mount_name: missing", "fsx.mount_point: missing",
-			"fsx.checkpoint_root: missing", "agent.sizer_url: missing", "agent.credential: missing"}},
+			"fsx.checkpoint_root: missing", "agent.sizer_url: missing"}},
 		{"too big", Header + "\n" + strings.Repeat(" ", MaxSize), []string{"exceeds EC2's 16384-byte limit"}},
 	}
 	for _, c := range cases {
@@ -196,6 +197,24 @@ func TestValidateFields(t *testing.T) {
 		{"credential space", func(u *UserData) { u.Agent.Credential = "abcdefgh ijklmnopq" }, "agent.credential"},
 		{"interval", func(u *UserData) { u.Agent.ReportInterval = Duration(2 * time.Hour) }, "agent.report_interval"},
 		{"test dir empty", func(u *UserData) { u.Test = &Test{} }, "test.local_fs_dir: missing"},
+		{"no credential", func(u *UserData) { u.Agent.Credential = "" }, "agent.credential: missing"},
+		{"node name and nodes", func(u *UserData) { u.Nodes = []NodeEntry{{"gpu-2", "tok_0123456789abcdef"}} }, "nodes: set together with node_name"},
+		{"fleet with shared credential", func(u *UserData) {
+			u.NodeName = ""
+			u.Nodes = []NodeEntry{{"gpu-2", "tok_0123456789abcdef"}}
+		}, "agent.credential: set in a fleet document"},
+		{"fleet duplicate", func(u *UserData) {
+			u.NodeName, u.Agent.Credential = "", ""
+			u.Nodes = []NodeEntry{{"gpu-2", "tok_0123456789abcdef"}, {"gpu-2", "tok_0123456789abcdeg"}}
+		}, `nodes[1].name: "gpu-2" listed twice`},
+		{"fleet entry without credential", func(u *UserData) {
+			u.NodeName, u.Agent.Credential = "", ""
+			u.Nodes = []NodeEntry{{"gpu-2", "tok_0123456789abcdef"}, {"gpu-3", ""}}
+		}, "nodes[1].credential: missing"},
+		{"fleet entry bad name", func(u *UserData) {
+			u.NodeName, u.Agent.Credential = "", ""
+			u.Nodes = []NodeEntry{{"gpu 2", "tok_0123456789abcdef"}}
+		}, "nodes[0].name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -213,6 +232,61 @@ func TestValidateFields(t *testing.T) {
 				t.Fatalf("want exactly one problem, got %q", ve.Problems)
 			}
 		})
+	}
+}
+
+func fleet() UserData {
+	u := valid()
+	u.NodeName, u.Agent.Credential = "", ""
+	u.Nodes = []NodeEntry{{"gpu-1", "tok_1111111111111111"}, {"gpu-2", "tok_2222222222222222"}, {"gpu-3", "tok_3333333333333333"}}
+	return u
+}
+
+func TestFleetDocument(t *testing.T) {
+	b, err := Encode(fleet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := u.ForNode("gpu-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.NodeName != "gpu-2" || got.Agent.Credential != "tok_2222222222222222" || got.Nodes != nil {
+		t.Fatalf("ForNode(gpu-2) = %+v", got)
+	}
+	if err := got.Validate(); err != nil {
+		t.Fatalf("resolved document does not validate: %v", err)
+	}
+	if _, err := u.ForNode("gpu-9"); err == nil || !strings.Contains(err.Error(), `node "gpu-9", which the user data's fleet (gpu-1,gpu-2,gpu-3) does not list`) {
+		t.Fatalf("ForNode(gpu-9): %v", err)
+	}
+	if _, err := u.ForNode(""); err == nil || !strings.Contains(err.Error(), "node name is needed") {
+		t.Fatalf("ForNode(\"\"): %v", err)
+	}
+	single := valid()
+	if r, err := single.ForNode(""); err != nil || r.NodeName != "gpu-1" {
+		t.Fatalf("single ForNode(\"\"): %+v %v", r, err)
+	}
+	if r, err := single.ForNode("gpu-1"); err != nil || r.Agent.Credential != single.Agent.Credential {
+		t.Fatalf("single ForNode(gpu-1): %+v %v", r, err)
+	}
+	if _, err := single.ForNode("gpu-2"); err == nil || !strings.Contains(err.Error(), `user data is for node "gpu-1", but this instance is node "gpu-2"`) {
+		t.Fatalf("single ForNode(gpu-2): %v", err)
+	}
+	// A fleet of 100 nodes with 64-character credentials still fits EC2's limit.
+	big := fleet()
+	big.Nodes = nil
+	for i := 0; i < 100; i++ {
+		big.Nodes = append(big.Nodes, NodeEntry{fmt.Sprintf("gpu-%d", i), strings.Repeat("a", 60) + fmt.Sprintf("%04d", i)})
+	}
+	if b, err := Encode(big); err != nil {
+		t.Fatalf("100-node fleet: %v", err)
+	} else {
+		t.Logf("100-node fleet document: %d bytes of %d", len(b), MaxSize)
 	}
 }
 
@@ -245,6 +319,9 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	if fb, err := Encode(fleet()); err == nil {
+		f.Add(fb)
+	}
 	f.Add([]byte("#burst-userdata v1\n{}"))
 	f.Add([]byte("#burst-userdata v2\n{}"))
 	f.Add([]byte("#cloud-config\n"))
@@ -263,7 +340,8 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded document does not decode: %v", err)
 		}
-		if !reflect.DeepEqual(u.Slurm, u2.Slurm) || u.NodeName != u2.NodeName || u.FSx != u2.FSx || u.Agent != u2.Agent {
+		if !reflect.DeepEqual(u.Slurm, u2.Slurm) || u.NodeName != u2.NodeName || u.FSx != u2.FSx || u.Agent != u2.Agent ||
+			!reflect.DeepEqual(u.Nodes, u2.Nodes) {
 			t.Fatalf("re-encoding changed the document")
 		}
 		// No accepted value carries a shell metacharacter.
@@ -271,6 +349,9 @@ func FuzzDecode(f *testing.F) {
 			u.FSx.DNSName, u.FSx.MountName, u.FSx.MountPoint, u.FSx.CheckpointRoot, u.Agent.SizerURL, u.Agent.IMDSEndpoint,
 			u.Agent.Credential}
 		vals = append(vals, u.Slurm.Controllers...)
+		for _, n := range u.Nodes {
+			vals = append(vals, n.Name, n.Credential)
+		}
 		if u.Test != nil {
 			vals = append(vals, u.Test.LocalFSDir)
 		}
