@@ -124,6 +124,23 @@ func TestClientAgainstSlurm(t *testing.T) {
 		j.Name != "train-7b" || j.User != "root" || j.Partition != "cloud" || !reflect.DeepEqual(j.GRESPerNode, want) {
 		t.Errorf("Jobs(%d) = %+v", id, j)
 	}
+	// Figures: mean latency of one client call on this machine.
+	for _, call := range []struct {
+		name string
+		f    func() error
+	}{
+		{"Ping", func() error { return cl.Ping(ctx) }},
+		{"Jobs", func() error { _, err := cl.Jobs(ctx); return err }},
+		{"Nodes", func() error { _, err := cl.Nodes(ctx); return err }},
+	} {
+		t0 := time.Now()
+		for range 5 {
+			if err := call.f(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%s: %.1f ms per call (mean of 5)", call.name, float64(time.Since(t0).Microseconds())/5000)
+	}
 	if none, err := cl.Jobs(ctx, 999999); err != nil || len(none) != 0 {
 		t.Errorf("Jobs(999999) = %v, %v; want none, nil", none, err)
 	}
