@@ -667,6 +667,10 @@ func (c *Cluster) StartSlurmd(ctx context.Context, name string, ip netip.Addr) (
 		case <-time.After(c.opts.SlurmdDelay):
 		}
 	}
+	// slurmd otherwise logs "Domain socket directory ... No such file" first.
+	if err := os.MkdirAll(filepath.Join(c.dir, "spool", name), 0o755); err != nil {
+		return nil, fmt.Errorf("starting slurmd for %s: %w", name, err)
+	}
 	return c.StartNode(ctx, name, ip, c.opts.SbinDir+"/slurmd", "-D", "-b", "-N", name, "-f", c.ConfPath())
 }
 

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -350,5 +351,23 @@ func TestNodeAddresses(t *testing.T) {
 	}
 	if _, err := c.StartNode(ctx, "n2", ip); err != nil {
 		t.Errorf("address not reusable after StopNode: %v", err)
+	}
+}
+
+func TestRestAPI(t *testing.T) {
+	c := New(t, Options{Fragment: "NodeName=n1 CPUs=1 State=CLOUD\nPartitionName=p Nodes=n1 State=UP\n", GPUs: 1, RestAPI: true})
+	for _, path := range []string{"/slurm/v0.0.38/ping", "/slurm/v0.0.38/nodes"} {
+		resp, err := c.RestClient().Get("http://slurm" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %s: %s", path, resp.Status, body)
+		}
+		if path == "/slurm/v0.0.38/nodes" && !strings.Contains(string(body), `"name": "n1"`) {
+			t.Errorf("GET %s: node n1 missing from %s", path, body)
+		}
 	}
 }
