@@ -93,7 +93,9 @@ type Options struct {
 	// or its ami-launch-index in burst:nodes, read from IMDS.
 	NodeName string
 	// IMDSEndpoint overrides the instance metadata endpoint used to read user
-	// data, instance tags and instance-role credentials (default http://169.254.169.254).
+	// data, instance tags and instance-role credentials (default
+	// http://169.254.169.254); when set, burst-agent gets it too
+	// (BURST_IMDS_ENDPOINT), ahead of the user data's agent.imds_endpoint.
 	IMDSEndpoint string
 	// RunDir holds env files, the agent credential, pid files, daemon logs
 	// (direct mode) and status.json (default /run/burst).

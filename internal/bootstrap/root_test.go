@@ -188,6 +188,7 @@ func (e *rootEnv) read(t *testing.T, name string) string {
 func TestRootDirectBootstrap(t *testing.T) {
 	e := newRootEnv(t)
 	e.writeUD(t)
+	e.opts.IMDSEndpoint = "http://127.0.0.1:3" // per-instance override for the agent (never contacted here)
 	rep, err := RunReport(context.Background(), e.opts)
 	if err != nil {
 		t.Fatalf("bootstrap failed: %v\nseq:\n%s", err, e.read(t, "seq.log"))
@@ -214,7 +215,7 @@ func TestRootDirectBootstrap(t *testing.T) {
 	// Agent environment and credential file.
 	env := e.read(t, "burst-agent.env")
 	cred := filepath.Join(e.runDir, "agent.credential")
-	for _, w := range []string{"BURST_NODE_NAME=gpu-7\n", "BURST_CREDENTIAL_FILE=" + cred + "\n", "BURST_IMDS_ENDPOINT=http://127.0.0.1:2\n",
+	for _, w := range []string{"BURST_NODE_NAME=gpu-7\n", "BURST_CREDENTIAL_FILE=" + cred + "\n", "BURST_IMDS_ENDPOINT=http://127.0.0.1:3\n",
 		"BURST_CHECKPOINT_ROOT=" + e.ud.FSx.CheckpointRoot + "\n", "BURST_REPORT_INTERVAL=15s\n"} {
 		if !strings.Contains(env, w) {
 			t.Errorf("agent env lacks %q:\n%s", w, env)

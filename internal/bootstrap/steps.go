@@ -569,7 +569,13 @@ func (b *boot) agent(ctx context.Context) (string, error) {
 	if err := installSecretFile(cred, []byte(b.ud.Agent.Credential), -1, -1); err != nil {
 		return "", fmt.Errorf("writing agent credential: %w", err)
 	}
-	env := AgentEnv(b.ud, cred)
+	u := b.ud
+	if b.o.IMDSEndpoint != "" {
+		// per instance (a fleet shares one user-data document): the agent uses
+		// the metadata service the bootstrap was pointed at
+		u.Agent.IMDSEndpoint = b.o.IMDSEndpoint
+	}
+	env := AgentEnv(u, cred)
 	switch b.o.Exec {
 	case ExecSystemd:
 		var buf bytes.Buffer
