@@ -392,3 +392,35 @@ func TestExecClean(t *testing.T) {
 		t.Fatalf("after ExecClean: SigBlk %x SigIgn %x, want no blocked signals and SIGHUP not ignored", b, i)
 	}
 }
+
+func FuzzParseMountPoints(f *testing.F) {
+	f.Add("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n")
+	f.Add(`30 22 0:5 / /mnt/a\040b rw - tmpfs tmpfs rw` + "\n")
+	f.Add(`30 22 0:5 / /mnt/a\04 rw - tmpfs tmpfs rw`)
+	f.Fuzz(func(t *testing.T, in string) {
+		mps, err := ParseMountPoints(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		lines := 0
+		for _, l := range strings.Split(in, "\n") {
+			if l != "" {
+				lines++
+			}
+		}
+		if len(mps) > lines {
+			t.Fatalf("%d mount points from %d lines", len(mps), lines)
+		}
+	})
+}
+
+func FuzzParseSigMasks(f *testing.F) {
+	f.Add("SigBlk:\t0000000000887a27\nSigIgn:\t0000000000001000\n")
+	f.Add("SigBlk:\tzz\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		b, i, err := ParseSigMasks(in)
+		if err != nil && (b != 0 || i != 0) {
+			t.Fatalf("error with non-zero masks %x %x", b, i)
+		}
+	})
+}
