@@ -294,7 +294,7 @@ var (
 	// Absolute paths: safe characters only.
 	pathRE = regexp.MustCompile(`^/[A-Za-z0-9_.@+/-]*$`)
 	// Bearer tokens: RFC 6750 b64token characters.
-	credRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=-]{16,512}$`)
+	credRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=:-]{16,512}$`)
 	// arn:aws[-partition]:secretsmanager:region:account:secret:name
 	secretARNRE = regexp.MustCompile(`^arn:aws(-[a-z]+)*:secretsmanager:([a-z]{2}(-[a-z]+)+-[0-9]):([0-9]{12}):secret:([A-Za-z0-9/_+=.@-]{1,512})$`)
 	// URL characters allowed in sizer and IMDS URLs (no quotes, spaces, shell metacharacters).
@@ -332,7 +332,7 @@ func (u *UserData) Validate() error {
 		case c == "":
 			add(field, "missing")
 		case !credRE.MatchString(c):
-			add(field, "must be 16-512 characters of A-Z a-z 0-9 . _ ~ + / = - (value not shown)")
+			add(field, "must be 16-512 characters of A-Z a-z 0-9 . _ ~ + / = : - (value not shown)")
 		}
 	}
 	switch {

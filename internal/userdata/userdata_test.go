@@ -290,6 +290,15 @@ func TestFleetDocument(t *testing.T) {
 	}
 }
 
+// The sizer's node tokens are "bn1:<node>:<hex HMAC>".
+func TestSizerNodeTokenAccepted(t *testing.T) {
+	u := valid()
+	u.Agent.Credential = "bn1:gpu-1:" + strings.Repeat("0a", 32)
+	if _, err := Encode(u); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCredentialNotEchoed(t *testing.T) {
 	u := valid()
 	u.Agent.Credential = "secret with space 123456"
