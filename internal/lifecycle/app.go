@@ -14,6 +14,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/hostlist"
+	"github.com/burst-hpc/burst/internal/logging"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
 
@@ -60,7 +61,7 @@ func MainResume(args []string, stderr io.Writer) int {
 	ctx := context.Background()
 	st, err := Open(ctx, *cfgPath, "burst-resume")
 	if err != nil {
-		fmt.Fprintln(stderr, "burst-resume:", err)
+		startupError("burst-resume", err, stderr)
 		return exitCode(err)
 	}
 	defer st.Close()
@@ -120,7 +121,7 @@ func MainSuspend(args []string, stderr io.Writer) int {
 	ctx := context.Background()
 	st, err := Open(ctx, *cfgPath, "burst-suspend")
 	if err != nil {
-		fmt.Fprintln(stderr, "burst-suspend:", err)
+		startupError("burst-suspend", err, stderr)
 		return exitCode(err)
 	}
 	defer st.Close()
@@ -198,4 +199,14 @@ func startLinger(cfgPath string, nodes []string, until time.Time) error {
 		return fmt.Errorf("starting the warm-reuse timer: %w", err)
 	}
 	return cmd.Process.Release()
+}
+
+// startupError reports a failure to start (typically a broken burst.yaml)
+// on stderr and in the default log file: Slurm discards the output of its
+// hooks, and without a configuration the configured log is unknown.
+func startupError(prog string, err error, stderr io.Writer) {
+	fmt.Fprintln(stderr, prog+":", err)
+	log, closeLog := logging.Open(config.Default().Log.File, "info", prog)
+	defer closeLog()
+	log.Error("cannot start", "err", err, "args", os.Args, "slurm_conf", os.Getenv("SLURM_CONF"))
 }

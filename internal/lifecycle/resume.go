@@ -277,7 +277,7 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, specs [
 	}
 	t0 := now()
 	res, err := r.Cloud.Launch(ctx, req)
-	log.Info("launch", "nodes", strings.Join(names, ","), "all_or_nothing", aon, "attempt", attempt,
+	log.Info("launch", "launch_nodes", strings.Join(names, ","), "all_or_nothing", aon, "attempt", attempt,
 		"launched", len(res.Instances), "reused", len(res.Reused), "tried", len(res.Tried), "seconds", now().Sub(t0).Seconds(), "err", err)
 	for _, in := range res.Instances {
 		log.Info("instance", "node", in.Node, "instance_id", in.ID, "type", in.InstanceType, "zone", in.Zone,

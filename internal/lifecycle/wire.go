@@ -60,7 +60,13 @@ func Open(ctx context.Context, cfgPath, prog string) (*Stack, error) {
 	}
 	log, closeLog := logging.Open(cfg.Log.File, cfg.Log.Level, prog)
 	s := &Stack{Cfg: cfg, Log: log, closeLog: closeLog}
-	s.Slurm = slurm.NewScontrol(slurm.ScontrolOptions{BinDir: cfg.Slurm.BinDir, Logger: log, Timeout: 20 * time.Second})
+	// Slurm gives PrologSlurmctld and EpilogSlurmctld no SLURM_CONF: fall
+	// back to slurm.conf in the configured conf_dir
+	conf := os.Getenv("SLURM_CONF")
+	if conf == "" {
+		conf = filepath.Join(cfg.Slurm.ConfDir, "slurm.conf")
+	}
+	s.Slurm = slurm.NewScontrol(slurm.ScontrolOptions{BinDir: cfg.Slurm.BinDir, Conf: conf, Logger: log, Timeout: 20 * time.Second})
 	api, err := NewEC2Client(ctx, cfg)
 	if err != nil {
 		s.Close()
@@ -269,6 +275,17 @@ func (s *Stack) UserDataFor(nodes []cloud.NodeSpec, issued time.Time) (string, e
 	return RenderUserData(s.Cfg, s.AdminToken, nodes, issued)
 }
 
+// nodeToken is the node's sizer credential; without the admin token (the
+// sizer is not set up) the node gets an unusable random one and its agent's
+// reports are refused, which the sizer's metrics show.
+func nodeToken(admin, node string) string {
+	if admin == "" {
+		tok, _ := auth.Generate()
+		return "unset-" + tok
+	}
+	return auth.NodeToken(admin, node)
+}
+
 // RenderUserData builds the user-data document for nodes.
 func RenderUserData(cfg *config.Config, adminToken string, nodes []cloud.NodeSpec, issued time.Time) (string, error) {
 	if len(nodes) == 0 {
@@ -288,8 +305,15 @@ func RenderUserData(cfg *config.Config, adminToken string, nodes []cloud.NodeSpe
 	} else {
 		u.Slurm.ConfMode, u.Slurm.ConfPath = userdata.ConfFile, cfg.Slurm.NodeConf
 	}
-	if adminToken != "" {
-		u.Agent.Credential = auth.NodeToken(adminToken, nodes[0].Node)
+	if len(nodes) > 1 {
+		// one document for the whole fleet: each instance finds its entry by
+		// its burst:nodes tag and launch index
+		u.NodeName = ""
+		for _, n := range nodes {
+			u.Nodes = append(u.Nodes, userdata.NodeEntry{Name: n.Node, Credential: nodeToken(adminToken, n.Node)})
+		}
+	} else {
+		u.Agent.Credential = nodeToken(adminToken, nodes[0].Node)
 	}
 	if cfg.FSx.LocalDir != "" {
 		u.Test = &userdata.Test{LocalFSDir: cfg.FSx.LocalDir}

@@ -99,7 +99,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			s.Stop()
 		}
 	}()
-	for _, d := range []string{"dev", "state", "fsx", "userdata"} {
+	for _, d := range []string{"dev", "state", "fsx", "userdata", "bin"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
 		}
@@ -122,7 +122,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stack: embedded demo config: %w", err)
 	}
-	cfg.Slurm.BurstBin = opts.BinDir
+	// Slurm gives PrologSlurmctld/EpilogSlurmctld no SLURM_CONF, so the hooks
+	// cannot find a burst.yaml outside /etc/burst: they run through tiny
+	// wrappers that set BURST_CONFIG (in production burst.yaml sits at its
+	// default path and burst_bin points at the binaries themselves).
+	cfg.Slurm.BurstBin = filepath.Join(dir, "bin")
 	cfg.Slurm.GresFiles = filepath.Join(dir, "dev", "nvidia")
 	cfg.Slurm.CliFilter = false // enabled by tests that exercise it (needs the Lua file beside slurm.conf)
 	cfg.Sizer.TokenFile = tokFile
@@ -200,6 +204,7 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	s.Cfg.Slurm.Controller = c.ControllerAddr().String()
 	s.Cfg.Slurm.ControllerPort = ctld
 	s.Cfg.Slurm.NodeConf = c.ConfPath()
+	s.Cfg.Slurm.ConfDir = filepath.Dir(c.ConfPath())
 	s.Cfg.Slurm.MungeKeySource = "file://" + filepath.Join(c.Dir(), "munge", "key", "munge.key")
 	port, err := freePort(c.ControllerAddr().String())
 	if err != nil {
@@ -208,6 +213,12 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	s.Cfg.Sizer.Listen = net.JoinHostPort(c.ControllerAddr().String(), strconv.Itoa(port))
 	s.Cfg.Sizer.URL = "http://" + s.Cfg.Sizer.Listen
 	s.CfgPath = filepath.Join(filepath.Dir(c.ConfPath()), "burst.yaml")
+	for _, b := range []string{"burst-resume", "burst-suspend"} {
+		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s exec %s \"$@\"\n", s.CfgPath, filepath.Join(s.opts.BinDir, b))
+		if err := os.WriteFile(filepath.Join(s.Dir, "bin", b), []byte(w), 0o755); err != nil {
+			return err
+		}
+	}
 	return s.writeConfig()
 }
 
