@@ -58,10 +58,10 @@ type Cluster struct {
 
 // Slurm says where Slurm is and which partitions burst owns.
 type Slurm struct {
-	BinDir     string      `yaml:"bin_dir"`     // scontrol, squeue, sinfo; called by absolute path
-	SbinDir    string      `yaml:"sbin_dir"`    // slurmd on nodes
-	ConfDir    string      `yaml:"conf_dir"`    // where slurm.conf, burst.conf, gres.conf, cli_filter.lua live
-	Controller string      `yaml:"controller"`  // address nodes use to reach slurmctld
+	BinDir     string `yaml:"bin_dir"`    // scontrol, squeue, sinfo; called by absolute path
+	SbinDir    string `yaml:"sbin_dir"`   // slurmd on nodes
+	ConfDir    string `yaml:"conf_dir"`   // where slurm.conf, burst.conf, gres.conf, cli_filter.lua live
+	Controller string `yaml:"controller"` // address nodes use to reach slurmctld
 	// ControllerPort is SlurmctldPort (default 6817).
 	ControllerPort int `yaml:"controller_port"`
 	// NodeConf is how slurmd on a node finds slurm.conf: "configless"
@@ -70,10 +70,10 @@ type Slurm struct {
 	NodeConf string `yaml:"node_conf"`
 	// MungeKeySource is where nodes get the munge key: a Secrets Manager
 	// secret ARN, or file:///path for a key baked into the image.
-	MungeKeySource string `yaml:"munge_key_source"`
-	BurstBin   string      `yaml:"burst_bin"`   // where burst-resume etc. are installed
-	Partitions []Partition `yaml:"partitions"`  // partitions burst owns
-	GresFiles  string      `yaml:"gpu_devices"` // GPU device path prefix for gres.conf File= (default /dev/nvidia)
+	MungeKeySource string      `yaml:"munge_key_source"`
+	BurstBin       string      `yaml:"burst_bin"`   // where burst-resume etc. are installed
+	Partitions     []Partition `yaml:"partitions"`  // partitions burst owns
+	GresFiles      string      `yaml:"gpu_devices"` // GPU device path prefix for gres.conf File= (default /dev/nvidia)
 	// GresAutodetect: "nvml" (real nodes) or "off" (File= lines, for fake devices).
 	GresAutodetect string `yaml:"gres_autodetect"`
 

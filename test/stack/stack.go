@@ -152,7 +152,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.Cluster, err = harness.Start(ctx, harness.Options{
 		Fragment: fragment, GresConf: string(plan.GresConf()), KeepDir: opts.KeepDir, Logger: log,
 		SlurmdDelay: -1, // the bootstrap keeps the 2 s boot guard itself
-		Prepare: func(c *harness.Cluster) error { return s.prepare(c) },
+		Prepare:     func(c *harness.Cluster) error { return s.prepare(c) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stack: starting Slurm: %w", err)
