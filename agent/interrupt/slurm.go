@@ -1,0 +1,65 @@
+package interrupt
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/burst-hpc/burst/internal/hostlist"
+	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/sizer/policy"
+)
+
+// SlurmClient adapts internal/slurm's Client to SlurmOps.
+type SlurmClient struct {
+	C slurm.Client
+}
+
+var _ SlurmOps = SlurmClient{}
+
+// JobsOnNode lists RUNNING jobs whose allocation includes node, with the
+// checkpoint_signal of their burst metadata (invalid metadata is ignored:
+// the default signal is used).
+func (s SlurmClient) JobsOnNode(ctx context.Context, node string) ([]Job, error) {
+	jobs, err := s.C.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Job
+	for _, j := range jobs {
+		if j.State != "RUNNING" || j.Nodes == "" {
+			continue
+		}
+		names, err := hostlist.Expand(j.Nodes)
+		if err != nil {
+			return nil, fmt.Errorf("expanding nodes %q of job %d: %w", j.Nodes, j.ID, err)
+		}
+		if !slices.Contains(names, node) {
+			continue
+		}
+		md, _ := policy.ParseMetadata(j.Comment)
+		out = append(out, Job{ID: j.ID, RestartCount: j.RestartCount, CheckpointSignal: md.CheckpointSignal})
+	}
+	return out, nil
+}
+
+// Signal implements SlurmOps.
+func (s SlurmClient) Signal(ctx context.Context, id uint32, sig string, batchOnly bool) error {
+	return s.C.Signal(ctx, id, sig, batchOnly)
+}
+
+// Requeue implements SlurmOps.
+func (s SlurmClient) Requeue(ctx context.Context, id uint32) error { return s.C.Requeue(ctx, id) }
+
+// StartNow implements SlurmOps.
+func (s SlurmClient) StartNow(ctx context.Context, id uint32) error { return s.C.StartNow(ctx, id) }
+
+// DrainNode implements SlurmOps.
+func (s SlurmClient) DrainNode(ctx context.Context, node, reason string) error {
+	return s.C.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{node}, State: "DRAIN", Reason: reason})
+}
+
+// PowerDownForce implements SlurmOps.
+func (s SlurmClient) PowerDownForce(ctx context.Context, node, reason string) error {
+	return s.C.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{node}, State: "POWER_DOWN_FORCE", Reason: reason})
+}
