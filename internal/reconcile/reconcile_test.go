@@ -39,8 +39,10 @@ type fakeSlurm struct {
 	nodeErr error
 }
 
-func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) { return f.nodes, f.nodeErr }
-func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error)   { return f.jobs, nil }
+func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) {
+	return f.nodes, f.nodeErr
+}
+func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error) { return f.jobs, nil }
 func (f *fakeSlurm) UpdateNodes(_ context.Context, us ...slurm.NodeUpdate) error {
 	for _, u := range us {
 		f.calls = append(f.calls, "update "+strings.Join(u.Names, ",")+" "+u.State+" "+u.Reason)
