@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
 	"github.com/burst-hpc/burst/internal/config"
@@ -77,7 +79,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "burst.yaml (default: $BURST_CONFIG, burst.yaml beside $SLURM_CONF, /etc/burst/burst.yaml)"},
 		},
-		Commands: []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), simulate.Command()},
+		Commands: []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), reconcileCommand(), simulate.Command()},
 	}
 }
 
@@ -332,7 +334,11 @@ func writeFilter(w io.Writer, st *settings, job api.JobRequest, gpuOpt string, d
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "run the sizer daemon (HTTP API, metrics, state)",
+		Usage: "run the sizer daemon (HTTP API, metrics, state, reconciler)",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "no-reconcile", Usage: "do not run the reconciler loop"},
+			&cli.DurationFlag{Name: "reconcile-grace", Value: DefaultReconcileGrace, Usage: "how old an instance must be to count as an orphan or duplicate"},
+		},
 		Action: func(c *cli.Context) error {
 			st, err := loadSettings(c.String("config"))
 			if err != nil {
@@ -341,11 +347,19 @@ func serveCommand() *cli.Command {
 			log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
 			o := st.serverOptions()
 			o.Logger = log
+			o.Registry = prometheus.NewRegistry()
+			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			srv, err := server.New(ctx, o)
 			if err != nil {
 				return err
+			}
+			if !c.Bool("no-reconcile") {
+				startReconciler(ctx, st, o.Registry, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
+					_, err := srv.Store().RecordTerminate(ctx, id, at)
+					return err
+				}, log)
 			}
 			return srv.ListenAndServe(ctx)
 		},
