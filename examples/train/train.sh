@@ -1,0 +1,93 @@
+#!/bin/bash
+#SBATCH --job-name=burst-train-example
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output=train-%j.out
+#SBATCH --gres=gpu:1
+#SBATCH --comment="burst: workload=train checkpoint=1m checkpoint_signal=USR1"
+#
+# Example checkpointing training job for burst. It "trains" TRAIN_STEPS steps
+# of TRAIN_STEP_SECONDS (sleep), saves a checkpoint every
+# TRAIN_CHECKPOINT_EVERY steps and whenever it gets the checkpoint signal,
+# and resumes from its last checkpoint after a requeue.
+#
+# burst's protocol (agent/interrupt):
+#   - the checkpoint directory is $BURST_CHECKPOINT_DIR (shared storage, one
+#     per job id, kept across requeues); the restart count is
+#     $SLURM_RESTART_COUNT;
+#   - before a spot instance is reclaimed, burst-agent sends the checkpoint
+#     signal (SIGUSR1 unless checkpoint_signal= says otherwise) to this batch
+#     shell, waits for $BURST_CHECKPOINT_DIR/.checkpointed-$SLURM_RESTART_COUNT,
+#     then requeues the job.
+# The signal is handled between steps: a step in flight is abandoned (it is
+# redone after the requeue), so answering takes well under a second here;
+# a real job should answer within burst-agent's grace period (default 90 s).
+set -euo pipefail
+
+STEPS=${TRAIN_STEPS:-100}
+STEP_SECONDS=${TRAIN_STEP_SECONDS:-1}
+EVERY=${TRAIN_CHECKPOINT_EVERY:-10}
+RESTART=${SLURM_RESTART_COUNT:-0}
+CKPT_DIR=${BURST_CHECKPOINT_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/checkpoints/${SLURM_JOB_ID:-local}}
+CKPT=$CKPT_DIR/checkpoint     # "step=N": the last durable checkpoint
+PROGRESS=$CKPT_DIR/progress   # last step reached, to count redone work
+MARKER=$CKPT_DIR/.checkpointed-$RESTART
+
+log() { printf '%s job=%s restart=%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-local}" "$RESTART" "$*"; }
+
+read_step() { # file -> the N of its "step=N" line, or 0
+	local line=""
+	[[ -f $1 ]] && read -r line <"$1"
+	line=${line#step=}
+	if [[ $line =~ ^[0-9]+$ ]]; then echo "$line"; else echo 0; fi
+}
+
+save() { # step: write a temporary file, flush it, rename over the checkpoint
+	local tmp="$CKPT.tmp.$$"
+	printf 'step=%d\n' "$1" >"$tmp"
+	sync "$tmp" 2>/dev/null || sync
+	mv -f "$tmp" "$CKPT"
+}
+
+mkdir -p "$CKPT_DIR"
+step=$(read_step "$CKPT")
+reached=$(read_step "$PROGRESS")
+if ((step > 0)); then
+	log "resumed from checkpoint at step $step"
+fi
+redone=0
+if ((reached > step)); then
+	redone=$((reached - step))
+	log "redoing $redone steps done after the last checkpoint"
+fi
+
+signalled=0
+sleeper=""
+trap 'signalled=1' USR1
+trap '[[ -n $sleeper ]] && kill "$sleeper" 2>/dev/null; log "terminated at step $step"; exit 143' TERM
+
+while ((step < STEPS)); do
+	sleep "$STEP_SECONDS" &
+	sleeper=$!
+	if wait "$sleeper"; then
+		step=$((step + 1))
+		printf 'step=%d\n' "$step" >"$PROGRESS"
+		log "step $step done"
+		if ((step % EVERY == 0)); then
+			save "$step"
+			log "checkpoint at step $step"
+		fi
+	else
+		kill "$sleeper" 2>/dev/null || true # interrupted by a signal: redo this step
+	fi
+	sleeper=""
+	if ((signalled)); then
+		signalled=0
+		save "$step"
+		printf 'step=%d\n' "$step" >"$MARKER.tmp"
+		mv -f "$MARKER.tmp" "$MARKER"
+		log "checkpoint at step $step on signal; wrote $MARKER"
+	fi
+done
+save "$step"
+log "done: $STEPS steps, $redone redone after this restart"
