@@ -21,12 +21,16 @@ var commands = []*cli.Command{
 	gpuCheckCommand(),
 }
 
-func main() {
-	app := &cli.App{
+func newApp() *cli.App {
+	return &cli.App{
 		Name:     "burst-agent",
 		Usage:    "burst node agent: GPU utilisation reports and spot interruption handling",
 		Commands: commands,
 	}
+}
+
+func main() {
+	app := newApp()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := app.RunContext(ctx, os.Args)
 	stop()

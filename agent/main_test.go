@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/agent/report"
+)
+
+// TestRunSpotInterruption runs `burst-agent run` in-process with simulated
+// GPUs against a sizer stub, an IMDSv2 stub and stand-in Slurm commands
+// (scripts that log their arguments; squeue prints a real 22.05 sample with
+// job 4 running on gpu-2; scancel plays the job writing its marker). It
+// checks the wiring: reports attributed to job 4 reach the sizer, and a spot
+// notice drains, signals, requeues, releases and powers the node down, in
+// that order, and is reported. Real Slurm is exercised by the e2e tests.
+func TestRunSpotInterruption(t *testing.T) {
+	dir := t.TempDir()
+	bin, root, calls := filepath.Join(dir, "bin"), filepath.Join(dir, "ckpt"), filepath.Join(dir, "calls.log")
+	os.MkdirAll(bin, 0o755)
+	fixture, err := filepath.Abs("../internal/slurm/testdata/squeue-22.05.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts := map[string]string{
+		"squeue":   fmt.Sprintf("#!/bin/bash\ncat %q\n", fixture),
+		"scontrol": fmt.Sprintf("#!/bin/bash\necho \"scontrol $*\" >> %q\n", calls),
+		"scancel": fmt.Sprintf("#!/bin/bash\necho \"scancel $*\" >> %q\nmkdir -p %q && echo step=3 > %q\n",
+			calls, filepath.Join(root, "4"), filepath.Join(root, "4", ".checkpointed-0")),
+	}
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var mu sync.Mutex
+	var recs []report.Record
+	sizer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b report.Batch
+		if r.URL.Path != ReportPath || r.Header.Get("Authorization") != "Bearer tok" || json.NewDecoder(r.Body).Decode(&b) != nil || b.InstanceID != "i-0test" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		recs = append(recs, b.Records...)
+		mu.Unlock()
+	}))
+	defer sizer.Close()
+	var action sync.Map
+	imdsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			w.Header().Set("X-aws-ec2-metadata-token-ttl-seconds", "21600")
+			w.Write([]byte("tk"))
+			return
+		}
+		switch r.URL.Path {
+		case "/latest/meta-data/instance-id":
+			w.Write([]byte("i-0test"))
+		case "/latest/meta-data/spot/instance-action":
+			if v, ok := action.Load("doc"); ok {
+				w.Write([]byte(v.(string)))
+				return
+			}
+			http.NotFound(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer imdsSrv.Close()
+	cred := filepath.Join(dir, "token")
+	os.WriteFile(cred, []byte("tok\n"), 0o600)
+
+	app := newApp()
+	app.ExitErrHandler = func(*cli.Context, error) {} // never os.Exit in a test
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(ctx, []string{"burst-agent", "run", "--node", "gpu-2", "--sizer-url", sizer.URL,
+			"--credential-file", cred, "--imds-endpoint", imdsSrv.URL, "--imds-poll", "50ms", "--sample-interval", "50ms",
+			"--interval", "100ms", "--state-dir", filepath.Join(dir, "state"), "--gpu-source", "sim", "--sim-gpus", "2",
+			"--checkpoint-root", root, "--grace", "20s", "--slurm-bin-dir", bin})
+	}()
+	waitFor := func(what string, cond func() bool) {
+		giveUp := time.Now().Add(time.Minute) // hang guard only
+		for !cond() {
+			select {
+			case err := <-done:
+				t.Fatalf("agent exited early: %v", err)
+			default:
+			}
+			if time.Now().After(giveUp) {
+				t.Fatalf("gave up waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	hasJob4 := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range recs {
+			if r.Kind == report.KindGPU && len(r.GPUs) == 2 && len(r.GPUs[0].JobIDs) == 1 && r.GPUs[0].JobIDs[0] == 4 {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor("a report attributing GPU 0 to job 4", hasJob4)
+	action.Store("doc", fmt.Sprintf(`{"action":"terminate","time":%q}`, time.Now().Add(2*time.Minute).UTC().Format(time.RFC3339)))
+	waitFor("an interruption report", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range recs {
+			if r.Kind == report.KindInterruption {
+				return true
+			}
+		}
+		return false
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(calls)
+	want := []string{
+		"scontrol update nodename=gpu-2 state=DRAIN reason=burst: spot interruption i-0test",
+		"scancel --signal=USR1 --batch 4",
+		"scontrol requeue 4",
+		"scontrol update jobid=4 starttime=now",
+		"scontrol update nodename=gpu-2 state=POWER_DOWN_FORCE reason=burst: spot interruption i-0test",
+	}
+	if got := strings.Split(strings.TrimSpace(string(b)), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Slurm calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var ev *report.Event
+	var last uint64
+	for _, r := range recs {
+		if r.Seq != last+1 {
+			t.Fatalf("sizer got seq %d after %d", r.Seq, last)
+		}
+		last = r.Seq
+		if r.Kind == report.KindInterruption {
+			ev = r.Event
+		}
+	}
+	if ev == nil || ev.InstanceID != "i-0test" || len(ev.Jobs) != 1 || !ev.Jobs[0].Checkpointed || !ev.Jobs[0].Released || ev.Error != "" {
+		t.Fatalf("interruption report = %+v", ev)
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	app := newApp()
+	var exitErr error
+	app.ExitErrHandler = func(_ *cli.Context, err error) { exitErr = err }
+	err := app.Run([]string{"burst-agent", "run", "--node", "n", "--sizer-url", "ftp://x", "--gpu-source", "foo", "--interval", "0s"})
+	if err == nil || exitErr == nil {
+		t.Fatal("bad flags accepted")
+	}
+	for _, want := range []string{"--sizer-url", "--gpu-source", "--interval"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
