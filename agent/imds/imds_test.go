@@ -216,8 +216,15 @@ func TestPollerHandlesEachNoticeOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
+	giveUp := time.Now().Add(time.Minute) // hang guard only
+	guard := func() {
+		if time.Now().After(giveUp) {
+			t.Fatalf("poller made no progress in a minute; notices so far: %+v", got)
+		}
+	}
 	wait := func(n int) {
 		for {
+			guard()
 			mu.Lock()
 			l := len(got)
 			mu.Unlock()
@@ -229,6 +236,7 @@ func TestPollerHandlesEachNoticeOnce(t *testing.T) {
 	}
 	waitGets := func(n int) {
 		for {
+			guard()
 			f.mu.Lock()
 			g := f.gets
 			f.mu.Unlock()
