@@ -64,14 +64,15 @@ fi
 signalled=0
 sleeper=""
 trap 'signalled=1' USR1
-trap '[[ -n $sleeper ]] && kill "$sleeper" 2>/dev/null; log "terminated at step $step"; exit 143' TERM
+trap 'if [[ -n $sleeper ]]; then kill "$sleeper" 2>/dev/null || true; fi; log "terminated at step $step"; exit 143' TERM
 
 while ((step < STEPS)); do
 	sleep "$STEP_SECONDS" &
 	sleeper=$!
 	if wait "$sleeper"; then
 		step=$((step + 1))
-		printf 'step=%d\n' "$step" >"$PROGRESS"
+		printf 'step=%d\n' "$step" >"$PROGRESS.tmp"
+		mv -f "$PROGRESS.tmp" "$PROGRESS"
 		log "step $step done"
 		if ((step % EVERY == 0)); then
 			save "$step"

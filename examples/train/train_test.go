@@ -84,10 +84,10 @@ func TestCheckpointOnSignalAndResume(t *testing.T) {
 	// Slurm's requeue kills the job a little later: some steps get redone.
 	waitFor(t, "two more steps", out1, func() bool { return readStep(t, filepath.Join(dir, "progress")) >= atSignal+2 })
 	run1.Process.Signal(syscall.SIGTERM)
-	run1.Wait()
+	werr := run1.Wait()
 	reached := readStep(t, filepath.Join(dir, "progress"))
 	if !strings.Contains(out1.String(), "terminated at step") {
-		t.Fatalf("run 1 did not log its termination:\n%s", out1.String())
+		t.Fatalf("run 1 did not log its termination (%v):\n%s", werr, out1.String())
 	}
 
 	out2 := &syncBuf{}
