@@ -1,4 +1,4 @@
-//go:build nvml && cgo
+//go:build cgo
 
 package gpu
 
@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// TestRealNVML reads the machine's GPUs through libnvidia-ml (make test-gpu).
+// TestRealNVML reads the machine's GPUs through libnvidia-ml (make test-gpu;
+// it also runs, and skips, in plain go test where there is no driver).
 // It skips, saying why, where there is no driver.
 func TestRealNVML(t *testing.T) {
 	r, err := Open()

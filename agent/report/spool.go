@@ -30,7 +30,7 @@ import (
 // Close, so a power loss loses at most the records of one interval. The ack
 // state is fsynced on every Ack. A torn last line (power loss mid-write) is
 // truncated on open; a line failing its checksum elsewhere is skipped and
-// counted as dropped.
+// counted in SpoolStats.Corrupt (its seq shows as a gap at the server).
 //
 // The total size of the segments is capped at MaxBytes: when an append goes
 // over it, whole oldest segments are deleted and their unacknowledged
@@ -48,6 +48,7 @@ type Spool struct {
 	st      spoolState
 	cursor  cursor // where Pending starts reading
 	pending int    // records not acked (approximate when segments were corrupt)
+	corrupt int    // unreadable lines found when opening
 }
 
 type segment struct {
@@ -83,6 +84,7 @@ type SpoolStats struct {
 	Segments       int
 	DroppedRecords uint64
 	DroppedBytes   uint64
+	Corrupt        int // unreadable lines skipped since open
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -166,8 +168,7 @@ func (s *Spool) scan(sg *segment, last bool) error {
 						return fmt.Errorf("truncating torn record in %s: %w", sg.path, err)
 					}
 				} else {
-					s.st.DroppedRecords++
-					s.st.DroppedBytes += uint64(len(line))
+					s.corrupt++
 					off += int64(len(line))
 				}
 			}
@@ -179,8 +180,7 @@ func (s *Spool) scan(sg *segment, last bool) error {
 		off += int64(len(line))
 		rec, err := decodeLine(line)
 		if err != nil {
-			s.st.DroppedRecords++
-			s.st.DroppedBytes += uint64(len(line))
+			s.corrupt++
 			continue
 		}
 		if rec.Seq > s.st.Acked {
@@ -469,7 +469,7 @@ func (s *Spool) Stats() SpoolStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return SpoolStats{NextSeq: s.next, Acked: s.st.Acked, Pending: s.pending, Bytes: s.totalLocked(), Segments: len(s.segs),
-		DroppedRecords: s.st.DroppedRecords, DroppedBytes: s.st.DroppedBytes}
+		DroppedRecords: s.st.DroppedRecords, DroppedBytes: s.st.DroppedBytes, Corrupt: s.corrupt}
 }
 
 // Close fsyncs and closes the active segment.
