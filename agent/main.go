@@ -19,6 +19,8 @@ import (
 var commands = []*cli.Command{
 	runCommand(),
 	gpuCheckCommand(),
+	bootstrapCommand(),
+	execCleanCommand(),
 }
 
 func newApp() *cli.App {

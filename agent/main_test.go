@@ -47,7 +47,20 @@ func TestRunSpotInterruption(t *testing.T) {
 
 	var mu sync.Mutex
 	var recs []report.Record
+	var notices []report.Interruption
 	sizer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == InterruptionPath && r.Header.Get("Authorization") == "Bearer tok" {
+			var in report.Interruption
+			if json.NewDecoder(r.Body).Decode(&in) != nil {
+				http.Error(w, "bad notice", http.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			notices = append(notices, in)
+			mu.Unlock()
+			w.Write([]byte("{}"))
+			return
+		}
 		var b report.Batch
 		if r.URL.Path != ReportPath || r.Header.Get("Authorization") != "Bearer tok" || json.NewDecoder(r.Body).Decode(&b) != nil || b.InstanceID != "i-0test" {
 			http.Error(w, "bad request", http.StatusBadRequest)
@@ -156,6 +169,9 @@ func TestRunSpotInterruption(t *testing.T) {
 		if r.Kind == report.KindInterruption {
 			ev = r.Event
 		}
+	}
+	if len(notices) != 1 || notices[0].InstanceID != "i-0test" || notices[0].Node != "gpu-2" || notices[0].Action != "terminate" {
+		t.Fatalf("notices to the sizer = %+v, want one terminate for i-0test on gpu-2", notices)
 	}
 	if ev == nil || ev.InstanceID != "i-0test" || len(ev.Jobs) != 1 || !ev.Jobs[0].Checkpointed || !ev.Jobs[0].Released || ev.Error != "" {
 		t.Fatalf("interruption report = %+v", ev)

@@ -24,8 +24,11 @@ import (
 	"github.com/burst-hpc/burst/internal/slurm"
 )
 
-// ReportPath is where the agent posts report batches under --sizer-url.
-const ReportPath = "/v1/agent/reports"
+// Paths under --sizer-url (sizer/api): report batches and notices.
+const (
+	ReportPath       = "/v1/reports"
+	InterruptionPath = "/v1/interruptions"
+)
 
 func runCommand() *cli.Command {
 	host, _ := os.Hostname()
@@ -33,8 +36,8 @@ func runCommand() *cli.Command {
 		Name:  "run",
 		Usage: "sample GPUs, report to the sizer, handle spot interruptions (the systemd service)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "node", Value: host, EnvVars: []string{"BURST_NODE"}, Usage: "Slurm node name of this machine"},
-			&cli.StringFlag{Name: "sizer-url", EnvVars: []string{"BURST_SIZER_URL"}, Usage: "base URL of burst-sizer serve; reports go to <url>" + ReportPath + " (required)"},
+			&cli.StringFlag{Name: "node", Value: host, EnvVars: []string{"BURST_NODE", "BURST_NODE_NAME"}, Usage: "Slurm node name of this machine"},
+			&cli.StringFlag{Name: "sizer-url", EnvVars: []string{"BURST_SIZER_URL"}, Usage: "base URL of burst-sizer serve; reports go to <url>" + ReportPath + ", notices to <url>" + InterruptionPath + " (required)"},
 			&cli.StringFlag{Name: "credential-file", Value: "/etc/burst/agent-token", EnvVars: []string{"BURST_CREDENTIAL_FILE"}, Usage: "file whose first line is the agent's bearer token for the sizer"},
 			&cli.StringFlag{Name: "imds-endpoint", EnvVars: []string{"BURST_IMDS_ENDPOINT"}, Usage: "instance metadata endpoint (default: EC2's 169.254.169.254)"},
 			&cli.BoolFlag{Name: "no-imds", EnvVars: []string{"BURST_NO_IMDS"}, Usage: "do not poll instance metadata (not on EC2 / not spot)"},
@@ -144,7 +147,8 @@ func runAgent(c *cli.Context) error {
 	devs, _ := reader.Devices()
 	log.Info("burst-agent starting", "gpus", len(devs), "gpu_source", c.String("gpu-source"), "simulated", simReader != nil)
 
-	sink := &report.HTTPSink{URL: strings.TrimRight(c.String("sizer-url"), "/") + ReportPath, CredentialFile: c.String("credential-file")}
+	base := strings.TrimRight(c.String("sizer-url"), "/")
+	sink := &report.HTTPSink{URL: base + ReportPath, CredentialFile: c.String("credential-file")}
 	rep, err := report.New(sink, report.Options{Node: node, InstanceID: instanceID, Dir: filepath.Clean(c.String("state-dir")),
 		Interval: c.Duration("interval"), Spool: report.SpoolOptions{MaxBytes: c.Int64("buffer-max-bytes")}, Logger: log})
 	if err != nil {
@@ -170,7 +174,8 @@ func runAgent(c *cli.Context) error {
 	}
 	if !c.Bool("no-imds") {
 		h, err := interrupt.New(ops, rep, interrupt.Options{Node: node, InstanceID: instanceID, CheckpointRoot: c.String("checkpoint-root"),
-			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Logger: log})
+			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Logger: log,
+			Announcer: &report.Announcer{URL: base + InterruptionPath, CredentialFile: c.String("credential-file")}})
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}

@@ -68,6 +68,11 @@ type Recorder interface {
 	Flush(ctx context.Context) error
 }
 
+// Announcer tells the sizer about a notice at once (a *report.Announcer).
+type Announcer interface {
+	Announce(ctx context.Context, in report.Interruption) error
+}
+
 // Options configure a Handler.
 type Options struct {
 	Node       string
@@ -87,8 +92,11 @@ type Options struct {
 	Reserve time.Duration
 	// PollMarker is how often markers are checked; default 250 ms.
 	PollMarker time.Duration
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// Announcer, if set, is told of each notice before anything else, in
+	// the background (bounded to 10 s).
+	Announcer Announcer
+	Now       func() time.Time
+	Logger    *slog.Logger
 }
 
 // Handler handles interruption notices for one node.
@@ -160,6 +168,8 @@ func (h *Handler) Handle(ctx context.Context, n imds.Notice) {
 // Rebalance drains the node so Slurm starts no new job on it; running jobs
 // go on. The event is reported.
 func (h *Handler) Rebalance(ctx context.Context, r imds.Rebalance) error {
+	announced := h.announce(ctx, "rebalance", r.NoticeTime)
+	defer announced()
 	reason := "burst: rebalance recommendation " + h.opts.InstanceID
 	err := h.ops.DrainNode(ctx, h.opts.Node, reason)
 	ev := report.Event{InstanceID: h.opts.InstanceID, Action: "rebalance", NoticeTime: r.NoticeTime}
@@ -190,6 +200,8 @@ func (h *Handler) Interrupt(ctx context.Context, a imds.InstanceAction) (report.
 
 func (h *Handler) interrupt(ctx context.Context, a imds.InstanceAction) (report.Event, error) {
 	start := h.opts.Now()
+	announced := h.announce(ctx, a.Action, start)
+	defer announced()
 	ev := report.Event{InstanceID: h.opts.InstanceID, Action: a.Action, NoticeTime: start, Deadline: a.Time}
 	reason := "burst: spot interruption " + h.opts.InstanceID
 	var errs []error
@@ -295,6 +307,25 @@ func (h *Handler) waitMarker(ctx context.Context, marker string, until time.Time
 		case <-t.C:
 		}
 	}
+}
+
+// announce tells the Announcer in the background; the returned func waits
+// for it.
+func (h *Handler) announce(ctx context.Context, action string, at time.Time) func() {
+	if h.opts.Announcer == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		in := report.Interruption{InstanceID: h.opts.InstanceID, Node: h.opts.Node, Action: action, Time: at.UTC()}
+		if err := h.opts.Announcer.Announce(actx, in); err != nil {
+			h.log.Warn("announcing the notice to the sizer failed", "action", action, "err", err)
+		}
+	}()
+	return func() { <-done }
 }
 
 func (h *Handler) record(ctx context.Context, ev report.Event) {

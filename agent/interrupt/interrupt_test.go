@@ -86,6 +86,18 @@ func (r *fakeRecorder) Flush(context.Context) error {
 	return nil
 }
 
+type fakeAnnouncer struct {
+	mu  sync.Mutex
+	got []report.Interruption
+}
+
+func (a *fakeAnnouncer) Announce(_ context.Context, in report.Interruption) error {
+	a.mu.Lock()
+	a.got = append(a.got, in)
+	a.mu.Unlock()
+	return nil
+}
+
 func indexOf(t *testing.T, calls []string, s string) int {
 	t.Helper()
 	i := slices.Index(calls, s)
@@ -112,8 +124,9 @@ func TestInterruptSequence(t *testing.T) {
 	os.WriteFile(MarkerPath(CheckpointDir(root, 12), 3), nil, 0o644)
 
 	rec := &fakeRecorder{}
+	ann := &fakeAnnouncer{}
 	h, err := New(ops, rec, Options{Node: "gpu-1", InstanceID: "i-0abc", CheckpointRoot: root,
-		Grace: 2 * time.Second, PollMarker: 5 * time.Millisecond})
+		Grace: 2 * time.Second, PollMarker: 5 * time.Millisecond, Announcer: ann})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +159,9 @@ func TestInterruptSequence(t *testing.T) {
 	}
 	if len(rec.recs) != 1 || rec.recs[0].Kind != report.KindInterruption || rec.recs[0].Event.InstanceID != "i-0abc" || rec.flushes != 1 {
 		t.Fatalf("recorded %+v (flushes %d)", rec.recs, rec.flushes)
+	}
+	if len(ann.got) != 1 || ann.got[0].Action != "terminate" || ann.got[0].InstanceID != "i-0abc" || ann.got[0].Node != "gpu-1" {
+		t.Fatalf("announced %+v", ann.got)
 	}
 	// A second notice does nothing.
 	n := len(ops.Calls())

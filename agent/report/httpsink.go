@@ -30,6 +30,36 @@ func (h *HTTPSink) Send(ctx context.Context, b Batch) error {
 	if err != nil {
 		return fmt.Errorf("encoding report batch: %w: %w", err, ErrRejected)
 	}
+	return h.post(ctx, body)
+}
+
+// Interruption is a spot interruption or rebalance notice, announced to
+// the sizer at once (POST /v1/interruptions, sizer/api.Interruption) so
+// that the replacement node avoids this instance's offering.
+type Interruption struct {
+	InstanceID string    `json:"instance_id"`
+	Node       string    `json:"node"`
+	Action     string    `json:"action,omitempty"` // terminate, stop, hibernate, rebalance
+	Time       time.Time `json:"time"`
+}
+
+// Announcer posts Interruptions to URL like HTTPSink posts batches.
+type Announcer struct {
+	URL            string
+	CredentialFile string
+	Client         *http.Client
+}
+
+// Announce posts one notice.
+func (a *Announcer) Announce(ctx context.Context, in Interruption) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encoding interruption: %w", err)
+	}
+	return (&HTTPSink{URL: a.URL, CredentialFile: a.CredentialFile, Client: a.Client}).post(ctx, body)
+}
+
+func (h *HTTPSink) post(ctx context.Context, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("building report request for %q: %w", h.URL, err)
@@ -48,7 +78,7 @@ func (h *HTTPSink) Send(ctx context.Context, b Batch) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("posting reports to %s: %w", h.URL, err)
+		return fmt.Errorf("posting to %s: %w", h.URL, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -56,11 +86,11 @@ func (h *HTTPSink) Send(ctx context.Context, b Batch) error {
 	case resp.StatusCode/100 == 2:
 		return nil
 	case resp.StatusCode == 400 || resp.StatusCode == 413 || resp.StatusCode == 422:
-		return fmt.Errorf("posting reports to %s: %s: %s: %w", h.URL, resp.Status, strings.TrimSpace(string(msg)), ErrRejected)
+		return fmt.Errorf("posting to %s: %s: %s: %w", h.URL, resp.Status, strings.TrimSpace(string(msg)), ErrRejected)
 	case resp.StatusCode == 401 || resp.StatusCode == 403:
-		return fmt.Errorf("posting reports to %s: %s (check the credential in %s): %s", h.URL, resp.Status, h.CredentialFile, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("posting to %s: %s (check the credential in %s): %s", h.URL, resp.Status, h.CredentialFile, strings.TrimSpace(string(msg)))
 	default:
-		return fmt.Errorf("posting reports to %s: %s: %s", h.URL, resp.Status, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("posting to %s: %s: %s", h.URL, resp.Status, strings.TrimSpace(string(msg)))
 	}
 }
 

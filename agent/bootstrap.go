@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/internal/bootstrap"
+)
+
+// bootstrapCommand is `burst-agent bootstrap`: the node's boot sequence
+// (user data, munge, FSx mount, checkpoint root, slurmd, agent), run by the
+// burst-bootstrap systemd unit in the image and, in direct mode, by the
+// end-to-end harness inside a network-namespace "instance".
+func bootstrapCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bootstrap",
+		Usage: "join this instance to Slurm from its burst user data (run once at boot)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "exec", Value: string(bootstrap.ExecSystemd), Usage: "systemd (the image) or direct (start daemons as children: tests)"},
+			&cli.StringFlag{Name: "user-data-file", Usage: "read user data from this file instead of instance metadata"},
+			&cli.StringFlag{Name: "imds-endpoint", EnvVars: []string{"BURST_IMDS_ENDPOINT"}, Usage: "instance metadata endpoint (default EC2's)"},
+			&cli.StringFlag{Name: "node-name", Usage: "Slurm node name (default: from the instance's burst:node / burst:nodes tags)"},
+			&cli.StringFlag{Name: "run-dir", Value: "/run/burst", Usage: "env files, credential, pid files, status.json"},
+			&cli.StringFlag{Name: "slurmd", Usage: "slurmd binary (default /usr/sbin/slurmd)"},
+			&cli.StringFlag{Name: "scontrol", Usage: "scontrol binary (default /usr/bin/scontrol)"},
+			&cli.DurationFlag{Name: "register-timeout", Value: 90 * time.Second, Usage: "longest wait for slurmctld to see the node"},
+		},
+		Action: func(c *cli.Context) error {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("prog", "burst-agent bootstrap")
+			o := bootstrap.Options{
+				Exec: bootstrap.ExecMode(c.String("exec")), UserDataFile: c.String("user-data-file"),
+				IMDSEndpoint: c.String("imds-endpoint"), NodeName: c.String("node-name"), RunDir: c.String("run-dir"),
+				RegisterTimeout: c.Duration("register-timeout"), Logger: log,
+				CleanExec: []string{self, "exec-clean", "--"},
+				Commands:  bootstrap.Commands{Agent: self, Slurmd: c.String("slurmd"), Scontrol: c.String("scontrol")},
+			}
+			rep, err := bootstrap.RunReport(c.Context, o)
+			for _, s := range rep.Steps {
+				log.Info("step", "step", s.Step, "ms", float64(s.Duration.Microseconds())/1000)
+			}
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("burst-agent bootstrap: %v (status in %s)", err, filepath.Join(o.RunDir, "status.json")), 1)
+			}
+			if o.Exec == bootstrap.ExecDirect {
+				// direct mode: slurmd and the agent are our children; stay
+				// until the instance is stopped
+				<-c.Context.Done()
+			}
+			return nil
+		},
+	}
+}
+
+// execCleanCommand is `burst-agent exec-clean -- PROG ARGS`: exec PROG with
+// an empty signal mask (a process started from slurmctld's ResumeProgram
+// inherits SIGTERM/SIGUSR1 blocked, and jobs would never see their
+// checkpoint signal).
+func execCleanCommand() *cli.Command {
+	return &cli.Command{
+		Name:            "exec-clean",
+		Hidden:          true,
+		SkipFlagParsing: true,
+		Action: func(c *cli.Context) error {
+			args := c.Args().Slice()
+			if len(args) > 0 && args[0] == "--" {
+				args = args[1:]
+			}
+			if len(args) == 0 {
+				return cli.Exit("usage: burst-agent exec-clean -- PROGRAM [ARGS...]", 2)
+			}
+			return bootstrap.ExecClean(args, os.Environ())
+		},
+	}
+}
