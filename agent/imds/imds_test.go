@@ -2,6 +2,7 @@ package imds
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -205,6 +206,46 @@ func TestClientDeadEndpoint(t *testing.T) {
 		t.Fatalf("dead endpoint: ok=%v err=%v, want an error", ok, err)
 	}
 	t.Logf("dead endpoint answered in %v: %v", time.Since(start), err)
+
+	// An endpoint that accepts and never answers (a black hole) costs one
+	// attempt bounded by Timeout, not the SDK's retries.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	c = New(Options{Endpoint: "http://" + l.Addr().String(), Timeout: 200 * time.Millisecond})
+	start = time.Now()
+	if _, ok, err := c.InstanceAction(context.Background()); ok || err == nil {
+		t.Fatalf("black hole: ok=%v err=%v, want an error", ok, err)
+	}
+	t.Logf("black-holed endpoint answered in %v (timeout 200ms)", time.Since(start))
+	mu.Lock()
+	n := len(conns)
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d connections to the black hole, want 1 (no retries)", n)
+	}
 }
 
 func TestPollerHandlesEachNoticeOnce(t *testing.T) {
