@@ -46,11 +46,15 @@ type Job struct {
 	RestartCount uint32
 	// CheckpointSignal from the job's metadata; "" means Options.Signal.
 	CheckpointSignal string
+	// Starting: the job is allocated but not running yet (CONFIGURING while
+	// its nodes boot): it has nothing to checkpoint and is requeued at once.
+	Starting bool
 }
 
 // SlurmOps is what the handler needs from Slurm.
 type SlurmOps interface {
-	// JobsOnNode lists the running jobs with an allocation on node.
+	// JobsOnNode lists the running (and starting) jobs with an allocation
+	// on node.
 	JobsOnNode(ctx context.Context, node string) ([]Job, error)
 	// Signal sends sig (USR1, ...) to the job's batch shell when batchOnly,
 	// else to its steps.
@@ -170,7 +174,7 @@ func (h *Handler) Handle(ctx context.Context, n imds.Notice) {
 func (h *Handler) Rebalance(ctx context.Context, r imds.Rebalance) error {
 	announced := h.announce(ctx, "rebalance", r.NoticeTime)
 	defer announced()
-	reason := "burst: rebalance recommendation " + h.opts.InstanceID
+	reason := "burst: rebalance recommendation " + h.instance()
 	err := h.ops.DrainNode(ctx, h.opts.Node, reason)
 	ev := report.Event{InstanceID: h.opts.InstanceID, Action: "rebalance", NoticeTime: r.NoticeTime}
 	if err != nil {
@@ -203,7 +207,7 @@ func (h *Handler) interrupt(ctx context.Context, a imds.InstanceAction) (report.
 	announced := h.announce(ctx, a.Action, start)
 	defer announced()
 	ev := report.Event{InstanceID: h.opts.InstanceID, Action: a.Action, NoticeTime: start, Deadline: a.Time}
-	reason := "burst: spot interruption " + h.opts.InstanceID
+	reason := "burst: spot interruption " + h.instance()
 	var errs []error
 	if err := h.ops.DrainNode(ctx, h.opts.Node, reason); err != nil {
 		errs = append(errs, fmt.Errorf("draining %s: %w", h.opts.Node, err))
@@ -263,16 +267,21 @@ func (h *Handler) job(ctx context.Context, j Job, until time.Time) report.JobEve
 		errs = append(errs, fmt.Errorf("removing stale marker: %w", err))
 	}
 	t0 := h.opts.Now()
-	if err := h.ops.Signal(ctx, j.ID, sig, batch); err != nil {
+	if j.Starting {
+		r.Signal = ""
+	} else if err := h.ops.Signal(ctx, j.ID, sig, batch); err != nil {
 		errs = append(errs, fmt.Errorf("sending checkpoint signal %s: %w", sig, err))
 	} else {
 		r.Checkpointed = h.waitMarker(ctx, marker, until)
 	}
 	r.Waited = h.opts.Now().Sub(t0)
 	log := h.log.With("job", j.ID, "signal", sig, "waited", r.Waited)
-	if r.Checkpointed {
+	switch {
+	case j.Starting:
+		log.Info("job had not started; requeueing")
+	case r.Checkpointed:
 		log.Info("job checkpointed")
-	} else {
+	default:
 		log.Warn("job did not confirm a checkpoint in time; requeueing anyway", "marker", marker)
 	}
 	if err := h.ops.Requeue(ctx, j.ID); err != nil {
@@ -307,6 +316,14 @@ func (h *Handler) waitMarker(ctx context.Context, marker string, until time.Time
 		case <-t.C:
 		}
 	}
+}
+
+// instance names the instance in Slurm reasons.
+func (h *Handler) instance() string {
+	if h.opts.InstanceID == "" {
+		return "(instance id unknown)"
+	}
+	return h.opts.InstanceID
 }
 
 // announce tells the Announcer in the background; the returned func waits

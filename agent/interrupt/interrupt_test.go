@@ -187,6 +187,22 @@ func TestWaitBoundedByDeadline(t *testing.T) {
 	}
 }
 
+func TestStartingJobRequeuedWithoutSignal(t *testing.T) {
+	ops := &fakeOps{jobs: []Job{{ID: 8, Starting: true}}}
+	h, _ := New(ops, nil, Options{Node: "n", CheckpointRoot: t.TempDir(), Grace: time.Hour})
+	ev, err := h.Interrupt(context.Background(), imds.InstanceAction{Action: "terminate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`drain n "burst: spot interruption (instance id unknown)"`, "jobs n", "requeue 8", "startnow 8", `power_down_force n "burst: spot interruption (instance id unknown)"`}
+	if got := ops.Calls(); !slices.Equal(got, want) {
+		t.Fatalf("calls = %q, want %q", got, want)
+	}
+	if ev.Jobs[0].Checkpointed || !ev.Jobs[0].Released {
+		t.Fatalf("job = %+v", ev.Jobs[0])
+	}
+}
+
 func TestInterruptGoesOnPastFailures(t *testing.T) {
 	ops := &fakeOps{jobs: []Job{{ID: 1}, {ID: 2}}, failReq: map[uint32]bool{1: true}}
 	h, _ := New(ops, nil, Options{Node: "n", CheckpointRoot: t.TempDir(), Grace: time.Millisecond, PollMarker: time.Millisecond})
@@ -293,12 +309,13 @@ func TestSlurmClientAdapter(t *testing.T) {
 		{ID: 3, State: "PENDING"},
 		{ID: 4, State: "RUNNING", Nodes: "gpu-2", Comment: "burst: bogus=1"},
 		{ID: 5, State: "COMPLETING", Nodes: "gpu-2"},
+		{ID: 6, State: "CONFIGURING", Nodes: "gpu-[1-2]"},
 	}}
 	got, err := SlurmClient{C: fs}.JobsOnNode(context.Background(), "gpu-2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Job{{ID: 1, RestartCount: 2, CheckpointSignal: "USR2"}, {ID: 4}}
+	want := []Job{{ID: 1, RestartCount: 2, CheckpointSignal: "USR2"}, {ID: 4}, {ID: 6, Starting: true}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("JobsOnNode = %+v, want %+v", got, want)
 	}

@@ -17,7 +17,8 @@ type SlurmClient struct {
 
 var _ SlurmOps = SlurmClient{}
 
-// JobsOnNode lists RUNNING jobs whose allocation includes node, with the
+// JobsOnNode lists RUNNING and CONFIGURING (Starting) jobs whose allocation
+// includes node, with the
 // checkpoint_signal of their burst metadata (invalid metadata is ignored:
 // the default signal is used).
 func (s SlurmClient) JobsOnNode(ctx context.Context, node string) ([]Job, error) {
@@ -27,7 +28,7 @@ func (s SlurmClient) JobsOnNode(ctx context.Context, node string) ([]Job, error)
 	}
 	var out []Job
 	for _, j := range jobs {
-		if j.State != "RUNNING" || j.Nodes == "" {
+		if (j.State != "RUNNING" && j.State != "CONFIGURING") || j.Nodes == "" {
 			continue
 		}
 		names, err := hostlist.Expand(j.Nodes)
@@ -38,7 +39,7 @@ func (s SlurmClient) JobsOnNode(ctx context.Context, node string) ([]Job, error)
 			continue
 		}
 		md, _ := policy.ParseMetadata(j.Comment)
-		out = append(out, Job{ID: j.ID, RestartCount: j.RestartCount, CheckpointSignal: md.CheckpointSignal})
+		out = append(out, Job{ID: j.ID, RestartCount: j.RestartCount, CheckpointSignal: md.CheckpointSignal, Starting: j.State == "CONFIGURING"})
 	}
 	return out, nil
 }
