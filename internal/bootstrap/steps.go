@@ -593,6 +593,12 @@ func (b *boot) agent(ctx context.Context) (string, error) {
 		return "", b.startUnit(ctx, b.o.Units.Agent, true)
 	default:
 		argv := []string{b.o.Commands.Agent, "run"}
+		// several direct-mode "instances" share one file system: each agent
+		// keeps its report buffer under its own run directory
+		env = append(env, "BURST_STATE_DIR="+filepath.Join(b.o.RunDir, "agent-state"))
+		if u.Slurm.ConfMode == userdata.ConfFile {
+			env = append(env, "SLURM_CONF="+u.Slurm.ConfPath)
+		}
 		_, err := b.startDaemon(ctx, "agent", argv, append(os.Environ(), env...), b.o.StartCheck)
 		return "", err
 	}

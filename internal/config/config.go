@@ -70,10 +70,14 @@ type Slurm struct {
 	NodeConf string `yaml:"node_conf"`
 	// MungeKeySource is where nodes get the munge key: a Secrets Manager
 	// secret ARN, or file:///path for a key baked into the image.
-	MungeKeySource string      `yaml:"munge_key_source"`
-	BurstBin       string      `yaml:"burst_bin"`   // where burst-resume etc. are installed
-	Partitions     []Partition `yaml:"partitions"`  // partitions burst owns
-	GresFiles      string      `yaml:"gpu_devices"` // GPU device path prefix for gres.conf File= (default /dev/nvidia)
+	MungeKeySource string `yaml:"munge_key_source"`
+	// MungeKeyPath and MungeSocket are where nodes keep the key and run
+	// munged (Debian's defaults; only a shared slurm.conf can move the socket).
+	MungeKeyPath string      `yaml:"munge_key_path"`
+	MungeSocket  string      `yaml:"munge_socket"`
+	BurstBin     string      `yaml:"burst_bin"`   // where burst-resume etc. are installed
+	Partitions   []Partition `yaml:"partitions"`  // partitions burst owns
+	GresFiles    string      `yaml:"gpu_devices"` // GPU device path prefix for gres.conf File= (default /dev/nvidia)
 	// GresAutodetect: "nvml" (real nodes) or "off" (File= lines, for fake devices).
 	GresAutodetect string `yaml:"gres_autodetect"`
 
@@ -229,6 +233,7 @@ func Default() *Config {
 			ResumeTimeout: D(10 * time.Minute), SuspendTimeout: D(2 * time.Minute), SuspendTime: D(time.Hour),
 			TreeWidth: 65533, PrologWait: true, CliFilter: true,
 			ControllerPort: 6817, NodeConf: "configless", MungeKeySource: "file:///etc/munge/munge.key",
+			MungeKeyPath: "/etc/munge/munge.key", MungeSocket: "/run/munge/munge.socket.2",
 		},
 		FSx:      FSx{MountPoint: "/fsx", CheckpointDir: "checkpoints"},
 		Sizer:    Sizer{Listen: "127.0.0.1:8472", URL: "http://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second)},

@@ -124,6 +124,11 @@ func (v *validator) slurm() {
 	if !strings.HasPrefix(s.MungeKeySource, "file:///") && !strings.HasPrefix(s.MungeKeySource, "arn:aws:secretsmanager:") {
 		v.add("slurm.munge_key_source", "%q: want a Secrets Manager secret ARN (arn:aws:secretsmanager:...) or file:///path baked into the image", s.MungeKeySource)
 	}
+	v.abs("slurm.munge_key_path", s.MungeKeyPath, true)
+	v.abs("slurm.munge_socket", s.MungeSocket, true)
+	if s.NodeConf == "configless" && s.MungeSocket != "/run/munge/munge.socket.2" {
+		v.add("slurm.munge_socket", "a configless node fetches slurm.conf through munge's default socket; keep /run/munge/munge.socket.2 or use a shared slurm.conf (node_conf: /path)")
+	}
 	if s.GresAutodetect != "nvml" && s.GresAutodetect != "off" {
 		v.add("slurm.gres_autodetect", "%q: want nvml (real GPUs) or off (device files listed from gpu_devices)", s.GresAutodetect)
 	}

@@ -294,7 +294,7 @@ func RenderUserData(cfg *config.Config, adminToken string, nodes []cloud.NodeSpe
 	u := userdata.UserData{
 		NodeName: nodes[0].Node, Cluster: cfg.Cluster.Name, IssuedAt: issued.UTC(),
 		Slurm: userdata.Slurm{Controllers: []string{cfg.Slurm.Controller}, Port: cfg.Slurm.ControllerPort},
-		Munge: userdata.Munge{KeySource: cfg.Slurm.MungeKeySource},
+		Munge: userdata.Munge{KeySource: cfg.Slurm.MungeKeySource, KeyPath: cfg.Slurm.MungeKeyPath, Socket: cfg.Slurm.MungeSocket},
 		FSx: userdata.FSx{DNSName: cfg.FSx.DNSName, MountName: cfg.FSx.MountName, MountPoint: cfg.FSx.MountPoint,
 			CheckpointRoot: filepath.Join(cfg.FSx.MountPoint, cfg.FSx.CheckpointDir)},
 		Agent: userdata.Agent{SizerURL: cfg.Sizer.URL, IMDSEndpoint: cfg.Agent.IMDSEndpoint,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,8 @@ func start(t *testing.T, o stack.Options) *stack.Stack {
 }
 
 func dumpLogs(t *testing.T, s *stack.Stack) {
-	for _, f := range []string{s.LogPath(), s.Cluster.SlurmctldLog()} {
+	nodeLogs, _ := filepath.Glob(filepath.Join(s.Cluster.Dir(), "log", "node-*.out"))
+	for _, f := range append([]string{s.LogPath(), s.Cluster.SlurmctldLog()}, nodeLogs...) {
 		b, _ := os.ReadFile(f)
 		lines := strings.Split(string(b), "\n")
 		if len(lines) > 60 {

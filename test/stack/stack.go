@@ -205,7 +205,12 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	s.Cfg.Slurm.ControllerPort = ctld
 	s.Cfg.Slurm.NodeConf = c.ConfPath()
 	s.Cfg.Slurm.ConfDir = filepath.Dir(c.ConfPath())
-	s.Cfg.Slurm.MungeKeySource = "file://" + filepath.Join(c.Dir(), "munge", "key", "munge.key")
+	// nodes share this machine's file system: they use the cluster's own
+	// munge key and running munged, never the host's /etc/munge
+	key := filepath.Join(c.Dir(), "munge", "key", "munge.key")
+	s.Cfg.Slurm.MungeKeySource = "file://" + key
+	s.Cfg.Slurm.MungeKeyPath = key
+	s.Cfg.Slurm.MungeSocket = c.MungeSocket()
 	port, err := freePort(c.ControllerAddr().String())
 	if err != nil {
 		return err

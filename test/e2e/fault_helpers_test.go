@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/reconcile"
+	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/test/ec2emu"
+	"github.com/burst-hpc/burst/test/stack"
+)
+
+var (
+	agentBootOnce sync.Once
+	agentBootOK   bool
+)
+
+// agentBoots reports whether the built burst-agent has the bootstrap
+// subcommand the stack boots nodes with by default.
+func agentBoots() bool {
+	agentBootOnce.Do(func() {
+		bin := filepath.Join(binDir, "burst-agent")
+		if _, err := os.Stat(bin); err != nil {
+			return
+		}
+		agentBootOK = exec.Command(bin, "bootstrap", "--help").Run() == nil
+	})
+	return agentBootOK
+}
+
+// slurmdBoot boots an instance by starting slurmd in its namespace
+// directly (what `burst-agent bootstrap` ends with), after the 2 s boot
+// guard the bootstrap keeps.
+func slurmdBoot(ctx context.Context, s *stack.Stack, in ec2emu.Instance, node string) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * time.Second):
+	}
+	ip, err := netip.ParseAddr(in.PrivateIP)
+	if err != nil {
+		return fmt.Errorf("instance %s private IP %q: %w", in.ID, in.PrivateIP, err)
+	}
+	_, err = s.Cluster.StartSlurmd(ctx, node, ip)
+	return err
+}
+
+// faultStart starts a stack for a fault test: nodes boot through
+// burst-agent bootstrap when the built agent has it, else through slurmd
+// directly; the sizer's own reconciler loop runs every interval (0: once an
+// hour, so the test drives passes itself).
+func faultStart(t *testing.T, interval time.Duration, o stack.Options) *stack.Stack {
+	t.Helper()
+	if o.Boot == nil && !agentBoots() {
+		t.Log("burst-agent has no bootstrap subcommand yet: nodes boot by starting slurmd directly")
+		o.Boot = slurmdBoot
+	}
+	if interval <= 0 {
+		interval = time.Hour
+	}
+	conf := o.Configure
+	o.Configure = func(c *config.Config) {
+		c.Sizer.ReconcileInterval.Duration = interval
+		if conf != nil {
+			conf(c)
+		}
+	}
+	return start(t, o)
+}
+
+// slurmClient talks to the test cluster's slurmctld.
+func slurmClient(s *stack.Stack) *slurm.Scontrol {
+	return slurm.NewScontrol(slurm.ScontrolOptions{Conf: s.Cluster.ConfPath(), BinDir: s.Cfg.Slurm.BinDir, Timeout: 20 * time.Second})
+}
+
+// emuEC2 is a plain SDK client on the emulator: an admin's or another
+// tool's access, behind burst's back.
+func emuEC2(s *stack.Stack) *ec2.Client {
+	return ec2.New(ec2.Options{Region: s.Cfg.Cluster.Region, BaseEndpoint: aws.String(s.Emu.URL()),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+}
+
+// provider is burst's EC2 provider on the emulator.
+func provider(t *testing.T, s *stack.Stack) *ec2p.Provider {
+	t.Helper()
+	p, err := ec2p.New(emuEC2(s), ec2p.Options{Cluster: s.Cfg.Cluster.Name, Subnets: s.Cfg.Network.Subnets,
+		ImageID: s.Cfg.Image.AMI, SecurityGroupIDs: s.Cfg.Network.SecurityGroups, StateDir: s.Cfg.Sizer.StateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// reconciler is an in-process reconciler on the stack, as burst-sizer
+// builds it, with the given grace period.
+func reconciler(t *testing.T, s *stack.Stack, grace time.Duration) *reconcile.Reconciler {
+	t.Helper()
+	r, err := reconcile.New(provider(t, s), slurmClient(s), reconcile.Options{Grace: grace, ResumeTimeout: s.Cfg.Slurm.ResumeTimeout.Duration,
+		Owned:  func(n string) bool { _, ok := s.Cfg.ClassOfNode(n); return ok },
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// strays returns live instances whose node Slurm does not have powered up
+// (or powering up): the money burners.
+func strays(t *testing.T, s *stack.Stack) []string {
+	t.Helper()
+	nodes, err := slurmClient(s).Nodes(context.Background())
+	if err != nil {
+		t.Logf("reading nodes: %v", err)
+		return []string{"(sinfo failed)"}
+	}
+	up := map[string]bool{}
+	for _, n := range nodes {
+		if n.HasFlag("POWERING_UP") || !(n.HasFlag("POWERED_DOWN") || n.HasFlag("POWERING_DOWN")) {
+			up[n.Name] = true
+		}
+	}
+	var out []string
+	for _, in := range liveInstances(s) {
+		node := ec2p.NodeOf(in.Tags, in.LaunchIndex)
+		if !up[node] {
+			out = append(out, fmt.Sprintf("%s (node %q, %s)", in.ID, node, in.State))
+		}
+	}
+	return out
+}
+
+// assertClean checks the end state every fault test must reach: no running
+// instance without a powered-up node (waiting up to limit for releases to
+// finish), and no node launched twice for one job attempt: for every node
+// and job, at most RestartCnt+1 instances, and no two instances of a node
+// from one launch (client token).
+func assertClean(t *testing.T, s *stack.Stack, limit time.Duration) {
+	t.Helper()
+	var last []string
+	end := time.Now().Add(limit)
+	for {
+		if last = strays(t, s); len(last) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Errorf("instances running without a powered-up node after %s: %v", limit, last)
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	assertNoDoubleLaunch(t, s)
+}
+
+func assertNoDoubleLaunch(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	perJob := map[string][]string{}   // node/job -> instance ids
+	perToken := map[string][]string{} // node/client token -> instance ids
+	for _, in := range s.Emu.Instances() {
+		node := ec2p.NodeOf(in.Tags, in.LaunchIndex)
+		job := in.Tags[ec2p.TagJobID]
+		if job != "" {
+			perJob[node+"/"+job] = append(perJob[node+"/"+job], in.ID)
+		}
+		perToken[node+"/"+in.ClientToken] = append(perToken[node+"/"+in.ClientToken], in.ID)
+	}
+	for k, ids := range perToken {
+		if len(ids) > 1 {
+			t.Errorf("node/launch %s got %d instances: %v", k, len(ids), ids)
+		}
+	}
+	for k, ids := range perJob {
+		node, job, _ := strings.Cut(k, "/")
+		if n := restarts(s, job); len(ids) > n+1 {
+			t.Errorf("node %s got %d instances for job %s, which ran %d times: %v", node, len(ids), job, n+1, ids)
+		}
+	}
+}
+
+// restarts is a job's RestartCnt (0 when Slurm forgot it).
+func restarts(s *stack.Stack, job string) int {
+	out, err := s.Cluster.Run(context.Background(), "scontrol", "show", "job", "-o", job)
+	if err != nil {
+		return 0
+	}
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "Restarts="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// instanceOfJob waits for the live instance running job's node.
+func instanceOfJob(t *testing.T, s *stack.Stack, job string, limit time.Duration) ec2emu.Instance {
+	t.Helper()
+	var found ec2emu.Instance
+	eventually(t, limit, "a live instance for job "+job, func() bool {
+		for _, in := range liveInstances(s) {
+			if in.Tags[ec2p.TagJobID] == job && in.State == "running" {
+				found = in
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// nodeField returns a field of scontrol show node (e.g. "Reason").
+func nodeField(s *stack.Stack, node, field string) string {
+	out, _ := s.Cluster.Run(context.Background(), "scontrol", "show", "node", node)
+	i := strings.Index(out, field+"=")
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimSpace(strings.SplitN(out[i+len(field)+1:], "\n", 2)[0])
+}
