@@ -32,6 +32,10 @@ func newApp() *cli.App {
 }
 
 func main() {
+	if os.Getenv("SLURM_SCRIPT_CONTEXT") == "prolog_task" {
+		taskProlog(os.Stdout, os.Getenv)
+		return
+	}
 	app := newApp()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := app.RunContext(ctx, os.Args)

@@ -382,6 +382,10 @@ func (b *boot) checkpointRoot(context.Context) (string, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
+	// the TaskProlog (burst-agent) gives jobs BURST_CHECKPOINT_DIR under it
+	if err := writeFileAtomic(filepath.Join(b.o.RunDir, "checkpoint-root"), []byte(root+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("recording the checkpoint root: %w", err)
+	}
 	return "", nil
 }
 

@@ -134,6 +134,26 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 	if len(ours) == 0 {
 		return nil, nil, nil
 	}
+	// nodes already on their way down (a failed resume handed them back with
+	// its reason) keep that reason: it is what the admin needs to see
+	if ns, err := r.Slurm.Nodes(ctx, ours...); err == nil {
+		down := map[string]bool{}
+		for _, n := range ns {
+			if n.HasFlag("POWER_DOWN") || n.HasFlag("POWERING_DOWN") || n.HasFlag("POWERED_DOWN") {
+				down[n.Name] = true
+			}
+		}
+		var up []string
+		for _, n := range ours {
+			if !down[n] {
+				up = append(up, n)
+			}
+		}
+		ours = up
+	}
+	if len(ours) == 0 {
+		return nil, nil, nil
+	}
 	if w := r.Cfg.Teardown.WarmReuse.Duration; w > 0 && r.Linger != nil {
 		pending, err := r.Slurm.Jobs(ctx)
 		if err != nil {

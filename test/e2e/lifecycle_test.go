@@ -48,9 +48,9 @@ func TestSingleGPUJob(t *testing.T) {
 	if in.Lifecycle != "spot" || !strings.HasPrefix(node, "l4-") && !strings.HasPrefix(node, "a10g-") {
 		t.Errorf("instance %s: lifecycle %s node %q", in.ID, in.Lifecycle, node)
 	}
-	out, err := os.ReadFile(s.Cluster.Dir() + "/slurm-" + id + ".out")
-	if err == nil && !strings.Contains(string(out), "node="+node) {
-		t.Errorf("job output %q does not name node %s", out, node)
+	out, err := os.ReadFile(s.Cluster.Dir() + "/work/slurm-" + id + ".out")
+	if err != nil || !strings.Contains(string(out), "node="+node+" gpus=0") {
+		t.Errorf("job output %q (err %v) does not show it ran on %s with its GPU", out, err, node)
 	}
 	// event-driven release: terminated within seconds, node powered down
 	eventually(t, 30*time.Second, "instance terminated", func() bool { return len(liveInstances(s)) == 0 })
@@ -76,7 +76,7 @@ func TestTwoNodeJob(t *testing.T) {
 	if n := s.Emu.CallCount("CreateFleet"); n != 1 {
 		t.Errorf("want one CreateFleet for the 2-node job, got %d", n)
 	}
-	out, _ := os.ReadFile(s.Cluster.Dir() + "/slurm-" + id + ".out")
+	out, _ := os.ReadFile(s.Cluster.Dir() + "/work/slurm-" + id + ".out")
 	if strings.Count(string(out), ": l4-") != 2 {
 		t.Errorf("srun did not run on 2 nodes:\n%s", out)
 	}

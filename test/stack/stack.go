@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -132,6 +133,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	cfg.Sizer.TokenFile = tokFile
 	cfg.Sizer.StateDir = filepath.Join(dir, "state")
 	cfg.FSx.LocalDir = filepath.Join(dir, "fsx")
+	// the "instances" share this machine's mount namespace: mount the fake
+	// FSx inside the stack's directory, never on the host's /fsx
+	cfg.FSx.MountPoint = filepath.Join(dir, "fsx-mnt")
 	cfg.Log.File = filepath.Join(dir, "burst.log")
 	cfg.Slurm.NodeConf = "/placeholder/slurm.conf" // set once the cluster exists
 	if opts.Configure != nil {
@@ -218,7 +222,7 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	s.Cfg.Sizer.Listen = net.JoinHostPort(c.ControllerAddr().String(), strconv.Itoa(port))
 	s.Cfg.Sizer.URL = "http://" + s.Cfg.Sizer.Listen
 	s.CfgPath = filepath.Join(filepath.Dir(c.ConfPath()), "burst.yaml")
-	for _, b := range []string{"burst-resume", "burst-suspend"} {
+	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent"} {
 		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s exec %s \"$@\"\n", s.CfgPath, filepath.Join(s.opts.BinDir, b))
 		if err := os.WriteFile(filepath.Join(s.Dir, "bin", b), []byte(w), 0o755); err != nil {
 			return err
@@ -373,6 +377,11 @@ func (s *Stack) Stop() {
 	}
 	if s.Cluster != nil {
 		s.Cluster.Stop()
+	}
+	if s.Cfg != nil && s.Cfg.FSx.MountPoint != "" && strings.HasPrefix(s.Cfg.FSx.MountPoint, s.Dir) {
+		// every node bind-mounted the fake FSx there; undo them all
+		for i := 0; i < 64 && syscall.Unmount(s.Cfg.FSx.MountPoint, syscall.MNT_DETACH) == nil; i++ {
+		}
 	}
 	if !s.opts.KeepDir && s.Dir != "" {
 		os.RemoveAll(s.Dir)
