@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,10 @@ type Slurm interface {
 	UpdateNodes(ctx context.Context, updates ...slurm.NodeUpdate) error
 	Requeue(ctx context.Context, jobID uint32) error
 	StartNow(ctx context.Context, jobID uint32) error
+	// Hold and Release record the requeue's reason as the job's
+	// AdminComment (Hold's reason) without keeping it held.
+	Hold(ctx context.Context, jobID uint32, reason string) error
+	Release(ctx context.Context, jobID uint32) error
 }
 
 // Options configure a Reconciler. Zero values take the defaults noted.
@@ -45,8 +50,12 @@ type Options struct {
 	// Terminated is told about every instance the reconciler terminated
 	// (spend accounting); may be nil. Its errors are logged.
 	Terminated func(ctx context.Context, instanceID string, at time.Time) error
-	Now        func() time.Time // default time.Now
-	Logger     *slog.Logger     // default discards
+	// RequeueWait bounds the wait for requeued jobs to be pending again
+	// (default 20 s); PollInterval is how often it looks (default 250 ms).
+	RequeueWait  time.Duration
+	PollInterval time.Duration
+	Now          func() time.Time // default time.Now
+	Logger       *slog.Logger     // default discards
 	// Registerer gets the metrics; nil: not registered.
 	Registerer prometheus.Registerer
 }
@@ -110,6 +119,12 @@ func New(c Cloud, s Slurm, o Options) (*Reconciler, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.RequeueWait <= 0 {
+		o.RequeueWait = 20 * time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 250 * time.Millisecond
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -249,6 +264,8 @@ func (r *Reconciler) handBack(ctx context.Context, a Action, log *slog.Logger) (
 		return ids, nil
 	}
 	var errs []error
+	now := r.o.Now().UTC().Format("2006-01-02T15:04:05Z")
+	var requeued []uint32
 	for _, id := range ids {
 		if err := r.slurm.Requeue(ctx, id); err != nil {
 			// a job that cannot be requeued (--no-requeue) ends NODE_FAIL
@@ -256,19 +273,72 @@ func (r *Reconciler) handBack(ctx context.Context, a Action, log *slog.Logger) (
 			errs = append(errs, fmt.Errorf("requeueing job %d of %s: %w", id, a.Node, err))
 			continue
 		}
-		if err := r.slurm.StartNow(ctx, id); err != nil {
-			log.Warn("making requeued job eligible now; Slurm's BeginTime delay applies", "job", id, "err", err)
-		}
+		requeued = append(requeued, id)
 		log.Warn("requeued job", "job", id, "node", a.Node, "why", a.Detail)
 	}
 	reason := a.Detail
 	if len(reason) > 120 {
 		reason = reason[:117] + "..."
 	}
-	if err := r.slurm.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{a.Node}, State: "POWER_DOWN_FORCE", Reason: reason}); err != nil {
+	// the epilog of a requeued job may overwrite the node's reason: the
+	// node's Comment keeps it
+	comment := "burst " + now + ": " + strings.TrimPrefix(a.Detail, "burst: ")
+	if len(requeued) > 0 {
+		comment += fmt.Sprintf("; requeued jobs %v", requeued)
+	}
+	if err := r.slurm.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{a.Node}, State: "POWER_DOWN_FORCE", Reason: reason, Comment: comment}); err != nil {
 		errs = append(errs, fmt.Errorf("handing back %s: %w", a.Node, err))
 	}
+	// Slurm finishes a requeue (and sets its ~120 s BeginTime) only once
+	// the job left the dead node; then burst says why on the job and
+	// makes it eligible at once
+	note := "burst " + now + ": requeued from " + a.Node + ": " + strings.TrimPrefix(a.Detail, "burst: ")
+	for _, id := range r.waitPending(ctx, requeued) {
+		// the job's AdminComment says why it was requeued (Slurm has no
+		// other per-job text the admin sees in squeue and sacct)
+		if err := r.slurm.Hold(ctx, id, note); err != nil {
+			log.Warn("recording the requeue reason on the job", "job", id, "err", err)
+		} else if err := r.slurm.Release(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("releasing job %d after recording its requeue reason (run scontrol release %d): %w", id, id, err))
+		}
+		if err := r.slurm.StartNow(ctx, id); err != nil {
+			log.Warn("making requeued job eligible now; Slurm's BeginTime delay applies", "job", id, "err", err)
+		}
+	}
 	return ids, errors.Join(errs...)
+}
+
+// waitPending waits (up to RequeueWait) until the jobs are pending again
+// and returns those that are; the others are logged.
+func (r *Reconciler) waitPending(ctx context.Context, ids []uint32) []uint32 {
+	if len(ids) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(r.o.RequeueWait)
+	for {
+		jobs, err := r.slurm.Jobs(ctx, ids...)
+		var pending, other []uint32
+		if err == nil {
+			for _, j := range jobs {
+				if j.State == "PENDING" {
+					pending = append(pending, j.ID)
+				} else {
+					other = append(other, j.ID)
+				}
+			}
+			if len(other) == 0 {
+				return pending
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.log.Warn("requeued jobs not pending yet; Slurm's requeue delay applies to them", "jobs", other, "err", err)
+			return pending
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.o.PollInterval):
+		}
+	}
 }
 
 // Run runs a pass every interval until ctx ends; errors are logged, never

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,16 +43,39 @@ type fakeSlurm struct {
 func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) {
 	return f.nodes, f.nodeErr
 }
-func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error) { return f.jobs, nil }
+
+// Jobs reports the job listing; requeued jobs are pending.
+func (f *fakeSlurm) Jobs(_ context.Context, ids ...uint32) ([]slurm.Job, error) {
+	var out []slurm.Job
+	for _, j := range f.jobs {
+		for _, c := range f.calls {
+			if c == "requeue "+itoa(j.ID) {
+				j.State, j.Nodes = "PENDING", ""
+			}
+		}
+		if len(ids) == 0 || slices.Contains(ids, j.ID) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
 func (f *fakeSlurm) UpdateNodes(_ context.Context, us ...slurm.NodeUpdate) error {
 	for _, u := range us {
-		f.calls = append(f.calls, "update "+strings.Join(u.Names, ",")+" "+u.State+" "+u.Reason)
+		f.calls = append(f.calls, "update "+strings.Join(u.Names, ",")+" "+u.State+" "+u.Reason+" | "+u.Comment)
 	}
 	return nil
 }
 func (f *fakeSlurm) Requeue(_ context.Context, id uint32) error {
 	f.calls = append(f.calls, "requeue "+itoa(id))
 	return f.rqErr[id]
+}
+func (f *fakeSlurm) Hold(_ context.Context, id uint32, reason string) error {
+	f.calls = append(f.calls, "hold "+itoa(id)+" "+reason)
+	return nil
+}
+func (f *fakeSlurm) Release(_ context.Context, id uint32) error {
+	f.calls = append(f.calls, "release "+itoa(id))
+	return nil
 }
 func (f *fakeSlurm) StartNow(_ context.Context, id uint32) error {
 	f.calls = append(f.calls, "startnow "+itoa(id))
@@ -98,7 +122,8 @@ func TestRunOnce(t *testing.T) {
 	if !reflect.DeepEqual(fc.terminated, []string{"i-orphan"}) || !reflect.DeepEqual(recorded, []string{"i-orphan"}) {
 		t.Fatalf("terminated %v recorded %v", fc.terminated, recorded)
 	}
-	want := []string{"requeue 7", "startnow 7", "update gpu-1 POWER_DOWN_FORCE burst: instance i-gone gone (shutting-down)"}
+	want := []string{"requeue 7", "update gpu-1 POWER_DOWN_FORCE burst: instance i-gone gone (shutting-down) | burst 2026-11-29T12:00:00Z: instance i-gone gone (shutting-down); requeued jobs [7]",
+		"hold 7 burst 2026-11-29T12:00:00Z: requeued from gpu-1: instance i-gone gone (shutting-down)", "release 7", "startnow 7"}
 	if !reflect.DeepEqual(fs.calls, want) {
 		t.Fatalf("slurm calls\n got %q\nwant %q", fs.calls, want)
 	}
@@ -171,7 +196,7 @@ func TestResumeTimeoutAcrossPasses(t *testing.T) {
 	if _, err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(fs.calls) != 1 || !strings.Contains(fs.calls[0], "POWER_DOWN_FORCE burst: no instance after 5m0s powering up") {
+	if len(fs.calls) != 1 || !strings.Contains(fs.calls[0], "POWER_DOWN_FORCE burst: no instance after 5m0s powering up |") {
 		t.Fatalf("calls %v", fs.calls)
 	}
 }

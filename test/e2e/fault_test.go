@@ -99,10 +99,10 @@ func TestFaultInstanceTerminatedMidJob(t *testing.T) {
 	})
 	t.Logf("node %s: Comment=%s", node, comment)
 	eventually(t, 30*time.Second, "job "+id+" requeued", func() bool { return restarts(s, id) >= 1 })
-	out, _ := s.Cluster.Run(context.Background(), "scontrol", "show", "job", id)
-	if !strings.Contains(out, "AdminComment=burst ") || !strings.Contains(out, "instance "+in.ID+" gone") {
-		t.Errorf("requeued job %s does not say why:\n%s", id, out)
-	}
+	eventually(t, 30*time.Second, "requeued job "+id+" saying why in its AdminComment", func() bool {
+		out, _ := s.Cluster.Run(context.Background(), "scontrol", "show", "job", id)
+		return strings.Contains(out, "AdminComment=burst ") && strings.Contains(out, "instance "+in.ID+" gone")
+	})
 	waitJob(t, s, id, 3*time.Minute, "COMPLETED")
 	sizerLog, _ := os.ReadFile(s.Dir + "/sizer.log")
 	if !strings.Contains(string(sizerLog), `"reason":"instance-gone"`) {
