@@ -61,6 +61,29 @@ func slurmdBoot(ctx context.Context, s *stack.Stack, in ec2emu.Instance, node st
 	return err
 }
 
+// defaultBoot is how the stack boots instances: burst-agent bootstrap, or
+// slurmd directly while the agent lacks it.
+func defaultBoot(ctx context.Context, s *stack.Stack, in ec2emu.Instance, node string) error {
+	if agentBoots() {
+		return stack.BootstrapNode(ctx, s, in, node)
+	}
+	return slurmdBoot(ctx, s, in, node)
+}
+
+// bootExcept boots every instance except those of the given nodes, which
+// stay up in EC2 but never become Slurm nodes (a broken boot, or an
+// instance Slurm gave up on).
+func bootExcept(nodes ...string) func(context.Context, *stack.Stack, ec2emu.Instance, string) error {
+	return func(ctx context.Context, s *stack.Stack, in ec2emu.Instance, node string) error {
+		for _, n := range nodes {
+			if n == node {
+				return nil
+			}
+		}
+		return defaultBoot(ctx, s, in, node)
+	}
+}
+
 // faultStart starts a stack for a fault test: nodes boot through
 // burst-agent bootstrap when the built agent has it, else through slurmd
 // directly; the sizer's own reconciler loop runs every interval (0: once an

@@ -154,8 +154,8 @@ func TestFaultConcurrentResume(t *testing.T) {
 			t.Fatalf("burst-resume %d: %v\n%s", i, errs[i], outs[i])
 		}
 	}
-	waitNode(t, s, "a10g-3", time.Minute, "idle")
-	waitNode(t, s, "a10g-4", time.Minute, "idle")
+	waitNode(t, s, "a10g-3", 45*time.Second, "idle")
+	waitNode(t, s, "a10g-4", 45*time.Second, "idle")
 	per := map[string]int{}
 	for _, in := range liveInstances(s) {
 		per[ec2p.NodeOf(in.Tags, in.LaunchIndex)]++
@@ -176,12 +176,12 @@ func TestFaultConcurrentResume(t *testing.T) {
 }
 
 // TestFaultResumeKilled: burst-resume is SIGKILLed between its launch and
-// telling Slurm anything, for a node Slurm never powered up (so Slurm will
-// not clean it up either). `burst-sizer reconcile --dry-run` shows the
+// telling Slurm anything, for a node Slurm has powered down (so Slurm will
+// not clean it up either), and the instance never registers as the node. `burst-sizer reconcile --dry-run` shows the
 // orphan and changes nothing; `burst-sizer reconcile` terminates it once it
 // is older than the grace period. A job submitted meanwhile still runs.
 func TestFaultResumeKilled(t *testing.T) {
-	s := faultStart(t, 0, stack.Options{Emulator: ec2emu.Options{Latency: 300 * time.Millisecond}})
+	s := faultStart(t, 0, stack.Options{Boot: bootExcept("l4-4"), Emulator: ec2emu.Options{Latency: 300 * time.Millisecond}})
 	cmd := s.Cluster.Command(context.Background(), binDir+"/burst-resume", "l4-4")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -223,13 +223,16 @@ func TestFaultResumeKilled(t *testing.T) {
 }
 
 // TestFaultDuplicateLaunch: a second instance for a node that already runs
-// (a double launch that slipped past idempotency, e.g. made by hand with
-// another token) is terminated by the reconciler, which keeps the instance
-// at Slurm's NodeAddr; the node and its job are unharmed.
+// a job (a double launch that slipped past idempotency, e.g. made by hand
+// with another token) is terminated by the reconciler, which keeps the
+// instance at Slurm's NodeAddr; the node and its job are unharmed.
+//
+// The duplicate is caught while still pending (grace 1 ms, boot delay 3 s):
+// the stack stops a node's namespace by node name when any of its instances
+// stops running, so a running duplicate's termination would kill the real
+// node in the test (not in EC2).
 func TestFaultDuplicateLaunch(t *testing.T) {
-	// the duplicate boots too but cannot become the node: the harness
-	// refuses a second namespace for a running node
-	s := faultStart(t, 0, stack.Options{})
+	s := faultStart(t, 0, stack.Options{Emulator: ec2emu.Options{BootDelay: 3 * time.Second}})
 	id := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 12")
 	waitJob(t, s, id, 90*time.Second, "RUNNING")
 	first := instanceOfJob(t, s, id, 30*time.Second)
@@ -247,8 +250,7 @@ func TestFaultDuplicateLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dup := *out.Instances[0].InstanceId
-	time.Sleep(2 * time.Second)
-	rep, err := reconciler(t, s, time.Second).RunOnce(context.Background())
+	rep, err := reconciler(t, s, time.Millisecond).RunOnce(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
