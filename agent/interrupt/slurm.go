@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/slurm"
@@ -52,8 +53,25 @@ func (s SlurmClient) Signal(ctx context.Context, id uint32, sig string, batchOnl
 // Requeue implements SlurmOps.
 func (s SlurmClient) Requeue(ctx context.Context, id uint32) error { return s.C.Requeue(ctx, id) }
 
-// StartNow implements SlurmOps.
-func (s SlurmClient) StartNow(ctx context.Context, id uint32) error { return s.C.StartNow(ctx, id) }
+// StartNow implements SlurmOps. Slurm applies the requeue (and its ~120 s
+// BeginTime hold) only once the job's processes are gone, after
+// `scontrol requeue` returns; clearing the hold before that is undone. So it
+// waits (up to 30 s) until the job is PENDING again, then clears the hold.
+func (s SlurmClient) StartNow(ctx context.Context, id uint32) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		js, err := s.C.Jobs(ctx, id)
+		if err == nil && (len(js) == 0 || js[0].State == "PENDING") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return s.C.StartNow(ctx, id)
+}
 
 // DrainNode implements SlurmOps.
 func (s SlurmClient) DrainNode(ctx context.Context, node, reason string) error {

@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 func start(t *testing.T, o stack.Options) *stack.Stack {
 	t.Helper()
 	o.BinDir = binDir
+	o.KeepDir = o.KeepDir || os.Getenv("BURST_KEEP") == "1"
 	if o.Emulator.BootDelay == 0 {
 		o.Emulator.BootDelay = time.Second
 	}
