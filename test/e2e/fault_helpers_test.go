@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,4 +262,48 @@ func nodeField(s *stack.Stack, node, field string) string {
 		return ""
 	}
 	return strings.TrimSpace(strings.SplitN(out[i+len(field)+1:], "\n", 2)[0])
+}
+
+// restartSlurmctld stops slurmctld (scontrol shutdown: it saves its state)
+// and starts it again from that state, as systemd would after a crash or
+// an upgrade. The new slurmctld is stopped at the end of the test (and by
+// the harness, which stops every process with the cluster's SLURM_CONF).
+func restartSlurmctld(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Cluster.Run(ctx, "scontrol", "shutdown", "slurmctld"); err != nil {
+		t.Fatalf("stopping slurmctld: %v", err)
+	}
+	eventually(t, 30*time.Second, "slurmctld down", func() bool {
+		out, err := s.Cluster.Run(ctx, "scontrol", "ping")
+		return err != nil || !strings.Contains(out, "is UP")
+	})
+	lf, err := os.OpenFile(filepath.Join(s.Cluster.Dir(), "log", "slurmctld.restart.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	cmd := exec.Command("/usr/sbin/slurmctld", "-D", "-f", s.Cluster.ConfPath()) // no -c: recover the saved state
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = s.Cluster.Environ(), s.Cluster.Dir(), lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := slurm.StartUnblocked(cmd); err != nil {
+		t.Fatalf("starting slurmctld again: %v", err)
+	}
+	pid := cmd.Process.Pid
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		syscall.Kill(pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	eventually(t, 30*time.Second, "slurmctld up again", func() bool {
+		out, err := s.Cluster.Run(ctx, "scontrol", "ping")
+		return err == nil && strings.Contains(out, "is UP")
+	})
+	s.Events.Add("slurmctld", "restarted", fmt.Sprint("pid ", pid))
 }

@@ -279,3 +279,35 @@ func runInstancesFor(s *stack.Stack, like ec2emu.Instance, node string) *ec2.Run
 		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance,
 			Tags: []types.Tag{tag(ec2p.TagCluster, s.Cfg.Cluster.Name), tag(ec2p.TagNode, node)}}}}
 }
+
+// TestFaultSlurmctldRestart: slurmctld restarts while one job runs and
+// another job's node is powering up. Both jobs complete, each node got one
+// instance per attempt, a reconciler pass after the restart finds nothing
+// to hand back, and nothing is left running.
+func TestFaultSlurmctldRestart(t *testing.T) {
+	s := faultStart(t, 0, stack.Options{Emulator: ec2emu.Options{BootDelay: 4 * time.Second}})
+	running := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 20")
+	waitJob(t, s, running, 90*time.Second, "RUNNING")
+	starting := sbatch(t, s, "--gres=gpu:1", "--constraint=a10g", "--wrap", "sleep 2")
+	eventually(t, 30*time.Second, "an instance for job "+starting, func() bool {
+		for _, in := range s.Emu.Instances() {
+			if in.Tags[ec2p.TagJobID] == starting {
+				return true
+			}
+		}
+		return false
+	})
+	restartSlurmctld(t, s)
+	rep, err := reconciler(t, s, 30*time.Second).RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.Kind == reconcile.HandBack {
+			t.Errorf("reconciler handed back a node after the restart: %s", r.Action)
+		}
+	}
+	waitJob(t, s, running, 2*time.Minute, "COMPLETED")
+	waitJob(t, s, starting, 2*time.Minute, "COMPLETED")
+	assertClean(t, s, time.Minute)
+}
