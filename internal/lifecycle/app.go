@@ -125,11 +125,14 @@ func MainSuspend(args []string, stderr io.Writer) int {
 		return exitCode(err)
 	}
 	defer st.Close()
+	if fs.NArg() >= 1 && fs.Arg(0) == "linger" {
+		return linger(ctx, st, fs.Args()[1:], stderr)
+	}
 	if os.Getenv("SLURM_SCRIPT_CONTEXT") == contextEpilog {
 		var job uint32
 		fmt.Sscan(os.Getenv("SLURM_JOB_ID"), &job)
-		rel := &Releaser{Cfg: st.Cfg, Slurm: st.Slurm, Log: st.Log, Linger: func(nodes []string, until time.Time) error {
-			return startLinger(st.Cfg.Source, nodes, until)
+		rel := &Releaser{Cfg: st.Cfg, Slurm: st.Slurm, Log: st.Log, Linger: func(nodes []string, until time.Time, waiting []uint32) error {
+			return startLinger(st.Cfg.Source, nodes, until, waiting)
 		}}
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -137,9 +140,6 @@ func MainSuspend(args []string, stderr io.Writer) int {
 			st.Log.Error("release at job end", "job", job, "err", err)
 		}
 		return 0 // an epilog failure would drain the nodes; SuspendTime remains the safety net
-	}
-	if fs.NArg() >= 1 && fs.Arg(0) == "linger" {
-		return linger(ctx, st, fs.Args()[1:], stderr)
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: burst-suspend [--config FILE] <hostlist> | linger --until TIME --nodes HOSTLIST")
@@ -164,6 +164,7 @@ func linger(ctx context.Context, st *Stack, args []string, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	until := fs.String("until", "", "RFC 3339 time the warm-reuse window ends")
 	nodes := fs.String("nodes", "", "hostlist of the warm nodes")
+	poke := fs.String("poke", "", "comma-separated ids of the jobs waiting for the nodes")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -172,6 +173,16 @@ func linger(ctx context.Context, st *Stack, args []string, stderr io.Writer) int
 	if err != nil || herr != nil || len(ns) == 0 {
 		fmt.Fprintln(stderr, "usage: burst-suspend linger --until RFC3339 --nodes HOSTLIST")
 		return 2
+	}
+	var waiting []uint32
+	for _, f := range strings.Split(*poke, ",") {
+		var id uint32
+		if _, err := fmt.Sscan(f, &id); err == nil && id > 0 {
+			waiting = append(waiting, id)
+		}
+	}
+	if len(waiting) > 0 {
+		Poke(ctx, st.Slurm, ns, waiting, st.Log)
 	}
 	time.Sleep(time.Until(t))
 	if _, err := LingerOnce(ctx, st.Slurm, ns, st.Log); err != nil {
@@ -183,7 +194,7 @@ func linger(ctx context.Context, st *Stack, args []string, stderr io.Writer) int
 
 // startLinger starts `burst-suspend linger` detached (own session, empty
 // signal mask), so the epilog returns at once.
-func startLinger(cfgPath string, nodes []string, until time.Time) error {
+func startLinger(cfgPath string, nodes []string, until time.Time, waiting []uint32) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding burst-suspend: %w", err)
@@ -192,8 +203,17 @@ func startLinger(cfgPath string, nodes []string, until time.Time) error {
 	if err != nil {
 		hl = strings.Join(nodes, ",")
 	}
-	cmd := exec.Command(self, "--config", cfgPath, "linger", "--until", until.UTC().Format(time.RFC3339Nano), "--nodes", hl)
-	cmd.Env = os.Environ()
+	ids := make([]string, len(waiting))
+	for i, j := range waiting {
+		ids[i] = fmt.Sprint(j)
+	}
+	cmd := exec.Command(self, "--config", cfgPath, "linger", "--until", until.UTC().Format(time.RFC3339Nano), "--nodes", hl, "--poke", strings.Join(ids, ","))
+	// not the epilog's SLURM_* environment: the timer is not an epilog
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "SLURM_SCRIPT_CONTEXT=") && !strings.HasPrefix(e, "SLURM_JOB_") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlive the epilog's process group
 	if err := slurm.StartUnblocked(cmd); err != nil {
 		return fmt.Errorf("starting the warm-reuse timer: %w", err)

@@ -109,7 +109,7 @@ type Releaser struct {
 	Log   *slog.Logger
 	// Linger starts a detached process that powers nodes down after the
 	// warm-reuse window unless a job took them (see Linger).
-	Linger func(nodes []string, until time.Time) error
+	Linger func(nodes []string, until time.Time, waiting []uint32) error
 	Now    func() time.Time
 }
 
@@ -160,10 +160,12 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 			log.Warn("listing pending jobs for warm reuse; releasing", "err", err)
 		}
 		claimed := map[uint32]bool{}
+		var waiting []uint32
 		for _, n := range ours {
 			cl, _ := r.Cfg.ClassOfNode(n)
 			if j := waitingFor(pending, cl, jobID, claimed); j != 0 {
 				claimed[j] = true
+				waiting = append(waiting, j)
 				kept = append(kept, n)
 				log.Info("keeping node warm for a waiting job", "node", n, "job", jobID, "waiting_job", j, "window", w)
 				continue
@@ -171,7 +173,7 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 			released = append(released, n)
 		}
 		if len(kept) > 0 {
-			if err := r.Linger(kept, now().Add(w)); err != nil {
+			if err := r.Linger(kept, now().Add(w), waiting); err != nil {
 				log.Warn("cannot keep nodes warm; releasing them", "err", err)
 				released, kept = append(released, kept...), nil
 			}
@@ -222,6 +224,39 @@ func waitingFor(jobs []slurm.Job, cl *config.Class, done uint32, claimed map[uin
 	next:
 	}
 	return 0
+}
+
+// Poke makes Slurm schedule the waiting jobs as soon as the warm nodes are
+// idle. Slurm's main scheduler runs on events; once a finished job's node
+// leaves COMPLETING nothing schedules until the next periodic pass (up to
+// 30 s), so the node would sit idle. Updating a waiting job is such an
+// event (`scontrol update jobid=N starttime=now`, harmless for an eligible
+// job).
+func Poke(ctx context.Context, sl interface {
+	Slurm
+	StartNow(ctx context.Context, jobID uint32) error
+}, nodes []string, waiting []uint32, log *slog.Logger) {
+	log = logOr(log)
+	end := time.Now().Add(15 * time.Second)
+	for time.Now().Before(end) {
+		ns, err := sl.Nodes(ctx, nodes...)
+		idle := err == nil && len(ns) > 0
+		for _, n := range ns {
+			if n.State != "IDLE" || n.HasFlag("COMPLETING") {
+				idle = false
+			}
+		}
+		if idle {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, j := range waiting {
+		if err := sl.StartNow(ctx, j); err != nil {
+			log.Warn("poking the scheduler for a waiting job", "job", j, "err", err)
+		}
+	}
+	log.Info("warm nodes idle; scheduler poked", "nodes", strings.Join(nodes, ","), "waiting_jobs", waiting)
 }
 
 // LingerOnce powers down the nodes that are still idle; run by the detached
