@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -98,52 +99,79 @@ func run(bin string, keep bool, idleTimeout time.Duration) error {
 			return err
 		}
 	}
-	// 4. the L4 spot pools run dry: the next L4 job falls back to on-demand
-	go func() {
-		time.Sleep(25 * time.Second)
-		for _, typ := range []string{"g6.xlarge", "g6.2xlarge"} {
-			for z := range st.Cfg.Network.Subnets {
-				st.Emu.SetCapacity(typ, z, "spot", 0)
-			}
-		}
-		st.Events.Add("ec2", "spot pools dry", "g6.* spot capacity set to 0 in every zone")
-	}()
-	time.Sleep(27 * time.Second)
-	if err := submit("1 L4 after spot ran dry", "--gres=gpu:1", "--constraint=l4", "--account=demo", "--wrap", "sleep 4"); err != nil {
-		return err
-	}
-
+	// follow Slurm and burst's log from the start, in the background
 	sl := slurm.NewScontrol(slurm.ScontrolOptions{Conf: st.Cluster.ConfPath()})
-	deadline := time.Now().Add(4 * time.Minute)
-	seenLog := 0
-	for {
-		seenLog = followLog(st, seenLog)
-		js, err := sl.Jobs(ctx)
-		if err == nil {
-			for _, j := range js {
-				if jb := jobs[fmt.Sprint(j.ID)]; jb != nil && j.State != jb.state {
-					jb.state = j.State
-					detail := j.Nodes
-					if j.State == "PENDING" {
-						detail = j.Reason
-					}
-					st.Events.Add("job "+jb.id, strings.ToLower(j.State), detail)
-				}
-			}
-		}
-		done := true
+	var mu sync.Mutex
+	allDone := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, j := range jobs {
 			if j.state != "COMPLETED" && j.state != "FAILED" && j.state != "CANCELLED" {
-				done = false
+				return false
 			}
 		}
+		return true
+	}
+	stopPoll := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		seenLog := 0
+		for {
+			seenLog = followLog(st, seenLog)
+			if js, err := sl.Jobs(ctx); err == nil {
+				mu.Lock()
+				for _, j := range js {
+					if jb := jobs[fmt.Sprint(j.ID)]; jb != nil && j.State != jb.state {
+						jb.state = j.State
+						detail := j.Nodes
+						if j.State == "PENDING" {
+							detail = j.Reason
+						}
+						st.Events.Add("job "+jb.id, strings.ToLower(j.State), detail)
+					}
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-stopPoll:
+				followLog(st, seenLog)
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stopPoll:
+		default:
+			close(stopPoll)
+		}
+		<-polled
+	}()
+	// 4. the L4 spot pools run dry: the next L4 job falls back to on-demand
+	time.Sleep(25 * time.Second)
+	for _, typ := range []string{"g6.xlarge", "g6.2xlarge"} {
+		for z := range st.Cfg.Network.Subnets {
+			st.Emu.SetCapacity(typ, z, "spot", 0)
+		}
+	}
+	st.Events.Add("ec2", "spot pools dry", "g6.* spot capacity set to 0 in every zone")
+	mu.Lock()
+	err = submit("1 L4 after spot ran dry", "--gres=gpu:1", "--constraint=l4", "--account=demo", "--wrap", "sleep 4")
+	mu.Unlock()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
 		live := 0
 		for _, in := range st.Emu.Instances() {
 			if in.State == "pending" || in.State == "running" || in.State == "shutting-down" {
 				live++
 			}
 		}
-		if done && live == 0 {
+		if allDone() && live == 0 {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -151,7 +179,8 @@ func run(bin string, keep bool, idleTimeout time.Duration) error {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	followLog(st, seenLog)
+	close(stopPoll)
+	<-polled
 	fmt.Printf("\nall %d jobs done and every instance released after %.0f s\n\n", len(jobs), time.Since(t0).Seconds())
 	printCosts(st, idleTimeout)
 	return nil
@@ -168,6 +197,8 @@ func followLog(st *stack.Stack, from int) int {
 		switch {
 		case strings.Contains(line, `"msg":"sized job"`):
 			st.Events.Add("job "+field(line, "job"), "sized", field(line, "best")+" via "+field(line, "source"))
+		case strings.Contains(line, `"msg":"instance"`) && strings.Contains(line, `"instance_id"`):
+			st.Events.Add("job "+field(line, "job"), "launched", field(line, "node")+" "+field(line, "type")+" "+field(line, "capacity")+" in "+field(line, "zone"))
 		case strings.Contains(line, `"msg":"handing nodes back"`):
 			st.Events.Add(field(line, "nodes"), "handed back", field(line, "reason"))
 		case strings.Contains(line, `"msg":"released at job end"`):
