@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/clifilter"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/iampolicy"
@@ -79,6 +81,9 @@ func App(out io.Writer) *cli.App {
 			if err != nil {
 				return err
 			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("creating %s: %w", dir, err)
+			}
 			for name, data := range files {
 				if err := writeAtomic(filepath.Join(dir, name), data); err != nil {
 					return err
@@ -117,6 +122,23 @@ func App(out io.Writer) *cli.App {
 // Files is every file --out writes, by name.
 func Files(cfg *config.Config, p *slurmconf.Plan) (map[string][]byte, error) {
 	files := map[string][]byte{slurmconf.IncludeName: p.Include(), slurmconf.GresName: p.GresConf()}
+	if cfg.Slurm.CliFilter {
+		o := clifilter.Options{SizerPath: filepath.Join(cfg.Slurm.BurstBin, "burst-sizer"), Timeout: 10 * time.Second}
+		if src, err := filepath.Abs(cfg.Source); err == nil && cfg.Source != "" && src != config.DefaultPath {
+			o.GlobalArgs = []string{"--config", src}
+		}
+		for _, part := range cfg.Slurm.Partitions {
+			o.Partitions = append(o.Partitions, part.Name)
+			if part.Default {
+				o.DefaultPartition = part.Name
+			}
+		}
+		lua, err := clifilter.Render(o)
+		if err != nil {
+			return nil, fmt.Errorf("writing %s: %w", slurmconf.CliFilterName, err)
+		}
+		files[slurmconf.CliFilterName] = lua
+	}
 	return files, nil
 }
 

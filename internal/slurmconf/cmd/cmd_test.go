@@ -33,7 +33,7 @@ func TestOutWritesFiles(t *testing.T) {
 	if out, code := run(t, "--config", example, "--out", dir); code != 0 {
 		t.Fatalf("code %d: %s", code, out)
 	}
-	for _, f := range []string{"burst.conf", "gres.conf"} {
+	for _, f := range []string{"burst.conf", "gres.conf", "cli_filter.lua"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
