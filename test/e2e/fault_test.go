@@ -131,8 +131,11 @@ func TestFaultSizerDownDuringResume(t *testing.T) {
 // TestFaultConcurrentResume: Slurm powers two nodes up while two more
 // burst-resume processes resume the same nodes at the same moment: each
 // node gets exactly one instance, and both come up.
+//
+// The emulator answers every call after 200 ms, so that the processes
+// reach CreateFleet before any of them sees the other's instance.
 func TestFaultConcurrentResume(t *testing.T) {
-	s := faultStart(t, 0, stack.Options{})
+	s := faultStart(t, 0, stack.Options{Emulator: ec2emu.Options{Latency: 200 * time.Millisecond}})
 	const nodes = "a10g-[3-4]"
 	var wg sync.WaitGroup
 	outs := make([]string, 2)
