@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -321,4 +323,30 @@ func restartSlurmctld(t *testing.T, s *stack.Stack) {
 		return err == nil && strings.Contains(out, "is UP")
 	})
 	s.Events.Add("slurmctld", "restarted", fmt.Sprint("pid ", pid))
+}
+
+// scrape returns burst-sizer's /metrics.
+func scrape(t *testing.T, s *stack.Stack) string {
+	t.Helper()
+	resp, err := http.Get(s.Cfg.Sizer.URL + "/metrics")
+	if err != nil {
+		t.Fatalf("scraping the sizer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scraping the sizer: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// grepLines keeps the lines of text that contain sub.
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

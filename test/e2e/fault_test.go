@@ -108,6 +108,10 @@ func TestFaultInstanceTerminatedMidJob(t *testing.T) {
 	if !strings.Contains(string(sizerLog), `"reason":"instance-gone"`) {
 		t.Errorf("the sizer's log does not record the reconcile action:\n%s", sizerLog)
 	}
+	metrics := scrape(t, s)
+	if !strings.Contains(metrics, `burst_reconcile_actions_total{action="hand-back",reason="instance-gone"} 1`) {
+		t.Errorf("the sizer's /metrics does not count the hand-back:\n%s", grepLines(metrics, "burst_reconcile"))
+	}
 	assertClean(t, s, time.Minute)
 }
 
