@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/cloud"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/reconcile"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
@@ -75,6 +77,67 @@ func TestFaultSpotPoolsDry(t *testing.T) {
 	if !spotTried {
 		t.Error("spot was never tried before falling back")
 	}
+	assertClean(t, s, time.Minute)
+}
+
+// TestFaultSpotOnlyDry: a spot-only class with every spot pool dry: the
+// node goes back with the EC2 reason, the job is requeued (pending, not
+// failed) and nothing runs; once capacity returns the job runs. The test
+// stands in for time on two timers: Slurm's ~120 s requeue delay
+// (starttime=now) and the provider's 3-minute memory of dry pools (the
+// cache file is removed).
+func TestFaultSpotOnlyDry(t *testing.T) {
+	s := faultStart(t, 0, stack.Options{Configure: func(c *config.Config) {
+		for i := range c.Classes {
+			if c.Classes[i].Name == "a10g" {
+				c.Classes[i].Capacity = config.CapacitySpot
+			}
+		}
+	}})
+	pools := func(n int) {
+		for _, typ := range []string{"g5.xlarge", "g5.2xlarge"} {
+			for _, z := range []string{"us-east-1a", "us-east-1b"} {
+				s.Emu.SetCapacity(typ, z, "spot", n)
+			}
+		}
+	}
+	pools(0)
+	id := sbatch(t, s, "--gres=gpu:1", "--constraint=a10g", "--wrap", "sleep 1")
+	var node, reason string
+	eventually(t, 60*time.Second, "a node handed back with the capacity reason", func() bool {
+		for _, n := range []string{"a10g-1", "a10g-2", "a10g-3", "a10g-4"} {
+			if r := nodeField(s, n, "Reason"); strings.Contains(r, "burst: InsufficientInstanceCapacity") {
+				node, reason = n, r
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("node %s: Reason=%s", node, reason)
+	if !strings.Contains(reason, "spot") {
+		t.Errorf("reason %q does not say which capacity was missing", reason)
+	}
+	eventually(t, 30*time.Second, "job "+id+" pending again", func() bool {
+		st, _, err := s.Cluster.JobState(context.Background(), id)
+		return err == nil && st == "PENDING"
+	})
+	if live := liveInstances(s); len(live) != 0 {
+		t.Fatalf("%d instances running for a job that got no capacity", len(live))
+	}
+	for _, in := range s.Emu.Instances() {
+		if in.Lifecycle != "spot" {
+			t.Fatalf("spot-only class launched %s capacity", in.Lifecycle)
+		}
+	}
+	pools(-1) // capacity returns
+	os.Remove(filepath.Join(s.Cfg.Sizer.StateDir, ec2p.UnavailableFile))
+	if _, err := s.Cluster.Run(context.Background(), "scontrol", "update", "jobid="+id, "starttime=now"); err != nil {
+		t.Fatal(err)
+	}
+	// up to slurm.resume_timeout (90 s here) more: the first allocation's
+	// PrologSlurmctld (burst-resume's wait) does not notice its node was
+	// handed back, and Slurm starts the requeued job only after it returns
+	waitJob(t, s, id, 3*time.Minute, "COMPLETED")
 	assertClean(t, s, time.Minute)
 }
 
