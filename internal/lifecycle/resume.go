@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/hostlist"
@@ -243,7 +244,7 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 		wg.Add(1)
 		go func(rs []cloud.NodeSpec) {
 			defer wg.Done()
-			got, f := r.launch(ctx, log, g, rs, cofs, allOrNothing, attempt)
+			got, f := r.launch(ctx, log, g, jr, rs, cofs, allOrNothing, attempt)
 			mu.Lock()
 			defer mu.Unlock()
 			insts = append(insts, got...)
@@ -256,7 +257,7 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	return insts, failed
 }
 
-func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, specs []cloud.NodeSpec, offers []cloud.Offering, aon bool, attempt int) ([]cloud.Instance, map[string][]string) {
+func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr api.JobRequest, specs []cloud.NodeSpec, offers []cloud.Offering, aon bool, attempt int) ([]cloud.Instance, map[string][]string) {
 	now := nowOr(r.Now)
 	names := make([]string, len(specs))
 	for i, s := range specs {
@@ -285,6 +286,15 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, specs [
 		if r.Recorder != nil {
 			ev := api.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
 				Capacity: string(in.Capacity), Account: specsAccount(specs), Time: in.LaunchTime}
+			if jr.JobID != "" {
+				// what the job asked for: the sizer sets it against what the
+				// agents measure (requested vs used) and charges the spend to it
+				ev.Job = &api.Job{JobID: jr.JobID, JobName: jr.JobName, User: jr.User, Account: jr.Account, Class: g.class.Name,
+					GPUModel: g.class.GPUModel, GPUsPerNode: jr.GPUsPerNode, Nodes: jr.Nodes}
+				if t, ok := catalog.Default().Lookup(in.InstanceType); ok {
+					ev.Job.GPUMemoryMiB = t.GPUMemoryMiB
+				}
+			}
 			if ev.Time.IsZero() {
 				ev.Time = now()
 			}

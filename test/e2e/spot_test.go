@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/sizer/client"
+	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -95,4 +99,43 @@ func TestSpotInterruption(t *testing.T) {
 	b, _ = os.ReadFile(s.LogPath())
 	t.Logf("requeued %.1f s after the notice; %d instances in all", requeued.Seconds(), len(all))
 	eventually(t, 30*time.Second, "every instance released", func() bool { return len(liveInstances(s)) == 0 })
+
+	// the feedback loop: the agents' utilisation reports and the launch and
+	// termination events reached the sizer, which accounts them to the job's
+	// account
+	c, err := client.New(s.Cfg.Sizer.URL, s.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row report.Row
+	eventually(t, 40*time.Second, "the sizer to hold the job's request and the agents' measurements of it", func() bool {
+		r, err := c.UsageReport(ctx)
+		if err != nil {
+			return false
+		}
+		for _, a := range r.Accounts {
+			if a.Account == "demo" {
+				row = a
+				return a.Jobs > 0 && a.Reported > 0 && a.GPUsRequested > 0
+			}
+		}
+		return false
+	})
+	var accepted float64
+	eventually(t, 30*time.Second, "agent utilisation records accepted by the sizer", func() bool {
+		resp, err := http.Get(s.Cfg.Sizer.URL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`burst_sizer_report_records_total\{result="accepted"\} ([0-9.e+]+)`).FindStringSubmatch(string(b))
+		if m == nil {
+			return false
+		}
+		accepted, _ = strconv.ParseFloat(m[1], 64)
+		return accepted > 0
+	})
+	t.Logf("sizer accepted %.0f agent records", accepted)
+	t.Logf("sizer report for account demo: %+v", row)
 }
