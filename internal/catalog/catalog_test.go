@@ -67,11 +67,11 @@ func TestMatchingCheapestFirst(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	header := strings.Join(catalogColumns, ",") + "\n"
 	cases := map[string]string{
-		"":                                  "empty file",
-		"instance_type,family\n":            "wrong number of fields",
+		"":                       "empty file",
+		"instance_type,family\n": "wrong number of fields",
 		header + "g5.xlarge,g5,a10g,nvidia,one,1,4,16384,1,1,1,50,<5%\n": "line 2 column gpu_count",
 		header + "g5.xlarge,g5,a10g,nvidia,1,1,4,16384,1,1,1,50,often\n": "unknown spot interruption bucket",
-		header + ",g5,a10g,nvidia,1,1,4,16384,1,1,1,50,<5%\n":          "empty instance_type",
+		header + ",g5,a10g,nvidia,1,1,4,16384,1,1,1,50,<5%\n":            "empty instance_type",
 	}
 	for in, want := range cases {
 		if _, err := ParseCatalogCSV(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/breaker"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/logging"
@@ -68,7 +69,9 @@ func MainResume(args []string, stderr io.Writer) int {
 	if os.Getenv("SLURM_SCRIPT_CONTEXT") == contextProlog {
 		job, nodes := os.Getenv("SLURM_JOB_ID"), os.Getenv("SLURM_JOB_NODELIST")
 		t0 := time.Now()
-		ready, err := WaitNodes(ctx, st.Slurm, nodes, st.Cfg.Slurm.ResumeTimeout.Duration, 200*time.Millisecond, st.Log)
+		var jobID uint32
+		fmt.Sscan(job, &jobID)
+		ready, err := WaitNodes(ctx, st.Slurm, jobID, nodes, st.Cfg.Slurm.ResumeTimeout.Duration, 200*time.Millisecond, st.Log)
 		st.Log.Info("prolog", "job", job, "nodes", nodes, "ready", ready, "waited_s", time.Since(t0).Seconds(), "err", err)
 		return 0 // never fail a job from the prolog: Slurm's own timers handle dead nodes
 	}
@@ -86,7 +89,8 @@ func MainResume(args []string, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, max(st.Cfg.Slurm.ResumeTimeout.Duration-10*time.Second, 30*time.Second))
 	defer cancel()
 	r := &Resumer{Cfg: st.Cfg, Slurm: st.Slurm, Cloud: st.Cloud, Recorder: st.Recorder, Log: st.Log, UserData: st.UserDataFor,
-		Ranker: &FallbackRanker{Sizer: st.Sizer, Local: st.Policy, Timeout: st.Cfg.Sizer.Timeout.Duration, Log: st.Log}}
+		Breaker: breaker.New(breaker.Options{Dir: st.Cfg.Sizer.StateDir, Logger: st.Log}),
+		Ranker:  &FallbackRanker{Sizer: st.Sizer, Local: st.Policy, Timeout: st.Cfg.Sizer.Timeout.Duration, Log: st.Log}}
 	if _, err := r.Resume(ctx, fs.Arg(0), rf); err != nil {
 		st.Log.Error("resume failed", "nodes", fs.Arg(0), "err", err)
 		return 1

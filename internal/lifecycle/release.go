@@ -56,7 +56,7 @@ var busyFlags = []string{"POWERING_UP", "POWERED_DOWN", "NOT_RESPONDING", "POWER
 // as every node of the job has registered, so slurmctld launches the batch
 // job at once instead of on its next 30-second pass. It never fails the
 // job: on timeout or error it returns and Slurm's own timers apply.
-func WaitNodes(ctx context.Context, sl Slurm, nodelist string, timeout, poll time.Duration, log *slog.Logger) (ready bool, err error) {
+func WaitNodes(ctx context.Context, sl Slurm, jobID uint32, nodelist string, timeout, poll time.Duration, log *slog.Logger) (ready bool, err error) {
 	log = logOr(log)
 	nodes, err := hostlist.Expand(nodelist)
 	if err != nil || len(nodes) == 0 {
@@ -67,7 +67,15 @@ func WaitNodes(ctx context.Context, sl Slurm, nodelist string, timeout, poll tim
 	if poll <= 0 {
 		poll = 200 * time.Millisecond
 	}
-	for {
+	for i := 0; ; i++ {
+		if jobID != 0 && i%5 == 4 {
+			// a node handed back (failed launch) requeues the job: stop
+			// waiting once the job is no longer being configured
+			if js, err := sl.Jobs(ctx, jobID); err == nil && (len(js) == 0 || js[0].State != "CONFIGURING" && js[0].State != "RUNNING") {
+				log.Info("the job left CONFIGURING while its nodes came up; leaving it to Slurm", "job", jobID)
+				return false, nil
+			}
+		}
 		ns, err := sl.Nodes(ctx, nodes...)
 		if err == nil {
 			waiting := 0

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/breaker"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
@@ -31,6 +32,9 @@ type Resumer struct {
 	Now      func() time.Time
 	// Parallel bounds concurrent launch requests (default 16).
 	Parallel int
+	// Breaker stops launching for a class after repeated launch failures
+	// (may be nil).
+	Breaker *breaker.Breaker
 }
 
 // group is the nodes of one job (or one manually resumed node) in one class.
@@ -194,6 +198,13 @@ func jobRequest(g group) api.JobRequest {
 func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, map[string][]string) {
 	log := logOr(r.Log).With("job", g.jobID, "class", g.class.Name, "nodes", strings.Join(g.nodes, ","))
 	failed := map[string][]string{}
+	if r.Breaker != nil {
+		if ok, until, reason := r.Breaker.Allow(g.class.Name); !ok {
+			log.Warn("launches for the class are paused", "until", until, "reason", reason)
+			failed[truncReason(reason)] = g.nodes
+			return nil, failed
+		}
+	}
 	jr := jobRequest(g)
 	offers, source, err := r.Ranker.Rank(ctx, api.RankRequest{Class: g.class.Name, Job: jr, Zones: g.class.Zones})
 	if err != nil {
@@ -222,7 +233,11 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	for i, n := range g.nodes {
 		specs[i] = cloud.NodeSpec{Node: n, JobID: g.jobID, Account: jr.Account, User: jr.User, Class: g.class.Name}
 	}
-	attempt := 1
+	// the attempt makes a launch idempotent: a job's attempt changes when
+	// Slurm requeues it; a manual power-up (no job) is a new attempt each
+	// time (a repeat within the same second is caught by the provider's
+	// check of the node's live instances)
+	attempt := int(nowOr(r.Now)().Unix())
 	if g.job != nil {
 		attempt = int(g.job.RestartCount) + 1
 	}
@@ -278,6 +293,13 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr api.
 	}
 	t0 := now()
 	res, err := r.Cloud.Launch(ctx, req)
+	if r.Breaker != nil {
+		if err == nil && len(res.Instances) > 0 {
+			r.Breaker.Success(g.class.Name)
+		} else if err != nil && breaker.Counts(err) {
+			r.Breaker.Failure(g.class.Name, strings.TrimPrefix(cloud.Reason(err), "burst: "))
+		}
+	}
 	log.Info("launch", "launch_nodes", strings.Join(names, ","), "all_or_nothing", aon, "attempt", attempt,
 		"launched", len(res.Instances), "reused", len(res.Reused), "tried", len(res.Tried), "seconds", now().Sub(t0).Seconds(), "err", err)
 	for _, in := range res.Instances {

@@ -318,6 +318,15 @@ func (s *Stack) onStart(in ec2emu.Instance) {
 		return
 	}
 	s.mu.Lock()
+	for id, n := range s.nodeOf {
+		if n == node {
+			// a second instance for a node that already has one (a
+			// duplicate launch): it runs, but it is not the node
+			s.mu.Unlock()
+			s.Events.Add(node, "duplicate instance", in.ID+" (node already booted by "+id+")")
+			return
+		}
+	}
 	s.nodeOf[in.ID] = node
 	s.mu.Unlock()
 	s.Events.Add(node, "instance running", in.ID+" "+in.InstanceType+" "+in.Lifecycle)

@@ -619,7 +619,23 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	}
 	out, err := p.api.CreateFleet(ctx, in)
 	if err != nil {
-		return nil, nil, wrapErr(err, op, offs)
+		werr := wrapErr(err, op, offs)
+		if e, ok := cloud.AsError(werr); ok && e.Code == "IdempotentParameterMismatch" {
+			// another resume of the same nodes and attempt (Slurm and an
+			// admin, or two overlapping calls) launched with this token and
+			// slightly different parameters (user data carries its issue
+			// time): its instances are these nodes' instances
+			live, lerr := p.liveFor(ctx, cloud.LaunchRequest{Cluster: req.Cluster, Nodes: nodes})
+			if lerr == nil && len(live) == len(nodes) {
+				got := make([]cloud.Instance, 0, len(nodes))
+				for _, nd := range nodes {
+					got = append(got, live[nd.Node])
+				}
+				p.log.Info("launch already made by a concurrent resume; using its instances", "nodes", names)
+				return got, nil, nil
+			}
+		}
+		return nil, nil, werr
 	}
 	// Per-override errors, with a nil Go error.
 	var ferrs []*cloud.Error
