@@ -12,12 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-
 	"github.com/burst-hpc/burst/internal/cloud"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
@@ -67,7 +61,7 @@ func Open(ctx context.Context, cfgPath, prog string) (*Stack, error) {
 		conf = filepath.Join(cfg.Slurm.ConfDir, "slurm.conf")
 	}
 	s.Slurm = slurm.NewScontrol(slurm.ScontrolOptions{BinDir: cfg.Slurm.BinDir, Conf: conf, Logger: log, Timeout: 20 * time.Second})
-	api, err := NewEC2Client(ctx, cfg)
+	api, err := ec2p.NewSDKClient(ctx, cfg.Cluster.Region, cfg.Cluster.EC2Endpoint)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -97,34 +91,6 @@ func Open(ctx context.Context, cfgPath, prog string) (*Stack, error) {
 	}
 	s.Recorder = &JournalRecorder{Sizer: s.Sizer, Dir: cfg.Sizer.StateDir, Log: log}
 	return s, nil
-}
-
-// NewEC2Client builds the real SDK client: the default credential chain and
-// retries bounded for a program that runs inside Slurm's power-saving loop.
-// An http:// ec2_endpoint is the built-in emulator, which needs no
-// credentials; static ones are used so the SDK never probes IMDS for them.
-func NewEC2Client(ctx context.Context, cfg *config.Config) (*ec2.Client, error) {
-	opts := []func(*awsconfig.LoadOptions) error{
-		awsconfig.WithRegion(cfg.Cluster.Region),
-		awsconfig.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = 8
-				o.MaxBackoff = 2 * time.Second
-			})
-		}),
-	}
-	if strings.HasPrefix(cfg.Cluster.EC2Endpoint, "http://") {
-		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("burst-emulator", "burst-emulator", "")))
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("loading AWS configuration: %w", err)
-	}
-	return ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
-		if cfg.Cluster.EC2Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Cluster.EC2Endpoint)
-		}
-	}), nil
 }
 
 // FallbackRanker asks the sizer and, when it does not answer in time, ranks

@@ -7,14 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
@@ -102,7 +96,7 @@ with its reason. burst-sizer serve runs the same pass every sizer.reconcile_inte
 // newReconciler builds a reconciler for burst.yaml: the EC2 provider and
 // Slurm's command-line tools, as burst-resume builds them.
 func newReconciler(ctx context.Context, cfg *config.Config, o reconcile.Options) (*reconcile.Reconciler, error) {
-	api, err := ec2Client(ctx, cfg)
+	api, err := ec2p.NewSDKClient(ctx, cfg.Cluster.Region, cfg.Cluster.EC2Endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -124,33 +118,6 @@ func newReconciler(ctx context.Context, cfg *config.Config, o reconcile.Options)
 		o.ResumeTimeout = cfg.Slurm.ResumeTimeout.Duration
 	}
 	return reconcile.New(prov, sl, o)
-}
-
-// ec2Client is the SDK client as burst-resume builds it (see
-// internal/lifecycle.NewEC2Client; sizer/cmd cannot import lifecycle,
-// which imports this package).
-func ec2Client(ctx context.Context, cfg *config.Config) (*ec2.Client, error) {
-	opts := []func(*awsconfig.LoadOptions) error{
-		awsconfig.WithRegion(cfg.Cluster.Region),
-		awsconfig.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = 8
-				o.MaxBackoff = 2 * time.Second
-			})
-		}),
-	}
-	if strings.HasPrefix(cfg.Cluster.EC2Endpoint, "http://") {
-		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("burst-emulator", "burst-emulator", "")))
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("loading AWS configuration: %w", err)
-	}
-	return ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
-		if cfg.Cluster.EC2Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Cluster.EC2Endpoint)
-		}
-	}), nil
 }
 
 // startReconciler runs the reconciler loop of burst-sizer serve every
