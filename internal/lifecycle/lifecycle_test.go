@@ -1,0 +1,199 @@
+package lifecycle
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/bootstrap"
+	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/userdata"
+	"github.com/burst-hpc/burst/sizer/api"
+)
+
+func demoConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse(config.DemoYAML, "demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestUserDataRoundTrip: what burst-resume writes is what the node
+// bootstrap reads, for a single node and for a multi-node fleet document.
+func TestUserDataRoundTrip(t *testing.T) {
+	cfg := demoConfig(t)
+	issued := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	admin := strings.Repeat("ab", 32)
+	one, err := RenderUserData(cfg, admin, []cloud.NodeSpec{{Node: "l4-1"}}, issued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := userdata.Decode([]byte(one))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.NodeName != "l4-1" || !u.IssuedAt.Equal(issued) || u.FSx.MountPoint != cfg.FSx.MountPoint ||
+		u.Agent.SizerURL != cfg.Sizer.URL || u.Test == nil || u.Test.LocalFSDir != cfg.FSx.LocalDir {
+		t.Fatalf("single-node document: %+v", u)
+	}
+	if args := bootstrap.SlurmdArgs(u); !strings.Contains(strings.Join(args, " "), "-N l4-1") {
+		t.Fatalf("slurmd args %v", args)
+	}
+	fleet, err := RenderUserData(cfg, admin, []cloud.NodeSpec{{Node: "l4-1"}, {Node: "l4-2"}}, issued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := userdata.Decode([]byte(fleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// each instance of the fleet resolves its own entry from its tags
+	for idx, want := range []string{"l4-1", "l4-2"} {
+		node, err := bootstrap.NodeFromTags(map[string]string{"burst:nodes": "l4-1,l4-2"}, idx)
+		if err != nil || node != want {
+			t.Fatalf("launch index %d: node %q err %v", idx, node, err)
+		}
+		mine, err := f.ForNode(node)
+		if err != nil || mine.NodeName != want || mine.Agent.Credential == "" {
+			t.Fatalf("ForNode(%s): %+v %v", node, mine, err)
+		}
+	}
+	if _, err := f.ForNode("l4-3"); err == nil {
+		t.Fatal("a node outside the fleet got an identity")
+	}
+}
+
+func TestWaitingFor(t *testing.T) {
+	cfg := demoConfig(t)
+	l4, _ := cfg.Class("l4")
+	gres := func(s string) []slurm.GRES { g, _ := slurm.ParseGRES(s); return g }
+	jobs := []slurm.Job{
+		{ID: 1, State: "RUNNING", Nodes: "l4-1"},
+		{ID: 2, State: "PENDING", Reason: "JobHeldAdmin"},
+		{ID: 3, State: "PENDING", Reason: "Resources", NodeCount: 2},
+		{ID: 4, State: "PENDING", Reason: "Resources", GRESPerNode: gres("gpu:a10g:1")},
+		{ID: 5, State: "PENDING", Reason: "Resources", GRESPerNode: gres("gpu:2")},
+		{ID: 6, State: "PENDING", Reason: "Priority", Features: "a10g"},
+		{ID: 7, State: "PENDING", Reason: "Resources", GRESPerNode: gres("gpu:l4:1")},
+		{ID: 8, State: "PENDING", Reason: "Resources"},
+	}
+	claimed := map[uint32]bool{}
+	if got := waitingFor(jobs, l4, 1, claimed); got != 7 {
+		t.Fatalf("first waiting job for an l4 node: %d, want 7", got)
+	}
+	claimed[7] = true
+	if got := waitingFor(jobs, l4, 1, claimed); got != 8 {
+		t.Fatalf("next: %d, want 8", got)
+	}
+	claimed[8] = true
+	if got := waitingFor(jobs, l4, 1, claimed); got != 0 {
+		t.Fatalf("no more fitting jobs, got %d", got)
+	}
+}
+
+func TestTruncReason(t *testing.T) {
+	if got := truncReason("burst: a\nb\tc"); got != "burst: a b c" {
+		t.Fatalf("control characters kept: %q", got)
+	}
+	if got := truncReason(strings.Repeat("x", 300)); len(got) != 120 || !strings.HasSuffix(got, "...") {
+		t.Fatalf("not cut to 120 bytes: %d", len(got))
+	}
+}
+
+func TestJobRequest(t *testing.T) {
+	cfg := demoConfig(t)
+	a10g, _ := cfg.Class("a10g")
+	g, _ := slurm.ParseGRES("gpu:a10g:1")
+	jr := jobRequest(group{jobID: 9, class: a10g, nodes: []string{"a10g-1"}, job: &slurm.Job{ID: 9, Name: "train", User: "ada",
+		Account: "nlp", Comment: "burst: params=1B", Requeue: false, GRESPerNode: g, CPUs: 8, NodeCount: 1, MemoryPerNodeMB: 4096, TimeLimit: time.Hour}})
+	if jr.JobID != "9" || jr.GPUsPerNode != 1 || !jr.NoRequeue || jr.CPUsPerNode != 8 || jr.MemoryMiBPerNode != 4096 || jr.TimeLimitSeconds != 3600 || jr.Account != "nlp" {
+		t.Fatalf("%+v", jr)
+	}
+	manual := jobRequest(group{class: a10g, nodes: []string{"a10g-2"}})
+	if manual.JobID != "" || manual.GPUsPerNode != a10g.GPUsPerNode {
+		t.Fatalf("manual power-up request %+v", manual)
+	}
+}
+
+// TestJournalRecorder: with the sizer unreachable, events go to a 0600
+// journal in order, and nothing is lost.
+func TestJournalRecorder(t *testing.T) {
+	dir := t.TempDir()
+	j := &JournalRecorder{Dir: dir}
+	ctx := context.Background()
+	if err := j.Launched(ctx, api.InstanceEvent{InstanceID: "i-1", Account: "nlp", Time: time.Unix(100, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Terminated(ctx, "i-1", time.Unix(200, 0)); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "instance-events.jsonl"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("journal: %v %v", fi, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "instance-events.jsonl"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"kind":"launch"`) || !strings.Contains(lines[1], `"kind":"terminate"`) {
+		t.Fatalf("journal content:\n%s", b)
+	}
+	if n, err := j.Flush(ctx); n != 0 || err != nil {
+		t.Fatalf("flush without a sizer: %d %v", n, err)
+	}
+}
+
+type fakeSlurm struct {
+	nodes []slurm.Node
+	jobs  []slurm.Job
+	ups   []slurm.NodeUpdate
+}
+
+func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error)   { return f.jobs, nil }
+func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) { return f.nodes, nil }
+func (f *fakeSlurm) UpdateNodes(_ context.Context, u ...slurm.NodeUpdate) error {
+	f.ups = append(f.ups, u...)
+	return nil
+}
+func (f *fakeSlurm) Hold(context.Context, uint32, string) error { return nil }
+
+// TestReleaseKeepsHandBackReason: a node already on its way down keeps the
+// reason a failed resume gave it; an up node is powered down at once.
+func TestReleaseKeepsHandBackReason(t *testing.T) {
+	cfg := demoConfig(t)
+	cfg.Teardown.WarmReuse = config.D(0)
+	sl := &fakeSlurm{nodes: []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWER_DOWN"}}, {Name: "l4-2", State: "IDLE"}}}
+	r := &Releaser{Cfg: cfg, Slurm: sl}
+	_, released, err := r.Release(context.Background(), 5, "l4-[1-2]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(released) != 1 || released[0] != "l4-2" || len(sl.ups) != 1 || sl.ups[0].State != "POWER_DOWN_ASAP" {
+		t.Fatalf("released %v updates %+v", released, sl.ups)
+	}
+}
+
+func TestWaitNodesStopsWhenJobRequeued(t *testing.T) {
+	sl := &fakeSlurm{nodes: []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWERING_UP"}}},
+		jobs: []slurm.Job{{ID: 3, State: "PENDING"}}}
+	ready, err := WaitNodes(context.Background(), sl, 3, "l4-1", 10*time.Second, time.Millisecond, nil)
+	if ready || err != nil {
+		t.Fatalf("ready %v err %v", ready, err)
+	}
+	sl.jobs = []slurm.Job{{ID: 3, State: "CONFIGURING"}}
+	sl.nodes[0].Flags = []string{"CLOUD"}
+	if ready, err := WaitNodes(context.Background(), sl, 3, "l4-1", 10*time.Second, time.Millisecond, nil); !ready || err != nil {
+		t.Fatalf("registered node: ready %v err %v", ready, err)
+	}
+	if _, err := WaitNodes(context.Background(), sl, 3, "l4-[", time.Second, time.Millisecond, nil); err == nil {
+		t.Fatal("bad node list accepted")
+	}
+}
