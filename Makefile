@@ -1,6 +1,8 @@
 # burst: elastic cloud burst for Slurm. `make help` lists the targets.
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
+# go-nvml's header marks functions deprecated; burst does not call those
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 GO ?= go
 BIN ?= bin
 PREFIX ?= /usr/local
@@ -59,8 +61,8 @@ lint: ## gofmt, go vet, shellcheck, packer fmt
 	shellcheck $$(git ls-files '*.sh')
 	packer fmt -check packer/
 
-image: ## build the node image with Packer (needs AWS credentials; VARS=path/to/vars.pkrvars.hcl)
-	cd packer && packer build $(if $(VARS),-var-file=$(abspath $(VARS)),) .
+image: build ## build the node image with Packer (needs AWS credentials; VARS=path/to/vars.pkrvars.hcl)
+	cd packer && packer build -var burst_agent_binary=$(CURDIR)/$(BIN)/burst-agent $(if $(VARS),-var-file=$(abspath $(VARS)),) .
 
 test-gpu: ## sample the machine's NVIDIA GPUs through NVML (skips, saying so, without a driver)
 	$(GO) test -count=1 -v -run TestRealNVML ./agent/gpu/...
