@@ -15,12 +15,14 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/burst-hpc/burst/agent/attrib"
+	"github.com/burst-hpc/burst/agent/deadman"
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
 	"github.com/burst-hpc/burst/agent/imds"
 	"github.com/burst-hpc/burst/agent/interrupt"
 	"github.com/burst-hpc/burst/agent/report"
 	"github.com/burst-hpc/burst/agent/sampler"
+	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
 
@@ -56,6 +58,9 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "reserve", Value: 20 * time.Second, EnvVars: []string{"BURST_CHECKPOINT_RESERVE"}, Usage: "time kept before EC2's deadline to requeue jobs and hand the node back"},
 			&cli.StringFlag{Name: "slurm-bin-dir", Value: "/usr/bin", EnvVars: []string{"BURST_SLURM_BIN_DIR"}, Usage: "directory of scontrol, squeue, scancel"},
 			&cli.StringFlag{Name: "slurm-conf", EnvVars: []string{"SLURM_CONF"}, Usage: "slurm.conf for the Slurm commands"},
+			&cli.DurationFlag{Name: "dead-man-after", Value: 15 * time.Minute, EnvVars: []string{"BURST_DEAD_MAN_AFTER"}, Usage: "terminate this instance after its node has been powered down or down in Slurm, or the controller unreachable, this long (0 disables)"},
+			&cli.StringFlag{Name: "ec2-endpoint", EnvVars: []string{"BURST_EC2_ENDPOINT"}, Usage: "EC2 API endpoint for the dead-man switch (default: the region's)"},
+			&cli.StringFlag{Name: "region", EnvVars: []string{"AWS_REGION"}, Usage: "AWS region (default: from instance metadata)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"BURST_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		},
 		Action: runAgent,
@@ -154,7 +159,8 @@ func runAgent(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 3)
 	}
-	ops := interrupt.SlurmClient{C: slurm.NewScontrol(slurm.ScontrolOptions{BinDir: c.String("slurm-bin-dir"), Conf: c.String("slurm-conf"), Logger: log})}
+	sc := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: c.String("slurm-bin-dir"), Conf: c.String("slurm-conf"), Logger: log})
+	ops := interrupt.SlurmClient{C: sc}
 
 	var resolver sampler.JobResolver = &attrib.Resolver{}
 	if simReader != nil {
@@ -181,6 +187,13 @@ func runAgent(c *cli.Context) error {
 		}
 		p := &imds.Poller{Client: imdsClient, Interval: c.Duration("imds-poll"), Handle: h.Handle, Logger: log}
 		goRun(p.Run)
+	}
+	if after := c.Duration("dead-man-after"); after > 0 {
+		if sw, err := deadManSwitch(ctx, c, imdsClient, sc, instanceID, after, log); err != nil {
+			log.Warn("dead-man switch disabled", "err", err)
+		} else {
+			goRun(sw.Run)
+		}
 	}
 	err = rep.Run(ctx) // returns after ctx is done, having tried a last flush
 	wg.Wait()
@@ -210,4 +223,28 @@ func syncSimJobs(ctx context.Context, r *sim.Reader, ops interrupt.SlurmOps, nod
 		case <-t.C:
 		}
 	}
+}
+
+// deadManSwitch builds the switch that terminates this instance when Slurm
+// has abandoned its node (see agent/deadman).
+func deadManSwitch(ctx context.Context, c *cli.Context, md *imds.Client, sc *slurm.Scontrol, instanceID string, after time.Duration, log *slog.Logger) (*deadman.Switch, error) {
+	if instanceID == "" {
+		return nil, errors.New("no instance id")
+	}
+	region := c.String("region")
+	if region == "" {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		r, err := md.Region(rctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		region = r
+	}
+	api, err := ec2p.NewSDKClient(ctx, region, c.String("ec2-endpoint"))
+	if err != nil {
+		return nil, err
+	}
+	return deadman.New(sc, deadman.EC2Terminator{API: api, InstanceID: instanceID},
+		deadman.Options{Node: c.String("node"), After: after, Logger: log.With("component", "dead-man")}), nil
 }
