@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -381,5 +383,40 @@ func TestFaultSlurmctldRestart(t *testing.T) {
 	}
 	waitJob(t, s, running, 2*time.Minute, "COMPLETED")
 	waitJob(t, s, starting, 2*time.Minute, "COMPLETED")
+	assertClean(t, s, time.Minute)
+}
+
+// TestFaultSizerDownDuringReports: burst-sizer stops while a job runs; the
+// node's burst-agent keeps sampling into its on-disk buffer and, when the
+// sizer is back, delivers what it buffered: the restarted sizer accepts
+// records covering the outage.
+func TestFaultSizerDownDuringReports(t *testing.T) {
+	s := faultStart(t, 0, stack.Options{Configure: func(c *config.Config) {
+		c.Agent.ReportInterval = config.D(time.Second)
+	}})
+	id := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 25")
+	waitJob(t, s, id, 90*time.Second, "RUNNING")
+	time.Sleep(3 * time.Second)
+	s.StopSizer()
+	const outage = 8 * time.Second
+	time.Sleep(outage)
+	if err := s.StartSizer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var accepted float64
+	// within a few seconds of the restart: far more records than the agent
+	// samples in that time, so they include what it buffered while the
+	// sizer was down
+	eventually(t, 5*time.Second, "the buffered reports delivered to the restarted sizer", func() bool {
+		m := regexp.MustCompile(`burst_sizer_report_records_total\{result="accepted"\} ([0-9.e+]+)`).FindStringSubmatch(scrape(t, s))
+		if m == nil {
+			return false
+		}
+		accepted, _ = strconv.ParseFloat(m[1], 64)
+		// at least one record per second of the outage (the agent samples every second)
+		return accepted >= outage.Seconds()
+	})
+	t.Logf("the restarted sizer accepted %.0f records, including the %s outage", accepted, outage)
+	waitJob(t, s, id, 90*time.Second, "COMPLETED")
 	assertClean(t, s, time.Minute)
 }
