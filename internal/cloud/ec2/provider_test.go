@@ -327,14 +327,16 @@ func TestTerminate2500InThreeCalls(t *testing.T) {
 		t.Errorf("%d instances still live", len(live))
 	}
 	calls := callsOf(e.srv, "TerminateInstances")
-	ok := 0
+	// distinct batches: the SDK may resend a request whose answer was slow
+	// on a loaded machine (same batch, same first id); that is one call
+	batches := map[string]bool{}
 	for _, c := range calls {
 		if c.Code == "" {
-			ok++
+			batches[c.Params.Get("InstanceId.1")] = true
 		}
 	}
-	if ok != 3 {
-		t.Errorf("%d successful TerminateInstances calls (%d in all), want 3", ok, len(calls))
+	if len(batches) != 3 {
+		t.Errorf("%d distinct successful TerminateInstances batches (%d requests in all), want 3", len(batches), len(calls))
 	}
 }
 
