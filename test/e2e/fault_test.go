@@ -404,17 +404,17 @@ func TestFaultSizerDownDuringReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	var accepted float64
-	// within a few seconds of the restart: far more records than the agent
-	// samples in that time, so they include what it buffered while the
-	// sizer was down
-	eventually(t, 5*time.Second, "the buffered reports delivered to the restarted sizer", func() bool {
+	restarted := time.Now()
+	// the agent samples once a second: without its buffer the restarted
+	// sizer could have at most about one record per second since the
+	// restart; with it, the outage's records come on top
+	eventually(t, 15*time.Second, "the buffered reports delivered to the restarted sizer", func() bool {
 		m := regexp.MustCompile(`burst_sizer_report_records_total\{result="accepted"\} ([0-9.e+]+)`).FindStringSubmatch(scrape(t, s))
 		if m == nil {
 			return false
 		}
 		accepted, _ = strconv.ParseFloat(m[1], 64)
-		// at least one record per second of the outage (the agent samples every second)
-		return accepted >= outage.Seconds()
+		return accepted >= time.Since(restarted).Seconds()+0.75*outage.Seconds()
 	})
 	t.Logf("the restarted sizer accepted %.0f records, including the %s outage", accepted, outage)
 	waitJob(t, s, id, 90*time.Second, "COMPLETED")
