@@ -22,6 +22,7 @@ import (
 	"github.com/burst-hpc/burst/agent/interrupt"
 	"github.com/burst-hpc/burst/agent/report"
 	"github.com/burst-hpc/burst/agent/sampler"
+	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
@@ -105,7 +106,7 @@ func runConfig(c *cli.Context) error {
 }
 
 // openGPUs picks the GPU source. auto uses NVML when the driver loads.
-func openGPUs(source string, simGPUs int, seed uint64, log *slog.Logger) (gpu.Reader, *sim.Reader, error) {
+func openGPUs(source string, simGPUs int, simMemBytes, seed uint64, log *slog.Logger) (gpu.Reader, *sim.Reader, error) {
 	if source != "sim" {
 		r, err := gpu.Open()
 		if err == nil {
@@ -116,7 +117,7 @@ func openGPUs(source string, simGPUs int, seed uint64, log *slog.Logger) (gpu.Re
 		}
 		log.Warn("no NVIDIA driver; using simulated GPUs", "err", err)
 	}
-	s, err := sim.New(sim.Options{GPUs: simGPUs, Seed: seed})
+	s, err := sim.New(sim.Options{GPUs: simGPUs, Seed: seed, MemoryTotalBytes: simMemBytes})
 	return s, s, err
 }
 
@@ -144,7 +145,19 @@ func runAgent(c *cli.Context) error {
 	}
 	log = log.With("instance_id", instanceID)
 
-	reader, simReader, err := openGPUs(c.String("gpu-source"), c.Int("sim-gpus"), c.Uint64("sim-seed"), log)
+	// simulated GPUs take the instance type's shape from the catalog, so
+	// the sizer's feedback store sees plausible memory figures
+	simGPUs, simMem := c.Int("sim-gpus"), uint64(0)
+	if !c.IsSet("sim-gpus") && !c.Bool("no-imds") {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if typ, err := imdsClient.InstanceType(tctx); err == nil {
+			if t, ok := catalog.Default().Lookup(typ); ok && t.GPUs > 0 {
+				simGPUs, simMem = t.GPUs, uint64(t.GPUMemoryMiB)<<20
+			}
+		}
+		cancel()
+	}
+	reader, simReader, err := openGPUs(c.String("gpu-source"), simGPUs, simMem, c.Uint64("sim-seed"), log)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("opening GPUs: %v", err), 3)
 	}

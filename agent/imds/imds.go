@@ -251,3 +251,16 @@ func (c *Client) Region(ctx context.Context) (string, error) {
 	}
 	return r, nil
 }
+
+// InstanceType returns the instance type (e.g. g5.xlarge).
+func (c *Client) InstanceType(ctx context.Context) (string, error) {
+	b, ok, err := c.get(ctx, "instance-type")
+	if err != nil {
+		return "", err
+	}
+	t := strings.TrimSpace(string(b))
+	if !ok || t == "" || len(t) > 64 || strings.ContainsAny(t, " \n\t/") {
+		return "", fmt.Errorf("reading instance metadata instance-type: got %q", clip(b))
+	}
+	return t, nil
+}

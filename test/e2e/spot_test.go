@@ -138,4 +138,7 @@ func TestSpotInterruption(t *testing.T) {
 	})
 	t.Logf("sizer accepted %.0f agent records", accepted)
 	t.Logf("sizer report for account demo: %+v", row)
+	if row.GPUMemUsedGiB <= 0 || row.GPUMemUsedGiB > row.GPUMemReqGiB {
+		t.Errorf("reported GPU memory use %.1f GiB is not within the node's %.1f GiB GPU", row.GPUMemUsedGiB, row.GPUMemReqGiB)
+	}
 }
