@@ -162,6 +162,11 @@ func TestRunSpotInterruption(t *testing.T) {
 	var ev *report.Event
 	var last uint64
 	for _, r := range recs {
+		if r.Seq <= last {
+			// a resend of a batch whose answer was cut off (the agent
+			// stopped mid-send); the sizer drops it by node and sequence
+			continue
+		}
 		if r.Seq != last+1 {
 			t.Fatalf("sizer got seq %d after %d", r.Seq, last)
 		}

@@ -56,9 +56,10 @@ func (s SlurmClient) Requeue(ctx context.Context, id uint32) error { return s.C.
 // StartNow implements SlurmOps. Slurm applies the requeue (and its ~120 s
 // BeginTime hold) only once the job's processes are gone, after
 // `scontrol requeue` returns; clearing the hold before that is undone. So it
-// waits (up to 30 s) until the job is PENDING again, then clears the hold.
+// waits (up to 10 s: the requeue usually lands within a second) until the
+// job is PENDING again, then clears the hold.
 func (s SlurmClient) StartNow(ctx context.Context, id uint32) error {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		js, err := s.C.Jobs(ctx, id)
 		if err == nil && (len(js) == 0 || js[0].State == "PENDING") {

@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/burst-hpc/burst/sizer/auth"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 )
@@ -66,7 +66,7 @@ func (h *HTTPSink) post(ctx context.Context, body []byte) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if h.CredentialFile != "" {
-		tok, err := readToken(h.CredentialFile)
+		tok, err := auth.LoadCredential(h.CredentialFile)
 		if err != nil {
 			return err
 		}
@@ -92,17 +92,4 @@ func (h *HTTPSink) post(ctx context.Context, body []byte) error {
 	default:
 		return fmt.Errorf("posting to %s: %s: %s", h.URL, resp.Status, strings.TrimSpace(string(msg)))
 	}
-}
-
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading sizer credential: %w", err)
-	}
-	tok, _, _ := strings.Cut(string(b), "\n")
-	tok = strings.TrimSpace(tok)
-	if tok == "" {
-		return "", fmt.Errorf("reading sizer credential: %s is empty; put the agent token on its first line", path)
-	}
-	return tok, nil
 }
