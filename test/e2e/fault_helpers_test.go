@@ -6,13 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,50 +27,6 @@ import (
 	"github.com/burst-hpc/burst/test/stack"
 )
 
-var (
-	agentBootOnce sync.Once
-	agentBootOK   bool
-)
-
-// agentBoots reports whether the built burst-agent has the bootstrap
-// subcommand the stack boots nodes with by default.
-func agentBoots() bool {
-	agentBootOnce.Do(func() {
-		bin := filepath.Join(binDir, "burst-agent")
-		if _, err := os.Stat(bin); err != nil {
-			return
-		}
-		agentBootOK = exec.Command(bin, "bootstrap", "--help").Run() == nil
-	})
-	return agentBootOK
-}
-
-// slurmdBoot boots an instance by starting slurmd in its namespace
-// directly (what `burst-agent bootstrap` ends with), after the 2 s boot
-// guard the bootstrap keeps.
-func slurmdBoot(ctx context.Context, s *stack.Stack, in ec2emu.Instance, node string) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(2 * time.Second):
-	}
-	ip, err := netip.ParseAddr(in.PrivateIP)
-	if err != nil {
-		return fmt.Errorf("instance %s private IP %q: %w", in.ID, in.PrivateIP, err)
-	}
-	_, err = s.Cluster.StartSlurmd(ctx, node, ip)
-	return err
-}
-
-// defaultBoot is how the stack boots instances: burst-agent bootstrap, or
-// slurmd directly while the agent lacks it.
-func defaultBoot(ctx context.Context, s *stack.Stack, in ec2emu.Instance, node string) error {
-	if agentBoots() {
-		return stack.BootstrapNode(ctx, s, in, node)
-	}
-	return slurmdBoot(ctx, s, in, node)
-}
-
 // bootExcept boots every instance except those of the given nodes, which
 // stay up in EC2 but never become Slurm nodes (a broken boot, or an
 // instance Slurm gave up on).
@@ -83,20 +37,15 @@ func bootExcept(nodes ...string) func(context.Context, *stack.Stack, ec2emu.Inst
 				return nil
 			}
 		}
-		return defaultBoot(ctx, s, in, node)
+		return stack.BootstrapNode(ctx, s, in, node)
 	}
 }
 
-// faultStart starts a stack for a fault test: nodes boot through
-// burst-agent bootstrap when the built agent has it, else through slurmd
-// directly; the sizer's own reconciler loop runs every interval (0: once an
+// faultStart starts a stack for a fault test (nodes boot through
+// burst-agent bootstrap, as everywhere); the sizer's own reconciler loop runs every interval (0: once an
 // hour, so the test drives passes itself).
 func faultStart(t *testing.T, interval time.Duration, o stack.Options) *stack.Stack {
 	t.Helper()
-	if o.Boot == nil && !agentBoots() {
-		t.Log("burst-agent has no bootstrap subcommand yet: nodes boot by starting slurmd directly")
-		o.Boot = slurmdBoot
-	}
 	if interval <= 0 {
 		interval = time.Hour
 	}

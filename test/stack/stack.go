@@ -332,7 +332,7 @@ func (s *Stack) onStart(in ec2emu.Instance) {
 	s.Events.Add(node, "instance running", in.ID+" "+in.InstanceType+" "+in.Lifecycle)
 	boot := s.opts.Boot
 	if boot == nil {
-		boot = bootstrapNode
+		boot = BootstrapNode
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -355,10 +355,12 @@ func (s *Stack) onStop(in ec2emu.Instance) {
 	}
 }
 
-// bootstrapNode boots an instance the way the node image does: the
+// BootstrapNode is the default Options.Boot; tests that boot only some
+// instances differently wrap it. It boots an instance the way the node
+// image does: the
 // instance's user data goes to `burst-agent bootstrap` in direct mode inside
 // the node's network namespace.
-func bootstrapNode(ctx context.Context, s *Stack, in ec2emu.Instance, node string) error {
+func BootstrapNode(ctx context.Context, s *Stack, in ec2emu.Instance, node string) error {
 	ud := filepath.Join(s.Dir, "userdata", in.ID)
 	if err := os.WriteFile(ud, in.UserData, 0o600); err != nil {
 		return err
