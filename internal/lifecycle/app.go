@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/logging"
 	"github.com/burst-hpc/burst/internal/slurm"
+	sizercmd "github.com/burst-hpc/burst/sizer/cmd"
 )
 
 // Slurm's SLURM_SCRIPT_CONTEXT values for the controller hooks.
@@ -88,9 +90,15 @@ func MainResume(args []string, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(st.Cfg.Slurm.ResumeTimeout.Duration-10*time.Second, 30*time.Second))
 	defer cancel()
+	// only resume ranks: suspend, prolog and epilog never build the policy
+	local, err := sizercmd.PolicyFromConfig(st.Cfg)
+	if err != nil {
+		st.Log.Error("building the sizing policy", "err", err)
+		return exitCode(err)
+	}
 	r := &Resumer{Cfg: st.Cfg, Slurm: st.Slurm, Cloud: st.Cloud, Recorder: st.Recorder, Log: st.Log, UserData: st.UserDataFor,
 		Breaker: breaker.New(breaker.Options{Dir: st.Cfg.Sizer.StateDir, Logger: st.Log}),
-		Ranker:  &FallbackRanker{Sizer: st.Sizer, Local: st.Policy, Timeout: st.Cfg.Sizer.Timeout.Duration, Log: st.Log}}
+		Ranker:  &FallbackRanker{Sizer: st.Sizer, Local: local, Timeout: st.Cfg.Sizer.Timeout.Duration, Log: st.Log}}
 	if _, err := r.Resume(ctx, fs.Arg(0), rf); err != nil {
 		st.Log.Error("resume failed", "nodes", fs.Arg(0), "err", err)
 		return 1
@@ -98,8 +106,11 @@ func MainResume(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// keepResumeFiles is how many resume-file copies the state directory keeps.
+const keepResumeFiles = 200
+
 // keepCopy saves the resume file in the state directory for debugging
-// (Slurm removes its own copy).
+// (Slurm removes its own copy), keeping the newest keepResumeFiles.
 func keepCopy(st *Stack, raw []byte) {
 	dir := filepath.Join(st.Cfg.Sizer.StateDir, "resume-files")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -109,6 +120,13 @@ func keepCopy(st *Stack, raw []byte) {
 	p := filepath.Join(dir, fmt.Sprintf("%s-%d.json", time.Now().UTC().Format("20060102T150405.000"), os.Getpid()))
 	if err := os.WriteFile(p, raw, 0o600); err != nil {
 		st.Log.Warn("keeping a copy of the resume file", "err", err)
+	}
+	// names sort by time: drop the oldest beyond the limit
+	if old, err := filepath.Glob(filepath.Join(dir, "*.json")); err == nil && len(old) > keepResumeFiles {
+		sort.Strings(old)
+		for _, f := range old[:len(old)-keepResumeFiles] {
+			os.Remove(f)
+		}
 	}
 }
 

@@ -307,7 +307,7 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr api.
 			"capacity", in.Capacity, "ip", in.PrivateIP)
 		if r.Recorder != nil {
 			ev := api.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
-				Capacity: string(in.Capacity), Account: specsAccount(specs), Time: in.LaunchTime}
+				Capacity: string(in.Capacity), Account: jr.Account, Time: in.LaunchTime}
 			if jr.JobID != "" {
 				// what the job asked for: the sizer sets it against what the
 				// agents measure (requested vs used) and charges the spend to it
@@ -353,13 +353,6 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr api.
 		failed[truncReason(reason)] = append(failed[truncReason(reason)], rest...)
 	}
 	return res.Instances, failed
-}
-
-func specsAccount(s []cloud.NodeSpec) string {
-	if len(s) == 0 {
-		return ""
-	}
-	return s[0].Account
 }
 
 // truncReason keeps a node reason short enough for scontrol and sinfo.

@@ -21,7 +21,6 @@ import (
 	"github.com/burst-hpc/burst/sizer/api"
 	"github.com/burst-hpc/burst/sizer/auth"
 	"github.com/burst-hpc/burst/sizer/client"
-	sizercmd "github.com/burst-hpc/burst/sizer/cmd"
 	"github.com/burst-hpc/burst/sizer/policy"
 )
 
@@ -33,7 +32,6 @@ type Stack struct {
 	Cloud      *ec2p.Provider
 	Sizer      *client.Client // nil when the admin token cannot be read
 	AdminToken string
-	Policy     *policy.Policy
 	Recorder   *JournalRecorder
 	closeLog   func() error
 }
@@ -83,11 +81,6 @@ func Open(ctx context.Context, cfgPath, prog string) (*Stack, error) {
 		if err != nil {
 			log.Warn("sizer client", "err", err)
 		}
-	}
-	s.Policy, err = sizercmd.PolicyFromConfig(cfg)
-	if err != nil {
-		s.Close()
-		return nil, err
 	}
 	s.Recorder = &JournalRecorder{Sizer: s.Sizer, Dir: cfg.Sizer.StateDir, Log: log}
 	return s, nil
@@ -168,11 +161,11 @@ func (j *JournalRecorder) post(ctx context.Context, e journalEntry) error {
 }
 
 func (j *JournalRecorder) send(ctx context.Context, e journalEntry) error {
-	if err := j.post(ctx, e); err == nil {
+	err := j.post(ctx, e)
+	if err == nil {
 		return nil
-	} else {
-		return j.append(e, err)
 	}
+	return j.append(e, err)
 }
 
 func (j *JournalRecorder) append(e journalEntry, cause error) error {
