@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/agent/imds"
-	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
 
@@ -69,11 +69,11 @@ func (f *fakeOps) PowerDownForce(_ context.Context, node, reason string) error {
 
 type fakeRecorder struct {
 	mu      sync.Mutex
-	recs    []report.Record
+	recs    []sizerapi.Record
 	flushes int
 }
 
-func (r *fakeRecorder) Add(rec report.Record) error {
+func (r *fakeRecorder) Add(rec sizerapi.Record) error {
 	r.mu.Lock()
 	r.recs = append(r.recs, rec)
 	r.mu.Unlock()
@@ -88,10 +88,10 @@ func (r *fakeRecorder) Flush(context.Context) error {
 
 type fakeAnnouncer struct {
 	mu  sync.Mutex
-	got []report.Interruption
+	got []sizerapi.Interruption
 }
 
-func (a *fakeAnnouncer) Announce(_ context.Context, in report.Interruption) error {
+func (a *fakeAnnouncer) Announce(_ context.Context, in sizerapi.Interruption) error {
 	a.mu.Lock()
 	a.got = append(a.got, in)
 	a.mu.Unlock()
@@ -157,7 +157,7 @@ func TestInterruptSequence(t *testing.T) {
 	if len(ev.Jobs) != 2 || !ev.Jobs[0].Checkpointed || ev.Jobs[1].Checkpointed || !ev.Jobs[0].Released || !ev.Jobs[1].Requeued {
 		t.Fatalf("event jobs = %+v", ev.Jobs)
 	}
-	if len(rec.recs) != 1 || rec.recs[0].Kind != report.KindInterruption || rec.recs[0].Event.InstanceID != "i-0abc" || rec.flushes != 1 {
+	if len(rec.recs) != 1 || rec.recs[0].Kind != sizerapi.KindInterruption || rec.recs[0].Event.InstanceID != "i-0abc" || rec.flushes != 1 {
 		t.Fatalf("recorded %+v (flushes %d)", rec.recs, rec.flushes)
 	}
 	if len(ann.got) != 1 || ann.got[0].Action != "terminate" || ann.got[0].InstanceID != "i-0abc" || ann.got[0].Node != "gpu-1" {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // Spool is the on-disk queue of records not yet acknowledged by the sink.
@@ -35,7 +37,7 @@ import (
 // The total size of the segments is capped at MaxBytes: when an append goes
 // over it, whole oldest segments are deleted and their unacknowledged
 // records counted in DroppedRecords/DroppedBytes (persisted, and reported to
-// the server in every Batch).
+// the server in every sizerapi.ReportBatch).
 type Spool struct {
 	dir      string
 	maxBytes int64
@@ -192,7 +194,7 @@ func (s *Spool) scan(sg *segment, last bool) error {
 	return nil
 }
 
-func encodeLine(r *Record) ([]byte, error) {
+func encodeLine(r *sizerapi.Record) ([]byte, error) {
 	js, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("encoding record %d: %w", r.Seq, err)
@@ -203,8 +205,8 @@ func encodeLine(r *Record) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-func decodeLine(line []byte) (Record, error) {
-	var r Record
+func decodeLine(line []byte) (sizerapi.Record, error) {
+	var r sizerapi.Record
 	if len(line) < 11 || line[8] != ' ' || line[len(line)-1] != '\n' {
 		return r, errors.New("malformed spool line")
 	}
@@ -261,7 +263,7 @@ func (s *Spool) rotateLocked() error {
 
 // Append assigns the next sequence numbers to recs (setting their Seq) and
 // writes them to the active segment.
-func (s *Spool) Append(recs ...*Record) error {
+func (s *Spool) Append(recs ...*sizerapi.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active == nil {
@@ -328,10 +330,10 @@ func (s *Spool) enforceCapLocked() error {
 }
 
 // Pending returns up to max unacknowledged records in sequence order.
-func (s *Spool) Pending(max int) ([]Record, error) {
+func (s *Spool) Pending(max int) ([]sizerapi.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Record
+	var out []sizerapi.Record
 	for _, sg := range s.segs {
 		if len(out) >= max {
 			break

@@ -548,6 +548,7 @@ const (
 	EnvIMDSEndpoint   = "BURST_IMDS_ENDPOINT"
 	EnvReportInterval = "BURST_REPORT_INTERVAL"
 	EnvCheckpointRoot = "BURST_CHECKPOINT_ROOT"
+	EnvLogLevel       = "BURST_LOG_LEVEL"
 )
 
 // AgentEnv returns the environment (KEY=value) burst-agent run gets. The
@@ -564,6 +565,9 @@ func AgentEnv(u userdata.UserData, credentialFile string) []string {
 	}
 	if u.Agent.IMDSEndpoint != "" {
 		env = append(env, EnvIMDSEndpoint+"="+u.Agent.IMDSEndpoint)
+	}
+	if u.Agent.LogLevel != "" {
+		env = append(env, EnvLogLevel+"="+u.Agent.LogLevel)
 	}
 	return env
 }

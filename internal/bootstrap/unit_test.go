@@ -160,6 +160,10 @@ func TestCommandLines(t *testing.T) {
 	if env := AgentEnv(u, "/c"); env[len(env)-1] != "BURST_IMDS_ENDPOINT=http://127.0.0.1:1338" {
 		t.Errorf("IMDS override missing: %q", env)
 	}
+	u.Agent.LogLevel = "debug"
+	if env := AgentEnv(u, "/c"); env[len(env)-1] != "BURST_LOG_LEVEL=debug" {
+		t.Errorf("burst.yaml's log.level does not reach the agent: %q", env)
+	}
 	conf := ClientConf(testUD())
 	for _, w := range []string{"ClusterName=lab\n", "SlurmctldHost=head\n", "SlurmctldHost=10.1.2.3\n", "SlurmctldPort=16817\n",
 		"AuthType=auth/munge\n", "AuthInfo=socket=/run/munge/munge.socket.2\n"} {

@@ -70,18 +70,18 @@ func IsInvalid(err error) bool {
 	return errors.As(err, &ps)
 }
 
-// ResolvePath picks the configuration file: the flag value, then
-// BURST_CONFIG, then burst.yaml beside $SLURM_CONF (Slurm starts
-// ResumeProgram and SuspendProgram with no arguments but the node list and
-// with SLURM_CONF set), then DefaultPath.
-func ResolvePath(flag string) string {
+// Resolve picks the configuration file: the flag value, then BURST_CONFIG,
+// then burst.yaml beside $SLURM_CONF (Slurm starts ResumeProgram and
+// SuspendProgram with no arguments but the node list and with SLURM_CONF
+// set), then DefaultPath; getenv reads the environment (os.Getenv).
+func Resolve(flag string, getenv func(string) string) string {
 	if flag != "" {
 		return flag
 	}
-	if p := os.Getenv("BURST_CONFIG"); p != "" {
+	if p := getenv("BURST_CONFIG"); p != "" {
 		return p
 	}
-	if sc := os.Getenv("SLURM_CONF"); sc != "" {
+	if sc := getenv("SLURM_CONF"); sc != "" {
 		p := filepath.Join(filepath.Dir(sc), "burst.yaml")
 		if _, err := os.Stat(p); err == nil {
 			return p
@@ -92,7 +92,10 @@ func ResolvePath(flag string) string {
 
 // Load reads, parses, applies environment overrides to and validates a
 // burst.yaml. Configuration problems come back as Problems.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadEnv(path, os.LookupEnv) }
+
+// LoadEnv is Load taking the environment overrides (ApplyEnv) from lookup.
+func LoadEnv(path string, lookup func(string) (string, bool)) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening configuration: %w", err)
@@ -109,7 +112,7 @@ func Load(path string) (*Config, error) {
 	if cfg == nil {
 		return nil, probs
 	}
-	cfg.ApplyEnv(os.LookupEnv)
+	cfg.ApplyEnv(lookup)
 	if err := cfg.Validate(); err != nil {
 		bad := map[string]bool{}
 		for _, p := range probs {

@@ -11,9 +11,9 @@ import (
 	"github.com/burst-hpc/burst/internal/bootstrap"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/userdata"
-	"github.com/burst-hpc/burst/sizer/api"
 )
 
 func demoConfig(t *testing.T) *config.Config {
@@ -43,7 +43,7 @@ func TestUserDataRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if u.NodeName != "l4-1" || !u.IssuedAt.Equal(issued) || u.FSx.MountPoint != cfg.FSx.MountPoint ||
-		u.Agent.SizerURL != cfg.Sizer.URL || u.Test == nil || u.Test.LocalFSDir != cfg.FSx.LocalDir {
+		u.Agent.SizerURL != cfg.Sizer.URL || u.Agent.LogLevel != cfg.Log.Level || u.Test == nil || u.Test.LocalFSDir != cfg.FSx.LocalDir {
 		t.Fatalf("single-node document: %+v", u)
 	}
 	if args := bootstrap.SlurmdArgs(u); !strings.Contains(strings.Join(args, " "), "-N l4-1") {
@@ -131,7 +131,7 @@ func TestJournalRecorder(t *testing.T) {
 	dir := t.TempDir()
 	j := &JournalRecorder{Dir: dir}
 	ctx := context.Background()
-	if err := j.Launched(ctx, api.InstanceEvent{InstanceID: "i-1", Account: "nlp", Time: time.Unix(100, 0)}); err != nil {
+	if err := j.Launched(ctx, sizerapi.InstanceEvent{InstanceID: "i-1", Account: "nlp", Time: time.Unix(100, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Terminated(ctx, "i-1", time.Unix(200, 0)); err != nil {

@@ -148,6 +148,9 @@ type Agent struct {
 	IMDSEndpoint string `json:"imds_endpoint,omitempty"`
 	// ReportInterval is how often the agent reports GPU utilisation (default 15s).
 	ReportInterval Duration `json:"report_interval,omitempty"`
+	// LogLevel is the agent's log level (burst.yaml's log.level): debug,
+	// info, warn or error; empty means info.
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // Test holds the switches the end-to-end tests use. Nothing here is set in production.
@@ -463,6 +466,11 @@ func (u *UserData) Validate() error {
 	checkURL("agent.imds_endpoint", u.Agent.IMDSEndpoint, false)
 	if ri := time.Duration(u.Agent.ReportInterval); ri < time.Second || ri > time.Hour {
 		add("agent.report_interval", "%s is outside 1s..1h", ri)
+	}
+	switch u.Agent.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		add("agent.log_level", "%q: want debug, info, warn or error", u.Agent.LogLevel)
 	}
 
 	if u.Test != nil {

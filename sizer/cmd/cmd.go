@@ -22,65 +22,39 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
-	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/auth"
-	"github.com/burst-hpc/burst/sizer/client"
-	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/compose"
+	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/server"
 	"github.com/burst-hpc/burst/sizer/simulate"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
-// Exit codes.
-const (
-	ExitOK      = 0
-	ExitError   = 1
-	ExitConfig  = 2
-	ExitNoClass = 3
-)
-
-// exitError carries an exit code.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-// ExitCode maps an error from App().Run to the process exit code.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if config.IsInvalid(err) {
-		return ExitConfig
-	}
-	return ExitError
-}
+// ExitNoClass is route's exit status when no node class fits the job.
+const ExitNoClass = 3
 
 // RouteTokenSuffix: the route credential lives beside the admin token file,
 // at <token_file>.route, readable by every user.
 const RouteTokenSuffix = ".route"
 
-// App builds the command line.
+// App builds the command line (run it with cmdline.Run).
 func App(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "burst-sizer",
 		Usage:     "size burst jobs, rank offerings, ingest GPU reports, keep budgets",
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", Usage: "burst.yaml (default: $BURST_CONFIG, burst.yaml beside $SLURM_CONF, /etc/burst/burst.yaml)"},
-		},
-		Commands: []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), reconcileCommand(), simulate.Command()},
+		Flags:     []cli.Flag{cmdline.ConfigFlag()},
+		Commands:  []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), reconcileCommand(), simulate.Command()},
 	}
+	cmdline.AcceptConfigEverywhere(app)
+	cmdline.SetEnvVars(app)
+	return app
 }
 
 func routeCommand() *cli.Command {
@@ -110,20 +84,20 @@ state database (when readable).`,
 }
 
 // jobFromFlags turns sbatch-style options into an API job request.
-func jobFromFlags(c *cli.Context) (api.JobRequest, error) {
-	j := api.JobRequest{Account: c.String("account"), JobName: c.String("job-name"), Partition: c.String("partition"), User: c.String("user"), Comment: c.String("comment"), UserConstraint: c.String("constraint")}
+func jobFromFlags(c *cli.Context) (sizerapi.JobRequest, error) {
+	j := sizerapi.JobRequest{Account: c.String("account"), JobName: c.String("job-name"), Partition: c.String("partition"), User: c.String("user"), Comment: c.String("comment"), UserConstraint: c.String("constraint")}
 	if j.User == "" {
 		if u, err := user.Current(); err == nil {
 			j.User = u.Username
 		}
 	}
 	if ex := strings.TrimSpace(c.String("extra")); ex != "" {
-		if strings.Contains(j.Comment, policy.MetadataPrefix) {
-			j.Comment += " " + strings.TrimPrefix(ex, policy.MetadataPrefix)
-		} else if strings.Contains(ex, policy.MetadataPrefix) {
+		if strings.Contains(j.Comment, jobmeta.MetadataPrefix) {
+			j.Comment += " " + strings.TrimPrefix(ex, jobmeta.MetadataPrefix)
+		} else if strings.Contains(ex, jobmeta.MetadataPrefix) {
 			j.Comment = ex
 		} else {
-			j.Comment = policy.MetadataPrefix + " " + ex
+			j.Comment = jobmeta.MetadataPrefix + " " + ex
 		}
 	}
 	var errs []error
@@ -187,13 +161,13 @@ func jobFromFlags(c *cli.Context) (api.JobRequest, error) {
 func runRoute(c *cli.Context) error {
 	job, err := jobFromFlags(c)
 	if err != nil {
-		return &exitError{ExitError, fmt.Errorf("reading job options: %w", err)}
+		return cmdline.Exit(cmdline.ExitFailure, fmt.Errorf("reading job options: %w", err))
 	}
-	st, err := loadSettings(c.String("config"))
+	st, err := loadSettings(c)
 	if err != nil {
 		return err
 	}
-	d, _, err := decide(c.Context, st, job, c.Duration("timeout"), c.Bool("local"))
+	d, _, err := decide(c.Context, st, job, c.Duration("timeout"), c.Bool("local"), compose.CommandLogger(c.App.ErrWriter, st.cfg))
 	out := c.App.Writer
 	if c.Bool("filter") {
 		opt := "gres"
@@ -206,11 +180,11 @@ func runRoute(c *cli.Context) error {
 		return writeFilter(out, st, job, opt, d, err)
 	}
 	if err != nil {
-		code := ExitError
-		if errors.Is(err, policy.ErrNoClass) {
+		code := cmdline.ExitFailure
+		if errors.Is(err, sizing.ErrNoClass) {
 			code = ExitNoClass
 		}
-		return &exitError{code, err}
+		return cmdline.Exit(code, err)
 	}
 	if c.Bool("json") {
 		return json.NewEncoder(out).Encode(d)
@@ -219,28 +193,28 @@ func runRoute(c *cli.Context) error {
 	return err
 }
 
-// decide asks the daemon, falling back to the in-process policy. via says
+// decide asks the daemon, falling back to the in-process sizing. via says
 // which answered.
-func decide(ctx context.Context, st *settings, job api.JobRequest, timeout time.Duration, local bool) (policy.Decision, string, error) {
+func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout time.Duration, local bool, log *slog.Logger) (sizing.Decision, string, error) {
 	if !local && st.cfg.Sizer.URL != "" {
 		if tok := routeCredential(st.cfg.Sizer.TokenFile); tok != "" {
-			cl, err := client.New(st.cfg.Sizer.URL, tok, client.WithTimeout(timeout))
+			cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithTimeout(timeout))
 			if err == nil {
 				d, err := cl.Route(ctx, job)
 				if err == nil {
 					return d, "daemon", nil
 				}
-				var ae *client.APIError
-				if errors.As(err, &ae) && ae.Code == api.CodeNoClass {
-					return d, "daemon", fmt.Errorf("%w: %s", policy.ErrNoClass, ae.Message)
+				var ae *sizerclient.APIError
+				if errors.As(err, &ae) && ae.Code == sizerapi.CodeNoClass {
+					return d, "daemon", fmt.Errorf("%w: %s", sizing.ErrNoClass, ae.Message)
 				}
-				slog.Debug("sizer daemon did not answer; deciding locally", "err", err)
+				log.Debug("sizer daemon did not answer; deciding locally", "err", err)
 			}
 		}
 	}
 	p, err := st.policy()
 	if err != nil {
-		return policy.Decision{}, "local", err
+		return sizing.Decision{}, "local", err
 	}
 	var sto *store.Store
 	if s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir); err == nil {
@@ -266,7 +240,7 @@ func routeCredential(tokenFile string) string {
 	return ""
 }
 
-func summary(d policy.Decision) string {
+func summary(d sizing.Decision) string {
 	if d.Refused {
 		return d.RefuseMessage
 	}
@@ -286,14 +260,14 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // action=apply|refuse, the GPU request in the option the job used (gres,
 // gpus or gpus_per_node: Slurm refuses --gres mixed with --gpus), and
 // constraint, partition, message.
-func writeFilter(w io.Writer, st *settings, job api.JobRequest, gpuOpt string, d policy.Decision, err error) error {
+func writeFilter(w io.Writer, st *settings, job sizerapi.JobRequest, gpuOpt string, d sizing.Decision, err error) error {
 	var b strings.Builder
 	b.WriteString(FilterHeader + "\n")
 	switch {
-	case err != nil && errors.Is(err, policy.ErrNoClass):
+	case err != nil && errors.Is(err, sizing.ErrNoClass):
 		fmt.Fprintf(&b, "action=refuse\nmessage=%s\n", oneLine("no burst node class fits this job: "+err.Error()))
 	case err != nil:
-		return &exitError{ExitError, err} // the filter passes the job through unchanged
+		return cmdline.Exit(cmdline.ExitFailure, err) // the filter passes the job through unchanged
 	case d.Refused:
 		fmt.Fprintf(&b, "action=refuse\nmessage=%s\n", oneLine(d.RefuseMessage))
 	default:
@@ -340,11 +314,11 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "reconcile-grace", Value: DefaultReconcileGrace, Usage: "how old an instance must be to count as an orphan or duplicate"},
 		},
 		Action: func(c *cli.Context) error {
-			st, err := loadSettings(c.String("config"))
+			st, err := loadSettings(c)
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
+			log := compose.StderrLogger(c.App.ErrWriter, st.cfg.Log.Level, "burst-sizer", false)
 			o := st.serverOptions()
 			o.Logger = log
 			o.Registry = prometheus.NewRegistry()
@@ -372,7 +346,7 @@ func reportCommand() *cli.Command {
 		Usage: "GPUs and GPU memory requested vs used, spend vs budget, right-sizing advice (this month)",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}, &cli.BoolFlag{Name: "local", Usage: "read the state database instead of asking the daemon"}},
 		Action: func(c *cli.Context) error {
-			st, err := loadSettings(c.String("config"))
+			st, err := loadSettings(c)
 			if err != nil {
 				return err
 			}
@@ -385,28 +359,28 @@ func reportCommand() *cli.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(rep)
 			}
-			return rep.WriteText(c.App.Writer)
+			return report.WriteText(c.App.Writer, rep)
 		},
 	}
 }
 
-func buildReport(ctx context.Context, st *settings, local bool) (report.Report, error) {
+func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageReport, error) {
 	if !local && st.cfg.Sizer.URL != "" {
 		if tok, err := auth.LoadToken(st.cfg.Sizer.TokenFile); err == nil {
-			if cl, err := client.New(st.cfg.Sizer.URL, tok); err == nil {
+			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok); err == nil {
 				rep, err := cl.UsageReport(ctx)
 				if err == nil {
 					return rep, nil
 				}
-				if !errors.Is(err, client.ErrUnavailable) {
-					return report.Report{}, err
+				if !errors.Is(err, sizerclient.ErrUnavailable) {
+					return sizerapi.UsageReport{}, err
 				}
 			}
 		}
 	}
 	s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir)
 	if err != nil {
-		return report.Report{}, fmt.Errorf("building report: the daemon is unreachable and %w", err)
+		return sizerapi.UsageReport{}, fmt.Errorf("building report: the daemon is unreachable and %w", err)
 	}
 	defer s.Close()
 	return server.BuildReport(ctx, s, st.budgets, time.Now())
@@ -417,7 +391,7 @@ func tokenCommand() *cli.Command {
 		if p := c.Args().First(); p != "" && c.Command.Name == "init" {
 			return p, nil
 		}
-		st, err := loadSettings(c.String("config"))
+		st, err := loadSettings(c)
 		if err != nil {
 			return "", err
 		}
@@ -454,7 +428,7 @@ func tokenCommand() *cli.Command {
 				Name: "node", Usage: "print a node's credential (for its user data)", ArgsUsage: "NODE",
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return &exitError{ExitConfig, errors.New("usage: burst-sizer token node NODE")}
+						return cmdline.Usagef("usage: burst-sizer token node NODE")
 					}
 					path, err := tokenFile(c)
 					if err != nil {

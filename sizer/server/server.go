@@ -1,4 +1,4 @@
-// Package server is the burst-sizer daemon: an HTTP JSON API (see sizer/api
+// Package server is the burst-sizer daemon: an HTTP JSON API (see internal/sizerapi
 // for endpoints) with bearer-token auth, Prometheus metrics and state in
 // SQLite (sizer/store). Shutdown is graceful: in-flight requests finish and
 // every acknowledged write is committed before the database closes.
@@ -21,11 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/catalog"
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/auth"
+	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/budget"
-	"github.com/burst-hpc/burst/sizer/policy"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/store"
 )
@@ -37,11 +38,11 @@ type Options struct {
 	Token     string             // admin token itself (tests)
 	StateDir  string             // SQLite database directory
 	Budgets   map[string]float64 // account -> monthly cap in USD
-	Classes   []policy.Class
+	Classes   []sizing.Class
 	Region    string
 	Zones     []string         // zones ranked when a rank request names none
 	Catalog   *catalog.Catalog // nil: catalog.Default()
-	Params    policy.Params    // zero: policy.DefaultParams()
+	Params    sizing.Params    // zero: sizing.DefaultParams()
 
 	MaxBodyBytes    int64         // request body limit; default 4 MiB
 	AvoidFor        time.Duration // spot offerings of an interrupted (type, zone) are avoided this long; default 30m
@@ -56,7 +57,7 @@ type Options struct {
 type Server struct {
 	o      Options
 	token  string
-	pol    *policy.Policy
+	pol    *sizing.Policy
 	st     *store.Store
 	log    *slog.Logger
 	now    func() time.Time
@@ -104,7 +105,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("starting sizer: %w", err)
 		}
 	}
-	pol, err := policy.New(o.Catalog, o.Region, o.Classes, o.Params)
+	pol, err := sizing.New(o.Catalog, o.Region, o.Classes, o.Params)
 	if err != nil {
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
@@ -130,8 +131,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
-// Policy returns the server's policy.
-func (s *Server) Policy() *policy.Policy { return s.pol }
+// Policy returns the server's sizing.
+func (s *Server) Policy() *sizing.Policy { return s.pol }
 
 // Store returns the server's store.
 func (s *Server) Store() *store.Store { return s.st }
@@ -193,7 +194,7 @@ type apiError struct {
 func (e *apiError) Error() string { return e.msg }
 
 func badRequest(format string, args ...any) error {
-	return &apiError{400, api.CodeBadRequest, fmt.Sprintf(format, args...)}
+	return &apiError{400, sizerapi.CodeBadRequest, fmt.Sprintf(format, args...)}
 }
 
 func (s *Server) routes() {
@@ -234,14 +235,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h ha
 	p, err := auth.Verify(s.token, strings.TrimSpace(tok))
 	if !ok || err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="burst-sizer"`)
-		return writeErr(w, &apiError{401, api.CodeUnauthorized, "missing or invalid bearer token: send the admin token from sizer.token_file or the node's credential"})
+		return writeErr(w, &apiError{401, sizerapi.CodeUnauthorized, "missing or invalid bearer token: send the admin token from sizer.token_file or the node's credential"})
 	}
 	switch {
 	case p.Admin:
 	case who == roleNode && p.Node != "":
 	case who == roleRoute && p.Route:
 	default:
-		return writeErr(w, &apiError{403, api.CodeForbidden, "this credential may not call " + r.URL.Path + " (node credentials post reports and interruptions; the route credential asks for routes)"})
+		return writeErr(w, &apiError{403, sizerapi.CodeForbidden, "this credential may not call " + r.URL.Path + " (node credentials post reports and interruptions; the route credential asks for routes)"})
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
 	out, err := h(w, r, p)
@@ -265,7 +266,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h ha
 func writeErr(w http.ResponseWriter, e *apiError) int {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.status)
-	json.NewEncoder(w).Encode(api.ErrorResponse{Code: e.code, Message: e.msg})
+	json.NewEncoder(w).Encode(sizerapi.ErrorResponse{Code: e.code, Message: e.msg})
 	return e.status
 }
 
@@ -275,7 +276,7 @@ func decode(r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &apiError{413, api.CodeTooLarge, fmt.Sprintf("request body over %d bytes; send smaller batches", mbe.Limit)}
+			return &apiError{413, sizerapi.CodeTooLarge, fmt.Sprintf("request body over %d bytes; send smaller batches", mbe.Limit)}
 		}
 		return badRequest("decoding %T: %v", v, err)
 	}
@@ -286,24 +287,24 @@ func decode(r *http.Request, v any) error {
 }
 
 func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
-	var rq api.RankRequest
+	var rq sizerapi.RankRequest
 	if err := decode(r, &rq); err != nil {
 		return nil, err
 	}
 	req, _ := rq.Job.Policy() // metadata problems were reported at submission; rank with what parses
-	in := policy.RankInput{Class: rq.Class, Request: req, Zones: rq.Zones, EstHours: rq.EstHours}
+	in := sizing.RankInput{Class: rq.Class, Request: req, Zones: rq.Zones, EstHours: rq.EstHours}
 	if len(in.Zones) == 0 {
 		in.Zones = s.o.Zones
 	}
 	for _, u := range rq.Unavailable {
-		in.Unavailable = append(in.Unavailable, policy.Unavailable{InstanceType: u.InstanceType, Zone: u.Zone, Capacity: policy.Capacity(u.Capacity), Reason: u.Reason})
+		in.Unavailable = append(in.Unavailable, sizing.Unavailable{InstanceType: u.InstanceType, Zone: u.Zone, Capacity: jobmeta.Capacity(u.Capacity), Reason: u.Reason})
 	}
 	now := s.now()
 	recent, err := s.st.Interruptions(r.Context(), now.Add(-s.o.AvoidFor))
 	if err != nil {
 		return nil, err
 	}
-	var resp api.RankResponse
+	var resp sizerapi.RankResponse
 	seen := map[[2]string]bool{}
 	for _, it := range recent {
 		k := [2]string{it.InstanceType, it.Zone}
@@ -312,8 +313,8 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) 
 		}
 		seen[k] = true
 		reason := fmt.Sprintf("spot %s interrupted at %s", it.InstanceID, it.Time.UTC().Format(time.RFC3339))
-		in.Unavailable = append(in.Unavailable, policy.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: policy.CapacitySpot, Reason: reason})
-		resp.Avoided = append(resp.Avoided, api.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: string(policy.CapacitySpot), Reason: reason})
+		in.Unavailable = append(in.Unavailable, sizing.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: jobmeta.CapacitySpot, Reason: reason})
+		resp.Avoided = append(resp.Avoided, sizerapi.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: string(jobmeta.CapacitySpot), Reason: reason})
 	}
 	if in.Budget, err = AccountBudget(r.Context(), s.st, s.o.Budgets, req.Account, now); err != nil {
 		return nil, err
@@ -330,7 +331,7 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) 
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
-	var rq api.RouteRequest
+	var rq sizerapi.RouteRequest
 	if err := decode(r, &rq); err != nil {
 		return nil, err
 	}
@@ -354,7 +355,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 const MaxRecords = 10000
 
 func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
-	var b api.ReportBatch
+	var b sizerapi.ReportBatch
 	if err := decode(r, &b); err != nil {
 		return nil, err
 	}
@@ -362,19 +363,19 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 		return nil, badRequest("report batch has no node name")
 	}
 	if !p.MayReportFor(b.Node) {
-		return nil, &apiError{403, api.CodeForbidden, fmt.Sprintf("credential of node %s may not report for node %s", p.Node, b.Node)}
+		return nil, &apiError{403, sizerapi.CodeForbidden, fmt.Sprintf("credential of node %s may not report for node %s", p.Node, b.Node)}
 	}
 	if len(b.Records) > MaxRecords {
-		return nil, &apiError{413, api.CodeTooLarge, fmt.Sprintf("%d records in one batch, at most %d", len(b.Records), MaxRecords)}
+		return nil, &apiError{413, sizerapi.CodeTooLarge, fmt.Sprintf("%d records in one batch, at most %d", len(b.Records), MaxRecords)}
 	}
 	for i, rec := range b.Records {
 		switch rec.Kind {
-		case api.KindGPU, api.KindJobSummary, api.KindInterruption:
+		case sizerapi.KindGPU, sizerapi.KindJobSummary, sizerapi.KindInterruption:
 		default:
 			return nil, badRequest("records[%d]: unknown kind %q (want gpu, job_summary or interruption)", i, rec.Kind)
 		}
-		if rec.Kind == api.KindJobSummary && rec.Summary == nil || rec.Kind == api.KindInterruption && rec.Event == nil {
-			return nil, badRequest("records[%d]: kind %s without its %s field", i, rec.Kind, map[string]string{api.KindJobSummary: "summary", api.KindInterruption: "event"}[rec.Kind])
+		if rec.Kind == sizerapi.KindJobSummary && rec.Summary == nil || rec.Kind == sizerapi.KindInterruption && rec.Event == nil {
+			return nil, badRequest("records[%d]: kind %s without its %s field", i, rec.Kind, map[sizerapi.Kind]string{sizerapi.KindJobSummary: "summary", sizerapi.KindInterruption: "event"}[rec.Kind])
 		}
 	}
 	// Commit even if the client goes away: it will resend and dedup keeps it once.
@@ -385,7 +386,7 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 	s.records.WithLabelValues("accepted").Add(float64(res.Accepted))
 	s.records.WithLabelValues("duplicate").Add(float64(res.Duplicates))
 	for _, rec := range b.Records {
-		if rec.Kind == api.KindInterruption {
+		if rec.Kind == sizerapi.KindInterruption {
 			s.interrupt.Inc()
 		}
 	}
@@ -393,7 +394,7 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 }
 
 func (s *Server) interruption(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
-	var in api.Interruption
+	var in sizerapi.Interruption
 	if err := decode(r, &in); err != nil {
 		return nil, err
 	}
@@ -401,7 +402,7 @@ func (s *Server) interruption(w http.ResponseWriter, r *http.Request, p auth.Pri
 		return nil, badRequest("interruption has no instance_id")
 	}
 	if !p.MayReportFor(in.Node) {
-		return nil, &apiError{403, api.CodeForbidden, fmt.Sprintf("credential of node %s may not report for node %q", p.Node, in.Node)}
+		return nil, &apiError{403, sizerapi.CodeForbidden, fmt.Sprintf("credential of node %s may not report for node %q", p.Node, in.Node)}
 	}
 	if in.Time.IsZero() {
 		in.Time = s.now()
@@ -414,7 +415,7 @@ func (s *Server) interruption(w http.ResponseWriter, r *http.Request, p auth.Pri
 }
 
 func (s *Server) job(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
-	var j api.Job
+	var j sizerapi.Job
 	if err := decode(r, &j); err != nil {
 		return nil, err
 	}
@@ -425,7 +426,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, _ auth.Principal) (
 }
 
 func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
-	var ev api.InstanceEvent
+	var ev sizerapi.InstanceEvent
 	if err := decode(r, &ev); err != nil {
 		return nil, err
 	}
@@ -437,9 +438,9 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal
 	}
 	price := ev.PriceUSD
 	if price <= 0 {
-		c := policy.Capacity(ev.Capacity)
-		if c != policy.CapacitySpot {
-			c = policy.CapacityOnDemand
+		c := jobmeta.Capacity(ev.Capacity)
+		if c != jobmeta.CapacitySpot {
+			c = jobmeta.CapacityOnDemand
 		}
 		p, ok := s.pol.HourlyPrice(ev.InstanceType, c)
 		if !ok {
@@ -451,7 +452,7 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal
 }
 
 func (s *Server) terminate(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
-	var ev api.InstanceEvent
+	var ev sizerapi.InstanceEvent
 	if err := decode(r, &ev); err != nil {
 		return nil, err
 	}
@@ -471,15 +472,15 @@ func (s *Server) terminate(w http.ResponseWriter, r *http.Request, _ auth.Princi
 	return struct{}{}, nil
 }
 
-func (s *Server) budgetStatuses(ctx context.Context) ([]api.BudgetStatus, error) {
+func (s *Server) budgetStatuses(ctx context.Context) ([]sizerapi.BudgetStatus, error) {
 	now := s.now()
 	ivs, err := s.st.Intervals(ctx, budget.MonthStart(now), now)
 	if err != nil {
 		return nil, err
 	}
-	var out []api.BudgetStatus
+	var out []sizerapi.BudgetStatus
 	for _, b := range budget.Statuses(s.o.Budgets, ivs, now) {
-		out = append(out, api.BudgetStatus{Account: b.Account, MonthlyUSD: b.MonthlyUSD, SpentUSD: b.SpentUSD, RemainingUSD: b.RemainingUSD, Over: b.Over, Since: b.Since})
+		out = append(out, sizerapi.BudgetStatus{Account: b.Account, MonthlyUSD: b.MonthlyUSD, SpentUSD: b.SpentUSD, RemainingUSD: b.RemainingUSD, Over: b.Over, Since: b.Since})
 	}
 	return out, nil
 }
@@ -487,7 +488,7 @@ func (s *Server) budgetStatuses(ctx context.Context) ([]api.BudgetStatus, error)
 func (s *Server) budgets(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
 	out, err := s.budgetStatuses(r.Context())
 	if out == nil {
-		out = []api.BudgetStatus{}
+		out = []sizerapi.BudgetStatus{}
 	}
 	return out, err
 }
@@ -498,15 +499,15 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ auth.Principal
 
 // BuildReport builds the monthly report from a store (shared with
 // `burst-sizer report` reading the database directly).
-func BuildReport(ctx context.Context, st *store.Store, caps map[string]float64, now time.Time) (report.Report, error) {
+func BuildReport(ctx context.Context, st *store.Store, caps map[string]float64, now time.Time) (sizerapi.UsageReport, error) {
 	from := budget.MonthStart(now)
 	jobs, err := st.Jobs(ctx, from, "", "", 0)
 	if err != nil {
-		return report.Report{}, err
+		return sizerapi.UsageReport{}, err
 	}
 	ivs, err := st.Intervals(ctx, from, now)
 	if err != nil {
-		return report.Report{}, err
+		return sizerapi.UsageReport{}, err
 	}
 	return report.Build(jobs, ivs, caps, now, report.Options{}), nil
 }

@@ -24,9 +24,10 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
-	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/budget"
-	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/sizer/report"
 )
 
 // FileName is the database file inside the state directory.
@@ -55,12 +56,12 @@ type Store struct {
 }
 
 type batchReq struct {
-	b   api.ReportBatch
+	b   sizerapi.ReportBatch
 	out chan batchRes
 }
 
 type batchRes struct {
-	r   api.ReportResult
+	r   sizerapi.ReportResult
 	err error
 }
 
@@ -269,19 +270,19 @@ var ErrClosed = errors.New("sizer store closed")
 // AddBatch stores an agent's batch, committed before it returns. Records
 // already stored (same node and seq) are counted as duplicates and not
 // applied again. A batch with a bad record is not stored at all.
-func (s *Store) AddBatch(ctx context.Context, b api.ReportBatch) (api.ReportResult, error) {
+func (s *Store) AddBatch(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.ReportResult, error) {
 	if s.w == nil {
-		return api.ReportResult{}, errReadOnly
+		return sizerapi.ReportResult{}, errReadOnly
 	}
 	if !s.group {
-		var res api.ReportResult
+		var res sizerapi.ReportResult
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			var err error
 			res, err = addBatch(ctx, tx, b)
 			return err
 		})
 		if err != nil {
-			return api.ReportResult{}, fmt.Errorf("storing report batch from %s: %w", b.Node, err)
+			return sizerapi.ReportResult{}, fmt.Errorf("storing report batch from %s: %w", b.Node, err)
 		}
 		return res, nil
 	}
@@ -289,7 +290,7 @@ func (s *Store) AddBatch(ctx context.Context, b api.ReportBatch) (api.ReportResu
 	s.wmu.RLock()
 	if s.closed {
 		s.wmu.RUnlock()
-		return api.ReportResult{}, ErrClosed
+		return sizerapi.ReportResult{}, ErrClosed
 	}
 	s.wq <- batchReq{b: b, out: out}
 	s.wmu.RUnlock()
@@ -297,8 +298,8 @@ func (s *Store) AddBatch(ctx context.Context, b api.ReportBatch) (api.ReportResu
 	return r.r, r.err
 }
 
-func addBatch(ctx context.Context, tx *sql.Tx, b api.ReportBatch) (api.ReportResult, error) {
-	var res api.ReportResult
+func addBatch(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch) (sizerapi.ReportResult, error) {
+	var res sizerapi.ReportResult
 	err := func() error {
 		for _, r := range b.Records {
 			out, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO records_seen(node, seq, kind, ts) VALUES(?,?,?,?)`, b.Node, int64(r.Seq), r.Kind, ms(r.Time))
@@ -317,15 +318,15 @@ func addBatch(ctx context.Context, tx *sql.Tx, b api.ReportBatch) (api.ReportRes
 		return nil
 	}()
 	if err != nil {
-		return api.ReportResult{}, err
+		return sizerapi.ReportResult{}, err
 	}
 	return res, nil
 }
 
-func applyRecord(ctx context.Context, tx *sql.Tx, b api.ReportBatch, r api.Record) error {
+func applyRecord(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch, r sizerapi.Record) error {
 	switch r.Kind {
-	case api.KindGPU:
-		perJob := map[uint64]uint64{}
+	case sizerapi.KindGPU:
+		perJob := map[uint32]uint64{}
 		for _, g := range r.GPUs {
 			for _, j := range g.JobIDs {
 				perJob[j] += g.MemoryUsedBytes
@@ -343,7 +344,7 @@ ON CONFLICT(job_id, node) DO UPDATE SET peak_mem = max(peak_mem, excluded.peak_m
 				return err
 			}
 		}
-	case api.KindJobSummary:
+	case sizerapi.KindJobSummary:
 		if r.Summary == nil {
 			return errors.New("job_summary record without summary")
 		}
@@ -352,7 +353,7 @@ ON CONFLICT(job_id, node) DO UPDATE SET peak_mem = max(peak_mem, excluded.peak_m
 ON CONFLICT(job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = coalesce(first_ts, excluded.first_ts), last_ts = max(coalesce(last_ts, excluded.last_ts), excluded.last_ts)`,
 			fmt.Sprint(r.Summary.JobID), b.Node, ms(r.Summary.Start), ms(r.Summary.End), string(js))
 		return err
-	case api.KindInterruption:
+	case sizerapi.KindInterruption:
 		if r.Event == nil {
 			return errors.New("interruption record without event")
 		}
@@ -364,14 +365,14 @@ ON CONFLICT(job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = c
 		if t.IsZero() {
 			t = r.Time
 		}
-		return addInterruption(ctx, tx, api.Interruption{InstanceID: id, Node: b.Node, Action: r.Event.Action, Time: t})
+		return addInterruption(ctx, tx, sizerapi.Interruption{InstanceID: id, Node: b.Node, Action: r.Event.Action, Time: t})
 	default:
 		return fmt.Errorf("unknown record kind %q (want gpu, job_summary or interruption)", r.Kind)
 	}
 	return nil
 }
 
-func addInterruption(ctx context.Context, tx *sql.Tx, in api.Interruption) error {
+func addInterruption(ctx context.Context, tx *sql.Tx, in sizerapi.Interruption) error {
 	if in.InstanceType == "" || in.Zone == "" {
 		var typ, zone sql.NullString
 		err := tx.QueryRowContext(ctx, `SELECT instance_type, zone FROM instances WHERE instance_id = ?`, in.InstanceID).Scan(&typ, &zone)
@@ -392,7 +393,7 @@ func addInterruption(ctx context.Context, tx *sql.Tx, in api.Interruption) error
 
 // AddInterruption records an interruption notice; the instance type and zone
 // are taken from the launch record when not given.
-func (s *Store) AddInterruption(ctx context.Context, in api.Interruption) error {
+func (s *Store) AddInterruption(ctx context.Context, in sizerapi.Interruption) error {
 	if err := s.tx(ctx, func(tx *sql.Tx) error { return addInterruption(ctx, tx, in) }); err != nil {
 		return fmt.Errorf("storing interruption of %s: %w", in.InstanceID, err)
 	}
@@ -400,15 +401,15 @@ func (s *Store) AddInterruption(ctx context.Context, in api.Interruption) error 
 }
 
 // Interruptions returns notices at or after since, newest first.
-func (s *Store) Interruptions(ctx context.Context, since time.Time) ([]api.Interruption, error) {
+func (s *Store) Interruptions(ctx context.Context, since time.Time) ([]sizerapi.Interruption, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT instance_id, coalesce(node,''), coalesce(instance_type,''), coalesce(zone,''), coalesce(action,''), ts FROM interruptions WHERE ts >= ? ORDER BY ts DESC`, ms(since))
 	if err != nil {
 		return nil, fmt.Errorf("reading interruptions: %w", err)
 	}
 	defer rows.Close()
-	var out []api.Interruption
+	var out []sizerapi.Interruption
 	for rows.Next() {
-		var in api.Interruption
+		var in sizerapi.Interruption
 		var ts sql.NullInt64
 		if err := rows.Scan(&in.InstanceID, &in.Node, &in.InstanceType, &in.Zone, &in.Action, &ts); err != nil {
 			return nil, fmt.Errorf("reading interruptions: %w", err)
@@ -419,7 +420,7 @@ func (s *Store) Interruptions(ctx context.Context, since time.Time) ([]api.Inter
 	return out, rows.Err()
 }
 
-func upsertJob(ctx context.Context, tx *sql.Tx, j api.Job, now time.Time) error {
+func upsertJob(ctx context.Context, tx *sql.Tx, j sizerapi.Job, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO jobs(job_id, job_name, user, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, updated) VALUES(?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(job_id) DO UPDATE SET job_name=excluded.job_name, user=excluded.user, account=excluded.account, class=excluded.class, gpu_model=excluded.gpu_model,
 gpus_per_node=excluded.gpus_per_node, nodes=max(nodes, excluded.nodes), gpu_mem_mib=excluded.gpu_mem_mib, updated=excluded.updated`,
@@ -428,7 +429,7 @@ gpus_per_node=excluded.gpus_per_node, nodes=max(nodes, excluded.nodes), gpu_mem_
 }
 
 // UpsertJob records a job's owner and allocation.
-func (s *Store) UpsertJob(ctx context.Context, j api.Job, now time.Time) error {
+func (s *Store) UpsertJob(ctx context.Context, j sizerapi.Job, now time.Time) error {
 	if err := s.tx(ctx, func(tx *sql.Tx) error { return upsertJob(ctx, tx, j, now) }); err != nil {
 		return fmt.Errorf("storing job %s: %w", j.JobID, err)
 	}
@@ -437,7 +438,7 @@ func (s *Store) UpsertJob(ctx context.Context, j api.Job, now time.Time) error {
 
 // RecordLaunch stores an instance launch at price USD/hour (and its job, if
 // given). A repeated launch of the same instance keeps the first launch time.
-func (s *Store) RecordLaunch(ctx context.Context, ev api.InstanceEvent, price float64) error {
+func (s *Store) RecordLaunch(ctx context.Context, ev sizerapi.InstanceEvent, price float64) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		jobID := ""
 		if ev.Job != nil {
@@ -499,31 +500,9 @@ FROM instances i LEFT JOIN jobs j ON j.job_id = i.job_id WHERE i.launched < ? AN
 	return out, rows.Err()
 }
 
-// JobUsage is what one job was given and what it used (per node: the
-// busiest node counts).
-type JobUsage struct {
-	JobID        string    `json:"job_id"`
-	JobName      string    `json:"job_name"`
-	User         string    `json:"user"`
-	Account      string    `json:"account"`
-	Class        string    `json:"class,omitempty"`
-	GPUModel     string    `json:"gpu_model,omitempty"`
-	GPUsPerNode  int       `json:"gpus_per_node"`
-	Nodes        int       `json:"nodes"`
-	GPUMemoryMiB int       `json:"gpu_memory_mib"` // per GPU
-	Reported     bool      `json:"reported"`       // any utilisation data arrived
-	GPUsUsed     int       `json:"gpus_used"`
-	PeakMemMiB   int       `json:"peak_gpu_memory_mib"` // per node
-	MeanUtilPct  float64   `json:"mean_util_pct"`       // over allocated GPUs
-	LastSeen     time.Time `json:"last_seen"`
-}
-
-// AllocatedMemMiB is the GPU memory per node the job was given.
-func (u JobUsage) AllocatedMemMiB() int { return u.GPUsPerNode * u.GPUMemoryMiB }
-
 // Jobs returns usage for registered jobs updated at or after since (newest
 // first); user and jobName filter when not empty; limit <= 0 means all.
-func (s *Store) Jobs(ctx context.Context, since time.Time, user, jobName string, limit int) ([]JobUsage, error) {
+func (s *Store) Jobs(ctx context.Context, since time.Time, user, jobName string, limit int) ([]report.JobUsage, error) {
 	q := `SELECT job_id, job_name, user, account, coalesce(class,''), coalesce(gpu_model,''), gpus_per_node, nodes, gpu_mem_mib, updated FROM jobs WHERE updated >= ?`
 	args := []any{ms(since)}
 	if user != "" {
@@ -542,9 +521,9 @@ func (s *Store) Jobs(ctx context.Context, since time.Time, user, jobName string,
 	if err != nil {
 		return nil, fmt.Errorf("reading jobs: %w", err)
 	}
-	var out []JobUsage
+	var out []report.JobUsage
 	for rows.Next() {
-		var u JobUsage
+		var u report.JobUsage
 		var upd sql.NullInt64
 		if err := rows.Scan(&u.JobID, &u.JobName, &u.User, &u.Account, &u.Class, &u.GPUModel, &u.GPUsPerNode, &u.Nodes, &u.GPUMemoryMiB, &upd); err != nil {
 			rows.Close()
@@ -567,7 +546,7 @@ func (s *Store) Jobs(ctx context.Context, since time.Time, user, jobName string,
 
 // fillUsage derives GPUs used, peak memory and mean utilisation from the
 // per-GPU aggregates, or from agent job summaries when no samples arrived.
-func (s *Store) fillUsage(ctx context.Context, u *JobUsage) error {
+func (s *Store) fillUsage(ctx context.Context, u *report.JobUsage) error {
 	rows, err := s.r.QueryContext(ctx, `SELECT node, gpu, samples, util_sum, mem_peak, mem_total FROM job_gpu WHERE job_id = ?`, u.JobID)
 	if err != nil {
 		return fmt.Errorf("reading usage of job %s: %w", u.JobID, err)
@@ -623,7 +602,7 @@ func (s *Store) fillUsage(ctx context.Context, u *JobUsage) error {
 		if err := srows.Scan(&raw); err != nil {
 			return fmt.Errorf("reading summaries of job %s: %w", u.JobID, err)
 		}
-		var js api.JobSummary
+		var js sizerapi.JobSummary
 		if err := json.Unmarshal([]byte(raw), &js); err != nil {
 			continue
 		}
@@ -647,20 +626,20 @@ func (s *Store) fillUsage(ctx context.Context, u *JobUsage) error {
 
 // History summarises the last limit reported jobs of a user with a job name
 // for the policy's learning.
-func (s *Store) History(ctx context.Context, user, jobName string, limit int) (policy.History, error) {
+func (s *Store) History(ctx context.Context, user, jobName string, limit int) (sizing.History, error) {
 	if user == "" || jobName == "" {
-		return policy.History{}, nil
+		return sizing.History{}, nil
 	}
 	jobs, err := s.Jobs(ctx, time.Time{}, user, jobName, limit)
 	if err != nil {
-		return policy.History{}, err
+		return sizing.History{}, err
 	}
 	return HistoryOf(jobs), nil
 }
 
 // HistoryOf aggregates job usages (only those with reports count).
-func HistoryOf(jobs []JobUsage) policy.History {
-	var h policy.History
+func HistoryOf(jobs []report.JobUsage) sizing.History {
+	var h sizing.History
 	var util float64
 	for _, j := range jobs {
 		if !j.Reported {
@@ -680,7 +659,7 @@ func HistoryOf(jobs []JobUsage) policy.History {
 }
 
 // SortJobs orders usages by account, user, job name, job ID.
-func SortJobs(js []JobUsage) {
+func SortJobs(js []report.JobUsage) {
 	sort.Slice(js, func(i, j int) bool {
 		a, b := js[i], js[j]
 		if a.Account != b.Account {

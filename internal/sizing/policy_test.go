@@ -1,4 +1,4 @@
-package policy
+package sizing
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
 // testClasses is a realistic admin class set.
@@ -20,7 +21,7 @@ func testClasses() []Class {
 		{Name: "l40s-8x", GPUModel: "l40s", GPUsPerNode: 8, InstanceTypes: []string{"g6e.48xlarge"}},
 		{Name: "a100-8x", GPUModel: "a100", GPUsPerNode: 8, MaxNodes: 16, InstanceTypes: []string{"p4d.24xlarge"}},
 		{Name: "a100-80g-8x", GPUModel: "a100", GPUsPerNode: 8, MaxNodes: 16, InstanceTypes: []string{"p4de.24xlarge"}},
-		{Name: "h100-1x", GPUModel: "h100", GPUsPerNode: 1, InstanceTypes: []string{"p5.4xlarge"}, Capacity: CapacityOnDemand},
+		{Name: "h100-1x", GPUModel: "h100", GPUsPerNode: 1, InstanceTypes: []string{"p5.4xlarge"}, Capacity: jobmeta.CapacityOnDemand},
 		{Name: "h100-8x", GPUModel: "h100", GPUsPerNode: 8, MaxNodes: 16, InstanceTypes: []string{"p5.48xlarge"}},
 	}
 }
@@ -34,9 +35,9 @@ func newTestPolicy(t testing.TB) *Policy {
 	return p
 }
 
-func md(t testing.TB, s string) Metadata {
+func md(t testing.TB, s string) jobmeta.Metadata {
 	t.Helper()
-	m, errs := ParseMetadata(s)
+	m, errs := jobmeta.ParseMetadata(s)
 	if len(errs) > 0 {
 		t.Fatalf("metadata %q: %v", s, errs)
 	}
@@ -69,7 +70,7 @@ func TestRoute(t *testing.T) {
 				if d.GPUModel == "t4" || d.GPUModel == "h100" || d.GPUModel == "a100" {
 					t.Errorf("want a small GPU that holds 17 GiB, got %s", d.GPUModel)
 				}
-				if d.Capacity != CapacitySpot {
+				if d.Capacity != jobmeta.CapacitySpot {
 					t.Errorf("checkpointing job should be spot, got %s", d.Capacity)
 				}
 			},
@@ -117,7 +118,7 @@ func TestRoute(t *testing.T) {
 			name: "no-requeue goes on-demand",
 			req:  Request{JobName: "x", GPUsPerNode: 1, NoRequeue: true, Metadata: md(t, "burst: params=1B dataset=20GB workload=finetune")},
 			check: func(t *testing.T, d Decision) {
-				if d.Capacity != CapacityOnDemand || !strings.Contains(d.Reason, "no-requeue") {
+				if d.Capacity != jobmeta.CapacityOnDemand || !strings.Contains(d.Reason, "no-requeue") {
 					t.Errorf("want on-demand because of --no-requeue, got %s: %s", d.Capacity, d.Reason)
 				}
 			},
@@ -126,7 +127,7 @@ func TestRoute(t *testing.T) {
 			name: "job that cannot checkpoint goes on-demand",
 			req:  Request{JobName: "x", GPUsPerNode: 1, Metadata: md(t, "burst: params=1B dataset=20GB workload=finetune checkpoint=none")},
 			check: func(t *testing.T, d Decision) {
-				if d.Capacity != CapacityOnDemand || !strings.Contains(d.Reason, "cannot checkpoint") {
+				if d.Capacity != jobmeta.CapacityOnDemand || !strings.Contains(d.Reason, "cannot checkpoint") {
 					t.Errorf("want on-demand because it cannot checkpoint, got %s: %s", d.Capacity, d.Reason)
 				}
 			},
@@ -135,7 +136,7 @@ func TestRoute(t *testing.T) {
 			name: "capacity=on-demand is honoured",
 			req:  Request{GPUsPerNode: 1, Metadata: md(t, "burst: capacity=on-demand")},
 			check: func(t *testing.T, d Decision) {
-				if d.Capacity != CapacityOnDemand {
+				if d.Capacity != jobmeta.CapacityOnDemand {
 					t.Errorf("got %s", d.Capacity)
 				}
 			},
@@ -265,10 +266,10 @@ func TestRank(t *testing.T) {
 			t.Errorf("not sorted at %d: %+v", i, offers)
 		}
 	}
-	if offers[0].Capacity != CapacitySpot || offers[len(offers)-1].Capacity != CapacityOnDemand {
+	if offers[0].Capacity != jobmeta.CapacitySpot || offers[len(offers)-1].Capacity != jobmeta.CapacityOnDemand {
 		t.Errorf("spot should rank first: %+v", offers)
 	}
-	un := []Unavailable{{InstanceType: offers[0].InstanceType, Zone: offers[0].Zone, Capacity: CapacitySpot}}
+	un := []Unavailable{{InstanceType: offers[0].InstanceType, Zone: offers[0].Zone, Capacity: jobmeta.CapacitySpot}}
 	o2, err := p.Rank(RankInput{Class: "l4-1x", Request: req, Zones: []string{"us-east-1a", "us-east-1b"}, Unavailable: un})
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +280,7 @@ func TestRank(t *testing.T) {
 	// No requeue: on-demand only.
 	od, _ := p.Rank(RankInput{Class: "l4-1x", Request: Request{NoRequeue: true}})
 	for _, o := range od {
-		if o.Capacity != CapacityOnDemand {
+		if o.Capacity != jobmeta.CapacityOnDemand {
 			t.Errorf("no-requeue job offered %+v", o)
 		}
 	}
@@ -350,15 +351,15 @@ func TestSpotRiskFactor(t *testing.T) {
 
 func TestMemoryModel(t *testing.T) {
 	cases := []struct {
-		w    Workload
-		p    Precision
+		w    jobmeta.Workload
+		p    jobmeta.Precision
 		want float64
 	}{
-		{WorkloadInference, PrecisionBF16, 2.4},
-		{WorkloadInference, PrecisionInt4, 0.6},
-		{WorkloadFinetune, PrecisionBF16, 18.4},
-		{WorkloadTrain, PrecisionFP32, 18.4},
-		{WorkloadLoRA, PrecisionBF16, (2 + 0.16) * 1.15},
+		{jobmeta.WorkloadInference, jobmeta.PrecisionBF16, 2.4},
+		{jobmeta.WorkloadInference, jobmeta.PrecisionInt4, 0.6},
+		{jobmeta.WorkloadFinetune, jobmeta.PrecisionBF16, 18.4},
+		{jobmeta.WorkloadTrain, jobmeta.PrecisionFP32, 18.4},
+		{jobmeta.WorkloadLoRA, jobmeta.PrecisionBF16, (2 + 0.16) * 1.15},
 	}
 	for _, c := range cases {
 		if got := MemoryBytesPerParam(c.w, c.p); got < c.want-1e-9 || got > c.want+1e-9 {
@@ -370,5 +371,15 @@ func TestMemoryModel(t *testing.T) {
 	want := 6 * 7e9 * 1e12 / (8 * 989e12 * 0.4) / 3600
 	if h < want*0.999 || h > want*1.001 {
 		t.Errorf("compute hours %v want %v", h, want)
+	}
+}
+
+// TestEveryPrecisionHasAWeight: each precision the metadata grammar accepts
+// has a size in the memory model.
+func TestEveryPrecisionHasAWeight(t *testing.T) {
+	for _, p := range jobmeta.Precisions {
+		if _, ok := weightBytes[p]; !ok {
+			t.Errorf("precision %s has no weight size", p)
+		}
 	}
 }

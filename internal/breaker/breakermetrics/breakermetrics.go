@@ -1,6 +1,13 @@
-package breaker
+// Package breakermetrics exports the launch breaker's state to Prometheus.
+// It is apart from internal/breaker so that burst-resume, which trips the
+// breaker, does not link the Prometheus client; burst-sizer serve exports it.
+package breakermetrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/burst-hpc/burst/internal/breaker"
+)
 
 // Collector exports the breaker's state at scrape time (it reads the
 // shared state file, so burst-sizer serve shows what the short-lived
@@ -12,13 +19,13 @@ import "github.com/prometheus/client_golang/prometheus"
 //	burst_launch_breaker_open_until_timestamp_seconds{class}
 //	burst_launch_breaker_trips_total{class}
 type Collector struct {
-	b                                   *Breaker
+	b                                   *breaker.Breaker
 	open, state, failures, until, trips *prometheus.Desc
 	errors                              prometheus.Counter
 }
 
 // NewCollector returns a collector for b.
-func NewCollector(b *Breaker) *Collector {
+func NewCollector(b *breaker.Breaker) *Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("burst_launch_breaker_"+name, help, labels, nil)
 	}
@@ -48,13 +55,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range sts {
 		open := 0.0
-		if s.State == Open || s.State == HalfOpen {
+		if s.State == breaker.Open || s.State == breaker.HalfOpen {
 			open = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, open, s.Class)
-		for _, st := range []State{Closed, Open, HalfOpen} {
+		for _, st := range []breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen} {
 			v := 0.0
-			if s.State == st || (st == Closed && s.State == "") {
+			if s.State == st || (st == breaker.Closed && s.State == "") {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, s.Class, string(st))

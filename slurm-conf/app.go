@@ -1,5 +1,4 @@
-// Package cmd is the command line of burst-slurm-conf.
-package cmd
+package main
 
 import (
 	"errors"
@@ -14,6 +13,8 @@ import (
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/clifilter"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/iampolicy"
 	"github.com/burst-hpc/burst/internal/slurmconf"
@@ -22,29 +23,8 @@ import (
 // ErrDrift is returned by check when slurm.conf differs from what burst needs.
 var ErrDrift = errors.New("slurm.conf differs from what burst.yaml needs")
 
-// ExitCode maps an error to the process exit status: 0 ok, 2 invalid
-// configuration or usage, 1 anything else (including drift found by check).
-func ExitCode(err error) int {
-	switch {
-	case err == nil:
-		return 0
-	case config.IsInvalid(err):
-		return 2
-	default:
-		var ue usageError
-		if errors.As(err, &ue) {
-			return 2
-		}
-		return 1
-	}
-}
-
-type usageError struct{ error }
-
-var configFlag = &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "burst.yaml (default $BURST_CONFIG or " + config.DefaultPath + ")"}
-
 func loadPlan(c *cli.Context) (*config.Config, *slurmconf.Plan, error) {
-	cfg, err := config.Load(config.ResolvePath(c.String("config")))
+	cfg, err := compose.Load(cmdline.ConfigPath(c), os.Getenv)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -52,21 +32,21 @@ func loadPlan(c *cli.Context) (*config.Config, *slurmconf.Plan, error) {
 	return cfg, p, err
 }
 
-// App builds the CLI; output goes to out.
+// App builds the CLI; output goes to out (run it with cmdline.Run).
 func App(out io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "burst-slurm-conf",
 		Usage: "write Slurm's configuration for burst's cloud GPU nodes from burst.yaml",
 		Description: "Prints the slurm.conf include on standard output, or with --out writes " +
 			slurmconf.IncludeName + ", " + slurmconf.GresName + " (and " + slurmconf.CliFilterName + ") into a directory.",
 		Writer:          out,
 		HideHelpCommand: true,
-		Flags: []cli.Flag{configFlag,
+		Flags: []cli.Flag{cmdline.ConfigFlag(),
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the files into `DIR` instead of printing the include"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usageError{fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())}
+				return cmdline.Usagef("unexpected argument %q (see --help)", c.Args().First())
 			}
 			cfg, p, err := loadPlan(c)
 			if err != nil {
@@ -95,7 +75,7 @@ func App(out io.Writer) *cli.App {
 		Commands: []*cli.Command{iamCommand(out), {
 			Name:  "check",
 			Usage: "compare an existing slurm.conf (and its includes) with what burst.yaml needs",
-			Flags: []cli.Flag{configFlag, &cli.StringFlag{Name: "slurm-conf", Value: "/etc/slurm/slurm.conf", Usage: "slurm.conf to check"}},
+			Flags: []cli.Flag{&cli.StringFlag{Name: "slurm-conf", Value: "/etc/slurm/slurm.conf", Usage: "slurm.conf to check"}},
 			Action: func(c *cli.Context) error {
 				_, p, err := loadPlan(c)
 				if err != nil {
@@ -117,6 +97,9 @@ func App(out io.Writer) *cli.App {
 			},
 		}},
 	}
+	cmdline.AcceptConfigEverywhere(app)
+	cmdline.SetEnvVars(app)
+	return app
 }
 
 // Files is every file --out writes, by name.
@@ -168,19 +151,19 @@ func iamCommand(out io.Writer) *cli.Command {
 		Usage: "print the least-privilege IAM policy the head node's burst programs need",
 		Description: "Covers exactly the EC2 actions burst calls (checked against the EC2 emulator's record of a full run), " +
 			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it.",
-		Flags: []cli.Flag{configFlag,
+		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "account", Usage: "AWS account id to scope ARNs to (default any)"},
 			&cli.StringFlag{Name: "pass-role", Usage: "ARN of the nodes' instance-profile role (adds iam:PassRole)"},
 		},
 		Action: func(c *cli.Context) error {
-			cfg, err := config.Load(config.ResolvePath(c.String("config")))
+			cfg, err := compose.Load(cmdline.ConfigPath(c), os.Getenv)
 			if err != nil {
 				return err
 			}
 			doc, err := iampolicy.Render(ec2p.TagCluster, cfg.Cluster.Name, iampolicy.Options{
 				Region: cfg.Cluster.Region, Account: c.String("account"), PassRoleARN: c.String("pass-role")})
 			if err != nil {
-				return usageError{err}
+				return cmdline.Usage(err)
 			}
 			_, err = out.Write(doc)
 			return err

@@ -1,16 +1,20 @@
-package policy
+package sizing
 
-import "math"
+import (
+	"math"
+
+	"github.com/burst-hpc/burst/internal/jobmeta"
+)
 
 // weightBytes is the size of one parameter in each precision.
-var weightBytes = map[Precision]float64{
-	PrecisionUnknown: 2, // bf16/fp16 is the default for modern checkpoints
-	PrecisionFP32:    4,
-	PrecisionFP16:    2,
-	PrecisionBF16:    2,
-	PrecisionFP8:     1,
-	PrecisionInt8:    1,
-	PrecisionInt4:    0.5,
+var weightBytes = map[jobmeta.Precision]float64{
+	jobmeta.PrecisionUnknown: 2, // bf16/fp16 is the default for modern checkpoints
+	jobmeta.PrecisionFP32:    4,
+	jobmeta.PrecisionFP16:    2,
+	jobmeta.PrecisionBF16:    2,
+	jobmeta.PrecisionFP8:     1,
+	jobmeta.PrecisionInt8:    1,
+	jobmeta.PrecisionInt4:    0.5,
 }
 
 // The GPU memory model. Bytes per parameter, before activations:
@@ -45,15 +49,15 @@ const (
 // at a precision (see the memory model above). An unknown workload counts as
 // inference when no training data is given and as full fine-tuning otherwise
 // (callers decide; this function treats WorkloadUnknown as inference).
-func MemoryBytesPerParam(w Workload, p Precision) float64 {
+func MemoryBytesPerParam(w jobmeta.Workload, p jobmeta.Precision) float64 {
 	wb, ok := weightBytes[p]
 	if !ok {
 		wb = 2
 	}
 	switch w {
-	case WorkloadLoRA:
+	case jobmeta.WorkloadLoRA:
 		return (wb + LoRATrainableFraction*AdamMixedPrecisionBytes) * TrainActivationOverhead
-	case WorkloadFinetune, WorkloadTrain:
+	case jobmeta.WorkloadFinetune, jobmeta.WorkloadTrain:
 		return AdamMixedPrecisionBytes * TrainActivationOverhead
 	default:
 		return wb * InferenceOverhead
@@ -65,11 +69,11 @@ func MemoryBytesPerParam(w Workload, p Precision) float64 {
 // Neural Language Models", C = 6ND), 4 for LoRA (forward plus the backward
 // pass for activations; weight gradients only for the adapters), 2 for
 // inference (forward only).
-func FLOPsPerParamToken(w Workload) float64 {
+func FLOPsPerParamToken(w jobmeta.Workload) float64 {
 	switch w {
-	case WorkloadFinetune, WorkloadTrain:
+	case jobmeta.WorkloadFinetune, jobmeta.WorkloadTrain:
 		return 6
-	case WorkloadLoRA:
+	case jobmeta.WorkloadLoRA:
 		return 4
 	default:
 		return 2

@@ -1,4 +1,4 @@
-// Package policy is burst's sizing policy: from what a job requests and says
+// Package sizing is burst's sizing policy: from what a job requests and says
 // about itself (metadata), the EC2 catalog's prices and spot risk, offerings
 // known to be unavailable, what similar past jobs used and the account's
 // budget, it chooses a node class at submission (Route) and ranks offerings
@@ -17,7 +17,7 @@
 //   - spot risk: SpotRiskFactor, 1 + λ·nodes·(C/2 + R).
 //   - learning: History, downsizing when past jobs of the same user and job
 //     name used at most Params.DownsizeFraction of what they were given.
-package policy
+package sizing
 
 import (
 	"errors"
@@ -27,20 +27,21 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
 // Class is a node class as the admin defines it: a Slurm node feature
 // (constraint) backed by instance types that all carry GPUsPerNode GPUs of
 // GPUModel.
 type Class struct {
-	Name          string   // class name; also the Slurm feature unless Feature is set
-	Feature       string   // Slurm node feature for --constraint; "" means Name
-	Partition     string   // Slurm partition the class's nodes are in; "" leaves the job's
-	GPUModel      string   // GRES type, e.g. "a100"
-	GPUsPerNode   int      // GPUs per node
-	MaxNodes      int      // most nodes of this class one job may use; 0 means no limit
-	InstanceTypes []string // EC2 types that can back a node, in admin order
-	Capacity      Capacity // spot, on-demand or spot-then-on-demand ("" means spot-then-on-demand)
+	Name          string           // class name; also the Slurm feature unless Feature is set
+	Feature       string           // Slurm node feature for --constraint; "" means Name
+	Partition     string           // Slurm partition the class's nodes are in; "" leaves the job's
+	GPUModel      string           // GRES type, e.g. "a100"
+	GPUsPerNode   int              // GPUs per node
+	MaxNodes      int              // most nodes of this class one job may use; 0 means no limit
+	InstanceTypes []string         // EC2 types that can back a node, in admin order
+	Capacity      jobmeta.Capacity // spot, on-demand or spot-then-on-demand ("" means spot-then-on-demand)
 }
 
 // Constraint is the Slurm feature the class's nodes carry.
@@ -64,7 +65,7 @@ type Request struct {
 	MemoryMiBPerNode int           // 0 means any
 	TimeLimit        time.Duration // --time; 0 when not given
 	NoRequeue        bool          // --no-requeue: the job must not be interrupted
-	Metadata         Metadata
+	Metadata         jobmeta.Metadata
 }
 
 func (r Request) nodes() int {
@@ -100,23 +101,23 @@ func (b Budget) Over() bool { return b.CapUSD > 0 && b.SpentUSD >= b.CapUSD }
 type Unavailable struct {
 	InstanceType string
 	Zone         string
-	Capacity     Capacity
+	Capacity     jobmeta.Capacity
 	Reason       string
 }
 
-func (u Unavailable) matches(typ, zone string, c Capacity) bool {
-	return u.InstanceType == typ && (u.Zone == "" || u.Zone == zone) && (u.Capacity == CapacityAny || u.Capacity == c)
+func (u Unavailable) matches(typ, zone string, c jobmeta.Capacity) bool {
+	return u.InstanceType == typ && (u.Zone == "" || u.Zone == zone) && (u.Capacity == jobmeta.CapacityAny || u.Capacity == c)
 }
 
 // Offering is one way to get a node: an instance type in a zone, spot or
 // on-demand, with its hourly price and its risk-adjusted expected price.
 type Offering struct {
-	InstanceType string   `json:"instance_type"`
-	Zone         string   `json:"zone,omitempty"`
-	Capacity     Capacity `json:"capacity"`
-	PriceUSD     float64  `json:"price_usd"`    // per instance-hour
-	ExpectedUSD  float64  `json:"expected_usd"` // per instance-hour of useful work, after spot rework
-	Reason       string   `json:"reason"`
+	InstanceType string           `json:"instance_type"`
+	Zone         string           `json:"zone,omitempty"`
+	Capacity     jobmeta.Capacity `json:"capacity"`
+	PriceUSD     float64          `json:"price_usd"`    // per instance-hour
+	ExpectedUSD  float64          `json:"expected_usd"` // per instance-hour of useful work, after spot rework
+	Reason       string           `json:"reason"`
 }
 
 // Params are the policy's tunables. DefaultParams gives the documented values.
@@ -170,7 +171,7 @@ func New(cat *catalog.Catalog, region string, classes []Class, params Params) (*
 			continue
 		}
 		switch c.Capacity {
-		case CapacityAny, CapacitySpot, CapacityOnDemand, CapacitySpotThenOnDemand:
+		case jobmeta.CapacityAny, jobmeta.CapacitySpot, jobmeta.CapacityOnDemand, jobmeta.CapacitySpotThenOnDemand:
 		default:
 			errs = append(errs, fmt.Errorf("class %q: capacity %q is not spot, on-demand or spot-then-on-demand", c.Name, c.Capacity))
 		}
@@ -253,7 +254,7 @@ func ClassesFromCatalog(cat *catalog.Catalog) []Class {
 		if names[name] > 1 {
 			name = fmt.Sprintf("%s-%dgb-%dx", k.model, k.mem/1024, k.n)
 		}
-		c := Class{Name: name, GPUModel: k.model, GPUsPerNode: k.n, Capacity: CapacitySpotThenOnDemand}
+		c := Class{Name: name, GPUModel: k.model, GPUsPerNode: k.n, Capacity: jobmeta.CapacitySpotThenOnDemand}
 		for _, t := range ts {
 			c.InstanceTypes = append(c.InstanceTypes, t.Name)
 		}
@@ -275,35 +276,35 @@ func (p *Policy) spotOf(t catalog.InstanceType) (catalog.Spot, bool) {
 
 // capacities returns the capacities a job may use in a class, and why spot is
 // excluded when it is.
-func capacities(c Class, r Request) ([]Capacity, string) {
+func capacities(c Class, r Request) ([]jobmeta.Capacity, string) {
 	md := r.Metadata
 	var forceOD string
 	switch {
 	case r.NoRequeue:
 		forceOD = "the job cannot be requeued (--no-requeue)"
-	case md.Capacity == CapacityOnDemand:
+	case md.Capacity == jobmeta.CapacityOnDemand:
 		forceOD = "the job asks for capacity=on-demand"
 	case md.NoCheckpoint:
 		forceOD = "the job cannot checkpoint (checkpoint=none), so an interruption would lose all its work"
 	}
 	switch c.Capacity {
-	case CapacityOnDemand:
-		if md.Capacity == CapacitySpot {
+	case jobmeta.CapacityOnDemand:
+		if md.Capacity == jobmeta.CapacitySpot {
 			return nil, "the job asks for spot and the class is on-demand only"
 		}
-		return []Capacity{CapacityOnDemand}, "the class is on-demand only"
-	case CapacitySpot:
+		return []jobmeta.Capacity{jobmeta.CapacityOnDemand}, "the class is on-demand only"
+	case jobmeta.CapacitySpot:
 		if forceOD != "" {
 			return nil, forceOD + " and the class is spot only"
 		}
-		return []Capacity{CapacitySpot}, ""
+		return []jobmeta.Capacity{jobmeta.CapacitySpot}, ""
 	default:
 		if forceOD != "" {
-			return []Capacity{CapacityOnDemand}, forceOD
+			return []jobmeta.Capacity{jobmeta.CapacityOnDemand}, forceOD
 		}
-		if md.Capacity == CapacitySpot {
-			return []Capacity{CapacitySpot}, ""
+		if md.Capacity == jobmeta.CapacitySpot {
+			return []jobmeta.Capacity{jobmeta.CapacitySpot}, ""
 		}
-		return []Capacity{CapacitySpot, CapacityOnDemand}, ""
+		return []jobmeta.Capacity{jobmeta.CapacitySpot, jobmeta.CapacityOnDemand}, ""
 	}
 }

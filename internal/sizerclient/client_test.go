@@ -1,10 +1,10 @@
-package client
+package sizerclient
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -23,11 +23,11 @@ func TestAPIErrorClasses(t *testing.T) {
 		e      *APIError
 		target error
 	}{
-		{&APIError{Status: 402, Code: api.CodeOverBudget}, ErrOverBudget},
-		{&APIError{Status: 401, Code: api.CodeUnauthorized}, ErrUnauthorized},
-		{&APIError{Status: 403, Code: api.CodeForbidden}, ErrUnauthorized},
-		{&APIError{Status: 409, Code: api.CodeNoOffering}, ErrNoOffering},
-		{&APIError{Status: 503, Code: api.CodeShuttingDown}, ErrUnavailable},
+		{&APIError{Status: 402, Code: sizerapi.CodeOverBudget}, ErrOverBudget},
+		{&APIError{Status: 401, Code: sizerapi.CodeUnauthorized}, ErrUnauthorized},
+		{&APIError{Status: 403, Code: sizerapi.CodeForbidden}, ErrUnauthorized},
+		{&APIError{Status: 409, Code: sizerapi.CodeNoOffering}, ErrNoOffering},
+		{&APIError{Status: 503, Code: sizerapi.CodeShuttingDown}, ErrUnavailable},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.e, c.target) {

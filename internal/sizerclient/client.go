@@ -1,4 +1,4 @@
-// Package client is a small Go client for the burst-sizer API, used by
+// Package sizerclient is a small Go client for the burst-sizer API, used by
 // burst-resume (rank with a short timeout, launch and terminate records) and
 // burst-agent (reports). Errors are typed so callers can fall back:
 //
@@ -8,7 +8,7 @@
 //     nothing and hold the job with the error's message;
 //   - *APIError for every other refusal (bad request, auth, no offering),
 //     with the server's Code and Message.
-package client
+package sizerclient
 
 import (
 	"bytes"
@@ -22,10 +22,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/auth"
-	"github.com/burst-hpc/burst/sizer/policy"
-	"github.com/burst-hpc/burst/sizer/report"
+	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
 )
 
 // Sentinel errors.
@@ -53,11 +52,11 @@ func (e *APIError) Is(target error) bool {
 	case ErrUnavailable:
 		return e.Status >= 500
 	case ErrOverBudget:
-		return e.Code == api.CodeOverBudget
+		return e.Code == sizerapi.CodeOverBudget
 	case ErrUnauthorized:
 		return e.Status == 401 || e.Status == 403
 	case ErrNoOffering:
-		return e.Code == api.CodeNoOffering
+		return e.Code == sizerapi.CodeNoOffering
 	}
 	return false
 }
@@ -125,10 +124,10 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		var er api.ErrorResponse
+		var er sizerapi.ErrorResponse
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		if json.Unmarshal(raw, &er) != nil || er.Code == "" {
-			er = api.ErrorResponse{Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(raw))}
+			er = sizerapi.ErrorResponse{Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(raw))}
 		}
 		return &APIError{Status: resp.StatusCode, Code: er.Code, Message: er.Message}
 	}
@@ -143,57 +142,57 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 }
 
 // Rank asks for a class's offerings for a job, best first.
-func (c *Client) Rank(ctx context.Context, rq api.RankRequest) (api.RankResponse, error) {
-	var out api.RankResponse
+func (c *Client) Rank(ctx context.Context, rq sizerapi.RankRequest) (sizerapi.RankResponse, error) {
+	var out sizerapi.RankResponse
 	err := c.do(ctx, http.MethodPost, "/v1/rank", rq, &out)
 	return out, err
 }
 
 // Route asks for a submission-time decision.
-func (c *Client) Route(ctx context.Context, job api.JobRequest) (policy.Decision, error) {
-	var out policy.Decision
-	err := c.do(ctx, http.MethodPost, "/v1/route", api.RouteRequest{Job: job}, &out)
+func (c *Client) Route(ctx context.Context, job sizerapi.JobRequest) (sizing.Decision, error) {
+	var out sizing.Decision
+	err := c.do(ctx, http.MethodPost, "/v1/route", sizerapi.RouteRequest{Job: job}, &out)
 	return out, err
 }
 
 // Report sends an agent batch. Batches are idempotent by (node, seq):
 // resending after an error is safe.
-func (c *Client) Report(ctx context.Context, b api.ReportBatch) (api.ReportResult, error) {
-	var out api.ReportResult
+func (c *Client) Report(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.ReportResult, error) {
+	var out sizerapi.ReportResult
 	err := c.do(ctx, http.MethodPost, "/v1/reports", b, &out)
 	return out, err
 }
 
 // Interruption records a spot interruption notice.
-func (c *Client) Interruption(ctx context.Context, in api.Interruption) error {
+func (c *Client) Interruption(ctx context.Context, in sizerapi.Interruption) error {
 	return c.do(ctx, http.MethodPost, "/v1/interruptions", in, nil)
 }
 
 // Job registers a job's owner and allocation.
-func (c *Client) Job(ctx context.Context, j api.Job) error {
+func (c *Client) Job(ctx context.Context, j sizerapi.Job) error {
 	return c.do(ctx, http.MethodPost, "/v1/jobs", j, nil)
 }
 
 // Launched records an instance launch (spend starts).
-func (c *Client) Launched(ctx context.Context, ev api.InstanceEvent) error {
+func (c *Client) Launched(ctx context.Context, ev sizerapi.InstanceEvent) error {
 	return c.do(ctx, http.MethodPost, "/v1/instances/launch", ev, nil)
 }
 
 // Terminated records an instance termination (spend stops).
 func (c *Client) Terminated(ctx context.Context, instanceID string, at time.Time) error {
-	return c.do(ctx, http.MethodPost, "/v1/instances/terminate", api.InstanceEvent{InstanceID: instanceID, Time: at}, nil)
+	return c.do(ctx, http.MethodPost, "/v1/instances/terminate", sizerapi.InstanceEvent{InstanceID: instanceID, Time: at}, nil)
 }
 
 // Budgets returns every account's month so far.
-func (c *Client) Budgets(ctx context.Context) ([]api.BudgetStatus, error) {
-	var out []api.BudgetStatus
+func (c *Client) Budgets(ctx context.Context) ([]sizerapi.BudgetStatus, error) {
+	var out []sizerapi.BudgetStatus
 	err := c.do(ctx, http.MethodGet, "/v1/budgets", nil, &out)
 	return out, err
 }
 
 // UsageReport returns the monthly usage report.
-func (c *Client) UsageReport(ctx context.Context) (report.Report, error) {
-	var out report.Report
+func (c *Client) UsageReport(ctx context.Context) (sizerapi.UsageReport, error) {
+	var out sizerapi.UsageReport
 	err := c.do(ctx, http.MethodGet, "/v1/report", nil, &out)
 	return out, err
 }

@@ -1,4 +1,4 @@
-package policy
+package sizing
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
 // RouteInput is everything Route needs about one job.
@@ -22,25 +23,25 @@ type RouteInput struct {
 // Decision is the submission-time answer. It is what `burst-sizer route
 // --json` prints.
 type Decision struct {
-	Class         string   `json:"class"`
-	Constraint    string   `json:"constraint"`          // Slurm feature to set with --constraint
-	Partition     string   `json:"partition,omitempty"` // partition to move the job to; "" keeps it
-	GPUModel      string   `json:"gpu_model"`
-	GPUsPerNode   int      `json:"gpus_per_node"`
-	Gres          string   `json:"gres"` // e.g. "gpu:a100:8"
-	Nodes         int      `json:"nodes"`
-	InstanceTypes []string `json:"instance_types"` // best first
-	Capacity      Capacity `json:"capacity"`       // capacity of the best offering
-	HourlyUSD     float64  `json:"hourly_usd"`     // expected, all nodes
-	EstHours      float64  `json:"est_hours"`      // 0 when unknown
-	EstCostUSD    float64  `json:"est_cost_usd"`   // 0 when run time is unknown
-	NeedGPUMemGiB float64  `json:"need_gpu_memory_gib,omitempty"`
-	MeetsDeadline bool     `json:"meets_deadline"`
-	Downsized     bool     `json:"downsized"`
-	SavedUSD      float64  `json:"saved_usd,omitempty"` // downsizing's saving per job (or per hour when run time is unknown)
-	Reason        string   `json:"reason"`
-	Refused       bool     `json:"refused"`
-	RefuseMessage string   `json:"refuse_message,omitempty"`
+	Class         string           `json:"class"`
+	Constraint    string           `json:"constraint"`          // Slurm feature to set with --constraint
+	Partition     string           `json:"partition,omitempty"` // partition to move the job to; "" keeps it
+	GPUModel      string           `json:"gpu_model"`
+	GPUsPerNode   int              `json:"gpus_per_node"`
+	Gres          string           `json:"gres"` // e.g. "gpu:a100:8"
+	Nodes         int              `json:"nodes"`
+	InstanceTypes []string         `json:"instance_types"` // best first
+	Capacity      jobmeta.Capacity `json:"capacity"`       // capacity of the best offering
+	HourlyUSD     float64          `json:"hourly_usd"`     // expected, all nodes
+	EstHours      float64          `json:"est_hours"`      // 0 when unknown
+	EstCostUSD    float64          `json:"est_cost_usd"`   // 0 when run time is unknown
+	NeedGPUMemGiB float64          `json:"need_gpu_memory_gib,omitempty"`
+	MeetsDeadline bool             `json:"meets_deadline"`
+	Downsized     bool             `json:"downsized"`
+	SavedUSD      float64          `json:"saved_usd,omitempty"` // downsizing's saving per job (or per hour when run time is unknown)
+	Reason        string           `json:"reason"`
+	Refused       bool             `json:"refused"`
+	RefuseMessage string           `json:"refuse_message,omitempty"`
 }
 
 // OverBudgetError is returned (wrapping ErrOverBudget) when the account has
@@ -76,7 +77,7 @@ type need struct {
 	minGPUs     int
 	flops       float64
 	hoursFromTL float64
-	workload    Workload
+	workload    jobmeta.Workload
 	note        string
 }
 
@@ -140,12 +141,12 @@ func (p *Policy) needOf(r Request) need {
 		return n
 	}
 	tokens := md.TrainTokens()
-	if n.workload == WorkloadUnknown {
+	if n.workload == jobmeta.WorkloadUnknown {
 		if tokens > 0 {
-			n.workload = WorkloadFinetune
+			n.workload = jobmeta.WorkloadFinetune
 			n.note = "workload not given, data given: assumed finetune"
 		} else {
-			n.workload = WorkloadInference
+			n.workload = jobmeta.WorkloadInference
 			n.note = "workload not given, no data: assumed inference"
 		}
 	}
@@ -364,7 +365,7 @@ func (p *Policy) decision(r Request, n need, c candidate, nfit int, why string) 
 	} else if c.hours > 0 {
 		parts = append(parts, fmt.Sprintf("run time taken from --time (%.1f h)", c.hours))
 	}
-	if c.best.Capacity == CapacitySpot {
+	if c.best.Capacity == jobmeta.CapacitySpot {
 		parts = append(parts, c.best.Reason)
 	} else if c.why != "" {
 		parts = append(parts, "on-demand because "+c.why)
@@ -403,7 +404,7 @@ func (p *Policy) offerings(c Class, r Request, zones []string, unavail []Unavail
 					continue
 				}
 				o := Offering{InstanceType: tn, Zone: z, Capacity: cp}
-				if cp == CapacitySpot {
+				if cp == jobmeta.CapacitySpot {
 					s, ok := p.spotOf(t)
 					if !ok {
 						continue
@@ -430,14 +431,14 @@ func (p *Policy) offerings(c Class, r Request, zones []string, unavail []Unavail
 			return a.ExpectedUSD < b.ExpectedUSD
 		}
 		if a.Capacity != b.Capacity {
-			return a.Capacity == CapacitySpot
+			return a.Capacity == jobmeta.CapacitySpot
 		}
 		return order[a.InstanceType] < order[b.InstanceType]
 	})
 	return out, why
 }
 
-func isUnavailable(us []Unavailable, typ, zone string, c Capacity) bool {
+func isUnavailable(us []Unavailable, typ, zone string, c jobmeta.Capacity) bool {
 	for _, u := range us {
 		if u.matches(typ, zone, c) {
 			return true
@@ -492,12 +493,12 @@ func (p *Policy) Rank(in RankInput) ([]Offering, error) {
 // HourlyPrice returns a type's price per hour for a capacity in the policy's
 // region (spot: on-demand x (1 - Spot Advisor savings)); ok is false when the
 // catalog has no such price. The budget ledger uses it for spend.
-func (p *Policy) HourlyPrice(instanceType string, c Capacity) (float64, bool) {
+func (p *Policy) HourlyPrice(instanceType string, c jobmeta.Capacity) (float64, bool) {
 	t, ok := p.cat.Lookup(instanceType)
 	if !ok || !t.HasPrice() {
 		return 0, false
 	}
-	if c == CapacitySpot {
+	if c == jobmeta.CapacitySpot {
 		s, ok := p.spotOf(t)
 		if !ok {
 			return 0, false

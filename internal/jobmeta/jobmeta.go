@@ -1,8 +1,14 @@
-package policy
+// Package jobmeta is the grammar of the metadata a job gives about itself in
+// `--comment "burst: params=7B dataset=2TB deadline=8h ..."` (or --extra):
+// one pure parser, shared by the sizing policy (what to launch), the
+// submission filter and burst-agent (the job's checkpoint signal). Unknown
+// keys and malformed values are errors naming the column and a fix.
+package jobmeta
 
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +40,10 @@ const (
 	PrecisionInt8    Precision = "int8"
 	PrecisionInt4    Precision = "int4"
 )
+
+// Precisions is every precision metadata accepts (the sizing policy has a
+// weight size for each).
+var Precisions = []Precision{PrecisionFP32, PrecisionFP16, PrecisionBF16, PrecisionFP8, PrecisionInt8, PrecisionInt4}
 
 // Capacity is how an instance is bought.
 type Capacity string
@@ -285,7 +295,7 @@ func (md *Metadata) set(key, val string) *MetadataError {
 		case "bfloat16":
 			p = PrecisionBF16
 		}
-		if _, ok := weightBytes[p]; !ok || p == PrecisionUnknown {
+		if !slices.Contains(Precisions, p) {
 			return bad(fmt.Sprintf("precision=%s is not known", val), "use fp32, bf16, fp16, fp8, int8 or int4")
 		}
 		md.Precision = p

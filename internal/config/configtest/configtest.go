@@ -1,0 +1,49 @@
+// Package configtest gives tests the embedded demo burst.yaml, validated,
+// with every path (log, state, token, FSx stand-in) in a fresh temporary
+// directory and Slurm's commands in an empty one, so that nothing a test
+// runs reaches a real Slurm or writes outside its own directory.
+package configtest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/burst-hpc/burst/internal/config"
+)
+
+// Demo is the demo configuration rooted in a new t.TempDir().
+func Demo(t testing.TB) *config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(strings.ReplaceAll(string(config.DemoYAML), "/tmp/burst-demo", dir)), filepath.Join(dir, "burst.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Slurm.BinDir = filepath.Join(dir, "no-slurm")
+	cfg.Slurm.ConfDir = dir
+	if err := os.MkdirAll(cfg.Slurm.BinDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// Write writes cfg to cfg.Source (a burst.yaml the programs load) and
+// returns that path.
+func Write(t testing.TB, cfg *config.Config) string {
+	t.Helper()
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.Source, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Source
+}
