@@ -11,22 +11,14 @@ import (
 	"github.com/burst-hpc/burst/internal/bootstrap"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/config/configtest"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
 
-func demoConfig(t *testing.T) *config.Config {
-	t.Helper()
-	cfg, err := config.Parse(config.DemoYAML, "demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
+func demoConfig(t *testing.T) *config.Config { return configtest.Demo(t) }
 
 // TestUserDataRoundTrip: what burst-resume writes is what the node
 // bootstrap reads, for a single node and for a multi-node fleet document.
@@ -151,45 +143,30 @@ func TestJournalRecorder(t *testing.T) {
 	}
 }
 
-type fakeSlurm struct {
-	nodes []slurm.Node
-	jobs  []slurm.Job
-	ups   []slurm.NodeUpdate
-}
-
-func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error)   { return f.jobs, nil }
-func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) { return f.nodes, nil }
-func (f *fakeSlurm) UpdateNodes(_ context.Context, u ...slurm.NodeUpdate) error {
-	f.ups = append(f.ups, u...)
-	return nil
-}
-func (f *fakeSlurm) Hold(context.Context, uint32, string) error { return nil }
-
 // TestReleaseKeepsHandBackReason: a node already on its way down keeps the
 // reason a failed resume gave it; an up node is powered down at once.
 func TestReleaseKeepsHandBackReason(t *testing.T) {
 	cfg := demoConfig(t)
 	cfg.Teardown.WarmReuse = config.D(0)
-	sl := &fakeSlurm{nodes: []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWER_DOWN"}}, {Name: "l4-2", State: "IDLE"}}}
+	sl := slurmfake.New(nil, []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWER_DOWN"}}, {Name: "l4-2", State: "IDLE"}})
 	r := &Releaser{Cfg: cfg, Slurm: sl}
 	_, released, err := r.Release(context.Background(), 5, "l4-[1-2]")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(released) != 1 || released[0] != "l4-2" || len(sl.ups) != 1 || sl.ups[0].State != "POWER_DOWN_ASAP" {
-		t.Fatalf("released %v updates %+v", released, sl.ups)
+	if ups := sl.Updates(); len(released) != 1 || released[0] != "l4-2" || len(ups) != 1 || ups[0].State != "POWER_DOWN_ASAP" {
+		t.Fatalf("released %v updates %+v", released, ups)
 	}
 }
 
 func TestWaitNodesStopsWhenJobRequeued(t *testing.T) {
-	sl := &fakeSlurm{nodes: []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWERING_UP"}}},
-		jobs: []slurm.Job{{ID: 3, State: "PENDING"}}}
+	sl := slurmfake.New([]slurm.Job{{ID: 3, State: "PENDING"}}, []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWERING_UP"}}})
 	ready, err := WaitNodes(context.Background(), sl, 3, "l4-1", 10*time.Second, time.Millisecond, nil)
 	if ready || err != nil {
 		t.Fatalf("ready %v err %v", ready, err)
 	}
-	sl.jobs = []slurm.Job{{ID: 3, State: "CONFIGURING"}}
-	sl.nodes[0].Flags = []string{"CLOUD"}
+	sl.SetJobs(slurm.Job{ID: 3, State: "CONFIGURING"})
+	sl.SetNodes(slurm.Node{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD"}})
 	if ready, err := WaitNodes(context.Background(), sl, 3, "l4-1", 10*time.Second, time.Millisecond, nil); !ready || err != nil {
 		t.Fatalf("registered node: ready %v err %v", ready, err)
 	}

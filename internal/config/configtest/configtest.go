@@ -15,10 +15,16 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 )
 
-// Demo is the demo configuration rooted in a new t.TempDir().
+// Demo is the demo configuration rooted in a new temporary directory
+// (removed when the test ends). Its path is plain (no test name, which may
+// hold characters user data refuses in a path).
 func Demo(t testing.TB) *config.Config {
 	t.Helper()
-	dir := t.TempDir()
+	dir, derr := os.MkdirTemp("", "burst-test-")
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	cfg, err := config.Parse([]byte(strings.ReplaceAll(string(config.DemoYAML), "/tmp/burst-demo", dir)), filepath.Join(dir, "burst.yaml"))
 	if err != nil {
 		t.Fatal(err)
