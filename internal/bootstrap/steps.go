@@ -542,7 +542,6 @@ func nodeField(line, key string) string {
 // Environment variables burst-agent run reads its per-node settings from.
 const (
 	EnvNodeName       = "BURST_NODE_NAME"
-	EnvCluster        = "BURST_CLUSTER"
 	EnvSizerURL       = "BURST_SIZER_URL"
 	EnvCredentialFile = "BURST_CREDENTIAL_FILE"
 	EnvIMDSEndpoint   = "BURST_IMDS_ENDPOINT"
@@ -557,7 +556,6 @@ const (
 func AgentEnv(u userdata.UserData, credentialFile string) []string {
 	env := []string{
 		EnvNodeName + "=" + u.NodeName,
-		EnvCluster + "=" + u.Cluster,
 		EnvSizerURL + "=" + u.Agent.SizerURL,
 		EnvCredentialFile + "=" + credentialFile,
 		EnvReportInterval + "=" + time.Duration(u.Agent.ReportInterval).String(),

@@ -9,7 +9,6 @@
 //	POST /v1/route                admin  RouteRequest -> sizing.Decision
 //	POST /v1/reports              node   ReportBatch -> ReportResult (idempotent by node+seq)
 //	POST /v1/interruptions        node   Interruption -> {}
-//	POST /v1/jobs                 admin  Job -> {}
 //	POST /v1/instances/launch     admin  InstanceEvent -> {}
 //	POST /v1/instances/terminate  admin  InstanceEvent (instance_id, time) -> {}
 //	GET  /v1/budgets              admin  -> []BudgetStatus
@@ -213,8 +212,8 @@ type Interruption struct {
 	Time         time.Time `json:"time"`
 }
 
-// Job registers a job's owner and allocation (burst-resume sends it with
-// the launch so usage can be tied to user and job name).
+// Job is what a job asked for: its owner and allocation (burst-resume sends
+// it with the launch, InstanceEvent.Job, so usage is tied to user and job name).
 type Job struct {
 	JobID       string `json:"job_id"`
 	JobName     string `json:"job_name"`

@@ -22,7 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 )
@@ -97,10 +96,6 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// NodeToken mints a node's credential from the admin token (burst-resume
-// puts it in the node's user data).
-func NodeToken(adminToken, node string) string { return auth.NodeToken(adminToken, node) }
-
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -166,11 +161,6 @@ func (c *Client) Report(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.R
 // Interruption records a spot interruption notice.
 func (c *Client) Interruption(ctx context.Context, in sizerapi.Interruption) error {
 	return c.do(ctx, http.MethodPost, "/v1/interruptions", in, nil)
-}
-
-// Job registers a job's owner and allocation.
-func (c *Client) Job(ctx context.Context, j sizerapi.Job) error {
-	return c.do(ctx, http.MethodPost, "/v1/jobs", j, nil)
 }
 
 // Launched records an instance launch (spend starts).

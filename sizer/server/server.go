@@ -203,7 +203,6 @@ func (s *Server) routes() {
 	s.handle("POST /v1/route", "route", roleRoute, s.route)
 	s.handle("POST /v1/reports", "reports", roleNode, s.reports)
 	s.handle("POST /v1/interruptions", "interruptions", roleNode, s.interruption)
-	s.handle("POST /v1/jobs", "jobs", roleAdmin, s.job)
 	s.handle("POST /v1/instances/launch", "launch", roleAdmin, s.launch)
 	s.handle("POST /v1/instances/terminate", "terminate", roleAdmin, s.terminate)
 	s.handle("GET /v1/budgets", "budgets", roleAdmin, s.budgets)
@@ -412,17 +411,6 @@ func (s *Server) interruption(w http.ResponseWriter, r *http.Request, p auth.Pri
 	}
 	s.interrupt.Inc()
 	return struct{}{}, nil
-}
-
-func (s *Server) job(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
-	var j sizerapi.Job
-	if err := decode(r, &j); err != nil {
-		return nil, err
-	}
-	if j.JobID == "" {
-		return nil, badRequest("job has no job_id")
-	}
-	return struct{}{}, s.st.UpsertJob(context.WithoutCancel(r.Context()), j, s.now())
 }
 
 func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {

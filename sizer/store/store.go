@@ -18,7 +18,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -656,23 +655,6 @@ func HistoryOf(jobs []report.JobUsage) sizing.History {
 		h.MeanUtilPct = util / float64(h.Jobs)
 	}
 	return h
-}
-
-// SortJobs orders usages by account, user, job name, job ID.
-func SortJobs(js []report.JobUsage) {
-	sort.Slice(js, func(i, j int) bool {
-		a, b := js[i], js[j]
-		if a.Account != b.Account {
-			return a.Account < b.Account
-		}
-		if a.User != b.User {
-			return a.User < b.User
-		}
-		if a.JobName != b.JobName {
-			return a.JobName < b.JobName
-		}
-		return a.JobID < b.JobID
-	})
 }
 
 // CountRecords returns how many distinct agent records are stored.

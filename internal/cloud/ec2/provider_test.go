@@ -431,34 +431,6 @@ func TestLaunchRejectsBadRequests(t *testing.T) {
 	}
 }
 
-func TestSpotPricesAndInstanceTypes(t *testing.T) {
-	e := newEnv(t, ec2emu.Options{}, Options{})
-	offs, err := e.prov.SpotPrices(ctx(t), []string{"g5.xlarge", "g6.xlarge"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(offs) != 6 {
-		t.Fatalf("got %d spot offerings, want 2 types x 3 zones", len(offs))
-	}
-	for i, o := range offs {
-		if o.PriceUSD <= 0 || o.SubnetID == "" || (i > 0 && o.PriceUSD < offs[i-1].PriceUSD) {
-			t.Errorf("offering %d = %+v (want priced, with subnet, cheapest first)", i, o)
-		}
-	}
-	ti, err := e.prov.InstanceTypes(ctx(t), []string{"g5.xlarge"})
-	if err != nil || len(ti) != 1 || ti[0].GPUs != 1 || ti[0].GPUModel != "a10g" {
-		t.Errorf("instance types = %+v, %v", ti, err)
-	}
-	all, err := e.prov.InstanceTypes(ctx(t), nil)
-	if err != nil || len(all) < 20 {
-		t.Errorf("all instance types: %d, %v (want the paginated catalog)", len(all), err)
-	}
-	_, err = e.prov.InstanceTypes(ctx(t), []string{"g99.huge"})
-	if !cloud.IsInvalid(err) {
-		t.Errorf("unknown type err = %v, want invalid", err)
-	}
-}
-
 func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
 	e := newEnv(t, ec2emu.Options{SpotInstanceLimit: 1}, Options{})
 	offs := []cloud.Offering{spot("g5.xlarge", "us-east-1a")}
