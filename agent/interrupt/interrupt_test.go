@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/agent/imds"
+	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurm/slurmfake"

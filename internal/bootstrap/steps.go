@@ -17,9 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
-
+	"github.com/burst-hpc/burst/internal/imds"
+	"github.com/burst-hpc/burst/internal/statefile"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
 
@@ -73,29 +72,19 @@ func (b *boot) readUserData(ctx context.Context) (string, error) {
 // retrying for about 20 s: at the very start of boot the metadata service can
 // be briefly unreachable.
 func fetchIMDSUserData(ctx context.Context, endpoint string) ([]byte, error) {
-	client := imds.New(imds.Options{
-		Endpoint:          endpoint,
-		ClientEnableState: imds.ClientEnabled,
-		EnableFallback:    aws.FalseTernary,
-	})
+	client := imds.New(imds.Options{Endpoint: endpoint, Timeout: 5 * time.Second, Retry: true})
 	var last error
 	for attempt := 1; attempt <= 10; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		out, err := client.GetUserData(actx, &imds.GetUserDataInput{})
-		if err == nil {
-			data, rerr := io.ReadAll(io.LimitReader(out.Content, userdata.MaxSize+1))
-			out.Content.Close()
-			cancel()
-			if rerr != nil {
-				return nil, fmt.Errorf("reading user data from IMDS: %w", rerr)
-			}
+		data, ok, err := client.UserData(actx, userdata.MaxSize)
+		cancel()
+		if err == nil && ok {
 			return data, nil
 		}
-		cancel()
-		last = err
-		if isNotFound(err) {
-			return nil, fmt.Errorf("reading user data from IMDS: the instance has no user data (404); it must be launched by burst-resume: %w", err)
+		if err == nil {
+			return nil, errors.New("reading user data from IMDS: the instance has no user data (404); it must be launched by burst-resume")
 		}
+		last = err
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("reading user data from IMDS: %w (last error: %v)", ctx.Err(), last)
@@ -383,7 +372,7 @@ func (b *boot) checkpointRoot(context.Context) (string, error) {
 	probe.Close()
 	os.Remove(probe.Name())
 	// the TaskProlog (burst-agent) gives jobs BURST_CHECKPOINT_DIR under it
-	if err := writeFileAtomic(filepath.Join(b.o.RunDir, "checkpoint-root"), []byte(root+"\n"), 0o644); err != nil {
+	if err := statefile.WriteAtomic(filepath.Join(b.o.RunDir, "checkpoint-root"), []byte(root+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("recording the checkpoint root: %w", err)
 	}
 	return "", nil
@@ -421,7 +410,7 @@ func (b *boot) slurmd(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := writeFileAtomic(filepath.Join(b.o.RunDir, "slurmd.env"), []byte(line), 0o644); err != nil {
+		if err := statefile.WriteAtomic(filepath.Join(b.o.RunDir, "slurmd.env"), []byte(line), 0o644); err != nil {
 			return "", fmt.Errorf("writing slurmd.env: %w", err)
 		}
 		return "", b.startUnit(ctx, b.o.Units.Slurmd, b.o.RegisterTimeout < 0)
@@ -593,7 +582,7 @@ func (b *boot) agent(ctx context.Context) (string, error) {
 			}
 			buf.WriteString(line)
 		}
-		if err := writeFileAtomic(filepath.Join(b.o.RunDir, "agent.env"), buf.Bytes(), 0o644); err != nil {
+		if err := statefile.WriteAtomic(filepath.Join(b.o.RunDir, "agent.env"), buf.Bytes(), 0o644); err != nil {
 			return "", fmt.Errorf("writing agent.env: %w", err)
 		}
 		return "", b.startUnit(ctx, b.o.Units.Agent, true)

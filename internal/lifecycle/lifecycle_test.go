@@ -2,8 +2,13 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +17,9 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/config/configtest"
+	"github.com/burst-hpc/burst/internal/nodeid"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 	"github.com/burst-hpc/burst/internal/userdata"
@@ -51,7 +58,7 @@ func TestUserDataRoundTrip(t *testing.T) {
 	}
 	// each instance of the fleet resolves its own entry from its tags
 	for idx, want := range []string{"l4-1", "l4-2"} {
-		node, err := bootstrap.NodeFromTags(map[string]string{"burst:nodes": "l4-1,l4-2"}, idx)
+		node, err := nodeid.Of(map[string]string{nodeid.TagNodes: "l4-1,l4-2"}, idx)
 		if err != nil || node != want {
 			t.Fatalf("launch index %d: node %q err %v", idx, node, err)
 		}
@@ -172,5 +179,52 @@ func TestWaitNodesStopsWhenJobRequeued(t *testing.T) {
 	}
 	if _, err := WaitNodes(context.Background(), sl, 3, "l4-[", time.Second, time.Millisecond, nil); err == nil {
 		t.Fatal("bad node list accepted")
+	}
+}
+
+// TestJournalReplay: the replay sends the journal in order, stops at the
+// first refusal and keeps the rest; a later replay sends what is left.
+func TestJournalReplay(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	down := &JournalRecorder{Dir: dir}
+	for i := 1; i <= 3; i++ {
+		if err := down.Launched(ctx, sizerapi.InstanceEvent{InstanceID: fmt.Sprintf("i-%d", i), Time: time.Unix(int64(i), 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	accept := 2
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev sizerapi.InstanceEvent
+		json.NewDecoder(r.Body).Decode(&ev)
+		if len(got) >= accept {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		got = append(got, r.URL.Path+" "+ev.InstanceID)
+	}))
+	defer srv.Close()
+	sc, err := sizerclient.New(srv.URL, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &JournalRecorder{Dir: dir, Sizer: sc}
+	if n, err := up.Flush(ctx); n != 2 || err != nil {
+		t.Fatalf("first replay: sent %d, %v", n, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "instance-events.jsonl"))
+	if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], `"i-3"`) {
+		t.Fatalf("journal after a partial replay:\n%s", b)
+	}
+	accept = 3
+	if n, err := up.Flush(ctx); n != 1 || err != nil {
+		t.Fatalf("second replay: sent %d, %v", n, err)
+	}
+	if want := []string{"/v1/instances/launch i-1", "/v1/instances/launch i-2", "/v1/instances/launch i-3"}; !slices.Equal(got, want) {
+		t.Fatalf("sizer got %q, want %q", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "instance-events.jsonl")); len(b) != 0 {
+		t.Fatalf("journal not emptied:\n%s", b)
 	}
 }

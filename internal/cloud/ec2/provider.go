@@ -77,13 +77,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/nodeid"
 )
 
 // Tag keys burst sets on every instance at launch.
 const (
 	TagCluster  = "burst:cluster"       // cluster name; scopes every IAM permission
-	TagNode     = "burst:node"          // Slurm node name (single-node fleets)
-	TagNodes    = "burst:nodes"         // node names of a multi-node fleet, by launch index
+	TagNode     = nodeid.TagNode        // Slurm node name (single-node fleets)
+	TagNodes    = nodeid.TagNodes       // node names of a multi-node fleet, by launch index
 	TagJobID    = "burst:job-id"        // Slurm job id
 	TagAccount  = "burst:account"       // Slurm account
 	TagUser     = "burst:user"          // submitting user
@@ -180,60 +181,13 @@ func New(api EC2API, opts Options) (*Provider, error) {
 func (p *Provider) Cache() *UnavailableCache { return p.cache }
 
 // NodeOf tells which Slurm node an instance is, from its tags and launch
-// index (see the package comment); "" when it cannot be told.
+// index (the rule of internal/nodeid); "" when it cannot be told.
 func NodeOf(tags map[string]string, launchIndex int) string {
-	if n := tags[TagNode]; n != "" {
-		return n
-	}
-	nodes := joinNodesTag(tags)
-	if len(nodes) == 0 || launchIndex < 0 || launchIndex >= len(nodes) {
+	n, err := nodeid.Of(tags, launchIndex)
+	if err != nil {
 		return ""
 	}
-	return nodes[launchIndex]
-}
-
-const maxTagValue = 256
-
-// nodesTags splits a node list over TagNodes, TagNodes.2, ...
-func nodesTags(nodes []string) []types.Tag {
-	var tags []types.Tag
-	cur := ""
-	flush := func() {
-		key := TagNodes
-		if len(tags) > 0 {
-			key = TagNodes + "." + strconv.Itoa(len(tags)+1)
-		}
-		tags = append(tags, types.Tag{Key: aws.String(key), Value: aws.String(cur)})
-		cur = ""
-	}
-	for _, n := range nodes {
-		add := n
-		if cur != "" {
-			add = "," + n
-		}
-		if len(cur)+len(add) > maxTagValue {
-			flush()
-			add = n
-		}
-		cur += add
-	}
-	flush()
-	return tags
-}
-
-func joinNodesTag(tags map[string]string) []string {
-	s := tags[TagNodes]
-	if s == "" {
-		return nil
-	}
-	for i := 2; ; i++ {
-		v, ok := tags[TagNodes+"."+strconv.Itoa(i)]
-		if !ok {
-			break
-		}
-		s += "," + v
-	}
-	return strings.Split(s, ",")
+	return n
 }
 
 // launchTemplate returns the template to launch from, ensuring it in AMI mode.
@@ -712,14 +666,12 @@ func (p *Provider) tags(nodes []cloud.NodeSpec, capacity cloud.CapacityType) []t
 	t := func(k, v string) types.Tag { return types.Tag{Key: aws.String(k), Value: aws.String(v)} }
 	first := nodes[0]
 	tags := []types.Tag{t(TagCluster, p.opts.Cluster), t(TagCapacity, string(capacity))}
-	if len(nodes) == 1 {
-		tags = append(tags, t(TagNode, first.Node))
-	} else {
-		names := make([]string, len(nodes))
-		for i, n := range nodes {
-			names[i] = n.Node
-		}
-		tags = append(tags, nodesTags(names)...)
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Node
+	}
+	for _, nt := range nodeid.Tags(names) {
+		tags = append(tags, t(nt.Key, nt.Value))
 	}
 	if first.JobID != 0 {
 		tags = append(tags, t(TagJobID, strconv.FormatUint(uint64(first.JobID), 10)))

@@ -2,7 +2,7 @@ package ec2
 
 import (
 	"context"
-	"io"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -11,23 +11,22 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/test/ec2emu"
 )
 
+// imdsGet reads an instance's metadata from the emulator through burst's
+// own IMDS client.
 func imdsGet(t *testing.T, url, path string) (string, error) {
 	t.Helper()
-	c := imds.New(imds.Options{Endpoint: url, ClientEnableState: imds.ClientEnabled})
-	out, err := c.GetMetadata(context.Background(), &imds.GetMetadataInput{Path: path})
-	if err != nil {
-		return "", err
+	b, ok, err := imds.New(imds.Options{Endpoint: url, Timeout: 5 * time.Second}).Get(context.Background(), path)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s: not found", path)
 	}
-	defer out.Content.Close()
-	b, err := io.ReadAll(out.Content)
 	return string(b), err
 }
 
@@ -379,12 +378,10 @@ func TestEnsuredLaunchTemplate(t *testing.T) {
 		t.Errorf("%d CreateLaunchTemplate calls, want 1", n)
 	}
 	url, _ := e.srv.IMDSURL(r.Instances[0].ID)
-	c := imds.New(imds.Options{Endpoint: url, ClientEnableState: imds.ClientEnabled})
-	ud, err := c.GetUserData(context.Background(), &imds.GetUserDataInput{})
+	b, _, err := imds.New(imds.Options{Endpoint: url, Timeout: 5 * time.Second}).UserData(context.Background(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(ud.Content)
 	if string(b) != "#!/bin/sh\necho hi\n" {
 		t.Errorf("user data = %q", b)
 	}
@@ -397,11 +394,11 @@ func TestEnsuredLaunchTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	url, _ = e.srv.IMDSURL(r3.Instances[0].ID)
-	ud, err = imds.New(imds.Options{Endpoint: url, ClientEnableState: imds.ClientEnabled}).GetUserData(context.Background(), &imds.GetUserDataInput{})
+	b, _, err = imds.New(imds.Options{Endpoint: url, Timeout: 5 * time.Second}).UserData(context.Background(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := io.ReadAll(ud.Content); string(b) != "#!/bin/sh\necho job 3\n" {
+	if string(b) != "#!/bin/sh\necho job 3\n" {
 		t.Errorf("request user data = %q", b)
 	}
 }
