@@ -26,6 +26,18 @@ import (
 	"github.com/burst-hpc/burst/internal/sizing"
 )
 
+// Endpoint paths (see the list above).
+const (
+	PathRank              = "/v1/rank"
+	PathRoute             = "/v1/route"
+	PathReports           = "/v1/reports"
+	PathInterruptions     = "/v1/interruptions"
+	PathInstanceLaunch    = "/v1/instances/launch"
+	PathInstanceTerminate = "/v1/instances/terminate"
+	PathBudgets           = "/v1/budgets"
+	PathReport            = "/v1/report"
+)
+
 // Error codes in ErrorResponse.Code.
 const (
 	CodeBadRequest   = "bad_request"
