@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,14 @@ import (
 	"github.com/burst-hpc/burst/internal/config/configtest"
 )
 
+// runSuspend runs burst-suspend; a failure to start is logged in the test's
+// own directory, not /var/log.
 func runSuspend(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
 	var stderr strings.Builder
+	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "BURST_LOG_FILE=") }) {
+		env = append(env, "BURST_LOG_FILE="+filepath.Join(t.TempDir(), "startup.log"))
+	}
 	code := run(append([]string{"burst-suspend"}, args...), env, &stderr)
 	return code, stderr.String()
 }
@@ -47,7 +53,7 @@ func TestConfigBeforeOrAfterLinger(t *testing.T) {
 func TestEpilogNeverFails(t *testing.T) {
 	cfg := configtest.Demo(t)
 	path := configtest.Write(t, cfg)
-	env := []string{"SLURM_SCRIPT_CONTEXT=epilog_slurmctld", "SLURM_JOB_ID=5", "SLURM_JOB_NODELIST=l4-1"}
+	env := []string{"SLURM_SCRIPT_CONTEXT=epilog_slurmctld", "SLURM_JOB_ID=5", "SLURM_JOB_NODELIST=l4-1", "BURST_LOG_FILE=" + cfg.Log.File}
 	if code, stderr := runSuspend(t, env, "--config", path); code != 0 {
 		t.Fatalf("epilog: exit %d: %s", code, stderr)
 	}

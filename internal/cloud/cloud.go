@@ -78,6 +78,31 @@ type LaunchRequest struct {
 	UserData string
 }
 
+// Candidates are the offerings a provider tries for req, in order: the
+// ranked ones and, with OnDemandFallback, after them an on-demand copy
+// (price unknown) of every spot offering not already offered on-demand.
+func (req LaunchRequest) Candidates() []Offering {
+	offs := append([]Offering(nil), req.Offerings...)
+	if !req.OnDemandFallback {
+		return offs
+	}
+	have := map[string]bool{}
+	for _, o := range offs {
+		have[o.Key()] = true
+	}
+	for _, o := range req.Offerings {
+		if o.Capacity == Spot {
+			od := o
+			od.Capacity, od.PriceUSD = OnDemand, 0
+			if !have[od.Key()] {
+				have[od.Key()] = true
+				offs = append(offs, od)
+			}
+		}
+	}
+	return offs
+}
+
 // Instance is a cluster instance as the provider sees it.
 type Instance struct {
 	ID           string

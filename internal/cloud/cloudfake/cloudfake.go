@@ -121,7 +121,7 @@ func (p *Provider) Launch(_ context.Context, req cloud.LaunchRequest) (cloud.Lau
 	if len(todo) == 0 {
 		return res, nil
 	}
-	offs := p.candidates(req)
+	offs := req.Candidates()
 	if req.AllOrNothing && len(res.Instances) > 0 {
 		zone := res.Instances[0].Zone
 		offs = slices.DeleteFunc(offs, func(o cloud.Offering) bool { return o.Zone != zone })
@@ -159,22 +159,6 @@ func failAll(res *cloud.LaunchResult, nodes []cloud.NodeSpec, err error) error {
 		res.Failed[n.Node] = err
 	}
 	return err
-}
-
-// candidates are the ranked offerings and, with OnDemandFallback, an
-// on-demand copy of each spot one.
-func (p *Provider) candidates(req cloud.LaunchRequest) []cloud.Offering {
-	offs := slices.Clone(req.Offerings)
-	if req.OnDemandFallback {
-		for _, o := range req.Offerings {
-			od := o
-			od.Capacity, od.PriceUSD = cloud.OnDemand, 0
-			if o.Capacity == cloud.Spot && !slices.ContainsFunc(offs, func(x cloud.Offering) bool { return x.Key() == od.Key() }) {
-				offs = append(offs, od)
-			}
-		}
-	}
-	return offs
 }
 
 // group launches nodes together in the first offering with room for all.

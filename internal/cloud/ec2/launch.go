@@ -135,25 +135,8 @@ func (p *Provider) check(req cloud.LaunchRequest) error {
 // on-demand phase keep their rank order), the on-demand fallback copies,
 // subnets filled in, offerings without a subnet dropped.
 func (p *Provider) candidates(req cloud.LaunchRequest) []cloud.Offering {
-	offs := append([]cloud.Offering(nil), req.Offerings...)
-	if req.OnDemandFallback {
-		have := map[string]bool{}
-		for _, o := range offs {
-			have[o.Key()] = true
-		}
-		for _, o := range req.Offerings {
-			if o.Capacity == cloud.Spot {
-				od := o
-				od.Capacity, od.PriceUSD = cloud.OnDemand, 0
-				if !have[od.Key()] {
-					have[od.Key()] = true
-					offs = append(offs, od)
-				}
-			}
-		}
-	}
 	var out []cloud.Offering
-	for _, o := range offs {
+	for _, o := range req.Candidates() {
 		if o.SubnetID == "" {
 			o.SubnetID = p.opts.Subnets[o.Zone]
 		}
