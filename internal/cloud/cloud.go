@@ -129,6 +129,21 @@ type LaunchResult struct {
 	Reused    []string         // nodes whose instance already existed (idempotent repeat)
 }
 
+// Reuse puts the live instance of every node of nodes that has one (live
+// maps node names to them) into r as reused, and returns the nodes still to
+// launch: a repeated launch never starts a second instance for a node.
+func (r *LaunchResult) Reuse(nodes []NodeSpec, live map[string]Instance) (todo []NodeSpec) {
+	for _, n := range nodes {
+		if in, ok := live[n.Node]; ok {
+			r.Instances = append(r.Instances, in)
+			r.Reused = append(r.Reused, n.Node)
+			continue
+		}
+		todo = append(todo, n)
+	}
+	return todo
+}
+
 // Provider launches, lists and terminates one cluster's instances.
 type Provider interface {
 	// Launch starts an instance for every node of req that has no live

@@ -109,15 +109,13 @@ func (p *Provider) Launch(_ context.Context, req cloud.LaunchRequest) (cloud.Lau
 	if req.Cluster != "" && req.Cluster != p.cluster {
 		return res, &cloud.Error{Kind: cloud.KindInvalid, Op: "checking launch request", Message: fmt.Sprintf("request is for cluster %q, the fake manages %q", req.Cluster, p.cluster)}
 	}
-	var todo []cloud.NodeSpec
+	live := map[string]cloud.Instance{}
 	for _, n := range req.Nodes {
 		if in, ok := p.liveFor(n.Node); ok {
-			res.Instances = append(res.Instances, in)
-			res.Reused = append(res.Reused, n.Node)
-			continue
+			live[n.Node] = in
 		}
-		todo = append(todo, n)
 	}
+	todo := res.Reuse(req.Nodes, live)
 	if len(todo) == 0 {
 		return res, nil
 	}

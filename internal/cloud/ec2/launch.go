@@ -25,15 +25,7 @@ func (p *Provider) Launch(ctx context.Context, req cloud.LaunchRequest) (cloud.L
 	if err != nil {
 		return res, err
 	}
-	var todo []cloud.NodeSpec
-	for _, n := range req.Nodes {
-		if in, ok := existing[n.Node]; ok {
-			res.Instances = append(res.Instances, in)
-			res.Reused = append(res.Reused, n.Node)
-			continue
-		}
-		todo = append(todo, n)
-	}
+	todo := res.Reuse(req.Nodes, existing)
 	if len(todo) == 0 {
 		return res, nil
 	}
