@@ -1,6 +1,9 @@
 // Package sizerclient is a small Go client for the burst-sizer API, used by
-// burst-resume (rank with a short timeout, launch and terminate records) and
-// burst-agent (reports). Errors are typed so callers can fall back:
+// burst-resume and burst-suspend (rank with a short timeout, launch and
+// terminate records), burst-sizer's own commands (route, report) and the
+// tests; burst-agent posts its reports with agent/report's sink, which keeps
+// a rejected batch apart from a retryable one. Errors are typed so callers
+// can fall back:
 //
 //   - errors.Is(err, ErrUnavailable): the sizer could not be reached, timed
 //     out or failed (5xx): use the in-process policy / retry later;
