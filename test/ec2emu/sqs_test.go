@@ -231,3 +231,22 @@ func TestSQSFaultsAndAuth(t *testing.T) {
 		t.Errorf("unsigned SQS request: %d %q", resp.StatusCode, resp.Header.Get("X-Amzn-Query-Error"))
 	}
 }
+
+// MD5OfMessageAttributes matches the digest AWS returns for the same
+// attribute (the vector moto and LocalStack pin from AWS).
+func TestSQSMessageAttributeDigestMatchesAWS(t *testing.T) {
+	s, _ := start(t, ec2emu.Options{})
+	q := sqsClient(s)
+	ctx := context.Background()
+	cq, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("q")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for value, want := range map[string]string{"1493147359900": "235c5c510d26fb653d073faed50ae77c", "1493147359901": "994258b45346a2cc3f9cbb611aa7af30"} {
+		out, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: cq.QueueUrl, MessageBody: aws.String("derp"),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{"timestamp": {DataType: aws.String("Number"), StringValue: aws.String(value)}}})
+		if err != nil || aws.ToString(out.MD5OfMessageAttributes) != want || aws.ToString(out.MD5OfMessageBody) != "58fd9edd83341c29f1aebba81c31e257" {
+			t.Errorf("timestamp=%s: %+v %v, want attributes digest %s", value, out, err, want)
+		}
+	}
+}
