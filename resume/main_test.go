@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -11,16 +10,9 @@ import (
 	"github.com/burst-hpc/burst/internal/config/configtest"
 )
 
-// runResume runs burst-resume; a failure to start is logged in the test's
-// own directory, not /var/log.
 func runResume(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	var stderr strings.Builder
-	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "BURST_LOG_FILE=") }) {
-		env = append(env, "BURST_LOG_FILE="+filepath.Join(t.TempDir(), "startup.log"))
-	}
-	code := run(append([]string{"burst-resume"}, args...), env, &stderr)
-	return code, stderr.String()
+	return configtest.RunProgram(t, run, "burst-resume", env, args...)
 }
 
 func readLog(t *testing.T, path string) string {
