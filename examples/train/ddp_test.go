@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -65,14 +66,32 @@ func torchPython(t *testing.T) string {
 	return py
 }
 
+// freePort returns a port that is free now and that the kernel does not
+// hand out by itself: torchrun binds it a moment later, and a port from the
+// ephemeral range could be taken in between by any socket of this busy
+// machine (gloo's own listeners included).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo, hi := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			lo, _ = strconv.Atoi(f[0])
+			hi, _ = strconv.Atoi(f[1])
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	start := 20000 + int(rand.Uint32()%10000)
+	for i := 0; i < 45000; i++ {
+		p := 10000 + (start-10000+i)%55000
+		if p >= lo && p <= hi {
+			continue
+		}
+		if l, err := net.Listen("tcp", ":"+strconv.Itoa(p)); err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatalf("no free port outside the ephemeral range %d-%d", lo, hi)
+	return 0
 }
 
 // slurmEnv is the environment with no Slurm or torchrun variables of the
@@ -96,6 +115,28 @@ type group struct {
 	cmd  *exec.Cmd
 	out  *syncBuf
 	done chan error
+	// stopping: the test signalled it to stop or waits for its end, so an
+	// exit is no surprise.
+	stopping bool
+}
+
+// exitedEarly reports a started group that ended with an error while the
+// test still expected it to run.
+func exitedEarly() (int, error) {
+	for i, g := range started {
+		if g.stopping {
+			continue
+		}
+		select {
+		case err := <-g.done:
+			g.done <- err
+			if err != nil {
+				return i, err
+			}
+		default:
+		}
+	}
+	return 0, nil
 }
 
 // started lists every group of the running test, for its failure output.
@@ -131,6 +172,9 @@ func startGroup(t *testing.T, env []string, name string, args ...string) *group 
 
 func (g *group) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
+	if sig == syscall.SIGTERM {
+		g.stopping = true
+	}
 	if err := syscall.Kill(-g.cmd.Process.Pid, sig); err != nil {
 		t.Fatalf("signalling process group %d with %v: %v", g.cmd.Process.Pid, sig, err)
 	}
@@ -140,12 +184,23 @@ func (g *group) signal(t *testing.T, sig syscall.Signal) {
 // left in the group are gone.
 func (g *group) wait(t *testing.T, what string) error {
 	t.Helper()
+	g.stopping = true
 	var err error
-	select {
-	case err = <-g.done:
-		g.done <- err
-	case <-time.After(ddpHangGuard):
-		t.Fatalf("%s did not exit; output:\n%s", what, allOutput())
+	giveUp := time.Now().Add(ddpHangGuard)
+wait:
+	for {
+		select {
+		case err = <-g.done:
+			g.done <- err
+			break wait
+		case <-time.After(20 * time.Millisecond):
+		}
+		if i, err := exitedEarly(); err != nil {
+			t.Fatalf("waiting for %s to exit: process group %d exited: %v; output:\n%s", what, i, err, allOutput())
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("%s did not exit; output:\n%s", what, allOutput())
+		}
 	}
 	waitUntil(t, what+": every process of its group gone", g.out, func() bool {
 		return syscall.Kill(-g.cmd.Process.Pid, 0) == syscall.ESRCH
@@ -172,6 +227,9 @@ func waitUntil(t *testing.T, what string, out *syncBuf, cond func() bool) {
 	t.Helper()
 	giveUp := time.Now().Add(ddpHangGuard)
 	for !cond() {
+		if i, err := exitedEarly(); err != nil {
+			t.Fatalf("waiting for %s: process group %d exited: %v; output:\n%s", what, i, err, allOutput())
+		}
 		if time.Now().After(giveUp) {
 			t.Fatalf("gave up waiting for %s; output:\n%s", what, allOutput())
 		}
