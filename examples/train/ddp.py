@@ -33,7 +33,11 @@ place and a step counts only with its manifest). A run resumes from the
 newest complete checkpoint, so at most --checkpoint-every steps are redone.
 """
 
+import os
 import signal
+
+# cuBLAS is deterministic only with a fixed workspace (set before CUDA starts).
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 # The checkpoint signal is blocked before anything can start a thread: every
 # thread (gloo's, OpenMP's) inherits the mask, so no system call anywhere is
@@ -47,7 +51,6 @@ import datetime  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
-import os  # noqa: E402
 import random  # noqa: E402
 import shutil  # noqa: E402
 import sys  # noqa: E402
@@ -520,8 +523,33 @@ def main(argv):
         write_atomic(final, torch_bytes(ddp.module.state_dict()))
         job.log(f"done: {st['step']} steps; final weights in {final}; weights sha256 {weights_sha256(ddp.module)}")
     dist.barrier()
-    dist.destroy_process_group()
+
+
+def run(argv):
+    """main(), then a hard exit. torch 1.13 can deadlock tearing a gloo
+    process group down at interpreter exit: ~ProcessGroupGloo (reached from
+    DDP's Reducer) joins a worker thread while holding the GIL, and that
+    thread, freeing the last collective's tensor, waits for the GIL (seen
+    about once in ten runs on a loaded machine; torchrun then waits for the
+    rank forever). Every file is durable by now and the ranks have passed
+    their last barrier, so skipping the destructors loses nothing."""
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+            code = 1
+        else:
+            code = e.code or 0
+    except BaseException:  # noqa: B902 - report it as Python would, then exit
+        import traceback
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run(sys.argv[1:])
