@@ -386,11 +386,14 @@ def find_resume(job, a):
 
 def load_checkpoint(job, st, step):
     d = step_dir(job, step)
-    m = torch.load(os.path.join(d, "model.pt"), map_location="cpu")
+    # weights_only=False: the parts hold numpy and python RNG states, which
+    # the restricted unpickler refuses (and torch >= 2.6 uses it by default).
+    # These files are the job's own, in its own checkpoint directory.
+    m = torch.load(os.path.join(d, "model.pt"), map_location="cpu", weights_only=False)
     st["model"].module.load_state_dict(m["model"])
     st["optimizer"].load_state_dict(m["optimizer"])
     st["scheduler"].load_state_dict(m["scheduler"])
-    r = torch.load(os.path.join(d, f"rank-{job.rank:05d}.pt"), map_location="cpu")
+    r = torch.load(os.path.join(d, f"rank-{job.rank:05d}.pt"), map_location="cpu", weights_only=False)
     if r["rank"] != job.rank or r["step"] != step:
         raise SystemExit(f"{d}: part of rank {r['rank']} step {r['step']} under rank {job.rank} step {step}")
     set_rng_state(r["rng"], st["augment"])
