@@ -237,6 +237,8 @@ type Job struct {
 	Nodes       int    `json:"nodes,omitempty"`
 	// GPUMemoryMiB is the memory of one of the job's GPUs.
 	GPUMemoryMiB int `json:"gpu_memory_mib,omitempty"`
+	// Attempt is Slurm's restart count of the job + 1 (requeues = attempts - 1).
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // InstanceEvent is a launch (all fields) or a termination (InstanceID, Time).
