@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
-	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
