@@ -54,9 +54,9 @@ func (q JobQuery) where() (string, []any) {
 // selected is the subquery of the job ids q selects.
 func (q JobQuery) selected() (string, []any) {
 	w, args := q.where()
-	sub := "SELECT job_id FROM jobs WHERE " + w + " ORDER BY updated DESC, job_id DESC"
+	sub := "SELECT job_id FROM jobs WHERE " + w
 	if q.Limit > 0 {
-		sub += fmt.Sprintf(" LIMIT %d", q.Limit)
+		sub += fmt.Sprintf(" ORDER BY updated DESC, job_id DESC LIMIT %d", q.Limit)
 	}
 	return sub, args
 }
@@ -95,37 +95,26 @@ func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]report.JobUsage, e
 		return out, nil
 	}
 	sub, sargs := q.selected()
-	gpus := make([][]gpuAgg, len(out))
-	peaks := make([]int64, len(out))
-	sums := make([][]string, len(out))
-	err = s.each(ctx, `SELECT job_id, node, samples, util_sum, mem_total FROM job_gpu WHERE job_id IN (`+sub+`)`, sargs, func(r *sql.Rows) error {
+	nodes := make([][]nodeAgg, len(out))
+	// per job and node: the GPUs' mean utilisations summed, how many were
+	// busy, the GPU memory size, and the node's peak memory (one row per
+	// job and node, not per GPU)
+	err = s.each(ctx, `SELECT g.job_id, g.node, sum(g.util_sum / max(g.samples, 1)), sum(g.util_sum / max(g.samples, 1) >= ?), max(g.mem_total), coalesce(max(n.peak_mem), 0)
+FROM job_gpu g LEFT JOIN job_node n ON n.job_id = g.job_id AND n.node = g.node WHERE g.job_id IN (`+sub+`) GROUP BY g.job_id, g.node`, append([]any{BusyUtilPct}, sargs...), func(r *sql.Rows) error {
 		var id string
-		var g gpuAgg
-		if err := r.Scan(&id, &g.node, &g.samples, &g.utilSum, &g.memTotal); err != nil {
+		var a nodeAgg
+		if err := r.Scan(&id, &a.node, &a.utilSum, &a.busy, &a.memTotal, &a.peak); err != nil {
 			return err
 		}
 		if i, ok := idx[id]; ok {
-			gpus[i] = append(gpus[i], g)
+			nodes[i] = append(nodes[i], a)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading GPU usage of jobs: %w", err)
 	}
-	err = s.each(ctx, `SELECT job_id, max(peak_mem) FROM job_node WHERE job_id IN (`+sub+`) GROUP BY job_id`, sargs, func(r *sql.Rows) error {
-		var id string
-		var peak sql.NullInt64
-		if err := r.Scan(&id, &peak); err != nil {
-			return err
-		}
-		if i, ok := idx[id]; ok {
-			peaks[i] = peak.Int64
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading peak memory of jobs: %w", err)
-	}
+	sums := make([][]string, len(out))
 	err = s.each(ctx, `SELECT job_id, summary FROM job_node WHERE summary IS NOT NULL AND job_id IN (`+sub+`)`, sargs, func(r *sql.Rows) error {
 		var id, raw string
 		if err := r.Scan(&id, &raw); err != nil {
@@ -140,7 +129,7 @@ func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]report.JobUsage, e
 		return nil, fmt.Errorf("reading summaries of jobs: %w", err)
 	}
 	for i := range out {
-		usageFrom(&out[i], gpus[i], peaks[i], sums[i])
+		usageFrom(&out[i], nodes[i], sums[i])
 	}
 	return out, nil
 }
@@ -160,36 +149,31 @@ func (s *Store) each(ctx context.Context, q string, args []any, f func(*sql.Rows
 	return rows.Err()
 }
 
-type gpuAgg struct {
+// nodeAgg is one job's GPU samples on one node.
+type nodeAgg struct {
 	node     string
-	samples  int
-	utilSum  float64
-	memTotal int64
+	utilSum  float64 // the GPUs' mean utilisations, summed
+	busy     int     // GPUs whose mean utilisation is at least BusyUtilPct
+	memTotal int64   // one GPU's memory
+	peak     int64   // the node's peak memory used by the job
 }
 
 // usageFrom derives GPUs used, peak memory and mean utilisation from a
-// job's per-GPU aggregates, or from agent job summaries when no samples
-// arrived.
-func usageFrom(u *report.JobUsage, gpus []gpuAgg, peakMem int64, summaries []string) {
-	used := map[string]int{}
+// job's per-node GPU aggregates, or from agent job summaries when no
+// samples arrived.
+func usageFrom(u *report.JobUsage, nodes []nodeAgg, summaries []string) {
 	var utilSum float64
-	nodes := map[string]bool{}
-	for _, g := range gpus {
+	var peak int64
+	for _, n := range nodes {
 		u.Reported = true
-		nodes[g.node] = true
-		mean := g.utilSum / float64(max(g.samples, 1))
-		utilSum += mean
-		if mean >= BusyUtilPct {
-			used[g.node]++
-		}
+		utilSum += n.utilSum
+		u.GPUsUsed = max(u.GPUsUsed, n.busy)
+		peak = max(peak, n.peak)
 		if u.GPUMemoryMiB == 0 {
-			u.GPUMemoryMiB = int(g.memTotal >> 20)
+			u.GPUMemoryMiB = int(n.memTotal >> 20)
 		}
 	}
-	for _, n := range used {
-		u.GPUsUsed = max(u.GPUsUsed, n)
-	}
-	u.PeakMemMiB = int(peakMem >> 20)
+	u.PeakMemMiB = int(peak >> 20)
 	alloc := u.GPUsPerNode * max(len(nodes), 1)
 	if u.Reported && alloc > 0 {
 		u.MeanUtilPct = utilSum / float64(alloc)
