@@ -48,8 +48,8 @@ test-fuzz: ## run every fuzz target for FUZZTIME (default 3s)
 bench: ## run the benchmarks and print their figures
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./... | grep -E 'Benchmark|ok|FAIL|^[a-z]'
 
-demo: deps build ## run the local demo cluster: real Slurm, burst, the EC2 emulator (as root)
-	$(GO) run ./test/demo -bin $(CURDIR)/$(BIN)
+demo: deps build ## run the local demo cluster: real Slurm, burst, the EC2 emulator (as root); KEEP=1 keeps it and the dashboard up until Ctrl-C
+	$(GO) run ./test/demo -bin $(CURDIR)/$(BIN) $(if $(KEEP),-stay)
 
 install: build ## install the binaries into PREFIX/bin (default /usr/local/bin)
 	install -d $(DESTDIR)$(PREFIX)/bin
