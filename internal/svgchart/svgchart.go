@@ -325,10 +325,7 @@ func TickLabel(v float64) string {
 		}
 		return Thousands(v)
 	}
-	if math.Abs(v) < 0.01 {
-		return trim(v)
-	}
-	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
+	return trim(v) // up to 4 decimals: 0.015 stays 0.015
 }
 
 func trim(v float64) string {

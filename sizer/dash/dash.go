@@ -127,6 +127,7 @@ type slurmSnap struct {
 	// onNode is the running job on each node.
 	onNode map[string]slurm.Job
 	err    error
+	at     time.Time // when it was read
 }
 
 // slurmState returns Slurm's nodes and jobs, read at most once per
@@ -165,7 +166,7 @@ func (s *Source) slurmState(ctx context.Context) *slurmSnap {
 }
 
 func (s *Source) readSlurm(ctx context.Context) *slurmSnap {
-	sn := &slurmSnap{nodes: map[string]slurm.Node{}, jobs: map[uint32]slurm.Job{}, onNode: map[string]slurm.Job{}}
+	sn := &slurmSnap{nodes: map[string]slurm.Node{}, jobs: map[uint32]slurm.Job{}, onNode: map[string]slurm.Job{}, at: s.o.Now()}
 	nodes, err := s.o.Slurm.Nodes(ctx)
 	if err != nil {
 		sn.err = err

@@ -139,6 +139,20 @@ func TestFleet(t *testing.T) {
 	if nv.Instances != 0 || len(nv.Interruptions) != 0 {
 		t.Errorf("nlp fleet %+v", nv)
 	}
+	// the jobs view takes Slurm's state, unless the store knows of a newer end
+	jv, _ := src.Jobs(context.Background(), Scope{}, JobsQuery{})
+	if jv.Jobs[0].JobID != "21" || jv.Jobs[0].State != "RUNNING" {
+		t.Errorf("job 21 with Slurm: %+v", jv.Jobs[0])
+	}
+	if _, err := src.o.Store.RecordTerminate(context.Background(), "i-2", now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	jv, _ = src.Jobs(context.Background(), Scope{}, JobsQuery{})
+	for _, j := range jv.Jobs {
+		if j.JobID == "21" && (j.State != "ended" || j.Running) {
+			t.Errorf("job 21 ended after Slurm's (cached) reading still shows %s", j.State)
+		}
+	}
 }
 
 func TestFleetWithoutSlurm(t *testing.T) {

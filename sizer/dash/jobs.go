@@ -136,7 +136,9 @@ func (s *Source) rows(ctx context.Context, us []report.JobUsage, detail bool) ([
 		if r.Running {
 			r.State = "running"
 		}
-		if sn != nil && sn.err == nil {
+		// Slurm's state, unless the store knows of a launch or an end
+		// newer than that reading (it is cached for SlurmTTL)
+		if sn != nil && sn.err == nil && !sn.at.Before(r.Started) && !sn.at.Before(r.Ended) {
 			if n, err := strconv.ParseUint(u.JobID, 10, 32); err == nil {
 				if j, ok := sn.jobs[uint32(n)]; ok {
 					r.State = j.State

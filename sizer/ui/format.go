@@ -18,6 +18,7 @@ var funcs = template.FuncMap{
 	"usd":    usd,
 	"pct":    func(v float64) string { return fmt.Sprintf("%.1f%%", v) },
 	"f1":     func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f2":     func(v float64) string { return fmt.Sprintf("%.2f", v) },
 	"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"hm":     hm,
 	"ago":    ago,
@@ -69,6 +70,8 @@ func dur(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "0s"
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
 	case d < time.Minute:
 		return fmt.Sprintf("%.0fs", d.Seconds())
 	case d < time.Hour:

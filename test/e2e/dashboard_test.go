@@ -49,7 +49,7 @@ func TestDashboard(t *testing.T) {
 		t.Skip(err)
 	}
 	s := start(t, stack.Options{
-		Emulator: ec2emu.Options{NoticePeriod: 20 * time.Second},
+		Emulator: ec2emu.Options{NoticePeriod: 45 * time.Second}, // past the agent's 20 s reserve: time to checkpoint
 		Configure: func(c *config.Config) {
 			c.Agent.ReportInterval = config.D(2 * time.Second)
 			c.Classes = append(c.Classes, config.Class{Name: "l4x4", GPUModel: "l4", GPUsPerNode: 4, MaxNodes: 2, InstanceTypes: []string{"g6.12xlarge"}, Capacity: "spot-then-on-demand"})
