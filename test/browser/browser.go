@@ -151,7 +151,9 @@ type Error struct {
 	Message string `json:"message"`
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("webdriver %d %s: %s", e.Status, e.Code, e.Message) }
+func (e *Error) Error() string {
+	return fmt.Sprintf("webdriver %d %s: %s", e.Status, e.Code, e.Message)
+}
 
 func (b *Browser) call(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
