@@ -102,7 +102,10 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 		for _, im := range spec.Interruptions {
 			for _, ck := range spec.Checkpoints {
 				for _, wc := range caps {
-					for _, wq := range qs {
+					for qi, wq := range qs {
+						if wc < 0 && qi > 0 {
+							continue // no pool: the quantile does not matter
+						}
 						o := base
 						o.BootMedian, o.Interruptions, o.Checkpoint, o.Policies = b, im, ck, []string{PolicyBurst}
 						o.Warm.Disabled, o.Warm.CapUSDPerDay, o.Warm.Quantile = wc < 0, wc, wq
@@ -167,7 +170,7 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 	if firstErr != nil {
 		return nil, fmt.Errorf("sweeping: %w", firstErr)
 	}
-	per := len(spec.Interruptions) * len(spec.Checkpoints) * len(caps) * len(qs)
+	per := len(rows) / max(1, nb)
 	for i := range rows {
 		it := idle[i/per]
 		rows[i].IdleTimeoutCostUSD, rows[i].IdleWaitP50S, rows[i].IdleWaitP95S = it.CostUSD, it.WaitP50S, it.WaitP95S
