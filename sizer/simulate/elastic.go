@@ -137,7 +137,7 @@ type classPool struct {
 	ahead  []*node     // nodes launched ahead for the pool, booting, no job
 	nAhead int
 	fc     *warm.Forecast
-	offs   []Offering // what the pool launches: the ranking of the class's latest job that allowed spot
+	offs   []Offering // what the pool launches: the offerings the class's latest job could use, best first
 }
 
 func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t0 time.Time, span float64) (*tally, error) {
@@ -349,8 +349,13 @@ func (e *elastic) place(js *jobState) {
 		cl.fc.Observe(e.at(e.c.now), need)
 		js.observed = true
 	}
-	if spotOK && offs[0].Spot {
-		cl.offs = offs
+	// the pool launches what the class's latest job could use: its ranking
+	// (spot first where the class and the job allow it, else on-demand)
+	cl.offs = cl.offs[:0]
+	for _, o := range offs {
+		if !o.Spot || spotOK {
+			cl.offs = append(cl.offs, o)
+		}
 	}
 	var off *Offering
 	if cl.avail(spotOK) < need {

@@ -57,8 +57,8 @@ func (e *elastic) evalPool(cl *classPool) bool {
 }
 
 // launchAhead launches one node for the pool from the class's latest
-// spot-allowing ranking (spot first where the class allows it; a dry spot
-// pool falls through to the next offering).
+// ranking (spot first where the class and its latest job allow it; a dry
+// spot pool falls through to the next offering).
 func (e *elastic) launchAhead(cl *classPool) bool {
 	for i := range cl.offs {
 		o := cl.offs[i]
