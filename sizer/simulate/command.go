@@ -29,13 +29,15 @@ func Command() *cli.Command {
 		Name:  "simulate",
 		Usage: "replay a job trace through static, idle-timeout and burst provisioning and compare cost and wait",
 		Description: `Discrete-event simulation of a GPU job trace (Philly CSV, burst's simple CSV
-submit,duration,gpus[,gpu_model][,metadata], or sacct --parsable2 output).
+submit,duration,gpus[,gpu_model][,metadata], sacct --parsable2 output, or the
+Alibaba GPU traces: cluster-trace-gpu-v2023 openb_pod_list_*.csv and
+cluster-trace-gpu-v2025 disaggregated_DLRM_trace.csv).
 Prices and spot savings come from the embedded EC2 catalog; burst's choices
 (class, instance type, spot or on-demand) come from the sizing policy.
 Deterministic for a given --seed.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace `FILE` (- for stdin); required"},
-			&cli.StringFlag{Name: "format", Value: trace.FormatAuto, Usage: "trace format: auto, philly, csv or sacct"},
+			&cli.StringFlag{Name: "format", Value: trace.FormatAuto, Usage: "trace format: " + strings.Join(trace.Formats, ", ")},
 			&cli.BoolFlag{Name: "skip-bad", Usage: "skip malformed trace rows (counted) instead of failing on the first"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table"},
 			&cli.StringFlag{Name: "svg", Usage: "write a chart of cumulative cost and GPUs billed to `FILE`"},
