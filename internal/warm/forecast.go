@@ -269,3 +269,40 @@ func (f *Forecast) Rate(t time.Time) float64 {
 func (f *Forecast) Target(t time.Time) int {
 	return PoissonQuantile(f.Rate(t)*f.p.LeadTime.Hours(), f.p.Quantile)
 }
+
+// Snapshot is a forecast's learned state, for keeping it across restarts.
+type Snapshot struct {
+	Rate     float64   `json:"rate_per_s"` // r at Last, nodes per second
+	Last     time.Time `json:"last"`
+	Profile  []float64 `json:"profile"` // nodes per hour by hour of the week (Monday 00:00 UTC first)
+	Seen     []bool    `json:"seen"`
+	Hour     int64     `json:"hour"`  // absolute hour being counted (Unix seconds / 3600)
+	Count    float64   `json:"count"` // nodes asked for in it so far
+	Observed bool      `json:"observed"`
+}
+
+// Snapshot returns the forecast's state.
+func (f *Forecast) Snapshot() Snapshot {
+	return Snapshot{Rate: f.v, Last: f.last, Profile: append([]float64(nil), f.prof[:]...), Seen: append([]bool(nil), f.seen[:]...),
+		Hour: f.hour, Count: f.count, Observed: f.init && f.started}
+}
+
+// Restore replaces the forecast's state (its parameters stay). A state
+// whose profile is not 168 hours long, or has negative or non-finite
+// values, is refused.
+func (f *Forecast) Restore(s Snapshot) error {
+	if len(s.Profile) != hoursPerWeek || len(s.Seen) != hoursPerWeek {
+		return fmt.Errorf("restoring a forecast: profile has %d hours, want %d", len(s.Profile), hoursPerWeek)
+	}
+	vals := append([]float64{s.Rate, s.Count}, s.Profile...)
+	for i, v := range vals {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("restoring a forecast: value %d is %g", i, v)
+		}
+	}
+	f.v, f.last, f.hour, f.count = s.Rate, s.Last, s.Hour, s.Count
+	copy(f.prof[:], s.Profile)
+	copy(f.seen[:], s.Seen)
+	f.init, f.started = s.Observed, s.Observed
+	return nil
+}

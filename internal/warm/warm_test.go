@@ -237,3 +237,33 @@ func TestParams(t *testing.T) {
 		}
 	}
 }
+
+func TestStateRoundTrip(t *testing.T) {
+	f := NewForecast(Params{})
+	week := 7 * 24 * time.Hour
+	f.Observe(monday.Add(9*time.Hour), 10)
+	f.Observe(monday.Add(week+9*time.Hour+5*time.Minute), 4)
+	g := NewForecast(Params{})
+	if err := g.Restore(f.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	at := monday.Add(2*week + 9*time.Hour)
+	if f.Rate(at) != g.Rate(at) || f.Target(at) != g.Target(at) {
+		t.Errorf("restored forecast differs: %g vs %g", f.Rate(at), g.Rate(at))
+	}
+	f.Observe(at, 3)
+	g.Observe(at, 3)
+	if f.Rate(at.Add(time.Hour)) != g.Rate(at.Add(time.Hour)) {
+		t.Error("restored forecast learns differently")
+	}
+	bad := f.Snapshot()
+	bad.Profile = bad.Profile[:10]
+	if err := g.Restore(bad); err == nil {
+		t.Error("short profile restored")
+	}
+	bad = f.Snapshot()
+	bad.Profile[3] = math.NaN()
+	if err := g.Restore(bad); err == nil {
+		t.Error("NaN restored")
+	}
+}

@@ -1,4 +1,4 @@
-package lifecycle
+package classmatch
 
 import (
 	"testing"
@@ -6,50 +6,6 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
-
-func TestMatchConstraint(t *testing.T) {
-	a100 := map[string]bool{"burst": true, "a100": true, "a100x8": true, "nvlink": true}
-	for _, c := range []struct {
-		expr string
-		want bool
-		err  bool
-	}{
-		{"a100", true, false},
-		{"a10", false, false}, // the bug of substring matching: a10 is not a100
-		{"a1", false, false},
-		{"A100", false, false}, // Slurm's names are case-sensitive
-		{"a100&nvlink", true, false},
-		{"a100&ib", false, false},
-		{"a100,nvlink", true, false},
-		{"a10|a100", true, false},
-		{"a10|l4", false, false},
-		{"[a10|a100]", true, false},
-		{"[a10*2|a100*4]", true, false},
-		{"(a10|a100)&nvlink", true, false},
-		{"(a10|a100)&!nvlink", false, false},
-		{"!a10", true, false},
-		{" a100 & burst ", true, false},
-		{"", false, true},
-		{"a100&", false, true},
-		{"(a100", false, true},
-		{"[a100)", false, true},
-		{"a100)", false, true},
-		{"a100*x", false, true},
-		{"a100;rm", false, true},
-	} {
-		got, err := MatchConstraint(c.expr, a100)
-		if (err != nil) != c.err || got != c.want {
-			t.Errorf("MatchConstraint(%q) = %v, %v; want %v, error %v", c.expr, got, err, c.want, c.err)
-		}
-	}
-	deep := ""
-	for range 40 {
-		deep += "("
-	}
-	if _, err := MatchConstraint(deep+"a100", a100); err == nil {
-		t.Error("40 nested parentheses: no error")
-	}
-}
 
 func matchConfig() *config.Config {
 	c := config.Default()
@@ -102,5 +58,30 @@ func TestFits(t *testing.T) {
 		if got, why := Fits(cfg, c.cl, c.job); got != c.want {
 			t.Errorf("%s: Fits(%s, %+v) = %v (%s), want %v", c.name, c.cl.Name, c.job, got, why, c.want)
 		}
+	}
+}
+
+func TestClassOf(t *testing.T) {
+	cfg := matchConfig()
+	for _, c := range []struct {
+		job  slurm.Job
+		want string
+	}{
+		{slurm.Job{Features: "a100"}, "a100"},
+		{slurm.Job{Features: "a10"}, "a10"},
+		{slurm.Job{}, "a10"}, // the first class that fits
+		{slurm.Job{GRESPerNode: []slurm.GRES{{Name: "gpu", Count: 4}}}, "a100"},
+		{slurm.Job{Features: "h100"}, ""},
+	} {
+		got := ""
+		if cl := ClassOf(cfg, c.job); cl != nil {
+			got = cl.Name
+		}
+		if got != c.want {
+			t.Errorf("ClassOf(%+v) = %q, want %q", c.job, got, c.want)
+		}
+	}
+	if Nodes(slurm.Job{}) != 1 || Nodes(slurm.Job{NodeCount: 3}) != 3 {
+		t.Error("Nodes")
 	}
 }
