@@ -189,7 +189,8 @@ type Teardown struct {
 }
 
 // Warm is the forecast-driven warm pool (internal/warm): burst-sizer serve
-// forecasts each class's node demand from the jobs it has seen and keeps
+// forecasts each class's node demand from the jobs it has seen (learned
+// state kept in sizer.state_dir/warm-forecast.json across restarts) and keeps
 // that many nodes powered up with no job, within each class's
 // warm_usd_per_day, so that jobs start without a boot.
 type Warm struct {
@@ -205,9 +206,6 @@ type Warm struct {
 	ProfileWeight float64 `yaml:"profile_weight"`
 	// LeadTime is how long a replacement node takes: one boot.
 	LeadTime Duration `yaml:"lead_time"`
-	// History is how far back serve reads finished jobs (sacct) when it
-	// starts, to seed the forecast.
-	History Duration `yaml:"history"`
 }
 
 // Budget caps one Slurm account's monthly spend.
@@ -269,7 +267,7 @@ func Default() *Config {
 		Sizer:    Sizer{Listen: "127.0.0.1:8472", URL: "http://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second)},
 		Agent:    Agent{ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
 		Teardown: Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute)},
-		Warm:     Warm{Interval: D(time.Minute), Quantile: 0.95, HalfLife: D(30 * time.Minute), ProfileWeight: 0.5, LeadTime: D(2 * time.Minute), History: D(8 * 7 * 24 * time.Hour)},
+		Warm:     Warm{Interval: D(time.Minute), Quantile: 0.95, HalfLife: D(30 * time.Minute), ProfileWeight: 0.5, LeadTime: D(2 * time.Minute)},
 		Log:      Log{File: "/var/log/burst/burst.log", Level: "info"},
 	}
 }

@@ -377,7 +377,6 @@ func (v *validator) warm() {
 	v.positive("warm.interval", w.Interval)
 	v.positive("warm.half_life", w.HalfLife)
 	v.positive("warm.lead_time", w.LeadTime)
-	v.positive("warm.history", w.History)
 	if !(w.Quantile > 0 && w.Quantile < 1) {
 		v.add("warm.quantile", "%v: want a share between 0 and 1, e.g. 0.95", w.Quantile)
 	}
