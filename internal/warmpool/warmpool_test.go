@@ -1,0 +1,249 @@
+package warmpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/slurm"
+)
+
+// fakeSlurm holds jobs and nodes and records node updates.
+type fakeSlurm struct {
+	jobs    []slurm.Job
+	nodes   []slurm.Node
+	updates []string
+	err     error
+}
+
+func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error) { return f.jobs, f.err }
+func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) {
+	return f.nodes, f.err
+}
+func (f *fakeSlurm) UpdateNodes(_ context.Context, ups ...slurm.NodeUpdate) error {
+	for _, u := range ups {
+		f.updates = append(f.updates, strings.TrimSpace(fmt.Sprintf("%s %s %s", strings.Join(u.Names, ","), u.State, u.Reason)))
+	}
+	return nil
+}
+
+func (f *fakeSlurm) take() []string {
+	u := f.updates
+	f.updates = nil
+	return u
+}
+
+func node(name, state string, flags ...string) slurm.Node {
+	return slurm.Node{Name: name, State: state, Flags: append([]string{"CLOUD"}, flags...)}
+}
+
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC) // a Monday
+
+func testConfig() *config.Config {
+	c := config.Default()
+	c.Classes = []config.Class{
+		{Name: "a10", GPUModel: "a10g", GPUsPerNode: 1, MaxNodes: 4, WarmUSDPerDay: 100},
+		{Name: "a100", GPUModel: "a100", GPUsPerNode: 8, MaxNodes: 2},
+	}
+	c.Slurm.Partitions = []config.Partition{{Name: "gpu", Default: true}}
+	c.Warm = config.Warm{Enabled: true, Interval: config.D(time.Minute), Quantile: 0.95, HalfLife: config.D(30 * time.Minute),
+		ProfileWeight: 0, LeadTime: config.D(2 * time.Minute)}
+	return c
+}
+
+func jobs(n int, first uint32, constraint string, at time.Time) []slurm.Job {
+	var js []slurm.Job
+	for i := range n {
+		js = append(js, slurm.Job{ID: first + uint32(i), State: "PENDING", Features: constraint, NodeCount: 1, SubmitTime: at})
+	}
+	return js
+}
+
+func downNodes(class string, n int) []slurm.Node {
+	var ns []slurm.Node
+	for i := 1; i <= n; i++ {
+		ns = append(ns, node(fmt.Sprintf("%s-%d", class, i), "IDLE", "POWERED_DOWN"))
+	}
+	return ns
+}
+
+func newPool(t *testing.T, sl *fakeSlurm, now *time.Time, price float64) *Pool {
+	t.Helper()
+	p, err := New(Options{Config: testConfig(), Slurm: sl, Now: func() time.Time { return *now },
+		Price: func(context.Context, *config.Class) (float64, error) { return price, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPoolFollowsTheForecast works the forecast by hand (internal/warm):
+// 20 jobs for a10 at t0, half-life 30 min: r = 20 x 2 ln2 = 27.73 nodes/h;
+// mean over a 2-minute boot 0.924; the 0.95-quantile of Poisson(0.924) is
+// 3 (P(<=2) = 0.933, P(<=3) = 0.986). The cap ($100/day at $0.50/h) allows
+// 8.
+func TestPoolFollowsTheForecast(t *testing.T) {
+	now := t0
+	sl := &fakeSlurm{jobs: jobs(20, 100, "a10", t0), nodes: append(downNodes("a10", 4), downNodes("a100", 2)...)}
+	p := newPool(t, sl, &now, 0.5)
+	plans, err := p.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 1 || plans[0].Class != "a10" || plans[0].Plan.Target != 3 || plans[0].Plan.CapNodes != 8 {
+		t.Fatalf("plans %+v", plans)
+	}
+	if got := sl.take(); len(got) != 1 || got[0] != "a10-[1-3] POWER_UP" {
+		t.Fatalf("updates %q, want a10-[1-3] POWER_UP", got)
+	}
+	// booting: nothing more to do; the same jobs are not counted twice
+	now = t0.Add(time.Minute)
+	sl.nodes = []slurm.Node{node("a10-1", "IDLE", "POWERING_UP"), node("a10-2", "IDLE", "POWERING_UP"), node("a10-3", "IDLE", "POWERING_UP"), node("a10-4", "IDLE", "POWERED_DOWN")}
+	plans, _ = p.Tick(context.Background())
+	if got := sl.take(); len(got) != 0 || len(plans[0].Booting) != 3 {
+		t.Fatalf("while booting: updates %q, plan %+v", got, plans[0])
+	}
+	if r := plans[0].Plan.RatePerHour; math.Abs(r-20*2*math.Ln2*math.Pow(2, -1.0/30)) > 1e-9 {
+		t.Errorf("rate %g after a minute: the jobs were counted again or decayed wrong", r)
+	}
+	// up and idle: still 3
+	now = t0.Add(3 * time.Minute)
+	sl.nodes = []slurm.Node{node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE", "POWERED_DOWN")}
+	if _, err := p.Tick(context.Background()); err != nil || len(sl.take()) != 0 {
+		t.Fatalf("warm at target: err %v", err)
+	}
+	// a job took a10-1: the pool replaces it at once (launch ahead)
+	now = t0.Add(4 * time.Minute)
+	sl.nodes[0].State = "ALLOCATED"
+	if _, err := p.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sl.take(); len(got) != 1 || got[0] != "a10-4 POWER_UP" {
+		t.Fatalf("after a job took a warm node: %q, want a10-4 POWER_UP", got)
+	}
+	// 2 h later, no new jobs: r = 27.73 / 16 = 1.733: mean 0.0578, P(0) =
+	// 0.944 < 0.95 -> target 1: of the three warm nodes the two idle longest
+	// go (a10-4 was first seen idle only now)
+	now = t0.Add(2 * time.Hour)
+	sl.nodes = []slurm.Node{node("a10-1", "ALLOCATED"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE")}
+	plans, _ = p.Tick(context.Background())
+	if plans[0].Plan.Target != 1 {
+		t.Fatalf("target after 2 h %d, want 1", plans[0].Plan.Target)
+	}
+	if got := sl.take(); len(got) != 1 || got[0] != "a10-[2-3] POWER_DOWN_ASAP "+ReleaseReason {
+		t.Fatalf("release: %q", got)
+	}
+	// 3 h: r = 0.866, mean 0.0289, P(0) = 0.972: target 0; a10-4 goes
+	now = t0.Add(3 * time.Hour)
+	sl.nodes = []slurm.Node{node("a10-1", "ALLOCATED"), node("a10-2", "IDLE", "POWERED_DOWN"), node("a10-3", "IDLE", "POWERED_DOWN"), node("a10-4", "IDLE")}
+	p.Tick(context.Background())
+	if got := sl.take(); len(got) != 1 || !strings.HasPrefix(got[0], "a10-4 POWER_DOWN_ASAP") {
+		t.Fatalf("release at target 0: %q", got)
+	}
+}
+
+func TestPoolCapAndMatching(t *testing.T) {
+	now := t0
+	// a100 jobs never count for a10 ("a10" is not a substring match of
+	// "a100"), and a10's cap at $0.50/h of $24/day allows two nodes
+	sl := &fakeSlurm{jobs: append(jobs(20, 1, "a100", t0), jobs(20, 100, "a10", t0)...), nodes: downNodes("a10", 4)}
+	p := newPool(t, sl, &now, 1)
+	p.o.Config.Classes[0].WarmUSDPerDay = 48
+	plans, err := p.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := plans[0].Plan
+	if pl.Want != 3 || pl.CapNodes != 2 || pl.Target != 2 || !pl.Capped || math.Abs(pl.RatePerHour-20*2*math.Ln2) > 1e-9 {
+		t.Fatalf("plan %+v; want 20 a10 jobs only, want 3 capped to 2", pl)
+	}
+	if got := sl.take(); len(got) != 1 || got[0] != "a10-[1-2] POWER_UP" {
+		t.Fatalf("updates %q", got)
+	}
+	// the cap is hard: three warm nodes at a cap of two -> one goes at once
+	now = t0.Add(time.Minute)
+	sl.nodes = []slurm.Node{node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE", "POWERED_DOWN")}
+	p.Tick(context.Background())
+	if got := sl.take(); len(got) != 1 || !strings.HasPrefix(got[0], "a10-1 POWER_DOWN_ASAP") {
+		t.Fatalf("above the cap: %q", got)
+	}
+}
+
+func TestPoolNodeStates(t *testing.T) {
+	for _, c := range []struct {
+		n    slurm.Node
+		want nodeKind
+	}{
+		{node("a10-1", "IDLE"), kindWarm},
+		{node("a10-1", "IDLE", "POWERED_DOWN"), kindDown},
+		{node("a10-1", "IDLE", "POWERING_UP"), kindBooting},
+		{node("a10-1", "ALLOCATED", "POWERING_UP"), kindOther},
+		{node("a10-1", "MIXED"), kindOther},
+		{node("a10-1", "IDLE", "DRAIN"), kindOther},
+		{node("a10-1", "IDLE", "POWERED_DOWN", "DRAIN"), kindOther},
+		{node("a10-1", "IDLE", "POWER_DOWN"), kindOther},
+		{node("a10-1", "IDLE", "POWERING_DOWN"), kindOther},
+		{node("a10-1", "IDLE", "COMPLETING"), kindOther},
+		{node("a10-1", "DOWN", "POWERED_DOWN"), kindOther},
+		{node("a10-1", "IDLE", "NOT_RESPONDING"), kindOther},
+	} {
+		if got := kind(c.n); got != c.want {
+			t.Errorf("kind(%s) = %d, want %d", c.n.StateString(), got, c.want)
+		}
+	}
+}
+
+func TestPoolWithoutPriceKeepsNothing(t *testing.T) {
+	now := t0
+	sl := &fakeSlurm{jobs: jobs(20, 100, "a10", t0), nodes: downNodes("a10", 4)}
+	p, err := New(Options{Config: testConfig(), Slurm: sl, Now: func() time.Time { return now },
+		Price: func(context.Context, *config.Class) (float64, error) { return 0, errors.New("no offering") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, err := p.Tick(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no offering") || plans[0].Plan.Target != 0 || len(sl.take()) != 0 {
+		t.Fatalf("err %v, plans %+v", err, plans)
+	}
+	sl.err = errors.New("slurmctld down")
+	if _, err := p.Tick(context.Background()); err == nil || !strings.Contains(err.Error(), "slurmctld down") {
+		t.Fatalf("Slurm error: %v", err)
+	}
+}
+
+func TestPoolStateFile(t *testing.T) {
+	now := t0
+	file := filepath.Join(t.TempDir(), "warm-forecast.json")
+	sl := &fakeSlurm{jobs: jobs(20, 100, "a10", t0), nodes: downNodes("a10", 4)}
+	mk := func() *Pool {
+		p, err := New(Options{Config: testConfig(), Slurm: sl, StateFile: file, Now: func() time.Time { return now },
+			Price: func(context.Context, *config.Class) (float64, error) { return 0.5, nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := mk()
+	pa, err := a.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a restarted pool has the same forecast and does not count the same
+	// jobs twice
+	now = t0.Add(time.Minute)
+	b := mk()
+	pb, err := b.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pa[0].Plan.RatePerHour * math.Pow(2, -1.0/30)
+	if math.Abs(pb[0].Plan.RatePerHour-want) > 1e-9 {
+		t.Errorf("restarted rate %g, want %g", pb[0].Plan.RatePerHour, want)
+	}
+}
