@@ -74,15 +74,25 @@ type Pool struct {
 	fc        map[string]*warm.Forecast
 	seen      map[uint32]time.Time // job id -> when first seen (forgotten after a day out of squeue)
 	idleSince map[string]time.Time // node -> first seen warm and idle
-	plans     []ClassPlan
+	// owned are the nodes the pool powered up and that no job has taken
+	// since (node -> power-up time): the pool counts, caps and releases
+	// only these. Other idle nodes of a class (a node whose job just ended,
+	// before burst-suspend powers it down; one kept for a waiting job)
+	// count towards the target but are not the pool's.
+	owned map[string]time.Time
+	plans []ClassPlan
 }
 
 // ClassPlan is one class's last decision, for metrics and the API.
 type ClassPlan struct {
 	Class                  string
 	Plan                   warm.Plan
-	Warm                   []string // idle nodes up with no job
-	Booting                []string // nodes powering up with no job
+	Warm                   []string // the pool's nodes up and idle
+	Booting                []string // the pool's nodes powering up
+	Lingering              []string // other idle nodes of the class (not the pool's)
+	Taken                  []string // the pool's nodes a job took since the last pass
+	Adopted                []string // idle nodes nobody owned that the pool took over
+	Dropped                []string // the pool's nodes that left it otherwise (node=state: failing, draining, going down)
 	PriceUSD               float64  // per node-hour of what the pool launches
 	CapUSDPerDay           float64  // the class's warm_usd_per_day
 	PoweredUp, PoweredDown []string
@@ -96,7 +106,7 @@ func New(o Options) (*Pool, error) {
 		return nil, errors.New("warm pool: Config, Slurm and Price are required")
 	}
 	w := o.Config.Warm
-	p := &Pool{o: o, fc: map[string]*warm.Forecast{}, seen: map[uint32]time.Time{}, idleSince: map[string]time.Time{},
+	p := &Pool{o: o, fc: map[string]*warm.Forecast{}, seen: map[uint32]time.Time{}, idleSince: map[string]time.Time{}, owned: map[string]time.Time{},
 		params: warm.Params{HalfLife: w.HalfLife.Duration, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: w.LeadTime.Duration}.WithDefaults()}
 	if w.ProfileWeight == 0 {
 		p.params.ProfileWeight = 0 // burst.yaml's 0 means recent rate only (Params' zero means its default)
@@ -192,22 +202,25 @@ const (
 	kindDown                    // powered down, may be powered up
 )
 
-var notReady = []string{"POWER_DOWN", "POWERING_DOWN", "DRAIN", "NOT_RESPONDING", "COMPLETING", "FAIL", "MAINTENANCE", "REBOOT_REQUESTED", "RESERVED"}
-
 func kind(n slurm.Node) nodeKind {
 	if n.State != "IDLE" {
 		return kindOther // ALLOCATED, MIXED, DOWN, ...: a job or a fault owns it
 	}
-	for _, f := range notReady {
+	for _, f := range []string{"POWER_DOWN", "POWERING_DOWN", "DRAIN", "FAIL", "MAINTENANCE", "REBOOT_REQUESTED", "RESERVED", "COMPLETING"} {
 		if n.HasFlag(f) {
 			return kindOther
 		}
 	}
-	switch {
-	case n.HasFlag("POWERED_DOWN"):
-		return kindDown
-	case n.HasFlag("POWERING_UP"):
+	if n.HasFlag("POWERING_UP") || n.HasFlag("POWER_UP") {
+		// also while Slurm still shows POWERED_DOWN, and while a booting
+		// cloud node is NOT_RESPONDING
 		return kindBooting
+	}
+	if n.HasFlag("NOT_RESPONDING") {
+		return kindOther
+	}
+	if n.HasFlag("POWERED_DOWN") {
+		return kindDown
 	}
 	return kindWarm
 }
@@ -262,12 +275,24 @@ func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.No
 	var st warm.State
 	p.mu.Lock()
 	for _, n := range nodes {
+		_, ours := p.owned[n.Name]
 		switch kind(n) {
 		case kindWarm:
 			since, ok := p.idleSince[n.Name]
 			if !ok {
 				since = now
 				p.idleSince[n.Name] = now
+			}
+			if !ours && now.Sub(since) >= p.adoptAfter() {
+				// idle and nobody's for longer than a reuse window: the
+				// pool adopts it (else it would idle until SuspendTime)
+				p.owned[n.Name], ours = since, true
+				cp.Adopted = append(cp.Adopted, n.Name)
+			}
+			if !ours {
+				st.Lingering++
+				cp.Lingering = append(cp.Lingering, n.Name)
+				continue
 			}
 			up := n.BootTime
 			if up.IsZero() || up.After(now) {
@@ -277,13 +302,36 @@ func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.No
 			cp.Warm = append(cp.Warm, n.Name)
 		case kindBooting:
 			delete(p.idleSince, n.Name)
+			if !ours {
+				st.Lingering++
+				cp.Lingering = append(cp.Lingering, n.Name)
+				continue
+			}
 			st.Booting++
 			cp.Booting = append(cp.Booting, n.Name)
 		case kindDown:
 			delete(p.idleSince, n.Name)
+			if at, ok := p.owned[n.Name]; ok && now.Sub(at) < p.o.Config.Slurm.ResumeTimeout.Duration {
+				// powered up by the pool, and Slurm has not started the
+				// power-up yet: booting
+				st.Booting++
+				cp.Booting = append(cp.Booting, n.Name)
+				continue
+			}
+			delete(p.owned, n.Name) // powered down (by the pool, Slurm or an admin), or its power-up failed
 			down = append(down, n.Name)
 		default:
+			// a job took it, or it is failing or going down: not the pool's
 			delete(p.idleSince, n.Name)
+			if ours && (n.State == "ALLOCATED" || n.State == "MIXED") {
+				cp.Taken = append(cp.Taken, n.Name)
+			}
+			if ours {
+				delete(p.owned, n.Name)
+				if n.State != "ALLOCATED" && n.State != "MIXED" {
+					cp.Dropped = append(cp.Dropped, n.Name+"="+n.StateString())
+				}
+			}
 		}
 	}
 	f := p.fc[cl.Name]
@@ -306,6 +354,11 @@ func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.No
 			cp.Err = join(cp.Err, fmt.Sprintf("powering up %s: %v", strings.Join(cp.PoweredUp, ","), err))
 			cp.PoweredUp = nil
 		}
+		p.mu.Lock()
+		for _, n := range cp.PoweredUp {
+			p.owned[n] = now
+		}
+		p.mu.Unlock()
 	}
 	release := append([]string(nil), cp.Plan.Release...)
 	if cp.Plan.Cancel > 0 {
@@ -324,14 +377,22 @@ func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.No
 			p.mu.Lock()
 			for _, n := range release {
 				delete(p.idleSince, n)
+				delete(p.owned, n)
 			}
 			p.mu.Unlock()
 		}
 	}
 	p.log().Info("warm pool", "class", cl.Name, "rate_per_h", cp.Plan.RatePerHour, "want", cp.Plan.Want, "cap_nodes", cp.Plan.CapNodes,
-		"target", cp.Plan.Target, "warm", len(cp.Warm), "booting", len(cp.Booting), "powered_up", strings.Join(cp.PoweredUp, ","),
+		"target", cp.Plan.Target, "warm", len(cp.Warm), "booting", len(cp.Booting), "lingering", len(cp.Lingering), "taken", strings.Join(cp.Taken, ","), "adopted", strings.Join(cp.Adopted, ","), "dropped", strings.Join(cp.Dropped, ","), "powered_up", strings.Join(cp.PoweredUp, ","),
 		"powered_down", strings.Join(cp.PoweredDown, ","), "price_usd_h", price, "cap_usd_day", cl.WarmUSDPerDay, "err", cp.Err)
 	return cp
+}
+
+// adoptAfter is how long an idle node may belong to nobody before the pool
+// adopts it: burst-suspend's reuse window (teardown.warm_reuse) and two
+// passes.
+func (p *Pool) adoptAfter() time.Duration {
+	return p.o.Config.Teardown.WarmReuse.Duration + 2*p.o.Config.Warm.Interval.Duration
 }
 
 func join(a, b string) string {
@@ -399,6 +460,8 @@ type stateFile struct {
 	// Seen are the jobs already counted (id -> first seen), so that a
 	// restart does not count them again.
 	Seen map[uint32]time.Time `json:"seen"`
+	// Owned are the pool's nodes (node -> power-up time).
+	Owned map[string]time.Time `json:"owned"`
 }
 
 func (p *Pool) save() error {
@@ -412,6 +475,10 @@ func (p *Pool) save() error {
 	}
 	for id, at := range p.seen {
 		sf.Seen[id] = at
+	}
+	sf.Owned = map[string]time.Time{}
+	for n, at := range p.owned {
+		sf.Owned[n] = at
 	}
 	p.mu.Unlock()
 	b, err := json.Marshal(sf)
@@ -464,6 +531,11 @@ func (p *Pool) restore() error {
 	}
 	for id, at := range sf.Seen {
 		p.seen[id] = at
+	}
+	for n, at := range sf.Owned {
+		if _, ok := p.o.Config.ClassOfNode(n); ok {
+			p.owned[n] = at
+		}
 	}
 	return nil
 }

@@ -102,6 +102,13 @@ func TestPoolFollowsTheForecast(t *testing.T) {
 	if got := sl.take(); len(got) != 1 || got[0] != "a10-[1-3] POWER_UP" {
 		t.Fatalf("updates %q, want a10-[1-3] POWER_UP", got)
 	}
+	// Slurm has not yet started the power-up (the nodes still show
+	// POWERED_DOWN): they are the pool's, booting, and nothing is powered
+	// up twice
+	now = t0.Add(2 * time.Second)
+	if plans, _ := p.Tick(context.Background()); len(sl.take()) != 0 || len(plans[0].Booting) != 3 {
+		t.Fatalf("before Slurm starts the power-up: plan %+v", plans[0])
+	}
 	// booting: nothing more to do; the same jobs are not counted twice
 	now = t0.Add(time.Minute)
 	sl.nodes = []slurm.Node{node("a10-1", "IDLE", "POWERING_UP"), node("a10-2", "IDLE", "POWERING_UP"), node("a10-3", "IDLE", "POWERING_UP"), node("a10-4", "IDLE", "POWERED_DOWN")}
@@ -151,9 +158,14 @@ func TestPoolFollowsTheForecast(t *testing.T) {
 func TestPoolCapAndMatching(t *testing.T) {
 	now := t0
 	// a100 jobs never count for a10 ("a10" is not a substring match of
-	// "a100"), and a10's cap at $0.50/h of $24/day allows two nodes
+	// "a100"), and a10's cap at $1/h of $48/day allows two nodes
 	sl := &fakeSlurm{jobs: append(jobs(20, 1, "a100", t0), jobs(20, 100, "a10", t0)...), nodes: downNodes("a10", 4)}
-	p := newPool(t, sl, &now, 1)
+	price := 1.0
+	p, err := New(Options{Config: testConfig(), Slurm: sl, Now: func() time.Time { return now },
+		Price: func(context.Context, *config.Class) (float64, error) { return price, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p.o.Config.Classes[0].WarmUSDPerDay = 48
 	plans, err := p.Tick(context.Background())
 	if err != nil {
@@ -166,12 +178,53 @@ func TestPoolCapAndMatching(t *testing.T) {
 	if got := sl.take(); len(got) != 1 || got[0] != "a10-[1-2] POWER_UP" {
 		t.Fatalf("updates %q", got)
 	}
-	// the cap is hard: three warm nodes at a cap of two -> one goes at once
+	// the cap is hard: the price doubles, the cap allows one node, and one
+	// of the pool's two goes at once (a10-3, idle but not the pool's, is
+	// left to burst-suspend)
 	now = t0.Add(time.Minute)
+	price = 2
 	sl.nodes = []slurm.Node{node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE", "POWERED_DOWN")}
-	p.Tick(context.Background())
+	plans, _ = p.Tick(context.Background())
 	if got := sl.take(); len(got) != 1 || !strings.HasPrefix(got[0], "a10-1 POWER_DOWN_ASAP") {
-		t.Fatalf("above the cap: %q", got)
+		t.Fatalf("above the cap: %q (plan %+v)", got, plans[0])
+	}
+	if len(plans[0].Lingering) != 1 || plans[0].Lingering[0] != "a10-3" {
+		t.Errorf("lingering %v, want a10-3", plans[0].Lingering)
+	}
+}
+
+// TestPoolOwnsOnlyWhatItPoweredUp: a node a job took stops being the
+// pool's; idle nodes the pool did not power up count towards the target but
+// are never released by it.
+func TestPoolOwnsOnlyWhatItPoweredUp(t *testing.T) {
+	now := t0
+	sl := &fakeSlurm{jobs: jobs(20, 100, "a10", t0), nodes: downNodes("a10", 4)}
+	p := newPool(t, sl, &now, 0.5)
+	p.Tick(context.Background()) // powers up a10-[1-3]
+	sl.take()
+	// a job took a10-1 and ended; a10-4 finished a job the pool never had
+	now = t0.Add(time.Minute)
+	sl.nodes = []slurm.Node{node("a10-1", "ALLOCATED"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE")}
+	plans, _ := p.Tick(context.Background())
+	if got := sl.take(); len(got) != 0 {
+		t.Fatalf("three warm (two the pool's, one lingering) at target 3: %q", got)
+	}
+	if len(plans[0].Taken) != 1 || plans[0].Taken[0] != "a10-1" || len(plans[0].Lingering) != 1 {
+		t.Errorf("plan %+v", plans[0])
+	}
+	// hours later the forecast is 0: the pool releases its two, not a10-1
+	// (idle again after its job, seen idle only now) nor a10-4 (idle, not
+	// the pool's, seen since t0+1m)
+	now = t0.Add(4 * time.Hour)
+	sl.nodes = []slurm.Node{node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE")}
+	plans, _ = p.Tick(context.Background())
+	// a10-4 has been idle and nobody's for hours (longer than the reuse
+	// window and two passes): the pool adopts and releases it too
+	if got := sl.take(); len(got) != 1 || !strings.HasPrefix(got[0], "a10-[2-4] POWER_DOWN_ASAP") {
+		t.Fatalf("release: %q, want a10-[2-4] (a10-1 only just idle)", got)
+	}
+	if len(plans[0].Adopted) != 1 || plans[0].Adopted[0] != "a10-4" {
+		t.Errorf("adopted %v, want a10-4", plans[0].Adopted)
 	}
 }
 
@@ -183,6 +236,8 @@ func TestPoolNodeStates(t *testing.T) {
 		{node("a10-1", "IDLE"), kindWarm},
 		{node("a10-1", "IDLE", "POWERED_DOWN"), kindDown},
 		{node("a10-1", "IDLE", "POWERING_UP"), kindBooting},
+		{node("a10-1", "IDLE", "POWERED_DOWN", "POWERING_UP"), kindBooting},
+		{node("a10-1", "IDLE", "POWERED_DOWN", "POWER_UP"), kindBooting},
 		{node("a10-1", "ALLOCATED", "POWERING_UP"), kindOther},
 		{node("a10-1", "MIXED"), kindOther},
 		{node("a10-1", "IDLE", "DRAIN"), kindOther},
@@ -192,6 +247,7 @@ func TestPoolNodeStates(t *testing.T) {
 		{node("a10-1", "IDLE", "COMPLETING"), kindOther},
 		{node("a10-1", "DOWN", "POWERED_DOWN"), kindOther},
 		{node("a10-1", "IDLE", "NOT_RESPONDING"), kindOther},
+		{node("a10-1", "IDLE", "NOT_RESPONDING", "POWERING_UP"), kindBooting},
 	} {
 		if got := kind(c.n); got != c.want {
 			t.Errorf("kind(%s) = %d, want %d", c.n.StateString(), got, c.want)
