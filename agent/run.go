@@ -18,20 +18,21 @@ import (
 	"github.com/burst-hpc/burst/agent/deadman"
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
-	"github.com/burst-hpc/burst/agent/imds"
 	"github.com/burst-hpc/burst/agent/interrupt"
 	"github.com/burst-hpc/burst/agent/report"
 	"github.com/burst-hpc/burst/agent/sampler"
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/compose"
+	"github.com/burst-hpc/burst/internal/imds"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
 
-// Paths under --sizer-url (internal/sizerapi): report batches and notices.
+// Paths under --sizer-url: report batches and notices.
 const (
-	ReportPath       = "/v1/reports"
-	InterruptionPath = "/v1/interruptions"
+	ReportPath       = sizerapi.PathReports
+	InterruptionPath = sizerapi.PathInterruptions
 )
 
 func runCommand() *cli.Command {

@@ -46,7 +46,6 @@ func newApp(getenv compose.Getenv, rf resumeFile, stderr io.Writer) *cli.App {
 		Action: func(c *cli.Context) error {
 			st, err := compose.Open(c.Context, cmdline.ConfigPath(c), prog, getenv)
 			if err != nil {
-				compose.StartupError(prog, err, getenv)
 				return err
 			}
 			defer st.Close()

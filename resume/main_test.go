@@ -12,9 +12,7 @@ import (
 
 func runResume(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	var stderr strings.Builder
-	code := run(append([]string{"burst-resume"}, args...), env, &stderr)
-	return code, stderr.String()
+	return configtest.RunProgram(t, run, "burst-resume", env, args...)
 }
 
 func readLog(t *testing.T, path string) string {
@@ -36,9 +34,14 @@ func TestUsageAndConfigErrorsExit2(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("cluster: {name: x, regoin: us-east-1}\n"), 0o600)
-	code, stderr := runResume(t, nil, "--config", bad, "l4-1")
+	startup := filepath.Join(t.TempDir(), "startup.log")
+	code, stderr := runResume(t, []string{"BURST_LOG_FILE=" + startup}, "--config", bad, "l4-1")
 	if code != cmdline.ExitUsage || !strings.Contains(stderr, "cluster.regoin: unknown key") {
 		t.Errorf("broken burst.yaml: exit %d, stderr %s", code, stderr)
+	}
+	// Slurm discards stderr: the failure is in the default (here: given) log too
+	if log := readLog(t, startup); !strings.Contains(log, `"msg":"cannot start"`) || !strings.Contains(log, "regoin") {
+		t.Errorf("startup log:\n%s", log)
 	}
 	// $BURST_CONFIG (from the environment run is given) names the file too
 	if code, stderr := runResume(t, []string{"BURST_CONFIG=" + bad}, "l4-1"); code != cmdline.ExitUsage || !strings.Contains(stderr, bad) {
@@ -51,7 +54,7 @@ func TestUsageAndConfigErrorsExit2(t *testing.T) {
 func TestPrologNeverFails(t *testing.T) {
 	cfg := configtest.Demo(t)
 	path := configtest.Write(t, cfg)
-	env := []string{"SLURM_SCRIPT_CONTEXT=prolog_slurmctld", "SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=l4-["}
+	env := []string{"SLURM_SCRIPT_CONTEXT=prolog_slurmctld", "SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=l4-[", "BURST_LOG_FILE=" + cfg.Log.File}
 	if code, stderr := runResume(t, env, "--config", path); code != 0 {
 		t.Fatalf("prolog: exit %d: %s", code, stderr)
 	}
@@ -69,7 +72,7 @@ func TestResumeKeepsResumeFile(t *testing.T) {
 	rf := filepath.Join(t.TempDir(), "resume.json")
 	doc := `{"jobs":[{"job_id":9,"nodes":"x-1"}],"all_nodes":"x-1"}`
 	os.WriteFile(rf, []byte(doc), 0o600)
-	code, _ := runResume(t, []string{"SLURM_RESUME_FILE=" + rf}, "--config", path, "x-1")
+	code, _ := runResume(t, []string{"SLURM_RESUME_FILE=" + rf, "BURST_LOG_FILE=" + cfg.Log.File}, "--config", path, "x-1")
 	if code != cmdline.ExitFailure {
 		t.Errorf("exit %d, want 1 (Slurm's commands are missing)", code)
 	}

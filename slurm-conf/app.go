@@ -18,6 +18,7 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/iampolicy"
 	"github.com/burst-hpc/burst/internal/slurmconf"
+	"github.com/burst-hpc/burst/internal/statefile"
 )
 
 // ErrDrift is returned by check when slurm.conf differs from what burst needs.
@@ -65,7 +66,7 @@ func App(out io.Writer) *cli.App {
 				return fmt.Errorf("creating %s: %w", dir, err)
 			}
 			for name, data := range files {
-				if err := writeAtomic(filepath.Join(dir, name), data); err != nil {
+				if err := statefile.WriteAtomic(filepath.Join(dir, name), data, 0o644); err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, name))
@@ -123,26 +124,6 @@ func Files(cfg *config.Config, p *slurmconf.Plan) (map[string][]byte, error) {
 		files[slurmconf.CliFilterName] = lua
 	}
 	return files, nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func iamCommand(out io.Writer) *cli.Command {

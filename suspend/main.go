@@ -34,11 +34,7 @@ func run(args, env []string, stderr io.Writer) int {
 func newApp(env []string, stderr io.Writer) *cli.App {
 	getenv := compose.EnvOf(env)
 	open := func(c *cli.Context) (*compose.Stack, error) {
-		st, err := compose.Open(c.Context, cmdline.ConfigPath(c), prog, getenv)
-		if err != nil {
-			compose.StartupError(prog, err, getenv)
-		}
-		return st, err
+		return compose.Open(c.Context, cmdline.ConfigPath(c), prog, getenv)
 	}
 	app := &cli.App{
 		Name:            prog,

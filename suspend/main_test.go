@@ -13,9 +13,7 @@ import (
 
 func runSuspend(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	var stderr strings.Builder
-	code := run(append([]string{"burst-suspend"}, args...), env, &stderr)
-	return code, stderr.String()
+	return configtest.RunProgram(t, run, "burst-suspend", env, args...)
 }
 
 func TestUsageErrorsExit2(t *testing.T) {
@@ -47,7 +45,7 @@ func TestConfigBeforeOrAfterLinger(t *testing.T) {
 func TestEpilogNeverFails(t *testing.T) {
 	cfg := configtest.Demo(t)
 	path := configtest.Write(t, cfg)
-	env := []string{"SLURM_SCRIPT_CONTEXT=epilog_slurmctld", "SLURM_JOB_ID=5", "SLURM_JOB_NODELIST=l4-1"}
+	env := []string{"SLURM_SCRIPT_CONTEXT=epilog_slurmctld", "SLURM_JOB_ID=5", "SLURM_JOB_NODELIST=l4-1", "BURST_LOG_FILE=" + cfg.Log.File}
 	if code, stderr := runSuspend(t, env, "--config", path); code != 0 {
 		t.Fatalf("epilog: exit %d: %s", code, stderr)
 	}

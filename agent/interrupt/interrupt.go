@@ -36,7 +36,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/burst-hpc/burst/agent/imds"
+	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/agent/imds"
+	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 )
 
 // fakeOps records every call in order. onSignal runs (in its own
@@ -289,28 +290,15 @@ func TestPollerDrivesHandler(t *testing.T) {
 	}
 }
 
-// fakeSlurm is an internal/slurm Client for the adapter test.
-type fakeSlurm struct {
-	slurm.Client
-	jobs    []slurm.Job
-	updates []slurm.NodeUpdate
-}
-
-func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error) { return f.jobs, nil }
-func (f *fakeSlurm) UpdateNodes(_ context.Context, u ...slurm.NodeUpdate) error {
-	f.updates = append(f.updates, u...)
-	return nil
-}
-
 func TestSlurmClientAdapter(t *testing.T) {
-	fs := &fakeSlurm{jobs: []slurm.Job{
+	fs := slurmfake.New([]slurm.Job{
 		{ID: 1, State: "RUNNING", Nodes: "gpu-[1-3]", RestartCount: 2, Comment: "burst: params=7B checkpoint_signal=SIGUSR2"},
 		{ID: 2, State: "RUNNING", Nodes: "gpu-4"},
 		{ID: 3, State: "PENDING"},
 		{ID: 4, State: "RUNNING", Nodes: "gpu-2", Comment: "burst: bogus=1"},
 		{ID: 5, State: "COMPLETING", Nodes: "gpu-2"},
 		{ID: 6, State: "CONFIGURING", Nodes: "gpu-[1-2]"},
-	}}
+	}, nil)
 	got, err := SlurmClient{C: fs}.JobsOnNode(context.Background(), "gpu-2")
 	if err != nil {
 		t.Fatal(err)
@@ -320,8 +308,8 @@ func TestSlurmClientAdapter(t *testing.T) {
 		t.Fatalf("JobsOnNode = %+v, want %+v", got, want)
 	}
 	SlurmClient{C: fs}.PowerDownForce(context.Background(), "gpu-2", "burst: spot interruption i-1")
-	if len(fs.updates) != 1 || fs.updates[0].State != "POWER_DOWN_FORCE" || fs.updates[0].Names[0] != "gpu-2" {
-		t.Fatalf("updates = %+v", fs.updates)
+	if ups := fs.Updates(); len(ups) != 1 || ups[0].State != "POWER_DOWN_FORCE" || ups[0].Names[0] != "gpu-2" {
+		t.Fatalf("updates = %+v", ups)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/statefile"
 )
 
 // Spool is the on-disk queue of records not yet acknowledged by the sink.
@@ -414,24 +415,10 @@ func (s *Spool) gcLocked() error {
 
 func (s *Spool) writeStateLocked() error {
 	b, _ := json.Marshal(s.st)
-	tmp := filepath.Join(s.dir, stateFile+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := statefile.WriteAtomic(filepath.Join(s.dir, stateFile), b, 0o600); err != nil {
 		return fmt.Errorf("writing report spool state: %w", err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("writing report spool state: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("syncing report spool state: %w", err)
-	}
-	f.Close()
-	if err := os.Rename(tmp, filepath.Join(s.dir, stateFile)); err != nil {
-		return fmt.Errorf("writing report spool state: %w", err)
-	}
-	return syncDir(s.dir)
+	return nil
 }
 
 func syncDir(dir string) error {

@@ -3,6 +3,7 @@ package archtest
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -147,4 +148,38 @@ func TestLeanHookPrograms(t *testing.T) {
 		}
 	}
 	t.Logf("%d packages linked by burst-resume, burst-suspend and burst-agent", n)
+}
+
+// TestDesignMapNamesEveryPackage: the package table of docs/DESIGN.md
+// names every package of the module and nothing that is not a folder.
+func TestDesignMapNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "DESIGN.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || strings.HasPrefix(strings.TrimSpace(cells[1]), "---") || strings.TrimSpace(cells[1]) == "folder" {
+			continue
+		}
+		for _, f := range strings.Split(cells[1], ",") {
+			if f = strings.TrimSuffix(strings.TrimSpace(f), "/"); f != "" {
+				named[f] = true
+			}
+		}
+	}
+	if len(named) < 10 {
+		t.Fatalf("found %d folders in the DESIGN.md table; is the table there?", len(named))
+	}
+	for _, p := range goList(t, module+"/...") {
+		if r := rel(p.ImportPath); !named[r] {
+			t.Errorf("docs/DESIGN.md does not name the package %s", r)
+		}
+	}
+	for f := range named {
+		if fi, err := os.Stat(filepath.Join("..", "..", f)); err != nil || !fi.IsDir() {
+			t.Errorf("docs/DESIGN.md names %s, which is not a folder of the tree", f)
+		}
+	}
 }

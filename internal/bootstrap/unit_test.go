@@ -146,7 +146,7 @@ func TestCommandLines(t *testing.T) {
 		t.Errorf("HandBackArgs = %q, want %q", got, want)
 	}
 	env := AgentEnv(u, "/run/burst/agent.credential")
-	want := []string{"BURST_NODE_NAME=gpu-3", "BURST_CLUSTER=lab", "BURST_SIZER_URL=http://10.1.2.3:8080",
+	want := []string{"BURST_NODE_NAME=gpu-3", "BURST_SIZER_URL=http://10.1.2.3:8080",
 		"BURST_CREDENTIAL_FILE=/run/burst/agent.credential", "BURST_REPORT_INTERVAL=15s", "BURST_CHECKPOINT_ROOT=/fsx/ckpt"}
 	if !reflect.DeepEqual(env, want) {
 		t.Errorf("AgentEnv = %q, want %q", env, want)

@@ -98,12 +98,16 @@ func CommandLogger(w io.Writer, cfg *config.Config) *slog.Logger {
 }
 
 // StartupError records that prog could not start (typically a broken
-// burst.yaml) in the default log file: Slurm discards the output of its
-// hooks, and without a configuration the configured log is unknown. The
-// caller still returns the error (printed on stderr, mapped to the exit
-// status).
+// burst.yaml) in the default log file ($BURST_LOG_FILE when set, as for a
+// loaded burst.yaml): Slurm discards the output of its hooks, and without a
+// configuration the configured log is unknown. The caller still returns the
+// error (printed on stderr, mapped to the exit status).
 func StartupError(prog string, err error, getenv Getenv) {
-	log, closeLog := logging.Open(config.Default().Log.File, "info", prog)
+	path := config.Default().Log.File
+	if p := getenv("BURST_LOG_FILE"); p != "" {
+		path = p
+	}
+	log, closeLog := logging.Open(path, "info", prog)
 	defer closeLog()
 	log.Error("cannot start", "err", err, "args", os.Args, "slurm_conf", getenv("SLURM_CONF"))
 }

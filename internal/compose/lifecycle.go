@@ -29,8 +29,14 @@ type Stack struct {
 }
 
 // Open loads burst.yaml (see Load) and builds the stack of prog.
-// Configuration problems come back as config.Problems (exit status 2).
-func Open(ctx context.Context, cfgFlag, prog string, getenv Getenv) (*Stack, error) {
+// Configuration problems come back as config.Problems (exit status 2); a
+// failure to start is also recorded in the default log (see StartupError).
+func Open(ctx context.Context, cfgFlag, prog string, getenv Getenv) (st *Stack, err error) {
+	defer func() {
+		if err != nil {
+			StartupError(prog, err, getenv)
+		}
+	}()
 	cfg, err := Load(cfgFlag, getenv)
 	if err != nil {
 		return nil, err

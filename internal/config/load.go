@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/burst-hpc/burst/internal/suggest"
 )
 
 // DefaultPath is where burst programs look for burst.yaml when neither a
@@ -245,7 +247,7 @@ func walk(n *yaml.Node, t reflect.Type, path, source string, lines map[string]in
 			ft, ok := fields[k.Value]
 			if !ok {
 				msg := fmt.Sprintf("unknown key %q; known keys here: %s", k.Value, strings.Join(knownKeys(t), ", "))
-				if s := suggest(k.Value, knownKeys(t)); s != "" {
+				if s := suggest.Closest(k.Value, knownKeys(t)); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
 				*probs = append(*probs, Problem{Source: source, Line: k.Line, Path: kp, Msg: msg})
@@ -294,37 +296,6 @@ func knownKeys(t reflect.Type) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// suggest returns the known key closest to k by edit distance, if close.
-func suggest(k string, known []string) string {
-	best, bestD := "", 3
-	for _, c := range known {
-		if d := editDistance(k, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // ApplyEnv applies BURST_* environment overrides (lookup is os.LookupEnv in

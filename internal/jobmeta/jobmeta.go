@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/suggest"
 )
 
 // Workload is what a job does with its model; it selects the memory and FLOPs
@@ -309,7 +311,7 @@ func (md *Metadata) set(key, val string) *MetadataError {
 			return bad(fmt.Sprintf("capacity=%s is not known", val), "use capacity=spot or capacity=on-demand")
 		}
 	default:
-		return &MetadataError{Key: key, Value: val, Msg: fmt.Sprintf("unknown key %q", key), Hint: "known keys: " + strings.Join(metadataKeys, ", ") + suggest(key)}
+		return &MetadataError{Key: key, Value: val, Msg: fmt.Sprintf("unknown key %q", key), Hint: "known keys: " + strings.Join(metadataKeys, ", ") + didYouMean(key)}
 	}
 	return nil
 }
@@ -340,41 +342,12 @@ func example(key string) string {
 	return "..."
 }
 
-// suggest proposes the closest known key for a misspelt one.
-func suggest(key string) string {
-	best, bestD := "", 3
-	for _, k := range metadataKeys {
-		if d := editDistance(key, k); d < bestD {
-			best, bestD = k, d
-		}
+// didYouMean proposes the closest known key for a misspelt one.
+func didYouMean(key string) string {
+	if best := suggest.Closest(key, metadataKeys); best != "" {
+		return fmt.Sprintf(" (did you mean %s?)", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %s?)", best)
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 99
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // splitNumber splits "7.5B" into 7.5 and "B".

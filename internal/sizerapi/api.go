@@ -9,7 +9,6 @@
 //	POST /v1/route                admin  RouteRequest -> sizing.Decision
 //	POST /v1/reports              node   ReportBatch -> ReportResult (idempotent by node+seq)
 //	POST /v1/interruptions        node   Interruption -> {}
-//	POST /v1/jobs                 admin  Job -> {}
 //	POST /v1/instances/launch     admin  InstanceEvent -> {}
 //	POST /v1/instances/terminate  admin  InstanceEvent (instance_id, time) -> {}
 //	GET  /v1/budgets              admin  -> []BudgetStatus
@@ -25,6 +24,18 @@ import (
 
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizing"
+)
+
+// Endpoint paths (see the list above).
+const (
+	PathRank              = "/v1/rank"
+	PathRoute             = "/v1/route"
+	PathReports           = "/v1/reports"
+	PathInterruptions     = "/v1/interruptions"
+	PathInstanceLaunch    = "/v1/instances/launch"
+	PathInstanceTerminate = "/v1/instances/terminate"
+	PathBudgets           = "/v1/budgets"
+	PathReport            = "/v1/report"
 )
 
 // Error codes in ErrorResponse.Code.
@@ -213,8 +224,8 @@ type Interruption struct {
 	Time         time.Time `json:"time"`
 }
 
-// Job registers a job's owner and allocation (burst-resume sends it with
-// the launch so usage can be tied to user and job name).
+// Job is what a job asked for: its owner and allocation (burst-resume sends
+// it with the launch, InstanceEvent.Job, so usage is tied to user and job name).
 type Job struct {
 	JobID       string `json:"job_id"`
 	JobName     string `json:"job_name"`

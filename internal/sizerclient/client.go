@@ -1,6 +1,9 @@
 // Package sizerclient is a small Go client for the burst-sizer API, used by
-// burst-resume (rank with a short timeout, launch and terminate records) and
-// burst-agent (reports). Errors are typed so callers can fall back:
+// burst-resume and burst-suspend (rank with a short timeout, launch and
+// terminate records), burst-sizer's own commands (route, report) and the
+// tests; burst-agent posts its reports with agent/report's sink, which keeps
+// a rejected batch apart from a retryable one. Errors are typed so callers
+// can fall back:
 //
 //   - errors.Is(err, ErrUnavailable): the sizer could not be reached, timed
 //     out or failed (5xx): use the in-process policy / retry later;
@@ -22,7 +25,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 )
@@ -97,10 +99,6 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// NodeToken mints a node's credential from the admin token (burst-resume
-// puts it in the node's user data).
-func NodeToken(adminToken, node string) string { return auth.NodeToken(adminToken, node) }
-
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -144,14 +142,14 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 // Rank asks for a class's offerings for a job, best first.
 func (c *Client) Rank(ctx context.Context, rq sizerapi.RankRequest) (sizerapi.RankResponse, error) {
 	var out sizerapi.RankResponse
-	err := c.do(ctx, http.MethodPost, "/v1/rank", rq, &out)
+	err := c.do(ctx, http.MethodPost, sizerapi.PathRank, rq, &out)
 	return out, err
 }
 
 // Route asks for a submission-time decision.
 func (c *Client) Route(ctx context.Context, job sizerapi.JobRequest) (sizing.Decision, error) {
 	var out sizing.Decision
-	err := c.do(ctx, http.MethodPost, "/v1/route", sizerapi.RouteRequest{Job: job}, &out)
+	err := c.do(ctx, http.MethodPost, sizerapi.PathRoute, sizerapi.RouteRequest{Job: job}, &out)
 	return out, err
 }
 
@@ -159,40 +157,35 @@ func (c *Client) Route(ctx context.Context, job sizerapi.JobRequest) (sizing.Dec
 // resending after an error is safe.
 func (c *Client) Report(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.ReportResult, error) {
 	var out sizerapi.ReportResult
-	err := c.do(ctx, http.MethodPost, "/v1/reports", b, &out)
+	err := c.do(ctx, http.MethodPost, sizerapi.PathReports, b, &out)
 	return out, err
 }
 
 // Interruption records a spot interruption notice.
 func (c *Client) Interruption(ctx context.Context, in sizerapi.Interruption) error {
-	return c.do(ctx, http.MethodPost, "/v1/interruptions", in, nil)
-}
-
-// Job registers a job's owner and allocation.
-func (c *Client) Job(ctx context.Context, j sizerapi.Job) error {
-	return c.do(ctx, http.MethodPost, "/v1/jobs", j, nil)
+	return c.do(ctx, http.MethodPost, sizerapi.PathInterruptions, in, nil)
 }
 
 // Launched records an instance launch (spend starts).
 func (c *Client) Launched(ctx context.Context, ev sizerapi.InstanceEvent) error {
-	return c.do(ctx, http.MethodPost, "/v1/instances/launch", ev, nil)
+	return c.do(ctx, http.MethodPost, sizerapi.PathInstanceLaunch, ev, nil)
 }
 
 // Terminated records an instance termination (spend stops).
 func (c *Client) Terminated(ctx context.Context, instanceID string, at time.Time) error {
-	return c.do(ctx, http.MethodPost, "/v1/instances/terminate", sizerapi.InstanceEvent{InstanceID: instanceID, Time: at}, nil)
+	return c.do(ctx, http.MethodPost, sizerapi.PathInstanceTerminate, sizerapi.InstanceEvent{InstanceID: instanceID, Time: at}, nil)
 }
 
 // Budgets returns every account's month so far.
 func (c *Client) Budgets(ctx context.Context) ([]sizerapi.BudgetStatus, error) {
 	var out []sizerapi.BudgetStatus
-	err := c.do(ctx, http.MethodGet, "/v1/budgets", nil, &out)
+	err := c.do(ctx, http.MethodGet, sizerapi.PathBudgets, nil, &out)
 	return out, err
 }
 
 // UsageReport returns the monthly usage report.
 func (c *Client) UsageReport(ctx context.Context) (sizerapi.UsageReport, error) {
 	var out sizerapi.UsageReport
-	err := c.do(ctx, http.MethodGet, "/v1/report", nil, &out)
+	err := c.do(ctx, http.MethodGet, sizerapi.PathReport, nil, &out)
 	return out, err
 }

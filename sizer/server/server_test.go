@@ -140,7 +140,7 @@ func TestAuth(t *testing.T) {
 	if _, err := rc.Report(ctx, gpuBatch("gpu-1", 9, 1, 7, f.clk.Now())); !errors.Is(err, sizerclient.ErrUnauthorized) {
 		t.Errorf("route credential on /v1/reports: %v", err)
 	}
-	forged := sizerclient.NodeToken("another-admin-token-that-is-long-enough", "gpu-1")
+	forged := auth.NodeToken("another-admin-token-that-is-long-enough", "gpu-1")
 	if _, err := f.client(t, forged).Report(ctx, gpuBatch("gpu-1", 2, 1, 7, f.clk.Now())); !errors.Is(err, sizerclient.ErrUnauthorized) {
 		t.Errorf("forged node credential: %v", err)
 	}

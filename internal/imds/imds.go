@@ -1,5 +1,9 @@
-// Package imds polls EC2 instance metadata (IMDSv2 only) for spot
-// interruption notices and rebalance recommendations.
+// Package imds is burst's one client of EC2 instance metadata (IMDSv2
+// only, never the v1 fallback): the node bootstrap reads its user data, node
+// tags and launch index through it, burst-agent its instance id, type and
+// region, and its Poller watches for spot interruption notices and
+// rebalance recommendations (parsed by ParseInstanceAction and
+// ParseRebalance).
 package imds
 
 import (
@@ -85,13 +89,16 @@ func clip(b []byte) string {
 type Options struct {
 	// Endpoint overrides the IMDS address (default http://169.254.169.254).
 	Endpoint string
-	// Timeout bounds each HTTP attempt; default 1 s. Calls are not retried:
-	// the poller simply tries again next interval, so a dead endpoint costs
-	// at most Timeout per poll instead of the SDK's ~4 s.
+	// Timeout bounds each HTTP attempt; default 1 s.
 	Timeout time.Duration
+	// Retry retries failed calls as the SDK does (the bootstrap, at the very
+	// start of boot). Without it calls are not retried: the poller simply
+	// tries again next interval, so a dead endpoint costs at most Timeout per
+	// poll instead of the SDK's ~4 s.
+	Retry bool
 }
 
-// Client reads the documents burst-agent needs from IMDSv2.
+// Client reads instance metadata with IMDSv2 tokens.
 type Client struct {
 	c *imds.Client
 }
@@ -101,38 +108,70 @@ func New(o Options) *Client {
 	if o.Timeout == 0 {
 		o.Timeout = time.Second
 	}
-	return &Client{c: imds.New(imds.Options{
+	so := imds.Options{
 		Endpoint:              o.Endpoint,
 		ClientEnableState:     imds.ClientEnabled,
 		EnableFallback:        aws.FalseTernary,
-		Retryer:               aws.NopRetryer{},
 		HTTPClient:            &http.Client{Timeout: o.Timeout},
 		DisableDefaultTimeout: true,
-	})}
+	}
+	if !o.Retry {
+		so.Retryer = aws.NopRetryer{}
+	}
+	return &Client{c: imds.New(so)}
 }
 
-// get returns the document at path (relative to /latest/meta-data/), or
+// SDK is the underlying aws-sdk-go-v2 client, for SDK parts that take one
+// (the instance-role credential provider).
+func (c *Client) SDK() *imds.Client { return c.c }
+
+// maxDocument bounds a metadata document (user data has its own bound).
+const maxDocument = 64 << 10
+
+// Get returns the document at path (relative to /latest/meta-data/), or
 // found=false on 404.
-func (c *Client) get(ctx context.Context, path string) ([]byte, bool, error) {
+func (c *Client) Get(ctx context.Context, path string) ([]byte, bool, error) {
 	out, err := c.c.GetMetadata(ctx, &imds.GetMetadataInput{Path: path})
 	if err != nil {
-		var st interface{ HTTPStatusCode() int }
-		if errors.As(err, &st) && st.HTTPStatusCode() == http.StatusNotFound {
+		if notFound(err) {
 			return nil, false, nil
 		}
 		return nil, false, fmt.Errorf("reading instance metadata %s: %w", path, err)
 	}
 	defer out.Content.Close()
-	b, err := io.ReadAll(io.LimitReader(out.Content, 64<<10))
+	b, err := io.ReadAll(io.LimitReader(out.Content, maxDocument))
 	if err != nil {
 		return nil, false, fmt.Errorf("reading instance metadata %s: %w", path, err)
 	}
 	return b, true, nil
 }
 
+// UserData returns the instance's user data (at most max+1 bytes, so the
+// caller can tell it is too large), or found=false when it has none.
+func (c *Client) UserData(ctx context.Context, max int64) ([]byte, bool, error) {
+	out, err := c.c.GetUserData(ctx, &imds.GetUserDataInput{})
+	if err != nil {
+		if notFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("reading user data from instance metadata: %w", err)
+	}
+	defer out.Content.Close()
+	b, err := io.ReadAll(io.LimitReader(out.Content, max+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("reading user data from instance metadata: %w", err)
+	}
+	return b, true, nil
+}
+
+func notFound(err error) bool {
+	var st interface{ HTTPStatusCode() int }
+	return errors.As(err, &st) && st.HTTPStatusCode() == http.StatusNotFound
+}
+
 // InstanceAction returns the spot interruption notice, if any.
 func (c *Client) InstanceAction(ctx context.Context) (InstanceAction, bool, error) {
-	b, ok, err := c.get(ctx, "spot/instance-action")
+	b, ok, err := c.Get(ctx, "spot/instance-action")
 	if err != nil || !ok {
 		return InstanceAction{}, false, err
 	}
@@ -142,7 +181,7 @@ func (c *Client) InstanceAction(ctx context.Context) (InstanceAction, bool, erro
 
 // Rebalance returns the rebalance recommendation, if any.
 func (c *Client) Rebalance(ctx context.Context) (Rebalance, bool, error) {
-	b, ok, err := c.get(ctx, "events/recommendations/rebalance")
+	b, ok, err := c.Get(ctx, "events/recommendations/rebalance")
 	if err != nil || !ok {
 		return Rebalance{}, false, err
 	}
@@ -152,7 +191,7 @@ func (c *Client) Rebalance(ctx context.Context) (Rebalance, bool, error) {
 
 // InstanceID returns the instance id.
 func (c *Client) InstanceID(ctx context.Context) (string, error) {
-	b, ok, err := c.get(ctx, "instance-id")
+	b, ok, err := c.Get(ctx, "instance-id")
 	if err != nil {
 		return "", err
 	}
@@ -241,7 +280,7 @@ var regionRe = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
 
 // Region returns the instance's region (placement/region).
 func (c *Client) Region(ctx context.Context) (string, error) {
-	b, ok, err := c.get(ctx, "placement/region")
+	b, ok, err := c.Get(ctx, "placement/region")
 	if err != nil {
 		return "", err
 	}
@@ -254,7 +293,7 @@ func (c *Client) Region(ctx context.Context) (string, error) {
 
 // InstanceType returns the instance type (e.g. g5.xlarge).
 func (c *Client) InstanceType(ctx context.Context) (string, error) {
-	b, ok, err := c.get(ctx, "instance-type")
+	b, ok, err := c.Get(ctx, "instance-type")
 	if err != nil {
 		return "", err
 	}
