@@ -12,31 +12,29 @@ import (
 
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 )
 
-// fakeSlurm holds jobs and nodes and records node updates.
-type fakeSlurm struct {
-	jobs    []slurm.Job
-	nodes   []slurm.Node
-	updates []string
-	err     error
+// fake is the shared stateful Slurm fake, with the node updates asked for
+// since the last look.
+type fake struct {
+	*slurmfake.Slurm
+	seen int
 }
 
-func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error) { return f.jobs, f.err }
-func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) {
-	return f.nodes, f.err
+func newFake(jobs []slurm.Job, nodes []slurm.Node) *fake {
+	return &fake{Slurm: slurmfake.New(jobs, nodes)}
 }
-func (f *fakeSlurm) UpdateNodes(_ context.Context, ups ...slurm.NodeUpdate) error {
-	for _, u := range ups {
-		f.updates = append(f.updates, strings.TrimSpace(fmt.Sprintf("%s %s %s", strings.Join(u.Names, ","), u.State, u.Reason)))
+
+// take returns "NAMES STATE REASON" for each update since the last take.
+func (f *fake) take() []string {
+	ups := f.Updates()
+	var out []string
+	for _, u := range ups[f.seen:] {
+		out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s %s", strings.Join(u.Names, ","), u.State, u.Reason)))
 	}
-	return nil
-}
-
-func (f *fakeSlurm) take() []string {
-	u := f.updates
-	f.updates = nil
-	return u
+	f.seen = len(ups)
+	return out
 }
 
 func node(name, state string, flags ...string) slurm.Node {
@@ -73,7 +71,7 @@ func downNodes(class string, n int) []slurm.Node {
 	return ns
 }
 
-func newPool(t *testing.T, sl *fakeSlurm, now *time.Time, price float64) *Pool {
+func newPool(t *testing.T, sl *fake, now *time.Time, price float64) *Pool {
 	t.Helper()
 	p, err := New(Options{Config: testConfig(), Slurm: sl, Now: func() time.Time { return *now },
 		Price: func(context.Context, *config.Class) (float64, error) { return price, nil }})
@@ -90,7 +88,7 @@ func newPool(t *testing.T, sl *fakeSlurm, now *time.Time, price float64) *Pool {
 // 8.
 func TestPoolFollowsTheForecast(t *testing.T) {
 	now := t0
-	sl := &fakeSlurm{jobs: jobs(20, 100, "a10", t0), nodes: append(downNodes("a10", 4), downNodes("a100", 2)...)}
+	sl := newFake(jobs(20, 100, "a10", t0), append(downNodes("a10", 4), downNodes("a100", 2)...))
 	p := newPool(t, sl, &now, 0.5)
 	plans, err := p.Tick(context.Background())
 	if err != nil {
@@ -111,7 +109,7 @@ func TestPoolFollowsTheForecast(t *testing.T) {
 	}
 	// booting: nothing more to do; the same jobs are not counted twice
 	now = t0.Add(time.Minute)
-	sl.nodes = []slurm.Node{node("a10-1", "IDLE", "POWERING_UP"), node("a10-2", "IDLE", "POWERING_UP"), node("a10-3", "IDLE", "POWERING_UP"), node("a10-4", "IDLE", "POWERED_DOWN")}
+	sl.SetNodes(node("a10-1", "IDLE", "POWERING_UP"), node("a10-2", "IDLE", "POWERING_UP"), node("a10-3", "IDLE", "POWERING_UP"), node("a10-4", "IDLE", "POWERED_DOWN"))
 	plans, _ = p.Tick(context.Background())
 	if got := sl.take(); len(got) != 0 || len(plans[0].Booting) != 3 {
 		t.Fatalf("while booting: updates %q, plan %+v", got, plans[0])
@@ -121,13 +119,13 @@ func TestPoolFollowsTheForecast(t *testing.T) {
 	}
 	// up and idle: still 3
 	now = t0.Add(3 * time.Minute)
-	sl.nodes = []slurm.Node{node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE", "POWERED_DOWN")}
+	sl.SetNodes(node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE", "POWERED_DOWN"))
 	if _, err := p.Tick(context.Background()); err != nil || len(sl.take()) != 0 {
 		t.Fatalf("warm at target: err %v", err)
 	}
 	// a job took a10-1: the pool replaces it at once (launch ahead)
 	now = t0.Add(4 * time.Minute)
-	sl.nodes[0].State = "ALLOCATED"
+	sl.SetNodes(node("a10-1", "ALLOCATED"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE", "POWERED_DOWN"))
 	if _, err := p.Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +136,7 @@ func TestPoolFollowsTheForecast(t *testing.T) {
 	// 0.944 < 0.95 -> target 1: of the three warm nodes the two idle longest
 	// go (a10-4 was first seen idle only now)
 	now = t0.Add(2 * time.Hour)
-	sl.nodes = []slurm.Node{node("a10-1", "ALLOCATED"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE")}
+	sl.SetNodes(node("a10-1", "ALLOCATED"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE"))
 	plans, _ = p.Tick(context.Background())
 	if plans[0].Plan.Target != 1 {
 		t.Fatalf("target after 2 h %d, want 1", plans[0].Plan.Target)
@@ -148,7 +146,7 @@ func TestPoolFollowsTheForecast(t *testing.T) {
 	}
 	// 3 h: r = 0.866, mean 0.0289, P(0) = 0.972: target 0; a10-4 goes
 	now = t0.Add(3 * time.Hour)
-	sl.nodes = []slurm.Node{node("a10-1", "ALLOCATED"), node("a10-2", "IDLE", "POWERED_DOWN"), node("a10-3", "IDLE", "POWERED_DOWN"), node("a10-4", "IDLE")}
+	sl.SetNodes(node("a10-1", "ALLOCATED"), node("a10-2", "IDLE", "POWERED_DOWN"), node("a10-3", "IDLE", "POWERED_DOWN"), node("a10-4", "IDLE"))
 	p.Tick(context.Background())
 	if got := sl.take(); len(got) != 1 || !strings.HasPrefix(got[0], "a10-4 POWER_DOWN_ASAP") {
 		t.Fatalf("release at target 0: %q", got)
@@ -159,7 +157,7 @@ func TestPoolCapAndMatching(t *testing.T) {
 	now := t0
 	// a100 jobs never count for a10 ("a10" is not a substring match of
 	// "a100"), and a10's cap at $1/h of $48/day allows two nodes
-	sl := &fakeSlurm{jobs: append(jobs(20, 1, "a100", t0), jobs(20, 100, "a10", t0)...), nodes: downNodes("a10", 4)}
+	sl := newFake(append(jobs(20, 1, "a100", t0), jobs(20, 100, "a10", t0)...), downNodes("a10", 4))
 	price := 1.0
 	p, err := New(Options{Config: testConfig(), Slurm: sl, Now: func() time.Time { return now },
 		Price: func(context.Context, *config.Class) (float64, error) { return price, nil }})
@@ -183,7 +181,7 @@ func TestPoolCapAndMatching(t *testing.T) {
 	// left to burst-suspend)
 	now = t0.Add(time.Minute)
 	price = 2
-	sl.nodes = []slurm.Node{node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE", "POWERED_DOWN")}
+	sl.SetNodes(node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE", "POWERED_DOWN"))
 	plans, _ = p.Tick(context.Background())
 	if got := sl.take(); len(got) != 1 || !strings.HasPrefix(got[0], "a10-1 POWER_DOWN_ASAP") {
 		t.Fatalf("above the cap: %q (plan %+v)", got, plans[0])
@@ -198,13 +196,13 @@ func TestPoolCapAndMatching(t *testing.T) {
 // are never released by it.
 func TestPoolOwnsOnlyWhatItPoweredUp(t *testing.T) {
 	now := t0
-	sl := &fakeSlurm{jobs: jobs(20, 100, "a10", t0), nodes: downNodes("a10", 4)}
+	sl := newFake(jobs(20, 100, "a10", t0), downNodes("a10", 4))
 	p := newPool(t, sl, &now, 0.5)
 	p.Tick(context.Background()) // powers up a10-[1-3]
 	sl.take()
 	// a job took a10-1 and ended; a10-4 finished a job the pool never had
 	now = t0.Add(time.Minute)
-	sl.nodes = []slurm.Node{node("a10-1", "ALLOCATED"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE")}
+	sl.SetNodes(node("a10-1", "ALLOCATED"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE"))
 	plans, _ := p.Tick(context.Background())
 	if got := sl.take(); len(got) != 0 {
 		t.Fatalf("three warm (two the pool's, one lingering) at target 3: %q", got)
@@ -216,7 +214,7 @@ func TestPoolOwnsOnlyWhatItPoweredUp(t *testing.T) {
 	// (idle again after its job, seen idle only now) nor a10-4 (idle, not
 	// the pool's, seen since t0+1m)
 	now = t0.Add(4 * time.Hour)
-	sl.nodes = []slurm.Node{node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE")}
+	sl.SetNodes(node("a10-1", "IDLE"), node("a10-2", "IDLE"), node("a10-3", "IDLE"), node("a10-4", "IDLE"))
 	plans, _ = p.Tick(context.Background())
 	// a10-4 has been idle and nobody's for hours (longer than the reuse
 	// window and two passes): the pool adopts and releases it too
@@ -257,7 +255,7 @@ func TestPoolNodeStates(t *testing.T) {
 
 func TestPoolWithoutPriceKeepsNothing(t *testing.T) {
 	now := t0
-	sl := &fakeSlurm{jobs: jobs(20, 100, "a10", t0), nodes: downNodes("a10", 4)}
+	sl := newFake(jobs(20, 100, "a10", t0), downNodes("a10", 4))
 	p, err := New(Options{Config: testConfig(), Slurm: sl, Now: func() time.Time { return now },
 		Price: func(context.Context, *config.Class) (float64, error) { return 0, errors.New("no offering") }})
 	if err != nil {
@@ -267,7 +265,7 @@ func TestPoolWithoutPriceKeepsNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no offering") || plans[0].Plan.Target != 0 || len(sl.take()) != 0 {
 		t.Fatalf("err %v, plans %+v", err, plans)
 	}
-	sl.err = errors.New("slurmctld down")
+	sl.JobsErr = errors.New("slurmctld down")
 	if _, err := p.Tick(context.Background()); err == nil || !strings.Contains(err.Error(), "slurmctld down") {
 		t.Fatalf("Slurm error: %v", err)
 	}
@@ -276,7 +274,7 @@ func TestPoolWithoutPriceKeepsNothing(t *testing.T) {
 func TestPoolStateFile(t *testing.T) {
 	now := t0
 	file := filepath.Join(t.TempDir(), "warm-forecast.json")
-	sl := &fakeSlurm{jobs: jobs(20, 100, "a10", t0), nodes: downNodes("a10", 4)}
+	sl := newFake(jobs(20, 100, "a10", t0), downNodes("a10", 4))
 	mk := func() *Pool {
 		p, err := New(Options{Config: testConfig(), Slurm: sl, StateFile: file, Now: func() time.Time { return now },
 			Price: func(context.Context, *config.Class) (float64, error) { return 0.5, nil }})
