@@ -60,6 +60,11 @@ type Options struct {
 	StateFile string
 	Log       *slog.Logger
 	Now       func() time.Time
+	// Started, when set, is told of each job seen running for the first
+	// time: its class, whether every node it runs on was up and idle at the
+	// pass before (a warm start: the wait is Slurm's scheduling), and its
+	// wait (start - submit, whole seconds as Slurm records them).
+	Started func(class string, warm bool, wait time.Duration)
 }
 
 // ReleaseReason is the reason Slurm shows on a node the pool powered down.
@@ -81,6 +86,12 @@ type Pool struct {
 	// count towards the target but are not the pool's.
 	owned map[string]time.Time
 	plans []ClassPlan
+	// lastIdle is when each class node was last seen up and idle,
+	// slurmdStart when its slurmd started; started the jobs already seen
+	// started
+	lastIdle    map[string]time.Time
+	slurmdStart map[string]time.Time
+	started     map[uint32]time.Time
 }
 
 // ClassPlan is one class's last decision, for metrics and the API.
@@ -106,7 +117,7 @@ func New(o Options) (*Pool, error) {
 		return nil, errors.New("warm pool: Config, Slurm and Price are required")
 	}
 	w := o.Config.Warm
-	p := &Pool{o: o, fc: map[string]*warm.Forecast{}, seen: map[uint32]time.Time{}, idleSince: map[string]time.Time{}, owned: map[string]time.Time{},
+	p := &Pool{o: o, fc: map[string]*warm.Forecast{}, seen: map[uint32]time.Time{}, idleSince: map[string]time.Time{}, owned: map[string]time.Time{}, lastIdle: map[string]time.Time{}, slurmdStart: map[string]time.Time{}, started: map[uint32]time.Time{},
 		params: warm.Params{HalfLife: w.HalfLife.Duration, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: w.LeadTime.Duration}.WithDefaults()}
 	if w.ProfileWeight == 0 {
 		p.params.ProfileWeight = 0 // burst.yaml's 0 means recent rate only (Params' zero means its default)
@@ -192,6 +203,60 @@ func (p *Pool) observe(jobs []slurm.Job, now time.Time) int {
 	return n
 }
 
+// noteStarts tells Options.Started of the jobs seen started for the first
+// time (p.mu held). A start is warm when no node of the job booted for it:
+// each node's slurmd started before the job was submitted, or in the same
+// second (Slurm's slurmd_start_time and submit_time, whole seconds), or, where Slurm does not say, the node
+// was seen up and idle at a pass between one interval before the
+// submission and the start.
+func (p *Pool) noteStarts(jobs []slurm.Job, now time.Time) {
+	if p.o.Started == nil {
+		return
+	}
+	listed := map[uint32]bool{}
+	for _, j := range jobs {
+		listed[j.ID] = true
+		if j.State == "PENDING" || j.StartTime.IsZero() || j.SubmitTime.IsZero() || j.Nodes == "" || j.StartTime.After(now) {
+			continue
+		}
+		if _, ok := p.started[j.ID]; ok {
+			continue
+		}
+		p.started[j.ID] = now
+		nodes, err := hostlist.Expand(j.Nodes)
+		if err != nil || len(nodes) == 0 {
+			continue
+		}
+		cl, ok := p.o.Config.ClassOfNode(nodes[0])
+		if !ok {
+			continue
+		}
+		warmStart := true
+		from := j.SubmitTime.Add(-p.o.Config.Warm.Interval.Duration)
+		for _, n := range nodes {
+			if st, ok := p.slurmdStart[n]; ok {
+				// whole seconds both: a slurmd started in the submission's
+				// second was up already (a boot for the job takes longer)
+				warmStart = warmStart && !st.After(j.SubmitTime)
+				continue
+			}
+			t := p.lastIdle[n]
+			warmStart = warmStart && !t.Before(from) && !t.After(j.StartTime.Add(time.Second))
+		}
+		var evidence []string
+		for _, n := range nodes {
+			evidence = append(evidence, fmt.Sprintf("%s:slurmd_start=%s,last_idle=%s", n, p.slurmdStart[n].Format(time.TimeOnly), p.lastIdle[n].Format(time.TimeOnly)))
+		}
+		p.log().Debug("job start", "job", j.ID, "class", cl.Name, "warm", warmStart, "submit", j.SubmitTime, "start", j.StartTime, "nodes", strings.Join(evidence, " "))
+		p.o.Started(cl.Name, warmStart, max(0, j.StartTime.Sub(j.SubmitTime)))
+	}
+	for id, at := range p.started {
+		if !listed[id] && now.Sub(at) > 24*time.Hour {
+			delete(p.started, id)
+		}
+	}
+}
+
 // nodeKind sorts a class node for the pool.
 type nodeKind int
 
@@ -239,10 +304,19 @@ func (p *Pool) Tick(ctx context.Context) ([]ClassPlan, error) {
 	}
 	p.mu.Lock()
 	p.observe(jobs, now)
+	for _, n := range nodes {
+		if !n.SlurmdStart.IsZero() {
+			p.slurmdStart[n.Name] = n.SlurmdStart // this pass's: a start's evidence
+		}
+	}
+	p.noteStarts(jobs, now)
 	byClass := map[string][]slurm.Node{}
 	for _, n := range nodes {
 		if cl, ok := p.o.Config.ClassOfNode(n.Name); ok {
 			byClass[cl.Name] = append(byClass[cl.Name], n)
+			if kind(n) == kindWarm {
+				p.lastIdle[n.Name] = now // the next pass's evidence
+			}
 		}
 	}
 	p.mu.Unlock()

@@ -301,3 +301,49 @@ func TestPoolStateFile(t *testing.T) {
 		t.Errorf("restarted rate %g, want %g", pb[0].Plan.RatePerHour, want)
 	}
 }
+
+func TestPoolReportsStarts(t *testing.T) {
+	now := t0
+	sl := newFake(nil, []slurm.Node{node("a10-1", "IDLE", "POWERED_DOWN"), node("a10-2", "IDLE")})
+	type start struct {
+		class string
+		warm  bool
+		wait  time.Duration
+	}
+	var got []start
+	p, err := New(Options{Config: testConfig(), Slurm: sl, Now: func() time.Time { return now },
+		Price:   func(context.Context, *config.Class) (float64, error) { return 0.5, nil },
+		Started: func(c string, w bool, d time.Duration) { got = append(got, start{c, w, d}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Tick(context.Background()) // a10-2 up and idle, a10-1 down
+	now = t0.Add(time.Minute)
+	p.Tick(context.Background()) // still so at t0+1m
+	sl.SetJobs(
+		slurm.Job{ID: 1, State: "COMPLETED", Nodes: "a10-2", Features: "a10", SubmitTime: t0.Add(50 * time.Second), StartTime: t0.Add(61 * time.Second)},
+		slurm.Job{ID: 2, State: "RUNNING", Nodes: "a10-1", Features: "a10", SubmitTime: t0.Add(10 * time.Second), StartTime: t0.Add(140 * time.Second)},
+		slurm.Job{ID: 3, State: "PENDING", Features: "a10", SubmitTime: t0})
+	sl.SetNodes(node("a10-1", "ALLOCATED"), node("a10-2", "IDLE"))
+	now = t0.Add(150 * time.Second)
+	p.Tick(context.Background())
+	p.Tick(context.Background()) // seen once only
+	// job 1: a10-2 was seen idle at t0+1m, after its submission (t0+50s)
+	// and before its start; job 2: a10-1 was never up and idle
+	want := []start{{"a10", true, 11 * time.Second}, {"a10", false, 130 * time.Second}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("starts %+v, want %+v", got, want)
+	}
+	// where Slurm gives slurmd's start time it decides: a3's slurmd started
+	// in job 4's submission second (warm), a4's 20 s after job 5's (cold)
+	got = nil
+	a3, a4 := node("a10-3", "ALLOCATED"), node("a10-4", "ALLOCATED")
+	a3.SlurmdStart, a4.SlurmdStart = t0.Add(100*time.Second), t0.Add(120*time.Second)
+	sl.SetNodes(a3, a4)
+	sl.SetJobs(slurm.Job{ID: 4, State: "RUNNING", Nodes: "a10-3", SubmitTime: t0.Add(100 * time.Second), StartTime: t0.Add(101 * time.Second)},
+		slurm.Job{ID: 5, State: "RUNNING", Nodes: "a10-4", SubmitTime: t0.Add(100 * time.Second), StartTime: t0.Add(121 * time.Second)})
+	p.Tick(context.Background())
+	if want := []start{{"a10", true, time.Second}, {"a10", false, 21 * time.Second}}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("starts by slurmd start %+v, want %+v", got, want)
+	}
+}

@@ -2,10 +2,12 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -47,14 +49,25 @@ func startWarmPool(ctx context.Context, st *settings, reg prometheus.Registerer,
 		log.Error("warm pool not started", "err", err)
 		return nil
 	}
+	waits := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_job_start_wait_seconds",
+		Help:    "Submit to start of the jobs the warm pool saw start, by class and start (warm: every node was up and idle before, so the wait is Slurm's scheduling; cold: a boot).",
+		Buckets: []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800}}, []string{"class", "start"})
+	started := func(class string, warmStart bool, wait time.Duration) {
+		kind := "cold"
+		if warmStart {
+			kind = "warm"
+		}
+		waits.WithLabelValues(class, kind).Observe(wait.Seconds())
+		log.Info("job started", "class", class, "start", kind, "wait_s", wait.Seconds())
+	}
 	p, err := warmpool.New(warmpool.Options{Config: st.cfg, Slurm: compose.Slurm(st.cfg, os.Getenv, log), Price: classPricer(pol),
-		StateFile: filepath.Join(st.cfg.Sizer.StateDir, WarmStateFile), Log: log})
+		StateFile: filepath.Join(st.cfg.Sizer.StateDir, WarmStateFile), Log: log, Started: started})
 	if err != nil {
 		log.Error("warm pool not started", "err", err)
 		return nil
 	}
 	if reg != nil {
-		if err := reg.Register(warmCollector{p}); err != nil {
+		if err := errors.Join(reg.Register(warmCollector{p}), reg.Register(waits)); err != nil {
 			log.Warn("exporting warm pool metrics", "err", err)
 		}
 	}

@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -93,5 +95,24 @@ func TestWarmReuseExactClass(t *testing.T) {
 	// one instance per node: both waiting jobs reused a warm node
 	if n := len(s.Emu.Instances()); n != 2 {
 		t.Errorf("%d instances, want 2 (one per class, each reused)", n)
+	}
+	// each node's boot, phase by phase, is in the sizer's metrics
+	resp, err := http.Get(s.Cfg.Sizer.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, class := range []string{"a10", "a100"} {
+		for _, phase := range []string{"ec2-pending-to-bootstrap", "userdata", "mount", "slurmd", "register", "agent", "bootstrap-total"} {
+			sum := fmt.Sprintf(`burst_boot_phase_seconds_sum{class=%q,phase=%q} `, class, phase)
+			i := strings.Index(string(body), sum)
+			if i < 0 {
+				t.Errorf("metrics lack %s", strings.TrimSpace(sum))
+				continue
+			}
+			v, _, _ := strings.Cut(string(body)[i+len(sum):], "\n")
+			t.Logf("boot phase %s %s: %s s", class, phase, v)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -126,6 +127,18 @@ func TestWarmPool(t *testing.T) {
 	}
 	for _, id := range held {
 		s.Cluster.Run(ctx, "scancel", id)
+	}
+	// the sizer published each burst job's start as warm (its wait is
+	// Slurm's scheduling)
+	eventually(t, 30*time.Second, "the warm starts in the sizer's log", func() bool {
+		b, _ := os.ReadFile(filepath.Join(s.Dir, "sizer.log"))
+		return strings.Count(string(b), `"class":"a10g","start":"warm"`) >= capNodes
+	})
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "sizer.log"))
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, `"msg":"job started"`) {
+			t.Logf("sizer: %s", l[strings.Index(l, `"class"`):])
+		}
 	}
 
 	// arrivals stop: every warm node is released
