@@ -104,11 +104,15 @@ func TestWarmReuseExactClass(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, class := range []string{"a10", "a100"} {
+		// (mount is skipped, and not observed, on the node that finds the
+		// shared test directory mounted by the other)
 		for _, phase := range []string{"ec2-pending-to-bootstrap", "userdata", "mount", "slurmd", "register", "agent", "bootstrap-total"} {
 			sum := fmt.Sprintf(`burst_boot_phase_seconds_sum{class=%q,phase=%q} `, class, phase)
 			i := strings.Index(string(body), sum)
-			if i < 0 {
+			if i < 0 && phase != "mount" {
 				t.Errorf("metrics lack %s", strings.TrimSpace(sum))
+			}
+			if i < 0 {
 				continue
 			}
 			v, _, _ := strings.Cut(string(body)[i+len(sum):], "\n")
