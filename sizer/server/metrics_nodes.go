@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,12 +67,4 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(liveDesc, prometheus.GaugeValue, v, cl)
 		ch <- prometheus.MustNewConstMetric(hourlyDesc, prometheus.GaugeValue, hourly[cl], cl)
 	}
-}
-
-// classOfNode is the class part of a node name (<class>-<n>).
-func classOfNode(node string) string {
-	if i := strings.LastIndexByte(node, '-'); i > 0 {
-		return node[:i]
-	}
-	return node
 }
