@@ -54,6 +54,8 @@ type Browser struct {
 	session string
 	profile string
 	hc      *http.Client
+	// the window size it was started with, and its height less the viewport's
+	width, height, chrome int
 }
 
 // Start runs chromedriver on a free loopback port and opens a session of
@@ -119,6 +121,11 @@ func Start(ctx context.Context, o Options) (*Browser, error) {
 		return nil, fmt.Errorf("starting headless Chromium: %w", err)
 	}
 	b.session = sess.SessionID
+	b.width, b.height = o.Width, o.Height
+	var inner int
+	if err := b.Exec(ctx, "return window.innerHeight", &inner); err == nil && inner > 0 && inner < o.Height {
+		b.chrome = o.Height - inner
+	}
 	return b, nil
 }
 
@@ -245,23 +252,19 @@ func (b *Browser) Exec(ctx context.Context, script string, out any, args ...any)
 	return b.call(ctx, "POST", b.s("/execute/sync"), map[string]any{"script": script, "args": args}, out)
 }
 
-// Screenshot returns a PNG of the whole page (the window resized to the
-// document's height first, then back).
+// Screenshot returns a PNG of the whole page: the window is set to the
+// document's height (at least the height it was started with), then back.
 func (b *Browser) Screenshot(ctx context.Context) ([]byte, error) {
 	var h int
 	if err := b.Exec(ctx, "return Math.ceil(document.documentElement.scrollHeight)", &h); err != nil {
 		return nil, err
 	}
-	var rect struct{ Width, Height int }
-	if err := b.call(ctx, "GET", b.s("/window/rect"), nil, &rect); err != nil {
+	// the window's outer height includes the (headless) browser chrome
+	want := min(max(h+b.chrome, b.height), 8000)
+	if err := b.call(ctx, "POST", b.s("/window/rect"), map[string]int{"width": b.width, "height": want}, nil); err != nil {
 		return nil, err
 	}
-	if h > rect.Height {
-		if err := b.call(ctx, "POST", b.s("/window/rect"), map[string]int{"width": rect.Width, "height": min(h+120, 6000)}, nil); err != nil {
-			return nil, err
-		}
-		defer b.call(ctx, "POST", b.s("/window/rect"), map[string]int{"width": rect.Width, "height": rect.Height}, nil)
-	}
+	defer b.call(ctx, "POST", b.s("/window/rect"), map[string]int{"width": b.width, "height": b.height}, nil)
 	var s string
 	if err := b.call(ctx, "GET", b.s("/screenshot"), nil, &s); err != nil {
 		return nil, err

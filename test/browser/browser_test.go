@@ -28,6 +28,9 @@ func TestBrowser(t *testing.T) {
 		w.Write([]byte(`<!DOCTYPE html><title>t</title><script>window.ran=1</script><p data-k="a">1.50</p>
 <form method="post" action="/post"><input name="token" id="tok"><button id="go" type="submit">go</button></form>`))
 	})
+	mux.HandleFunc("GET /long", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`<!DOCTYPE html><body style="margin:0"><div style="height:2500px">tall</div></body>`))
+	})
 	mux.HandleFunc("POST /post", func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
 		w.Write([]byte(`<!DOCTYPE html><p id="got">` + r.PostForm.Get("token") + `</p>`))
@@ -78,5 +81,19 @@ func TestBrowser(t *testing.T) {
 	}
 	if _, err := png.Decode(bytes.NewReader(shot)); err != nil {
 		t.Errorf("screenshot is not a PNG: %v", err)
+	}
+	// a page taller than the window is taken whole, twice in a row
+	if err := b.Navigate(ctx, srv.URL+"/long"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		shot, err := b.Screenshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(shot))
+		if err != nil || img.Bounds().Dy() < 2500 || img.Bounds().Dx() != 800 {
+			t.Errorf("screenshot %d of a 2500 px page: %v, %v", i, img.Bounds(), err)
+		}
 	}
 }
