@@ -90,6 +90,8 @@ func scrapeDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	post(sizerapi.PathReports, auth.NodeToken(tok, "l4-1"), sizerapi.ReportBatch{Node: "l4-1", Records: []sizerapi.Record{{Seq: 1, Time: time.Now(), Kind: sizerapi.KindGPU,
 		GPUs: []sizerapi.GPUReading{{Index: 0, UtilPercent: 50, MemoryUsedBytes: 1 << 30, MemoryTotalBytes: 24 << 30, JobIDs: []uint32{7}}}}}})
 	post(sizerapi.PathInterruptions, tok, sizerapi.Interruption{InstanceID: "i-1", Node: "l4-1", Action: "terminate", Time: time.Now()})
+	post(sizerapi.PathBoots, auth.NodeToken(tok, "l4-1"), sizerapi.BootReport{Node: "l4-1", Started: time.Now(), OK: true,
+		Phases: []sizerapi.BootPhase{{Name: sizerapi.PhaseEC2, Seconds: 1}, {Name: sizerapi.PhaseTotal, Seconds: 2}}})
 	post(sizerapi.PathRank, tok, sizerapi.RankRequest{Class: "l4", Job: sizerapi.JobRequest{JobID: "8", Account: "demo", GPUsPerNode: 1}})
 	resp, err := http.Get(hs.URL + "/metrics")
 	if err != nil {
