@@ -156,9 +156,6 @@ func (s *Server) Policy() *sizing.Policy { return s.pol }
 // Store returns the server's store.
 func (s *Server) Store() *store.Store { return s.st }
 
-// Dash returns the server's read-only views (the dashboard's data).
-func (s *Server) Dash() *dash.Source { return s.dash }
-
 // Handler is the HTTP handler (API, dashboard, /metrics, /healthz).
 func (s *Server) Handler() http.Handler { return s.mux }
 

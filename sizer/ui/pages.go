@@ -24,7 +24,7 @@ type basePage struct {
 	Rendered time.Duration
 }
 
-func (u *UI) base(r *http.Request, page string, p auth.Principal, sc dash.Scope) basePage {
+func (u *UI) base(page string, p auth.Principal, sc dash.Scope) basePage {
 	b := basePage{Page: page, Admin: p.Admin, Scope: sc.Account, Now: u.o.Now()}
 	switch {
 	case p.Admin:
@@ -55,7 +55,7 @@ func (u *UI) fleet(w http.ResponseWriter, r *http.Request, sc dash.Scope, p auth
 		u.serverError(w, r, "fleet", err)
 		return
 	}
-	u.render(w, r, http.StatusOK, "fleet", fleetPage{basePage: u.base(r, "fleet", p, sc), V: v, Chart: fleetChart(v)})
+	u.render(w, r, http.StatusOK, "fleet", fleetPage{basePage: u.base("fleet", p, sc), V: v, Chart: fleetChart(v)})
 }
 
 type jobsPage struct {
@@ -80,7 +80,7 @@ func (u *UI) jobs(w http.ResponseWriter, r *http.Request, sc dash.Scope, p auth.
 		u.serverError(w, r, "jobs", err)
 		return
 	}
-	u.render(w, r, http.StatusOK, "jobs", jobsPage{basePage: u.base(r, "jobs", p, sc), V: v, User: q.User, JobName: q.JobName, Chart: jobsChart(v)})
+	u.render(w, r, http.StatusOK, "jobs", jobsPage{basePage: u.base("jobs", p, sc), V: v, User: q.User, JobName: q.JobName, Chart: jobsChart(v)})
 }
 
 type jobPage struct {
@@ -99,7 +99,7 @@ func (u *UI) job(w http.ResponseWriter, r *http.Request, sc dash.Scope, p auth.P
 		u.serverError(w, r, "job", err)
 		return
 	}
-	u.render(w, r, http.StatusOK, "job", jobPage{basePage: u.base(r, "jobs", p, sc), J: j})
+	u.render(w, r, http.StatusOK, "job", jobPage{basePage: u.base("jobs", p, sc), J: j})
 }
 
 type moneyPage struct {
@@ -115,7 +115,7 @@ func (u *UI) money(w http.ResponseWriter, r *http.Request, sc dash.Scope, p auth
 		u.serverError(w, r, "money", err)
 		return
 	}
-	pg := moneyPage{basePage: u.base(r, "money", p, sc), V: v, IdleTimeout: dur(v.IdleTimeout)}
+	pg := moneyPage{basePage: u.base("money", p, sc), V: v, IdleTimeout: dur(v.IdleTimeout)}
 	pg.Budgets, pg.PerDay, pg.PerUsers = budgetChart(v), dayChart(v), userChart(v)
 	u.render(w, r, http.StatusOK, "money", pg)
 }
@@ -132,7 +132,7 @@ func (u *UI) rightSizing(w http.ResponseWriter, r *http.Request, sc dash.Scope, 
 		u.serverError(w, r, "rightsizing", err)
 		return
 	}
-	u.render(w, r, http.StatusOK, "rightsizing", rightSizingPage{basePage: u.base(r, "rightsizing", p, sc), V: v, Chart: savingsChart(v)})
+	u.render(w, r, http.StatusOK, "rightsizing", rightSizingPage{basePage: u.base("rightsizing", p, sc), V: v, Chart: savingsChart(v)})
 }
 
 // sortedKeys returns a map's keys in order.

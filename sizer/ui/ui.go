@@ -198,11 +198,11 @@ type errorPage struct {
 
 func (u *UI) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	p, _ := u.ses.get(sessionID(r))
-	u.render(w, r, status, "error", errorPage{basePage: u.base(r, "", p, dash.Scope{Account: p.Account}), Status: status, Message: msg})
+	u.render(w, r, status, "error", errorPage{basePage: u.base("", p, dash.Scope{Account: p.Account}), Status: status, Message: msg})
 }
 
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
-	u.render(w, r, http.StatusOK, "login", loginPage{basePage: u.base(r, "login", auth.Principal{}, dash.Scope{}), Insecure: insecure(r)})
+	u.render(w, r, http.StatusOK, "login", loginPage{basePage: u.base("login", auth.Principal{}, dash.Scope{}), Insecure: insecure(r)})
 }
 
 type loginPage struct {
@@ -254,7 +254,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		u.lim.failed(now)
 		u.log.Warn("dashboard login failed", "remote", r.RemoteAddr)
-		u.render(w, r, http.StatusUnauthorized, "login", loginPage{basePage: u.base(r, "login", auth.Principal{}, dash.Scope{}), Insecure: insecure(r),
+		u.render(w, r, http.StatusUnauthorized, "login", loginPage{basePage: u.base("login", auth.Principal{}, dash.Scope{}), Insecure: insecure(r),
 			Error: "That is not the sizer's admin token nor an account credential (burst-sizer token account NAME)."})
 		return
 	}
