@@ -16,6 +16,9 @@ have ip || need+=(iproute2)
 have nsenter || need+=(util-linux)
 have perl || need+=(perl)
 have curl || need+=(curl)
+# headless Chromium and its WebDriver for the dashboard's browser test
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 # PyTorch 1.13 (CPU, gloo) for examples/train's real training job; about
 # 185 packages, under a minute from the Debian mirror. It runs under
 # Debian's /usr/bin/python3, whatever python3 is first on PATH.
