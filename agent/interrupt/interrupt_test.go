@@ -296,7 +296,24 @@ type fakeSlurm struct {
 	updates []slurm.NodeUpdate
 }
 
-func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error) { return f.jobs, nil }
+func (f *fakeSlurm) Jobs(_ context.Context, ids ...uint32) ([]slurm.Job, error) {
+	var out []slurm.Job
+	for _, j := range f.jobs {
+		if len(ids) == 0 || slices.Contains(ids, j.ID) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+func (f *fakeSlurm) JobStates(_ context.Context, q slurm.JobFilter) ([]slurm.JobState, error) {
+	var out []slurm.JobState
+	for _, j := range f.jobs {
+		if q.Matches(j) {
+			out = append(out, j.Brief())
+		}
+	}
+	return out, nil
+}
 func (f *fakeSlurm) UpdateNodes(_ context.Context, u ...slurm.NodeUpdate) error {
 	f.updates = append(f.updates, u...)
 	return nil

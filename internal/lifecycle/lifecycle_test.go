@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,12 +153,31 @@ func TestJournalRecorder(t *testing.T) {
 }
 
 type fakeSlurm struct {
-	nodes []slurm.Node
-	jobs  []slurm.Job
-	ups   []slurm.NodeUpdate
+	nodes    []slurm.Node
+	jobs     []slurm.Job
+	ups      []slurm.NodeUpdate
+	jobCalls [][]uint32 // the ids of each Jobs call
 }
 
-func (f *fakeSlurm) Jobs(context.Context, ...uint32) ([]slurm.Job, error)   { return f.jobs, nil }
+func (f *fakeSlurm) Jobs(_ context.Context, ids ...uint32) ([]slurm.Job, error) {
+	f.jobCalls = append(f.jobCalls, ids)
+	var out []slurm.Job
+	for _, j := range f.jobs {
+		if len(ids) == 0 || slices.Contains(ids, j.ID) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+func (f *fakeSlurm) JobStates(_ context.Context, q slurm.JobFilter) ([]slurm.JobState, error) {
+	var out []slurm.JobState
+	for _, j := range f.jobs {
+		if q.Matches(j) {
+			out = append(out, j.Brief())
+		}
+	}
+	return out, nil
+}
 func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) { return f.nodes, nil }
 func (f *fakeSlurm) UpdateNodes(_ context.Context, u ...slurm.NodeUpdate) error {
 	f.ups = append(f.ups, u...)
@@ -178,6 +198,37 @@ func TestReleaseKeepsHandBackReason(t *testing.T) {
 	}
 	if len(released) != 1 || released[0] != "l4-2" || len(sl.ups) != 1 || sl.ups[0].State != "POWER_DOWN_ASAP" {
 		t.Fatalf("released %v updates %+v", released, sl.ups)
+	}
+}
+
+// TestWaitingJobsReadsOnlyCandidates: warm reuse lists pending jobs' states
+// and reads in full only those that could take a node now, in squeue's order.
+func TestWaitingJobsReadsOnlyCandidates(t *testing.T) {
+	sl := &fakeSlurm{}
+	for id := uint32(1); id <= 1000; id++ {
+		sl.jobs = append(sl.jobs, slurm.Job{ID: id, State: "PENDING", Reason: "JobHeldUser", NodeCount: 1})
+	}
+	sl.jobs = append(sl.jobs,
+		slurm.Job{ID: 2001, State: "PENDING", Reason: "BeginTime", NodeCount: 1},
+		slurm.Job{ID: 2002, State: "PENDING", Reason: "Resources", NodeCount: 2},
+		slurm.Job{ID: 2003, State: "PENDING", Reason: "Priority", NodeCount: 1},
+		slurm.Job{ID: 2004, State: "RUNNING", Reason: "None", NodeCount: 1, Nodes: "l4-2"},
+		slurm.Job{ID: 2005, State: "PENDING", Reason: "Resources", NodeCount: 1},
+		slurm.Job{ID: 2006, State: "PENDING", Reason: "None", NodeCount: 1}, // the job that ended: skipped
+	)
+	jobs, err := waitingJobs(context.Background(), sl, 2006)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].ID != 2003 || jobs[1].ID != 2005 {
+		t.Errorf("waiting jobs %+v, want 2003 then 2005", jobs)
+	}
+	if len(sl.jobCalls) != 1 || !slices.Equal(sl.jobCalls[0], []uint32{2003, 2005}) {
+		t.Errorf("Jobs calls %v, want one for 2003 and 2005", sl.jobCalls)
+	}
+	sl.jobs, sl.jobCalls = sl.jobs[:1000], nil
+	if jobs, err := waitingJobs(context.Background(), sl, 1); err != nil || len(jobs) != 0 || len(sl.jobCalls) != 0 {
+		t.Errorf("only held jobs: %+v %v, Jobs calls %v", jobs, err, sl.jobCalls)
 	}
 }
 

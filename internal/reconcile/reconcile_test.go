@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,17 +43,17 @@ func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) {
 	return f.nodes, f.nodeErr
 }
 
-// Jobs reports the job listing; requeued jobs are pending.
-func (f *fakeSlurm) Jobs(_ context.Context, ids ...uint32) ([]slurm.Job, error) {
-	var out []slurm.Job
+// JobStates reports the jobs q selects; requeued jobs are pending.
+func (f *fakeSlurm) JobStates(_ context.Context, q slurm.JobFilter) ([]slurm.JobState, error) {
+	var out []slurm.JobState
 	for _, j := range f.jobs {
 		for _, c := range f.calls {
 			if c == "requeue "+itoa(j.ID) {
 				j.State, j.Nodes = "PENDING", ""
 			}
 		}
-		if len(ids) == 0 || slices.Contains(ids, j.ID) {
-			out = append(out, j)
+		if q.Matches(j) {
+			out = append(out, j.Brief())
 		}
 	}
 	return out, nil

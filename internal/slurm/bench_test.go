@@ -11,7 +11,7 @@ import (
 // bigSqueue replicates the jobs of the real 22.05 sample to n jobs.
 func bigSqueue(b *testing.B, n int) []byte {
 	var doc map[string]any
-	if err := json.Unmarshal(readTestdata(b, "squeue-22.05.json"), &doc); err != nil {
+	if err := json.Unmarshal(readTestdata(b, "22.05/squeue.json"), &doc); err != nil {
 		b.Fatal(err)
 	}
 	src := doc["jobs"].([]any)
@@ -41,7 +41,7 @@ func BenchmarkParseSqueueJSON(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
-		jobs, err := ParseSqueueJSON(data)
+		jobs, err := ParseJobsJSON(data)
 		if err != nil || len(jobs) != 1000 {
 			b.Fatal(err, len(jobs))
 		}
