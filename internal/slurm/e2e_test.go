@@ -185,7 +185,7 @@ func TestClientAgainstSlurm(t *testing.T) {
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
-	cl := slurm.NewScontrol(slurm.ScontrolOptions{Conf: c.ConfPath(), Timeout: 20 * time.Second})
+	cl := slurm.NewScontrol(slurm.ScontrolOptions{Conf: c.ConfPath(), BinDir: c.ClientBin(), Timeout: 20 * time.Second})
 	if err := cl.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}

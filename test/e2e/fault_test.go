@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -268,8 +267,8 @@ func TestFaultResumeKilled(t *testing.T) {
 	id := sbatch(t, s, "--gres=gpu:1", "--constraint=a10g", "--wrap", "sleep 1")
 
 	run := func(args ...string) string {
-		c := exec.Command(binDir+"/burst-sizer", append([]string{"--config", s.CfgPath, "reconcile"}, args...)...)
-		c.Env = append(os.Environ(), s.Cluster.Env()...)
+		// where Slurm runs: the reconciler calls scontrol
+		c := s.Cluster.Command(context.Background(), binDir+"/burst-sizer", append([]string{"--config", s.CfgPath, "reconcile"}, args...)...)
 		out, err := c.CombinedOutput()
 		if err != nil {
 			t.Fatalf("burst-sizer reconcile %v: %v\n%s", args, err, out)
