@@ -267,5 +267,5 @@ func BenchmarkSlurmPerResumedNode(b *testing.B) {
 	c := startCluster(b)
 	v := clusterVersion(b, c)
 	b.Logf("Slurm %s, %d held jobs queued, %d prolog polls per node", v, queuedJobs, prologPolls)
-	benchPerResumedNode(b, c, "/usr/bin", "gpu-6", fmt.Sprintf("slurm-%d.%02d", v.Major, v.Minor))
+	benchPerResumedNode(b, c, c.ClientBin(), "gpu-6", fmt.Sprintf("slurm-%d.%02d", v.Major, v.Minor))
 }
