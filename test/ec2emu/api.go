@@ -50,21 +50,28 @@ func statusFor(code string) int {
 type handler func(s *Server, q query, token string) (any, *apiError)
 
 var handlers = map[string]handler{
-	"CreateFleet":              (*Server).createFleet,
-	"RunInstances":             (*Server).runInstances,
-	"DescribeInstances":        (*Server).describeInstances,
-	"TerminateInstances":       (*Server).terminateInstances,
-	"CreateTags":               (*Server).createTags,
-	"DescribeSpotPriceHistory": (*Server).describeSpotPriceHistory,
-	"DescribeInstanceTypes":    (*Server).describeInstanceTypes,
-	"CreateLaunchTemplate":     (*Server).createLaunchTemplate,
-	"DescribeLaunchTemplates":  (*Server).describeLaunchTemplates,
+	"CreateFleet":               (*Server).createFleet,
+	"RunInstances":              (*Server).runInstances,
+	"DescribeInstances":         (*Server).describeInstances,
+	"TerminateInstances":        (*Server).terminateInstances,
+	"CreateTags":                (*Server).createTags,
+	"DescribeSpotPriceHistory":  (*Server).describeSpotPriceHistory,
+	"DescribeInstanceTypes":     (*Server).describeInstanceTypes,
+	"CreateLaunchTemplate":      (*Server).createLaunchTemplate,
+	"DescribeLaunchTemplates":   (*Server).describeLaunchTemplates,
+	"StopInstances":             (*Server).stopInstances,
+	"StartInstances":            (*Server).startInstances,
+	"DescribeInstanceAttribute": (*Server).describeInstanceAttribute,
 }
 
 // idempotent actions honour ClientToken.
 var idempotent = map[string]bool{"CreateFleet": true, "RunInstances": true, "CreateLaunchTemplate": true}
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.Header.Get("X-Amz-Target"), sqsTargetPrefix) {
+		s.serveSQS(w, r)
+		return
+	}
 	reqID := newRequestID()
 	if r.Method != http.MethodPost {
 		writeError(w, reqID, errf(400, "InvalidAction", "EC2 Query requests are POST /, got %s", r.Method))
@@ -97,7 +104,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	if aerr == nil {
-		f := s.pickFault(action)
+		f := s.pickFault("ec2", action)
 		if f != nil && !f.AfterEffect {
 			aerr = s.faultError(f)
 		}
@@ -134,7 +141,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if aerr != nil {
 		code = aerr.Code
 	}
-	s.calls = append(s.calls, Call{Action: action, Params: form, Code: code, At: s.Now()})
+	s.calls = append(s.calls, Call{Service: "ec2", Action: action, Params: form, Code: code, At: s.Now()})
 	s.mu.Unlock()
 	if aerr != nil {
 		writeError(w, reqID, aerr)
@@ -241,41 +248,54 @@ type xPlacement struct {
 }
 
 type xMetadataOptions struct {
-	State                string `xml:"state"`
-	HTTPTokens           string `xml:"httpTokens"`
-	HTTPEndpoint         string `xml:"httpEndpoint"`
-	InstanceMetadataTags string `xml:"instanceMetadataTags"`
+	State                   string `xml:"state"`
+	HTTPTokens              string `xml:"httpTokens"`
+	HTTPPutResponseHopLimit int    `xml:"httpPutResponseHopLimit"`
+	HTTPEndpoint            string `xml:"httpEndpoint"`
+	HTTPProtocolIPv6        string `xml:"httpProtocolIpv6"`
+	InstanceMetadataTags    string `xml:"instanceMetadataTags"`
+}
+
+type xStateReason struct {
+	Code    string `xml:"code"`
+	Message string `xml:"message"`
 }
 
 type xInstance struct {
-	InstanceID        string           `xml:"instanceId"`
-	ImageID           string           `xml:"imageId"`
-	InstanceState     xState           `xml:"instanceState"`
-	PrivateDNSName    string           `xml:"privateDnsName"`
-	AmiLaunchIndex    int              `xml:"amiLaunchIndex"`
-	InstanceType      string           `xml:"instanceType"`
-	LaunchTime        string           `xml:"launchTime"`
-	Placement         xPlacement       `xml:"placement"`
-	SubnetID          string           `xml:"subnetId"`
-	VpcID             string           `xml:"vpcId"`
-	PrivateIPAddress  string           `xml:"privateIpAddress,omitempty"`
-	InstanceLifecycle string           `xml:"instanceLifecycle,omitempty"`
-	ClientToken       string           `xml:"clientToken,omitempty"`
-	TagSet            *xItems[xTag]    `xml:"tagSet,omitempty"`
-	MetadataOptions   xMetadataOptions `xml:"metadataOptions"`
+	InstanceID            string           `xml:"instanceId"`
+	ImageID               string           `xml:"imageId"`
+	InstanceState         xState           `xml:"instanceState"`
+	PrivateDNSName        string           `xml:"privateDnsName"`
+	Reason                string           `xml:"reason"` // StateTransitionReason
+	AmiLaunchIndex        int              `xml:"amiLaunchIndex"`
+	InstanceType          string           `xml:"instanceType"`
+	LaunchTime            string           `xml:"launchTime"`
+	Placement             xPlacement       `xml:"placement"`
+	SubnetID              string           `xml:"subnetId"`
+	VpcID                 string           `xml:"vpcId"`
+	PrivateIPAddress      string           `xml:"privateIpAddress,omitempty"`
+	Architecture          string           `xml:"architecture"`
+	InstanceLifecycle     string           `xml:"instanceLifecycle,omitempty"`
+	SpotInstanceRequestID string           `xml:"spotInstanceRequestId,omitempty"`
+	ClientToken           string           `xml:"clientToken,omitempty"`
+	StateReason           *xStateReason    `xml:"stateReason,omitempty"`
+	TagSet                *xItems[xTag]    `xml:"tagSet,omitempty"`
+	MetadataOptions       xMetadataOptions `xml:"metadataOptions"`
 }
 
-func (in *instance) xml() xInstance {
+func (s *Server) instanceXML(in *instance) xInstance {
+	m := in.MetadataOptions
 	x := xInstance{
-		InstanceID: in.ID, ImageID: in.ImageID, InstanceState: stateOf(in.State),
+		InstanceID: in.ID, ImageID: in.ImageID, InstanceState: stateOf(in.State), Reason: in.StateTransitionReason,
 		AmiLaunchIndex: in.LaunchIndex, InstanceType: in.InstanceType,
 		LaunchTime: in.LaunchTime.UTC().Format("2006-01-02T15:04:05.000Z"),
 		Placement:  xPlacement{AvailabilityZone: in.Zone, GroupName: in.PlacementGroup, Tenancy: "default"},
-		SubnetID:   in.SubnetID, VpcID: "vpc-0burst0000000000", ClientToken: in.ClientToken,
-		MetadataOptions: xMetadataOptions{State: "applied", HTTPTokens: "required", HTTPEndpoint: "enabled", InstanceMetadataTags: "disabled"},
+		SubnetID:   in.SubnetID, VpcID: "vpc-0burst0000000000", ClientToken: in.ClientToken, Architecture: s.architecture(in.InstanceType),
+		MetadataOptions: xMetadataOptions{State: "applied", HTTPTokens: m.HTTPTokens, HTTPPutResponseHopLimit: m.HTTPPutResponseHopLimit,
+			HTTPEndpoint: m.HTTPEndpoint, HTTPProtocolIPv6: m.HTTPProtocolIPv6, InstanceMetadataTags: m.InstanceMetadataTags},
 	}
-	if in.MetadataTags {
-		x.MetadataOptions.InstanceMetadataTags = "enabled"
+	if in.StateReasonCode != "" {
+		x.StateReason = &xStateReason{in.StateReasonCode, in.StateReasonMessage}
 	}
 	if in.State != "terminated" {
 		x.PrivateIPAddress = in.PrivateIP
@@ -283,6 +303,7 @@ func (in *instance) xml() xInstance {
 	}
 	if in.Lifecycle == "spot" {
 		x.InstanceLifecycle = "spot"
+		x.SpotInstanceRequestID = "sir-" + in.ID[len(in.ID)-8:]
 	}
 	if len(in.Tags) > 0 {
 		x.TagSet = &xItems[xTag]{Items: sortedTags(in.Tags)}

@@ -10,15 +10,22 @@ import (
 )
 
 // ControlPrefix is the URL prefix of the emulator's control API, served on
-// the same listener as the EC2 API:
+// the same listener as the EC2 and SQS APIs:
 //
 //	GET  /_emu/instances                 instances as JSON (starts their IMDS; IMDSURL set)
 //	GET  /_emu/calls                     recorded calls as JSON
+//	GET  /_emu/bill                      the billing record ([]BillLine) as JSON
+//	GET  /_emu/events                    emitted EventBridge events ([]EventRecord)
+//	GET  /_emu/identity-cert?kind=rsa2048|signature   the identity certificate (PEM)
 //	POST /_emu/interrupt?id=i-...        spot interruption notice
 //	POST /_emu/rebalance?id=i-...        rebalance recommendation
+//	POST /_emu/shutdown?id=i-...         the instance's OS powers off (InstanceInitiatedShutdownBehavior)
 //	POST /_emu/capacity?type=&zone=&capacity=spot&n=0   set a pool's capacity (n<0: unlimited)
 //	POST /_emu/tokens?n=0                set the launch token bucket
+//	POST /_emu/launch-indexes?mode=per-pool   LaunchIndexMode of later fleets
 //	POST /_emu/fault                     JSON Fault (For as a Go duration string, e.g. "30s")
+//	POST /_emu/event-rule                JSON EventRule (Delay as a Go duration string)
+//	POST /_emu/event-rule/remove?name=   remove a rule
 const ControlPrefix = "/_emu/"
 
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
@@ -48,6 +55,22 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 			writeJSON(out)
 		case "calls":
 			writeJSON(s.Calls())
+		case "bill":
+			writeJSON(s.Bill())
+		case "events":
+			writeJSON(s.Events())
+		case "identity-cert":
+			kind := q.Get("kind")
+			if kind == "" {
+				kind = IdentityRSA2048
+			}
+			b, err := s.IdentityCertPEMFor(kind)
+			if err != nil {
+				fail(400, "%v", err)
+				return
+			}
+			w.Header().Set("Content-Type", "application/x-pem-file")
+			_, _ = w.Write(b)
 		default:
 			fail(404, "unknown control endpoint %s", r.URL.Path)
 		}
@@ -63,6 +86,8 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		err = s.Interrupt(q.Get("id"))
 	case "rebalance":
 		err = s.Rebalance(q.Get("id"))
+	case "shutdown":
+		err = s.Shutdown(q.Get("id"))
 	case "capacity":
 		var n int
 		if n, err = strconv.Atoi(q.Get("n")); err == nil {
@@ -77,24 +102,42 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		if n, err = strconv.ParseFloat(q.Get("n"), 64); err == nil {
 			s.SetTokens(n)
 		}
+	case "launch-indexes":
+		err = s.SetLaunchIndexes(LaunchIndexMode(q.Get("mode")))
 	case "fault":
 		var f struct {
 			Fault
 			For string
 		}
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err = dec.Decode(&f); err == nil {
+		if err = decodeStrict(r, &f); err == nil {
 			if f.For != "" {
 				f.Fault.For, err = time.ParseDuration(f.For)
 			}
 			if err == nil && f.Code == "" {
 				err = fmt.Errorf("a fault needs a Code")
 			}
+			if err == nil && f.Service != "" && f.Service != "ec2" && f.Service != "sqs" {
+				err = fmt.Errorf("fault Service %q: want ec2 or sqs", f.Service)
+			}
 			if err == nil {
 				s.InjectFault(f.Fault)
 			}
 		}
+	case "event-rule":
+		var er struct {
+			EventRule
+			Delay string
+		}
+		if err = decodeStrict(r, &er); err == nil {
+			if er.Delay != "" {
+				er.EventRule.Delay, err = time.ParseDuration(er.Delay)
+			}
+			if err == nil {
+				_, err = s.AddEventRule(er.EventRule)
+			}
+		}
+	case "event-rule/remove":
+		err = s.RemoveEventRule(q.Get("name"))
 	default:
 		fail(404, "unknown control endpoint %s", r.URL.Path)
 		return
@@ -104,4 +147,23 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func decodeStrict(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// RemoveEventRule removes the rule of that name.
+func (s *Server) RemoveEventRule(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range s.rules {
+		if r.Name == name {
+			s.rules = append(s.rules[:i], s.rules[i+1:]...)
+			return nil
+		}
+	}
+	return fmt.Errorf("no event rule %q", name)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,7 +44,14 @@ func (s *Server) startIMDS(in *instance) (string, error) {
 		return "", fmt.Errorf("starting metadata endpoint for %s: %w", in.ID, err)
 	}
 	m := &imdsServer{srv: s, id: in.ID, ln: ln, tokens: map[string]time.Time{}, done: make(chan struct{})}
-	m.http = &http.Server{Handler: m, ReadHeaderTimeout: 5 * time.Second}
+	hops := in.MetadataOptions.HTTPPutResponseHopLimit
+	m.http = &http.Server{Handler: m, ReadHeaderTimeout: 5 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if err := setHopLimit(c, hops); err != nil {
+				s.log.Warn("setting the metadata hop limit", "instance", in.ID, "err", err)
+			}
+			return ctx
+		}}
 	go func() { defer close(m.done); _ = m.http.Serve(ln) }()
 	in.imds = m
 	in.IMDSURL = "http://" + ln.Addr().String()
@@ -57,16 +65,39 @@ func (m *imdsServer) close() {
 	<-m.done
 }
 
+// forgetTokens drops every session token (the instance stopped).
+func (m *imdsServer) forgetTokens() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.tokens)
+}
+
 const (
 	hdrTTL   = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds"
 	hdrToken = "X-Aws-Ec2-Metadata-Token"
 )
 
 func (m *imdsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := m.srv.Now()
+	s := m.srv
+	now := s.Now()
+	s.mu.Lock()
+	in := s.instances[m.id]
+	var opts MetadataOptions
+	if in != nil {
+		opts = in.MetadataOptions
+	}
+	s.mu.Unlock()
+	if in == nil || opts.HTTPEndpoint == "disabled" {
+		http.Error(w, "403 - Forbidden", http.StatusForbidden)
+		return
+	}
 	if r.URL.Path == "/latest/api/token" {
 		if r.Method != http.MethodPut {
 			http.Error(w, "", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Header.Get("X-Forwarded-For") != "" { // IMDS refuses token requests that went through a proxy
+			http.Error(w, "403 - Forbidden", http.StatusForbidden)
 			return
 		}
 		ttl, err := strconv.Atoi(r.Header.Get(hdrTTL))
@@ -89,12 +120,16 @@ func (m *imdsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "", http.StatusMethodNotAllowed)
 		return
 	}
-	m.mu.Lock()
-	exp, ok := m.tokens[r.Header.Get(hdrToken)]
-	m.mu.Unlock()
-	if !ok || now.After(exp) {
-		http.Error(w, "", http.StatusUnauthorized) // IMDSv2 only
-		return
+	// IMDSv2: a token, when sent, must be valid; without one the request is
+	// IMDSv1, which HttpTokens=required refuses.
+	if tok := r.Header.Get(hdrToken); tok != "" || opts.HTTPTokens != "optional" {
+		m.mu.Lock()
+		exp, ok := m.tokens[tok]
+		m.mu.Unlock()
+		if !ok || now.After(exp) {
+			http.Error(w, "", http.StatusUnauthorized)
+			return
+		}
 	}
 	body, ctype, found := m.lookup(strings.TrimSuffix(r.URL.Path, "/"))
 	if !found {
@@ -107,14 +142,29 @@ func (m *imdsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
+// imdsTagKey is what EC2 allows in instance metadata tag keys; tags with
+// other keys are left out of tags/instance.
+var imdsTagKey = regexp.MustCompile(`^[a-zA-Z0-9+\-=._:@]+$`)
+
 func (m *imdsServer) lookup(p string) ([]byte, string, bool) {
 	s := m.srv
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	in := s.instances[m.id]
 	if in == nil {
+		s.mu.Unlock()
 		return nil, "", false
 	}
+	if kind, ok := strings.CutPrefix(p, "/latest/dynamic/instance-identity/"); ok && (kind == IdentitySignature || kind == IdentityRSA2048) {
+		doc := s.identityDocument(in)
+		s.mu.Unlock()
+		sig, err := s.identitySignature(kind, doc)
+		if err != nil {
+			s.log.Error("signing the identity document", "instance", m.id, "err", err)
+			return nil, "", false
+		}
+		return sig, "text/plain", true
+	}
+	defer s.mu.Unlock()
 	text := func(v string) ([]byte, string, bool) { return []byte(v), "text/plain", true }
 	switch p {
 	case "/latest/user-data":
@@ -123,7 +173,9 @@ func (m *imdsServer) lookup(p string) ([]byte, string, bool) {
 		}
 		return in.UserData, "application/octet-stream", true
 	case "/latest/meta-data":
-		return text("ami-launch-index\nevents/\ninstance-id\ninstance-life-cycle\ninstance-type\nlocal-ipv4\nplacement/\nspot/\ntags/")
+		return text("ami-id\nami-launch-index\nevents/\ninstance-id\ninstance-life-cycle\ninstance-type\nlocal-ipv4\nplacement/\nspot/\ntags/")
+	case "/latest/meta-data/ami-id":
+		return text(in.ImageID)
 	case "/latest/meta-data/instance-id":
 		return text(in.ID)
 	case "/latest/meta-data/instance-type":
@@ -155,27 +207,25 @@ func (m *imdsServer) lookup(p string) ([]byte, string, bool) {
 		}
 		b, _ := json.Marshal(map[string]string{"noticeTime": in.rebalance.Format("2006-01-02T15:04:05Z")})
 		return b, "text/plain", true
+	case "/latest/dynamic/instance-identity":
+		return text("document\nrsa2048\nsignature")
 	case "/latest/dynamic/instance-identity/document":
-		b, _ := json.MarshalIndent(map[string]any{
-			"instanceId": in.ID, "instanceType": in.InstanceType, "availabilityZone": in.Zone,
-			"region": s.opts.Region, "privateIp": in.PrivateIP, "accountId": "123456789012",
-			"pendingTime": in.LaunchTime.UTC().Format(time.RFC3339), "architecture": "x86_64",
-			"imageId": in.ImageID, "version": "2017-09-30",
-		}, "", "  ")
-		return b, "text/plain", true
+		return s.identityDocument(in), "text/plain", true
 	}
-	if !in.MetadataTags {
+	if in.MetadataOptions.InstanceMetadataTags != "enabled" {
 		return nil, "", false
 	}
 	if p == "/latest/meta-data/tags/instance" {
 		keys := make([]string, 0, len(in.Tags))
 		for k := range in.Tags {
-			keys = append(keys, k)
+			if imdsTagKey.MatchString(k) {
+				keys = append(keys, k)
+			}
 		}
 		sort.Strings(keys)
 		return text(strings.Join(keys, "\n"))
 	}
-	if k, ok := strings.CutPrefix(p, "/latest/meta-data/tags/instance/"); ok {
+	if k, ok := strings.CutPrefix(p, "/latest/meta-data/tags/instance/"); ok && imdsTagKey.MatchString(k) {
 		v, ok := in.Tags[k]
 		if !ok {
 			return nil, "", false

@@ -1,65 +1,16 @@
-// Package ec2emu is an EC2 emulator for burst's tests and demo: an HTTP
-// server speaking the EC2 Query protocol (API version 2016-11-15) so that the
-// real aws-sdk-go-v2 client, with its serialisation, retries and error
-// decoding, runs against it, plus a per-instance instance-metadata service
-// (IMDSv2).
-//
-// # Actions
-//
-// CreateFleet (type instant), RunInstances, DescribeInstances,
-// TerminateInstances, CreateTags, DescribeSpotPriceHistory,
-// DescribeInstanceTypes, CreateLaunchTemplate and DescribeLaunchTemplates.
-// Requests must carry an Authorization header (SigV4 is accepted without
-// checking the signature) and Version=2016-11-15. Responses are EC2's XML in
-// the 2016-11-15 namespace; errors are EC2 error documents
-// (<Response><Errors><Error><Code>...).
-//
-// # Model
-//
-//   - Capacity per pool (instance type x zone x capacity type): unlimited
-//     until SetCapacity limits it; a launch takes from the pool and a
-//     termination gives back. A dry pool yields InsufficientInstanceCapacity.
-//   - The instance-launch token bucket shared by RunInstances and CreateFleet:
-//     Options.BucketSize tokens (default 1,000) refilled at
-//     Options.BucketRefill per second (default 2); a call needing more tokens
-//     than are left fails with RequestLimitExceeded (HTTP 503).
-//   - Time: every duration (latency, boot, shutdown, bucket refill, the
-//     two-minute interruption notice) is emulated time, which runs
-//     Options.TimeScale times faster than the wall clock.
-//   - States: pending -> running after BootDelay -> shutting-down on
-//     termination -> terminated after ShutdownDelay. OnStart is called when an
-//     instance enters running, OnStop when it leaves it.
-//   - ClientToken: a repeated RunInstances/CreateFleet/CreateLaunchTemplate
-//     with the same token and parameters gets the first call's response and
-//     launches nothing; different parameters get IdempotentParameterMismatch.
-//   - Faults: InjectFault makes calls fail with a chosen code (next N calls,
-//     or a fraction of calls for a while), before or after taking effect.
-//   - Every call is recorded (Calls, Actions).
-//
-// # Instance metadata
-//
-// Each instance has its own IMDS listener on 127.0.0.1 (a separate port, so
-// the SDK's imds client works unchanged: it always requests absolute paths
-// such as /latest/api/token). The listener starts when first asked for with
-// IMDSURL, or before OnStart is called (Instance.IMDSURL), and stops when
-// the instance terminates. An agent is given that URL as its IMDS endpoint.
-// It serves IMDSv2 only (PUT /latest/api/token first), /latest/user-data,
-// /latest/meta-data/{instance-id,instance-type,local-ipv4,ami-launch-index,
-// instance-life-cycle,placement/availability-zone}, tags/instance[/<key>]
-// when the launch enabled InstanceMetadataTags, spot/instance-action (404
-// until Interrupt) and events/recommendations/rebalance (404 until
-// Rebalance).
 package ec2emu
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,9 +23,14 @@ const Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
 // APIVersion is the only EC2 API version the emulator speaks.
 const APIVersion = "2016-11-15"
 
+// DefaultAccount is the account id the emulator reports unless
+// Options.Account says otherwise.
+const DefaultAccount = "123456789012"
+
 // Options configures a Server. Zero values take the defaults noted.
 type Options struct {
-	Region string // default "us-east-1"
+	Region  string // default "us-east-1"
+	Account string // account id in ARNs, events and identity documents; default DefaultAccount
 	// Subnets maps subnet id -> availability zone. Default: subnet-a, subnet-b,
 	// subnet-c in <Region>a, b, c.
 	Subnets map[string]string
@@ -82,10 +38,19 @@ type Options struct {
 	TimeScale float64
 	// Latency is added to every API call (emulated time).
 	Latency time.Duration
-	// BootDelay is pending -> running (emulated; default 5s; negative = at once).
+	// BootDelay is pending -> running after a launch (emulated; default 5s;
+	// negative = at once).
 	BootDelay time.Duration
 	// ShutdownDelay is shutting-down -> terminated (emulated; default 5s; negative = at once).
 	ShutdownDelay time.Duration
+	// StopDelay is stopping -> stopped (emulated; default ShutdownDelay).
+	StopDelay time.Duration
+	// StartDelay is pending -> running after StartInstances (emulated;
+	// default half of BootDelay: a start skips the launch; negative = at once).
+	StartDelay time.Duration
+	// TerminatedRetention is how long a terminated instance stays visible to
+	// DescribeInstances (emulated; default 1 hour, as EC2; negative = forever).
+	TerminatedRetention time.Duration
 	// NoticePeriod is how long a spot interruption notice precedes the
 	// termination (emulated; default 2 minutes, as EC2).
 	NoticePeriod time.Duration
@@ -97,16 +62,21 @@ type Options struct {
 	SpotInstanceLimit int
 	// OnDemandInstanceLimit caps live on-demand instances (InstanceLimitExceeded); 0 = none.
 	OnDemandInstanceLimit int
+	// LaunchIndexes chooses the ami-launch-index of fleet instances
+	// (default LaunchIndexSequential).
+	LaunchIndexes LaunchIndexMode
 	// AllocateIP gives a new instance its private IP; default 10.0.x.y in order.
 	AllocateIP func(Instance) (string, error)
 	// ReleaseIP is called when an instance reaches terminated.
 	ReleaseIP func(Instance)
 	// OnStart is called (in its own goroutine) when an instance enters
-	// running; Instance.IMDSURL is set.
+	// running, after a launch or a StartInstances (Instance.Starts counts
+	// them); Instance.IMDSURL is set.
 	OnStart func(Instance)
-	// OnStop is called (in its own goroutine) when an instance leaves running.
+	// OnStop is called (in its own goroutine) when an instance leaves
+	// running: Instance.State is "stopping" or "shutting-down".
 	OnStop func(Instance)
-	// Catalog supplies instance types and spot prices (default catalog.Default()).
+	// Catalog supplies instance types and prices (default catalog.Default()).
 	Catalog *catalog.Catalog
 	// SpotPrice overrides the spot price of a type in a zone (USD/hour).
 	SpotPrice func(instanceType, zone string) float64
@@ -117,39 +87,20 @@ type Options struct {
 	IMDSHost string
 }
 
-// Instance is an emulated instance as hooks and tests see it.
-type Instance struct {
-	ID             string
-	InstanceType   string
-	ImageID        string
-	Zone           string
-	SubnetID       string
-	Lifecycle      string // "spot" or "on-demand"
-	PrivateIP      string
-	State          string
-	LaunchTime     time.Time
-	LaunchIndex    int
-	Tags           map[string]string
-	UserData       []byte // decoded user data
-	MetadataTags   bool   // InstanceMetadataTags enabled
-	LaunchTemplate string // launch template id, "" for RunInstances without one
-	ClientToken    string
-	PlacementGroup string
-	IMDSURL        string // "" until the IMDS listener is started
-}
-
 // Call is one recorded API call.
 type Call struct {
-	Action string
-	Params url.Values
-	Code   string // error code returned, "" on success
-	At     time.Time
+	Service string // "ec2" or "sqs" (the IAM service prefix)
+	Action  string
+	Params  url.Values // EC2: the form; SQS: the JSON body's top-level strings
+	Code    string     // error code returned, "" on success
+	At      time.Time
 }
 
 // Fault makes calls fail.
 type Fault struct {
-	Action   string        // action to fail; "" = any
-	Code     string        // EC2 error code, e.g. "RequestLimitExceeded"
+	Service  string        // "ec2" (default) or "sqs"
+	Action   string        // action to fail; "" = any of the service
+	Code     string        // error code, e.g. "RequestLimitExceeded"
 	Message  string        // default "injected fault"
 	Status   int           // HTTP status; default from the code
 	Count    int           // fail the next Count matching calls ...
@@ -167,30 +118,6 @@ type fault struct {
 }
 
 type poolKey struct{ typ, zone, capacity string }
-
-type instance struct {
-	Instance
-	reservation string
-	notice      *time.Time // spot interruption time
-	rebalance   *time.Time
-	imds        *imdsServer
-	hookTail    chan struct{} // closed when the instance's last hook returned
-	hooks       sync.WaitGroup
-}
-
-type launchTemplate struct {
-	ID, Name     string
-	ImageID      string
-	InstanceType string
-	UserData     []byte
-	Profile      string
-	SGs          []string
-	MetadataTags bool
-	HTTPTokens   string
-	TagSpecs     map[string]map[string]string // resource type -> tags
-	Tags         map[string]string
-	Created      time.Time
-}
 
 type idemEntry struct {
 	hash string
@@ -215,18 +142,27 @@ type Server struct {
 	calls     []Call
 	idem      map[string]idemEntry
 	templates map[string]*launchTemplate // by id
+	bill      []*BillLine
+	events    []*EventRecord
+	rules     []*eventRule
 	seq       int
 	ipSeq     int
 	closed    bool
 	rng       *rand.Rand
 	wg        sync.WaitGroup
 	hooks     sync.WaitGroup
+
+	identity identity // lazily made signing keys
+	sqs      sqsService
 }
 
 // New builds a server; call Start to listen.
 func New(opts Options) *Server {
 	if opts.Region == "" {
 		opts.Region = "us-east-1"
+	}
+	if opts.Account == "" {
+		opts.Account = DefaultAccount
 	}
 	if opts.Subnets == nil {
 		opts.Subnets = map[string]string{"subnet-a": opts.Region + "a", "subnet-b": opts.Region + "b", "subnet-c": opts.Region + "c"}
@@ -239,6 +175,18 @@ func New(opts Options) *Server {
 	}
 	if opts.ShutdownDelay == 0 {
 		opts.ShutdownDelay = 5 * time.Second
+	}
+	if opts.StopDelay == 0 {
+		opts.StopDelay = opts.ShutdownDelay
+	}
+	if opts.StartDelay == 0 {
+		opts.StartDelay = opts.BootDelay / 2
+		if opts.BootDelay < 0 {
+			opts.StartDelay = -1
+		}
+	}
+	if opts.TerminatedRetention == 0 {
+		opts.TerminatedRetention = time.Hour
 	}
 	if opts.NoticePeriod <= 0 {
 		opts.NoticePeriod = 2 * time.Minute
@@ -261,6 +209,7 @@ func New(opts Options) *Server {
 		idem: map[string]idemEntry{}, templates: map[string]*launchTemplate{},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)),
 	}
+	s.sqs.init(s)
 	s.tokens = float64(opts.BucketSize)
 	s.tokensAt = s.Now()
 	return s
@@ -287,12 +236,12 @@ func (s *Server) StartAddr(addr string) error {
 	return nil
 }
 
-// URL is the API endpoint, e.g. "http://127.0.0.1:41234".
+// URL is the API endpoint, e.g. "http://127.0.0.1:41234": EC2 and SQS.
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
-// Close stops the API and every IMDS listener, and waits for hooks that are
-// running. OnStop is not called for instances still running: the test that
-// started something in OnStart cleans it up itself.
+// Close stops the API and every IMDS listener, ends long polls, and waits
+// for hooks that are running. OnStop is not called for instances still
+// running: the test that started something in OnStart cleans it up itself.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -304,6 +253,7 @@ func (s *Server) Close() error {
 		}
 	}
 	s.mu.Unlock()
+	s.sqs.close()
 	for _, m := range imds {
 		m.close()
 	}
@@ -354,10 +304,39 @@ func (s *Server) SetCapacity(instanceType, zone, capacity string, n int) {
 func (s *Server) Capacity(instanceType, zone, capacity string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n, ok := s.capacity[poolKey{instanceType, zone, capacity}]; ok {
+	return s.poolFree(instanceType, zone, capacity)
+}
+
+func (s *Server) poolFree(typ, zone, lifecycle string) int {
+	if n, ok := s.capacity[poolKey{typ, zone, lifecycle}]; ok {
 		return n
 	}
 	return -1
+}
+
+func (s *Server) consume(typ, zone, lifecycle string) {
+	k := poolKey{typ, zone, lifecycle}
+	if n, ok := s.capacity[k]; ok {
+		s.capacity[k] = n - 1
+	}
+}
+
+func (s *Server) giveBack(typ, zone, lifecycle string) {
+	k := poolKey{typ, zone, lifecycle}
+	if n, ok := s.capacity[k]; ok {
+		s.capacity[k] = n + 1
+	}
+}
+
+// SetLaunchIndexes changes how later fleets number their instances.
+func (s *Server) SetLaunchIndexes(m LaunchIndexMode) error {
+	if !m.valid() {
+		return fmt.Errorf("launch index mode %q: want %s", m, strings.Join(launchIndexModes, ", "))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.LaunchIndexes = m
+	return nil
 }
 
 // SetTokens sets the launch token bucket's level (e.g. 0 to start drained).
@@ -401,164 +380,6 @@ func (s *Server) takeTokens(n int) bool {
 	return true
 }
 
-// InjectFault adds a fault; the returned func removes it.
-func (s *Server) InjectFault(f Fault) (remove func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ff := &fault{Fault: f, left: f.Count}
-	if f.For > 0 {
-		ff.until = s.Now().Add(f.For)
-	}
-	s.faults = append(s.faults, ff)
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i, x := range s.faults {
-			if x == ff {
-				s.faults = append(s.faults[:i], s.faults[i+1:]...)
-				return
-			}
-		}
-	}
-}
-
-// pickFault returns the fault that hits this call, if any; s.mu held.
-func (s *Server) pickFault(action string) *fault {
-	now := s.Now()
-	live := s.faults[:0]
-	var hit *fault
-	for _, f := range s.faults {
-		expired := (!f.until.IsZero() && now.After(f.until)) || (f.Count > 0 && f.left <= 0)
-		if expired {
-			continue
-		}
-		live = append(live, f)
-		if hit != nil || (f.Action != "" && f.Action != action) {
-			continue
-		}
-		switch {
-		case f.Count > 0:
-			f.left--
-			hit = f
-		case f.Fraction > 0:
-			if s.rng.Float64() < f.Fraction {
-				hit = f
-			}
-		default:
-			hit = f
-		}
-	}
-	s.faults = live
-	return hit
-}
-
-// Calls returns every recorded call, oldest first.
-func (s *Server) Calls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Call(nil), s.calls...)
-}
-
-// CallCount counts recorded calls of one action ("" = all).
-func (s *Server) CallCount(action string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.calls {
-		if action == "" || c.Action == action {
-			n++
-		}
-	}
-	return n
-}
-
-// Actions returns the distinct actions called, sorted.
-func (s *Server) Actions() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	seen := map[string]bool{}
-	for _, c := range s.calls {
-		seen[c.Action] = true
-	}
-	out := make([]string, 0, len(seen))
-	for a := range seen {
-		out = append(out, a)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// ResetCalls forgets the recorded calls.
-func (s *Server) ResetCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = nil
-}
-
-// Instances returns every instance ever launched (terminated included), in
-// launch order.
-func (s *Server) Instances() []Instance {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Instance, 0, len(s.order))
-	for _, in := range s.order {
-		out = append(out, in.snapshot())
-	}
-	return out
-}
-
-// Live returns instances that are pending or running.
-func (s *Server) Live() []Instance {
-	var out []Instance
-	for _, in := range s.Instances() {
-		if in.State == "pending" || in.State == "running" {
-			out = append(out, in)
-		}
-	}
-	return out
-}
-
-// Instance returns one instance.
-func (s *Server) Instance(id string) (Instance, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in, ok := s.instances[id]
-	if !ok {
-		return Instance{}, false
-	}
-	return in.snapshot(), true
-}
-
-func (in *instance) snapshot() Instance {
-	c := in.Instance
-	c.Tags = make(map[string]string, len(in.Tags))
-	for k, v := range in.Tags {
-		c.Tags[k] = v
-	}
-	return c
-}
-
-// LaunchTemplateSpec describes a launch template an admin created beforehand.
-type LaunchTemplateSpec struct {
-	Name         string
-	ImageID      string
-	UserData     []byte // raw
-	MetadataTags bool   // InstanceMetadataTags=enabled
-	Tags         map[string]string
-}
-
-// AddLaunchTemplate creates a launch template as if an admin had, and
-// returns its id.
-func (s *Server) AddLaunchTemplate(spec LaunchTemplateSpec) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lt := &launchTemplate{ID: s.newID("lt-"), Name: spec.Name, ImageID: spec.ImageID, UserData: spec.UserData,
-		MetadataTags: spec.MetadataTags, HTTPTokens: "required", Tags: spec.Tags, Created: s.Now(),
-		TagSpecs: map[string]map[string]string{}}
-	s.templates[lt.ID] = lt
-	return lt.ID
-}
-
 func (s *Server) newID(prefix string) string {
 	s.seq++
 	return fmt.Sprintf("%s%017x", prefix, 0x0b00000000000000+s.seq)
@@ -571,161 +392,6 @@ func (s *Server) allocIP(in Instance) (string, error) {
 	s.ipSeq++
 	n := s.ipSeq + 9
 	return fmt.Sprintf("10.%d.%d.%d", (n>>16)&0xff, (n>>8)&0xff, n&0xff), nil
-}
-
-// launch creates one instance in pending state; s.mu held. Capacity and
-// tokens were taken by the caller.
-func (s *Server) launch(in *instance) {
-	in.ID = s.newID("i-")
-	in.State = "pending"
-	in.LaunchTime = s.Now().Truncate(time.Second)
-	s.instances[in.ID] = in
-	s.order = append(s.order, in)
-	id := in.ID
-	s.after(s.opts.BootDelay, func() { s.toRunning(id) })
-}
-
-func (s *Server) toRunning(id string) {
-	s.mu.Lock()
-	in := s.instances[id]
-	if in == nil || in.State != "pending" || s.closed {
-		s.mu.Unlock()
-		return
-	}
-	in.State = "running"
-	hook := s.opts.OnStart
-	if hook != nil {
-		if _, err := s.startIMDS(in); err != nil {
-			s.log.Error("starting instance metadata service", "instance", id, "err", err)
-		}
-	}
-	if hook != nil {
-		s.runHook(in, hook)
-	}
-	s.mu.Unlock()
-}
-
-// runHook calls f for the instance in its own goroutine, after the
-// instance's previous hook returned (OnStop never overtakes OnStart); s.mu
-// held. Close waits for running hooks.
-func (s *Server) runHook(in *instance, f func(Instance)) {
-	snap := in.snapshot()
-	prev := in.hookTail
-	done := make(chan struct{})
-	in.hookTail = done
-	s.hooks.Add(1)
-	go func() {
-		defer s.hooks.Done()
-		defer close(done)
-		if prev != nil {
-			<-prev
-		}
-		f(snap)
-	}()
-}
-
-// terminate moves a live instance to shutting-down; s.mu held. It returns the
-// previous state.
-func (s *Server) terminate(in *instance) string {
-	prev := in.State
-	if prev == "shutting-down" || prev == "terminated" {
-		return prev
-	}
-	in.State = "shutting-down"
-	if prev == "running" && s.opts.OnStop != nil && !s.closed {
-		s.runHook(in, s.opts.OnStop)
-	}
-	id := in.ID
-	s.after(s.opts.ShutdownDelay, func() { s.toTerminated(id) })
-	return prev
-}
-
-func (s *Server) toTerminated(id string) {
-	s.mu.Lock()
-	in := s.instances[id]
-	if in == nil || in.State != "shutting-down" || s.closed {
-		s.mu.Unlock()
-		return
-	}
-	in.State = "terminated"
-	k := poolKey{in.InstanceType, in.Zone, in.Lifecycle}
-	if n, ok := s.capacity[k]; ok {
-		s.capacity[k] = n + 1
-	}
-	m := in.imds
-	in.imds = nil
-	snap := in.snapshot()
-	rel := s.opts.ReleaseIP
-	s.mu.Unlock()
-	if m != nil {
-		m.close()
-	}
-	if rel != nil {
-		rel(snap)
-	}
-}
-
-// liveCount counts live instances of a lifecycle; s.mu held.
-func (s *Server) liveCount(lifecycle string) int {
-	n := 0
-	for _, in := range s.order {
-		if in.Lifecycle == lifecycle && (in.State == "pending" || in.State == "running") {
-			n++
-		}
-	}
-	return n
-}
-
-// Interrupt issues a spot interruption notice for a running spot instance:
-// its IMDS serves spot/instance-action for NoticePeriod, then the instance
-// is terminated.
-func (s *Server) Interrupt(id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := s.instances[id]
-	if in == nil {
-		return fmt.Errorf("interrupting %s: no such instance", id)
-	}
-	if in.Lifecycle != "spot" {
-		return fmt.Errorf("interrupting %s: it is %s, only spot instances get interruption notices", id, in.Lifecycle)
-	}
-	if in.State != "pending" && in.State != "running" {
-		return fmt.Errorf("interrupting %s: it is %s", id, in.State)
-	}
-	t := s.Now().Add(s.opts.NoticePeriod).UTC().Truncate(time.Second)
-	in.notice = &t
-	s.after(s.opts.NoticePeriod, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !s.closed && (in.State == "pending" || in.State == "running") {
-			s.terminate(in)
-		}
-	})
-	return nil
-}
-
-// Rebalance issues an EC2 rebalance recommendation for an instance.
-func (s *Server) Rebalance(id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := s.instances[id]
-	if in == nil {
-		return fmt.Errorf("rebalance for %s: no such instance", id)
-	}
-	t := s.Now().UTC().Truncate(time.Second)
-	in.rebalance = &t
-	return nil
-}
-
-// IMDSURL starts (once) and returns the instance's metadata endpoint.
-func (s *Server) IMDSURL(id string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := s.instances[id]
-	if in == nil {
-		return "", fmt.Errorf("metadata endpoint for %s: no such instance", id)
-	}
-	return s.startIMDS(in)
 }
 
 func (s *Server) zoneOf(subnet string) (string, bool) {
@@ -747,9 +413,11 @@ func (s *Server) firstSubnet(zone string) string {
 	return ids[0]
 }
 
+// spotPrice is the pool's spot price as DescribeSpotPriceHistory publishes
+// it (USD/hour, six decimals).
 func (s *Server) spotPrice(typ, zone string) float64 {
 	if s.opts.SpotPrice != nil {
-		return s.opts.SpotPrice(typ, zone)
+		return math.Round(s.opts.SpotPrice(typ, zone)*1e6) / 1e6
 	}
 	t, ok := s.opts.Catalog.Lookup(typ)
 	if !ok {
@@ -763,5 +431,14 @@ func (s *Server) spotPrice(typ, zone string) float64 {
 	if zone != "" {
 		p *= 1 + 0.03*float64(zone[len(zone)-1]-'a')
 	}
-	return p
+	return math.Round(p*1e6) / 1e6
+}
+
+// price is what an instance of a lifecycle costs per hour now.
+func (s *Server) price(typ, zone, lifecycle string) float64 {
+	if lifecycle == "spot" {
+		return s.spotPrice(typ, zone)
+	}
+	t, _ := s.opts.Catalog.Lookup(typ)
+	return t.OnDemandUSD
 }
