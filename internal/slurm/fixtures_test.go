@@ -11,8 +11,8 @@ import (
 )
 
 // The fixtures in testdata/<release>/ are what the real daemons of each
-// release printed for one scenario (TestCaptureSamples in e2e_test.go, or by
-// hand from a Debian root; testdata/README.md):
+// release printed for one scenario (TestCaptureSamples in e2e_test.go with
+// -update, per BURST_SLURM release; testdata/README.md):
 //
 //	jobs   1 train-7b      PENDING (BeginTime), --gres=gpu:a10g:2, --comment "burst: ...", -C a10g, --mem=500, -t 30, --requeue
 //	       2 gpus-per-job  PENDING (JobHeldUser), --gpus=2, --mem-per-cpu=100, --no-requeue

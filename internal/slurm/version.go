@@ -68,7 +68,9 @@ const minMajor, minMinor = 22, 5
 //	25.05        v0.0.43 (ships 40-43)       v0.0.42
 //	25.11        v0.0.44 (ships 41-44)       v0.0.42
 //	26.05        v0.0.45 (ships 42-45)       v0.0.42
-//	later        -                           v0.0.42 while the release ships it; else a clear error
+//	later        -                           v0.0.42; a release without it fails each query with
+//	                                         Slurm's "unable to find plugin: data_parser/v0.0.42"
+//	                                         and the command line (extend this table)
 //
 // v0.0.42 is the newest parser that every release from 24.11 to 26.05 ships,
 // so one shape serves them all. Checked against the real daemons: 22.05.8
