@@ -88,6 +88,22 @@ func dumpLogs(t *testing.T, s *stack.Stack) {
 	}
 }
 
+// jobScript copies a script of this tree to where users keep theirs: the
+// cluster's shared work directory (a Debian root's Slurm sees the run dir,
+// not the source tree) and returns its path there.
+func jobScript(t *testing.T, s *stack.Stack, rel string) string {
+	t.Helper()
+	src, err := os.ReadFile(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(s.Cluster.Dir(), "work", filepath.Base(rel))
+	if err := os.WriteFile(script, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
 func sbatch(t *testing.T, s *stack.Stack, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -35,14 +35,7 @@ func TestSpotInterruption(t *testing.T) {
 	})
 	// the job script goes where users keep theirs: on the cluster's shared
 	// file system (a Debian root's Slurm sees the run dir, not this tree)
-	src, err := os.ReadFile("../../examples/train/train.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(s.Cluster.Dir(), "work", "train.sh")
-	if err := os.WriteFile(script, src, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	script := jobScript(t, s, "../../examples/train/train.sh")
 	ctx := context.Background()
 	cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--constraint=a10g", "--account=demo", script)
 	cmd.Env = append(cmd.Env, "TRAIN_STEPS=30", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY="+strconv.Itoa(every),
