@@ -39,6 +39,13 @@ func serveCommand() *cli.Command {
 			log := compose.StderrLogger(c.App.ErrWriter, st.cfg.Log.Level, "burst-sizer", false)
 			o := st.serverOptions()
 			o.Logger = log
+			if o.IdentityCerts, err = st.identityCerts(); err != nil {
+				return err
+			}
+			if o.EC2, err = compose.EC2API(c.Context, compose.EC2Options(st.cfg)); err != nil {
+				return err
+			}
+			o.Slurm = compose.Slurm(st.cfg, os.Getenv, log)
 			o.Registry = prometheus.NewRegistry()
 			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -85,7 +92,7 @@ func reportCommand() *cli.Command {
 func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageReport, error) {
 	if !local && st.cfg.Sizer.URL != "" {
 		if tok, err := auth.LoadToken(st.cfg.Sizer.TokenFile); err == nil {
-			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok); err == nil {
+			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile)); err == nil {
 				rep, err := cl.UsageReport(ctx)
 				if err == nil {
 					return rep, nil
