@@ -16,6 +16,7 @@ have ip || need+=(iproute2)
 have nsenter || need+=(util-linux)
 have perl || need+=(perl)
 have curl || need+=(curl)
+have nft || need+=(nftables) # the node bootstrap's IMDS firewall (e2e: inside each node namespace)
 # PyTorch 1.13 (CPU, gloo) for examples/train's real training job; about
 # 185 packages, under a minute from the Debian mirror. It runs under
 # Debian's /usr/bin/python3, whatever python3 is first on PATH.
