@@ -118,8 +118,11 @@ func TestEnsure(t *testing.T) {
 			t.Errorf("name %q accepted", name)
 		}
 	}
-	if _, err := Ensure(root, "9", 0, 0, now); err == nil {
-		t.Error("made a directory for root's job")
+	if _, err := Ensure(root, "9", -1, 0, now); err == nil {
+		t.Error("made a directory for uid -1")
+	}
+	if res, err := Ensure(root, "10", 0, 0, now); err != nil || !res.Created {
+		t.Errorf("root's job: %+v %v", res, err)
 	}
 }
 

@@ -19,8 +19,8 @@ func Ensure(root, name string, uid, gid int, now time.Time) (Result, error) {
 	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
 		return res, fmt.Errorf("checkpoint directory name %q is not one path element", name)
 	}
-	if uid <= 0 || gid < 0 {
-		return res, fmt.Errorf("checkpoint directory for uid %d gid %d: jobs of root get none", uid, gid)
+	if uid < 0 || gid < 0 {
+		return res, fmt.Errorf("checkpoint directory for uid %d gid %d: not a user", uid, gid)
 	}
 	rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {

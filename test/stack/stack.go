@@ -128,6 +128,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := os.WriteFile(tokFile, []byte(s.Token+"\n"), 0o600); err != nil {
 		return nil, err
 	}
+	// the submit-time route credential, world-readable as `token init` writes it
+	if err := os.WriteFile(tokFile+".route", []byte(auth.RouteToken(s.Token)+"\n"), 0o644); err != nil {
+		return nil, err
+	}
 
 	cfg, err := config.Parse(config.DemoYAML, "demo.yaml")
 	if err != nil {
