@@ -45,7 +45,7 @@ func bootstrapCommand() *cli.Command {
 				// the EC2 emulator's poweroff stand-in (the agent's
 				// --emu-shutdown-url): root only, as a real poweroff
 				RootOnly: nonEmpty(os.Getenv("BURST_EMU_SHUTDOWN_URL")),
-				Commands:  bootstrap.Commands{Agent: self, Slurmd: c.String("slurmd"), Scontrol: c.String("scontrol")},
+				Commands: bootstrap.Commands{Agent: self, Slurmd: c.String("slurmd"), Scontrol: c.String("scontrol")},
 			}
 			rep, err := bootstrap.RunReport(c.Context, o)
 			for _, s := range rep.Steps {
