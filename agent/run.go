@@ -261,7 +261,7 @@ func renewer(c *cli.Context, base string, ca []byte, md *imds.Client, log *slog.
 			return sizerclient.New(base, tok, sizerclient.WithCA(ca), sizerclient.WithTimeout(20*time.Second))
 		},
 		Identity: func(ctx context.Context) ([]byte, []byte, error) {
-			return md.Identity(ctx, sizerapi.IdentityRSA2048)
+			return md.SignedIdentity(ctx, sizerapi.IdentityRSA2048)
 		},
 	})
 }

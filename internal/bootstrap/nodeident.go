@@ -35,7 +35,7 @@ func (b *boot) identity(ctx context.Context) (string, error) {
 	}
 	md := imds.New(imds.Options{Endpoint: b.o.IMDSEndpoint, Timeout: 5 * time.Second, Retry: true})
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	doc, sig, err := md.Identity(ictx, sizerapi.IdentityRSA2048)
+	doc, sig, err := md.SignedIdentity(ictx, sizerapi.IdentityRSA2048)
 	cancel()
 	if err != nil {
 		return "", err

@@ -304,12 +304,29 @@ func (c *Client) InstanceType(ctx context.Context) (string, error) {
 	return t, nil
 }
 
-// Identity returns the instance identity document and its signature of one
+// Identity is what burst reads from the instance identity document.
+type Identity struct {
+	InstanceID   string
+	InstanceType string
+	PendingTime  time.Time // when the instance last entered pending (launch or start)
+}
+
+// Identity reads the instance identity document
+// (/latest/dynamic/instance-identity/document).
+func (c *Client) Identity(ctx context.Context) (Identity, error) {
+	out, err := c.c.GetInstanceIdentityDocument(ctx, &imds.GetInstanceIdentityDocumentInput{})
+	if err != nil {
+		return Identity{}, fmt.Errorf("reading the instance identity document: %w", err)
+	}
+	return Identity{InstanceID: out.InstanceID, InstanceType: out.InstanceType, PendingTime: out.PendingTime}, nil
+}
+
+// SignedIdentity returns the instance identity document and its signature of one
 // kind ("rsa2048": PKCS #7 with the document attached; "signature": RSA over
 // the document's SHA-256), from /latest/dynamic/instance-identity/. Only root
 // on a burst node can read them: the node's IMDS firewall refuses every
 // other user.
-func (c *Client) Identity(ctx context.Context, kind string) (doc, sig []byte, err error) {
+func (c *Client) SignedIdentity(ctx context.Context, kind string) (doc, sig []byte, err error) {
 	read := func(p string) ([]byte, error) {
 		out, err := c.c.GetDynamicData(ctx, &imds.GetDynamicDataInput{Path: "instance-identity/" + p})
 		if err != nil {

@@ -45,7 +45,7 @@ func signedE(emu *ec2emu.Server, kind string) (string, []byte, []byte, error) {
 	if err != nil {
 		return "", nil, nil, err
 	}
-	doc, sig, err := imds.New(imds.Options{Endpoint: u, Timeout: 5 * time.Second}).Identity(ctx, kind)
+	doc, sig, err := imds.New(imds.Options{Endpoint: u, Timeout: 5 * time.Second}).SignedIdentity(ctx, kind)
 	return id, doc, sig, err
 }
 

@@ -77,3 +77,6 @@ func FuzzLaunchBody(f *testing.F) {
 func FuzzTerminateBody(f *testing.F) {
 	fuzzBody(f, sizerapi.PathInstanceTerminate, "admin", sizerapi.InstanceEvent{InstanceID: "i-1"})
 }
+func FuzzBootsBody(f *testing.F) {
+	fuzzBody(f, sizerapi.PathBoots, "node", sizerapi.BootReport{OK: true, Phases: []sizerapi.BootPhase{{Name: "mount", Seconds: 1}}})
+}

@@ -183,7 +183,7 @@ func (f *fixture) proof(t testing.TB, id, nonce string) sizerapi.CredentialReque
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, sig, err := imds.New(imds.Options{Endpoint: u, Timeout: 5 * time.Second}).Identity(context.Background(), sizerapi.IdentityRSA2048)
+	doc, sig, err := imds.New(imds.Options{Endpoint: u, Timeout: 5 * time.Second}).SignedIdentity(context.Background(), sizerapi.IdentityRSA2048)
 	if err != nil {
 		t.Fatal(err)
 	}
