@@ -256,7 +256,7 @@ func syncSimJobs(ctx context.Context, r *sim.Reader, ops interrupt.SlurmOps, nod
 // renewer keeps the node credential alive (agent/credential).
 func renewer(c *cli.Context, base string, ca []byte, md *imds.Client, log *slog.Logger) *credential.Renewer {
 	return credential.New(credential.Options{
-		File: c.String("credential-file"), NonceFile: c.String("nonce-file"), Logger: log.With("component", "credential"),
+		Node: c.String("node"), File: c.String("credential-file"), NonceFile: c.String("nonce-file"), Logger: log.With("component", "credential"),
 		Client: func(tok string) (credential.Sizer, error) {
 			return sizerclient.New(base, tok, sizerclient.WithCA(ca), sizerclient.WithTimeout(20*time.Second))
 		},

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"time"
@@ -34,6 +35,7 @@ type Identity func(ctx context.Context) (doc, sig []byte, err error)
 
 // Options configure a Renewer.
 type Options struct {
+	Node      string // this node (the credential must name it)
 	File      string // the credential file
 	NonceFile string // the node's identity nonce (bootstrap)
 	// Client returns a sizer client authenticating with token
@@ -85,6 +87,17 @@ func Read(path string) (string, auth.NodeClaims, error) {
 // expired) and reports whether it did.
 func (r *Renewer) Check(ctx context.Context) (bool, error) {
 	tok, c, err := Read(r.o.File)
+	if errors.Is(err, fs.ErrNotExist) {
+		// the node booted while the sizer did not answer: exchange now
+		resp, err := r.exchange(ctx)
+		if err != nil {
+			return false, err
+		}
+		if r.o.Node != "" && resp.Node != r.o.Node {
+			return false, fmt.Errorf("the sizer names this instance node %q, not %q", resp.Node, r.o.Node)
+		}
+		return true, r.write(resp)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -122,12 +135,16 @@ func (r *Renewer) Check(ctx context.Context) (bool, error) {
 	if resp.InstanceID != c.InstanceID || resp.Node != c.Node {
 		return false, fmt.Errorf("the sizer issued a credential for %s/%s, this node is %s/%s", resp.InstanceID, resp.Node, c.InstanceID, c.Node)
 	}
+	return true, r.write(resp)
+}
+
+func (r *Renewer) write(resp sizerapi.CredentialResponse) error {
 	if err := statefile.WriteAtomic(r.o.File, []byte(resp.Credential+"\n"), 0o400); err != nil {
-		return false, fmt.Errorf("writing the renewed credential: %w", err)
+		return fmt.Errorf("writing the node credential: %w", err)
 	}
 	r.lifetime = resp.Expires.Sub(r.o.Now())
-	r.o.Logger.Info("node credential renewed", "expires", resp.Expires)
-	return true, nil
+	r.o.Logger.Info("node credential written", "expires", resp.Expires)
+	return nil
 }
 
 func (r *Renewer) exchange(ctx context.Context) (sizerapi.CredentialResponse, error) {
@@ -154,7 +171,7 @@ func (r *Renewer) exchange(ctx context.Context) (sizerapi.CredentialResponse, er
 		}
 		return resp, fmt.Errorf("credential expired; exchanging the identity again: %w", err)
 	}
-	r.o.Logger.Warn("node credential had expired; obtained a new one with the identity document")
+	r.o.Logger.Warn("obtained a node credential with the identity document (none, or an expired one, before)")
 	return resp, nil
 }
 

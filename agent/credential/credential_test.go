@@ -104,4 +104,23 @@ func TestRenewer(t *testing.T) {
 	if err := r.Run(ctx); !errors.Is(err, ErrEnded) {
 		t.Fatalf("Run on an ended instance: %v", err)
 	}
+	// no credential at all (the node booted with the sizer down): exchange
+	fs.ended = false
+	os.Remove(file)
+	r2 := New(Options{Node: "gpu-1", File: file, NonceFile: nonce, Now: clock,
+		Client:   func(tok string) (Sizer, error) { return client{fs, tok}, nil },
+		Identity: func(context.Context) ([]byte, []byte, error) { return []byte("doc"), []byte("sig"), nil }})
+	if did, err := r2.Check(ctx); !did || err != nil || len(fs.nonces) != 2 {
+		t.Fatalf("without a credential: %v %v", did, err)
+	}
+	if _, c, err := Read(file); err != nil || c.Node != "gpu-1" {
+		t.Fatalf("credential after the late exchange: %+v %v", c, err)
+	}
+	os.Remove(file)
+	r3 := New(Options{Node: "gpu-9", File: file, NonceFile: nonce, Now: clock,
+		Client:   func(tok string) (Sizer, error) { return client{fs, tok}, nil },
+		Identity: func(context.Context) ([]byte, []byte, error) { return []byte("doc"), []byte("sig"), nil }})
+	if _, err := r3.Check(ctx); err == nil {
+		t.Fatal("accepted a credential for another node")
+	}
 }

@@ -102,6 +102,9 @@ type Options struct {
 	// /var/lib/burst-agent/identity.nonce; RunDir/identity.nonce in direct
 	// mode).
 	NonceFile string
+	// SizerWait is how long a sizer that does not answer may delay the
+	// boot (default 15 s); the node then joins without a credential.
+	SizerWait time.Duration
 	// RootOnly are further endpoint URLs the IMDS firewall closes to
 	// non-root users (the test stack's poweroff stand-in).
 	RootOnly []string
@@ -220,6 +223,9 @@ func (o *Options) setDefaults() error {
 	def(&o.NonceFile, "/var/lib/burst-agent/identity.nonce")
 	if o.IdentityTimeout <= 0 {
 		o.IdentityTimeout = 2 * time.Minute
+	}
+	if o.SizerWait <= 0 {
+		o.SizerWait = 15 * time.Second
 	}
 	def(&o.Units.Munge, "munge.service")
 	def(&o.Units.Slurmd, "slurmd.service")

@@ -29,6 +29,8 @@ type identityFakes struct {
 	CA          []byte
 	Exchanges   atomic.Int32
 	NotYet      atomic.Int32 // answer this many exchanges 409 not_yet first
+	Untagged    atomic.Int32 // answer this many tag reads 404 first
+	Down        atomic.Bool  // the sizer answers 503
 	Nonces      chan string
 }
 
@@ -53,6 +55,12 @@ func newIdentityFakes(t *testing.T, instance, node string) *identityFakes {
 			io.WriteString(w, doc)
 		case "/latest/dynamic/instance-identity/rsa2048":
 			io.WriteString(w, "MIIBsignature")
+		case "/latest/meta-data/tags/instance/burst:node":
+			if f.Untagged.Add(-1) >= 0 {
+				http.NotFound(w, r) // a fleet instance before CreateTags
+				return
+			}
+			io.WriteString(w, node)
 		default:
 			http.NotFound(w, r)
 		}
@@ -67,6 +75,10 @@ func newIdentityFakes(t *testing.T, instance, node string) *identityFakes {
 			return
 		}
 		f.Exchanges.Add(1)
+		if f.Down.Load() {
+			http.Error(w, "sizer restarting", 503)
+			return
+		}
 		f.Nonces <- rq.Nonce
 		if f.NotYet.Add(-1) >= 0 {
 			w.WriteHeader(409)

@@ -198,7 +198,8 @@ func (e *rootEnv) read(t *testing.T, name string) string {
 func TestRootDirectBootstrap(t *testing.T) {
 	e := newRootEnv(t)
 	e.writeUD(t)
-	e.fakes.NotYet.Store(2) // the fleet's CreateTags lands a moment after boot
+	e.fakes.Untagged.Store(3) // the fleet's CreateTags lands a moment after boot
+	e.fakes.NotYet.Store(2)   // and EC2 shows it to the sizer a moment later
 	rep, err := RunReport(context.Background(), e.opts)
 	if err != nil {
 		t.Fatalf("bootstrap failed: %v\nseq:\n%s", err, e.read(t, "seq.log"))
@@ -293,6 +294,29 @@ func TestRootDirectBootstrap(t *testing.T) {
 	}
 	if rep2.Steps[3].Skipped == "" || rep2.Steps[4].Skipped == "" {
 		t.Errorf("second run did not skip munge/mount: %+v", rep2.Steps)
+	}
+}
+
+// TestRootBootsWithTheSizerDown: a sizer that does not answer does not
+// stop the boot: the node joins Slurm without a credential (burst-agent
+// exchanges later); its name comes from its own tag.
+func TestRootBootsWithTheSizerDown(t *testing.T) {
+	e := newRootEnv(t)
+	e.writeUD(t)
+	e.fakes.Down.Store(true)
+	e.opts.SizerWait = 500 * time.Millisecond
+	rep, err := RunReport(context.Background(), e.opts)
+	if err != nil {
+		t.Fatalf("bootstrap with the sizer down: %v", err)
+	}
+	if !rep.OK || rep.Steps[2].Step != StepIdentity || !strings.Contains(rep.Steps[2].Skipped, "sizer unreachable") {
+		t.Fatalf("report %+v", rep)
+	}
+	if _, err := os.Stat(filepath.Join(e.runDir, "agent.credential")); !os.IsNotExist(err) {
+		t.Errorf("a credential without an exchange: %v", err)
+	}
+	if !strings.Contains(e.read(t, "seq.log"), "slurmd [-D] [-b] [-N] [gpu-7]") {
+		t.Errorf("slurmd not started as gpu-7:\n%s", e.read(t, "seq.log"))
 	}
 }
 
