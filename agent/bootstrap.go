@@ -42,7 +42,10 @@ func bootstrapCommand() *cli.Command {
 				IMDSEndpoint: c.String("imds-endpoint"), NodeName: c.String("node-name"), RunDir: c.String("run-dir"),
 				RegisterTimeout: c.Duration("register-timeout"), Logger: log,
 				CleanExec: []string{self, "exec-clean", "--"},
-				Commands:  bootstrap.Commands{Agent: self, Slurmd: c.String("slurmd"), Scontrol: c.String("scontrol")},
+				// the EC2 emulator's poweroff stand-in (the agent's
+				// --emu-shutdown-url): root only, as a real poweroff
+				RootOnly: nonEmpty(os.Getenv("BURST_EMU_SHUTDOWN_URL")),
+				Commands: bootstrap.Commands{Agent: self, Slurmd: c.String("slurmd"), Scontrol: c.String("scontrol")},
 			}
 			rep, err := bootstrap.RunReport(c.Context, o)
 			for _, s := range rep.Steps {
@@ -81,4 +84,14 @@ func execCleanCommand() *cli.Command {
 			return bootstrap.ExecClean(args, os.Environ())
 		},
 	}
+}
+
+func nonEmpty(s ...string) []string {
+	var out []string
+	for _, v := range s {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -2,9 +2,9 @@
 // really uses of its GPUs to the sizer and makes spot interruptions safe
 // (checkpoint signal, requeue, node hand-back). See agent/interrupt for the
 // checkpoint protocol jobs follow. `burst-agent bootstrap` joins the node to
-// Slurm at boot, and burst-agent run as Slurm's TaskProlog
-// (SLURM_SCRIPT_CONTEXT=prolog_task) gives every task its checkpoint
-// directory.
+// Slurm at boot; burst-agent run as Slurm's Prolog (SLURM_SCRIPT_CONTEXT=
+// prolog_slurmd, as root) makes each job's checkpoint directory, and as its
+// TaskProlog (prolog_task) tells every task where it is.
 package main
 
 import (
@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -53,9 +54,12 @@ func main() {
 // output and standard error; it returns the exit status.
 func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
 	getenv := compose.EnvOf(env)
-	if getenv("SLURM_SCRIPT_CONTEXT") == "prolog_task" {
+	switch getenv("SLURM_SCRIPT_CONTEXT") {
+	case "prolog_task":
 		taskProlog(stdout, getenv)
 		return 0
+	case "prolog_slurmd":
+		return prolog(stderr, getenv, time.Now())
 	}
 	return cmdline.Run(ctx, newApp(stdout, stderr), args, stderr)
 }

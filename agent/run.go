@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/burst-hpc/burst/agent/attrib"
+	"github.com/burst-hpc/burst/agent/credential"
 	"github.com/burst-hpc/burst/agent/deadman"
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
@@ -22,11 +23,11 @@ import (
 	"github.com/burst-hpc/burst/agent/report"
 	"github.com/burst-hpc/burst/agent/sampler"
 	"github.com/burst-hpc/burst/internal/catalog"
-	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/tlspin"
 )
 
 // Paths under --sizer-url: report batches and notices.
@@ -42,8 +43,10 @@ func runCommand() *cli.Command {
 		Usage: "sample GPUs, report to the sizer, handle spot interruptions (the systemd service)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "node", Value: host, EnvVars: []string{"BURST_NODE", "BURST_NODE_NAME"}, Usage: "Slurm node name of this machine"},
-			&cli.StringFlag{Name: "sizer-url", EnvVars: []string{"BURST_SIZER_URL"}, Usage: "base URL of burst-sizer serve; reports go to <url>" + ReportPath + ", notices to <url>" + InterruptionPath + " (required)"},
-			&cli.StringFlag{Name: "credential-file", Value: "/etc/burst/agent-token", EnvVars: []string{"BURST_CREDENTIAL_FILE"}, Usage: "file whose first line is the agent's bearer token for the sizer"},
+			&cli.StringFlag{Name: "sizer-url", EnvVars: []string{"BURST_SIZER_URL"}, Usage: "base https URL of burst-sizer serve; reports go to <url>" + ReportPath + ", notices to <url>" + InterruptionPath + " (required)"},
+			&cli.StringFlag{Name: "sizer-ca-file", Value: "/run/burst/sizer-ca.pem", EnvVars: []string{"BURST_SIZER_CA_FILE"}, Usage: "the sizer's CA certificate: the only one trusted"},
+			&cli.StringFlag{Name: "credential-file", Value: "/run/burst/agent.credential", EnvVars: []string{"BURST_CREDENTIAL_FILE"}, Usage: "the node credential (from the bootstrap's identity exchange; renewed here)"},
+			&cli.StringFlag{Name: "nonce-file", Value: "/var/lib/burst-agent/identity.nonce", EnvVars: []string{"BURST_NONCE_FILE"}, Usage: "the node's identity nonce (to obtain a new credential if this one expired)"},
 			&cli.StringFlag{Name: "imds-endpoint", EnvVars: []string{"BURST_IMDS_ENDPOINT"}, Usage: "instance metadata endpoint (default: EC2's 169.254.169.254)"},
 			&cli.BoolFlag{Name: "no-imds", EnvVars: []string{"BURST_NO_IMDS"}, Usage: "do not poll instance metadata (not on EC2 / not spot)"},
 			&cli.DurationFlag{Name: "imds-poll", Value: 2 * time.Second, EnvVars: []string{"BURST_IMDS_POLL"}, Usage: "instance metadata poll interval"},
@@ -61,10 +64,10 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "reserve", Value: 20 * time.Second, EnvVars: []string{"BURST_CHECKPOINT_RESERVE"}, Usage: "time kept before EC2's deadline to requeue jobs and hand the node back"},
 			&cli.StringFlag{Name: "slurm-bin-dir", Value: "/usr/bin", EnvVars: []string{"BURST_SLURM_BIN_DIR"}, Usage: "directory of scontrol, squeue, scancel"},
 			&cli.StringFlag{Name: "slurm-conf", EnvVars: []string{"SLURM_CONF"}, Usage: "slurm.conf for the Slurm commands"},
-			&cli.DurationFlag{Name: "dead-man-after", Value: 15 * time.Minute, EnvVars: []string{"BURST_DEAD_MAN_AFTER"}, Usage: "terminate this instance after its node has been powered down or down in Slurm, or the controller unreachable, this long (0 disables)"},
-			&cli.StringFlag{Name: "ec2-endpoint", EnvVars: []string{"BURST_EC2_ENDPOINT"}, Usage: "EC2 API endpoint for the dead-man switch (default: the region's)"},
-			&cli.BoolFlag{Name: "ec2-static-credentials", EnvVars: []string{"BURST_EC2_STATIC_CREDENTIALS"}, Usage: "sign the dead-man switch's EC2 calls with dummy credentials (the EC2 emulator; test only)"},
-			&cli.StringFlag{Name: "region", EnvVars: []string{"AWS_REGION"}, Usage: "AWS region (default: from instance metadata)"},
+			&cli.DurationFlag{Name: "dead-man-after", Value: 15 * time.Minute, EnvVars: []string{"BURST_DEAD_MAN_AFTER"}, Usage: "power this instance off (which terminates it) after its node has been powered down or down in Slurm, or the controller unreachable, this long (0 disables)"},
+			&cli.DurationFlag{Name: "dead-man-poll", Value: 30 * time.Second, EnvVars: []string{"BURST_DEAD_MAN_POLL"}, Usage: "how often the dead-man switch looks at the node in Slurm"},
+			&cli.StringFlag{Name: "poweroff-command", Value: "/usr/bin/systemctl poweroff", EnvVars: []string{"BURST_POWEROFF_COMMAND"}, Usage: "the dead-man switch's command (no shell; split on spaces)"},
+			&cli.StringFlag{Name: "emu-shutdown-url", EnvVars: []string{"BURST_EMU_SHUTDOWN_URL"}, Usage: "the EC2 emulator's shutdown control URL for this instance, in place of the poweroff command (test only)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"BURST_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		},
 		Action: runAgent,
@@ -78,9 +81,9 @@ func runConfig(c *cli.Context) error {
 		errs = append(errs, errors.New("--node: empty; set the Slurm node name"))
 	}
 	if u := c.String("sizer-url"); u == "" {
-		errs = append(errs, errors.New("--sizer-url (BURST_SIZER_URL): required, e.g. http://head:8470"))
-	} else if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		errs = append(errs, fmt.Errorf("--sizer-url %q: want an http(s)://host[:port] URL", u))
+		errs = append(errs, errors.New("--sizer-url (BURST_SIZER_URL): required, e.g. https://head:8472"))
+	} else if p, err := url.Parse(u); err != nil || p.Scheme != "https" || p.Host == "" {
+		errs = append(errs, fmt.Errorf("--sizer-url %q: want an https://host[:port] URL (the sizer serves HTTPS only)", u))
 	}
 	switch c.String("gpu-source") {
 	case "auto", "nvml", "sim":
@@ -167,7 +170,15 @@ func runAgent(c *cli.Context) error {
 	log.Info("burst-agent starting", "gpus", len(devs), "gpu_source", c.String("gpu-source"), "simulated", simReader != nil)
 
 	base := strings.TrimRight(c.String("sizer-url"), "/")
-	sink := &report.HTTPSink{URL: base + ReportPath, CredentialFile: c.String("credential-file")}
+	ca, err := os.ReadFile(c.String("sizer-ca-file"))
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("reading the sizer CA: %v", err), 2)
+	}
+	hc, err := tlspin.HTTPClient(ca, 10*time.Second)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("%s: %v", c.String("sizer-ca-file"), err), 2)
+	}
+	sink := &report.HTTPSink{URL: base + ReportPath, CredentialFile: c.String("credential-file"), Client: hc}
 	rep, err := report.New(sink, report.Options{Node: node, InstanceID: instanceID, Dir: filepath.Clean(c.String("state-dir")),
 		Interval: c.Duration("interval"), Spool: report.SpoolOptions{MaxBytes: c.Int64("buffer-max-bytes")}, Logger: log})
 	if err != nil {
@@ -195,19 +206,22 @@ func runAgent(c *cli.Context) error {
 	if !c.Bool("no-imds") {
 		h, err := interrupt.New(ops, rep, interrupt.Options{Node: node, InstanceID: instanceID, CheckpointRoot: c.String("checkpoint-root"),
 			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Logger: log,
-			Announcer: &report.Announcer{URL: base + InterruptionPath, CredentialFile: c.String("credential-file")}})
+			Announcer: &report.Announcer{URL: base + InterruptionPath, CredentialFile: c.String("credential-file"), Client: hc}})
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
 		p := &imds.Poller{Client: imdsClient, Interval: c.Duration("imds-poll"), Handle: h.Handle, Logger: log}
 		goRun(p.Run)
 	}
+	goRun(renewer(c, base, ca, imdsClient, log).Run)
 	if after := c.Duration("dead-man-after"); after > 0 {
-		if sw, err := deadManSwitch(ctx, c, imdsClient, sc, instanceID, after, log); err != nil {
-			log.Warn("dead-man switch disabled", "err", err)
-		} else {
-			goRun(sw.Run)
+		var off deadman.Terminator = deadman.PowerOff{Argv: strings.Fields(c.String("poweroff-command"))}
+		if u := c.String("emu-shutdown-url"); u != "" {
+			log.Warn("TEST SWITCH: the dead-man switch posts the EC2 emulator's shutdown URL instead of powering off", "url", u)
+			off = deadman.EmulatorShutdown{URL: u}
 		}
+		sw := deadman.New(sc, off, deadman.Options{Node: node, After: after, Poll: c.Duration("dead-man-poll"), Logger: log.With("component", "dead-man")})
+		goRun(sw.Run)
 	}
 	err = rep.Run(ctx) // returns after ctx is done, having tried a last flush
 	wg.Wait()
@@ -239,26 +253,15 @@ func syncSimJobs(ctx context.Context, r *sim.Reader, ops interrupt.SlurmOps, nod
 	}
 }
 
-// deadManSwitch builds the switch that terminates this instance when Slurm
-// has abandoned its node (see agent/deadman).
-func deadManSwitch(ctx context.Context, c *cli.Context, md *imds.Client, sc *slurm.Scontrol, instanceID string, after time.Duration, log *slog.Logger) (*deadman.Switch, error) {
-	if instanceID == "" {
-		return nil, errors.New("no instance id")
-	}
-	region := c.String("region")
-	if region == "" {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		r, err := md.Region(rctx)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		region = r
-	}
-	api, err := compose.EC2API(ctx, ec2p.SDKOptions{Region: region, Endpoint: c.String("ec2-endpoint"), StaticCredentials: c.Bool("ec2-static-credentials")})
-	if err != nil {
-		return nil, err
-	}
-	return deadman.New(sc, deadman.EC2Terminator{API: api, InstanceID: instanceID},
-		deadman.Options{Node: c.String("node"), After: after, Logger: log.With("component", "dead-man")}), nil
+// renewer keeps the node credential alive (agent/credential).
+func renewer(c *cli.Context, base string, ca []byte, md *imds.Client, log *slog.Logger) *credential.Renewer {
+	return credential.New(credential.Options{
+		Node: c.String("node"), File: c.String("credential-file"), NonceFile: c.String("nonce-file"), Logger: log.With("component", "credential"),
+		Client: func(tok string) (credential.Sizer, error) {
+			return sizerclient.New(base, tok, sizerclient.WithCA(ca), sizerclient.WithTimeout(20*time.Second))
+		},
+		Identity: func(ctx context.Context) ([]byte, []byte, error) {
+			return md.SignedIdentity(ctx, sizerapi.IdentityRSA2048)
+		},
+	})
 }

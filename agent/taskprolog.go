@@ -5,40 +5,48 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/burst-hpc/burst/agent/ckptdir"
 )
 
 // CheckpointRootFile is where the bootstrap records the node's checkpoint
-// root for the TaskProlog (in the default run directory).
+// root for the Prolog and TaskProlog (in the default run directory).
 const CheckpointRootFile = "/run/burst/checkpoint-root"
 
-var jobIDRe = regexp.MustCompile(`^[0-9]+$`)
+// checkpointRoot is the node's checkpoint root: the bootstrap's record,
+// else $BURST_CHECKPOINT_ROOT (the test stack's wrapper sets it: its nodes
+// share one file system and have no /run/burst of their own).
+func checkpointRoot(getenv func(string) string) (string, error) {
+	root := ""
+	if b, err := os.ReadFile(CheckpointRootFile); err == nil {
+		root = strings.TrimSpace(string(b))
+	} else {
+		root = getenv("BURST_CHECKPOINT_ROOT")
+	}
+	if root == "" {
+		return "", fmt.Errorf("no checkpoint root: neither %s nor $BURST_CHECKPOINT_ROOT", CheckpointRootFile)
+	}
+	if !filepath.IsAbs(root) || filepath.Clean(root) != root || strings.ContainsAny(root, " \t\n\"'$`\\") {
+		return "", fmt.Errorf("checkpoint root %q is not a clean absolute path", root)
+	}
+	return root, nil
+}
 
 // taskProlog is burst-agent run as Slurm's TaskProlog (burst.conf sets
 // TaskProlog to burst-agent): it gives every task BURST_CHECKPOINT_DIR, the
-// job's checkpoint directory on FSx, kept across requeues, by printing an
-// "export" line as Slurm's TaskProlog protocol wants. It never fails a task.
+// job's checkpoint directory on FSx (made by the Prolog, as root, for the
+// job's user; kept across requeues), by printing an "export" line as
+// Slurm's TaskProlog protocol wants. It runs as the job's user, creates
+// nothing and never fails a task.
 func taskProlog(w io.Writer, getenv func(string) string) {
-	id := getenv("SLURM_JOB_ID")
-	if a := getenv("SLURM_ARRAY_JOB_ID"); a != "" {
-		id = a + "_" + getenv("SLURM_ARRAY_TASK_ID")
-	}
-	if !jobIDRe.MatchString(strings.ReplaceAll(id, "_", "")) {
+	name, err := ckptdir.Name(getenv("SLURM_JOB_ID"))
+	if err != nil {
 		return
 	}
-	root := getenv("BURST_CHECKPOINT_ROOT")
-	if root == "" {
-		b, err := os.ReadFile(CheckpointRootFile)
-		if err != nil {
-			return
-		}
-		root = strings.TrimSpace(string(b))
-	}
-	if !filepath.IsAbs(root) || strings.ContainsAny(root, " \t\n\"'$`\\") {
+	root, err := checkpointRoot(getenv)
+	if err != nil {
 		return
 	}
-	dir := filepath.Join(root, id)
-	_ = os.MkdirAll(dir, 0o700) // the job's own user runs the TaskProlog
-	fmt.Fprintf(w, "export BURST_CHECKPOINT_DIR=%s\n", dir)
+	fmt.Fprintf(w, "export BURST_CHECKPOINT_DIR=%s\n", filepath.Join(root, name))
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/bootstrap"
 )
 
 const template = "burst-node.pkr.hcl"
@@ -299,4 +301,44 @@ func firstLine(out []byte, sub string) string {
 		}
 	}
 	return ""
+}
+
+// TestIMDSFirewallMatchesBootstrap: the image's early-boot IMDS firewall
+// is the bootstrap's own table for EC2's metadata addresses, and slurmd
+// and the bootstrap cannot start without it.
+func TestIMDSFirewallMatchesBootstrap(t *testing.T) {
+	eps, err := bootstrap.FirewallEndpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	strip := func(s string) string {
+		var out []string
+		for _, l := range strings.Split(s, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	image := string(mustRead(t, "files/imds-firewall.nft"))
+	if strip(image) != strip(bootstrap.FirewallRules(eps)) {
+		t.Errorf("files/imds-firewall.nft differs from the bootstrap's rules:\n%s\nwant:\n%s", strip(image), strip(bootstrap.FirewallRules(eps)))
+	}
+	for unit, want := range map[string]string{
+		"files/slurmd.service":          "Requires=munge.service burst-imds-firewall.service",
+		"files/burst-bootstrap.service": "Requires=burst-imds-firewall.service",
+	} {
+		if !strings.Contains(string(mustRead(t, unit)), want) {
+			t.Errorf("%s lacks %q", unit, want)
+		}
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

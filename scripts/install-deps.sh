@@ -35,6 +35,7 @@ have ip || need+=(iproute2)
 have nsenter || need+=(util-linux)
 have perl || need+=(perl)
 have curl || need+=(curl)
+have nft || need+=(nftables) # the node bootstrap's IMDS firewall (e2e: inside each node namespace)
 # headless Chromium and its WebDriver for the dashboard's browser test
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)

@@ -129,16 +129,27 @@ func Files(cfg *config.Config, p *slurmconf.Plan) (map[string][]byte, error) {
 func iamCommand(out io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "iam-policy",
-		Usage: "print the least-privilege IAM policy the head node's burst programs need",
+		Usage: "print the least-privilege IAM policy of the head node's burst programs, or with --node of the nodes' instance role",
 		Description: "Covers exactly the EC2 actions burst calls (checked against the EC2 emulator's record of a full run), " +
-			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it.",
+			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it. " +
+			"--node: secretsmanager:GetSecretValue on the munge secret (slurm.munge_key_source) and nothing else.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "account", Usage: "AWS account id to scope ARNs to (default any)"},
 			&cli.StringFlag{Name: "pass-role", Usage: "ARN of the nodes' instance-profile role (adds iam:PassRole)"},
+			&cli.BoolFlag{Name: "node", Usage: "the nodes' instance-role policy instead of the head node's"},
+			&cli.StringFlag{Name: "kms-key", Usage: "with --node: the customer-managed KMS key of the munge secret (adds kms:Decrypt via Secrets Manager)"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg, err := compose.Load(cmdline.ConfigPath(c), os.Getenv)
 			if err != nil {
+				return err
+			}
+			if c.Bool("node") {
+				doc, err := iampolicy.RenderNode(cfg.Slurm.MungeKeySource, iampolicy.NodeOptions{KMSKeyARN: c.String("kms-key")})
+				if err != nil {
+					return cmdline.Usage(err)
+				}
+				_, err = out.Write(doc)
 				return err
 			}
 			doc, err := iampolicy.Render(ec2p.TagCluster, cfg.Cluster.Name, iampolicy.Options{

@@ -1,6 +1,7 @@
 // Package deadman is burst-agent's dead-man switch: an instance whose node
 // Slurm has powered down or marked down, or whose controller has been
-// unreachable, for longer than a configured time terminates itself. It is
+// unreachable, for longer than a configured time powers itself off, which
+// terminates it (InstanceInitiatedShutdownBehavior=terminate at launch). It is
 // the node's own guarantee that no GPU bills without Slurm knowing, when
 // SuspendProgram or the reconciler cannot reach it (a lost head node, a
 // network partition, a bug).
@@ -9,10 +10,12 @@ package deadman
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"os/exec"
+	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/burst-hpc/burst/internal/slurm"
 )
@@ -130,21 +133,50 @@ func (s *Switch) Run(ctx context.Context) error {
 	}
 }
 
-// EC2API is the one EC2 call the switch makes.
-type EC2API interface {
-	TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
-}
-
-// EC2Terminator terminates one instance (this one) through EC2. The node
-// role's IAM policy allows TerminateInstances on its own instance
-// (ec2:SourceInstanceARN condition).
-type EC2Terminator struct {
-	API        EC2API
-	InstanceID string
+// PowerOff ends this instance by powering it off: burst launches every
+// instance with InstanceInitiatedShutdownBehavior=terminate (and a spot
+// instance's poweroff terminates it anyway), so the node needs no EC2
+// rights at all, and a job that cannot become root cannot end other
+// instances. Argv is the command (default systemctl poweroff).
+type PowerOff struct {
+	Argv []string
 }
 
 // TerminateSelf implements Terminator.
-func (e EC2Terminator) TerminateSelf(ctx context.Context) error {
-	_, err := e.API.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{e.InstanceID}})
-	return err
+func (p PowerOff) TerminateSelf(ctx context.Context) error {
+	argv := p.Argv
+	if len(argv) == 0 {
+		argv = []string{"/usr/bin/systemctl", "poweroff"}
+	}
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("running %s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// EmulatorShutdown is PowerOff for an EC2 emulator "instance" (a network
+// namespace cannot power a machine off): it POSTs the emulator's shutdown
+// control URL for this instance (BURST_EMU_SHUTDOWN_URL), which the
+// emulator treats as the instance's own poweroff. Test only.
+type EmulatorShutdown struct {
+	URL string
+}
+
+// TerminateSelf implements Terminator.
+func (e EmulatorShutdown) TerminateSelf(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("emulator shutdown: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return nil
 }

@@ -8,22 +8,20 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
-// HTTPSink POSTs each batch as JSON to URL with "Authorization: Bearer
-// <token>", the token being the first line of CredentialFile (re-read on
-// every send so a rotated credential is picked up). 2xx is success; 400,
-// 413 and 422 reject the batch for good (ErrRejected); anything else is
-// retried later. It is the agent's default Sink until internal/sizerclient offers
-// one.
+// HTTPSink POSTs each batch as JSON to URL (https only) with
+// "Authorization: Bearer <token>", the token being the first line of
+// CredentialFile (re-read on every send so a renewed credential is picked
+// up). 2xx is success; 400, 413 and 422 reject the batch for good
+// (ErrRejected); anything else (429, 503, an outage) is retried later.
 type HTTPSink struct {
 	URL            string
 	CredentialFile string
-	Client         *http.Client // default: 10 s timeout
+	Client         *http.Client // required: pins the sizer's CA (internal/tlspin)
 }
 
 // Send implements Sink.
@@ -52,6 +50,9 @@ func (a *Announcer) Announce(ctx context.Context, in sizerapi.Interruption) erro
 }
 
 func (h *HTTPSink) post(ctx context.Context, body []byte) error {
+	if !strings.HasPrefix(h.URL, "https://") || h.Client == nil {
+		return fmt.Errorf("posting to %q: the sizer is reached over https only, with its CA pinned", h.URL)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("building report request for %q: %w", h.URL, err)
@@ -64,11 +65,7 @@ func (h *HTTPSink) post(ctx context.Context, body []byte) error {
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	c := h.Client
-	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := c.Do(req)
+	resp, err := h.Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("posting to %s: %w", h.URL, err)
 	}

@@ -32,7 +32,7 @@ type sizerStub struct {
 
 func newSizerStub(t *testing.T) *sizerStub {
 	s := &sizerStub{token: "s3cret", code: http.StatusServiceUnavailable}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+s.token {
 			http.Error(w, "bad token", http.StatusUnauthorized)
 			return
@@ -69,7 +69,7 @@ func (s *sizerStub) sink(t *testing.T) *HTTPSink {
 	if err := os.WriteFile(cred, []byte(s.token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &HTTPSink{URL: s.srv.URL + "/v1/reports", CredentialFile: cred}
+	return &HTTPSink{URL: s.srv.URL + "/v1/reports", CredentialFile: cred, Client: s.srv.Client()}
 }
 
 func gpuRecord(i int) sizerapi.Record {
@@ -307,12 +307,12 @@ func TestTornTail(t *testing.T) {
 
 func TestRejectedBatchIsDroppedNotRetried(t *testing.T) {
 	var calls int
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls++
 		http.Error(w, "schema mismatch", http.StatusBadRequest)
 	}))
 	defer srv.Close()
-	r, err := New(&HTTPSink{URL: srv.URL}, Options{Node: "gpu-1", Dir: t.TempDir()})
+	r, err := New(&HTTPSink{URL: srv.URL, Client: srv.Client()}, Options{Node: "gpu-1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,15 +333,21 @@ func TestHTTPSinkErrors(t *testing.T) {
 	stub := newSizerStub(t)
 	bad := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(bad, []byte("wrong\n"), 0o600)
-	err := (&HTTPSink{URL: stub.srv.URL, CredentialFile: bad}).Send(context.Background(), sizerapi.ReportBatch{Node: "gpu-1"})
+	err := (&HTTPSink{URL: stub.srv.URL, CredentialFile: bad, Client: stub.srv.Client()}).Send(context.Background(), sizerapi.ReportBatch{Node: "gpu-1"})
 	if err == nil || errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "check the credential") {
 		t.Fatalf("wrong token: err = %v", err)
 	}
 	empty := filepath.Join(t.TempDir(), "empty")
 	os.WriteFile(empty, nil, 0o600)
-	err = (&HTTPSink{URL: stub.srv.URL, CredentialFile: empty}).Send(context.Background(), sizerapi.ReportBatch{Node: "gpu-1"})
-	if err == nil || !strings.Contains(err.Error(), "is empty") {
+	err = (&HTTPSink{URL: stub.srv.URL, CredentialFile: empty, Client: stub.srv.Client()}).Send(context.Background(), sizerapi.ReportBatch{Node: "gpu-1"})
+	if err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Fatalf("empty credential: err = %v", err)
+	}
+	// plain HTTP, or no pinned client, is refused before anything is sent
+	for _, s := range []*HTTPSink{{URL: strings.Replace(stub.srv.URL, "https", "http", 1), CredentialFile: bad, Client: stub.srv.Client()}, {URL: stub.srv.URL, CredentialFile: bad}} {
+		if err := s.Send(context.Background(), sizerapi.ReportBatch{Node: "gpu-1"}); err == nil || !strings.Contains(err.Error(), "https only") {
+			t.Errorf("%s without TLS pinning: %v", s.URL, err)
+		}
 	}
 }
 
@@ -465,4 +471,35 @@ func TestCorruptLineSkipped(t *testing.T) {
 	if len(seqs) != 19 || seqs[0] != 1 || seqs[1] != 3 || seqs[18] != 20 || s2.Stats().Corrupt != 1 {
 		t.Fatalf("pending seqs %v, stats %+v; want 1,3..20 and one corrupt", seqs, s2.Stats())
 	}
+}
+
+// FuzzOpenSpool: whatever is in the spool directory (state.json and a
+// segment, as a crash or a disk fault may leave them), opening it never
+// panics, and an opened spool hands out records in sequence order.
+func FuzzOpenSpool(f *testing.F) {
+	rec := gpuRecord(1)
+	rec.Seq = 1
+	line, _ := encodeLine(&rec)
+	f.Add([]byte(`{"acked":0,"dropped_records":0,"dropped_bytes":0}`), line)
+	f.Add([]byte(`{"acked":18446744073709551615}`), line)
+	f.Add([]byte(`nope`), []byte("zz\n"))
+	f.Fuzz(func(t *testing.T, state, seg []byte) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "state.json"), state, 0o600)
+		os.WriteFile(filepath.Join(dir, "seg-1.log"), seg, 0o600)
+		s, err := OpenSpool(dir, SpoolOptions{MaxBytes: 1 << 20, SegmentBytes: 4096})
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		recs, err := s.Pending(100)
+		if err != nil {
+			return
+		}
+		for i := 1; i < len(recs); i++ {
+			if recs[i].Seq <= recs[i-1].Seq {
+				t.Fatalf("records out of order: %d after %d", recs[i].Seq, recs[i-1].Seq)
+			}
+		}
+	})
 }

@@ -1,9 +1,19 @@
-// Package auth holds burst-sizer's credentials: the admin bearer token (a
-// 0600 file) and per-node credentials derived from it, so that burst-resume
-// can mint a node's credential without shared state and the sizer can check
-// it without a lookup. A node credential only authorises reports for its own
-// node; an account credential only reads its own account's figures (the
-// dashboard and the read-only API).
+// Package auth holds burst-sizer's credentials. The root secret is the
+// admin bearer token (a 0600 file on the head node). Every other credential
+// is derived from it with HMAC-SHA256 under a key of its own kind (domain
+// separation: a MAC minted for one kind never verifies as another):
+//
+//	kind       form                                          authorises
+//	admin      the token itself                              everything
+//	route      br2:<mac>                                     POST /v1/route (submit-time decisions)
+//	read-only  bro2:<mac>                                    GET /metrics, /v1/budgets, /v1/report
+//	node       bn2:<instance>:<node>:<expiry>:<mac>          its own node's reports and interruptions
+//	account    ba2:<account>:<mac>                           one Slurm account's dashboard and read-only views
+//
+// A node credential is issued by burst-sizer serve only in exchange for the
+// instance's signed identity document (see sizer/server), names one EC2
+// instance and its Slurm node, and expires (unix seconds); the sizer also
+// refuses it once it knows the instance ended. It is never in user data.
 package auth
 
 import (
@@ -15,30 +25,86 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // MinTokenLen is the shortest admin token accepted.
 const MinTokenLen = 32
 
+// Credential prefixes, one per kind and version.
 const (
-	nodePrefix    = "bn1:"
-	routePrefix   = "br1:"
-	accountPrefix = "ba1:"
+	NodePrefix     = "bn2:"
+	RoutePrefix    = "br2:"
+	ReadOnlyPrefix = "bro2:"
+	AccountPrefix  = "ba2:"
+	// retired forms: refused with a message saying so
+	oldNodePrefix    = "bn1:"
+	oldRoutePrefix   = "br1:"
+	oldAccountPrefix = "ba1:"
 )
 
-// LoadCredential reads any credential (admin, node or route) from the first
-// line of path, without the admin token's permission check (the route
-// credential file is meant to be world-readable).
+// Kind names a credential kind; each has its own derived HMAC key.
+type Kind string
+
+// The derived credential kinds.
+const (
+	KindNode     Kind = "node"
+	KindRoute    Kind = "route"
+	KindReadOnly Kind = "read-only"
+	KindAccount  Kind = "account"
+)
+
+// derivedKey is the HMAC key of one credential kind.
+func derivedKey(admin string, k Kind) []byte {
+	m := hmac.New(sha256.New, []byte(admin))
+	m.Write([]byte("burst-sizer credential key v2\x00" + string(k)))
+	return m.Sum(nil)
+}
+
+func mac(admin string, k Kind, fields ...string) string {
+	m := hmac.New(sha256.New, derivedKey(admin, k))
+	m.Write([]byte(strings.Join(fields, "\x00")))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// LoadCredential reads any credential (admin, node, route or read-only)
+// from the first line of path, without the admin token's permission check
+// (the route credential file is meant to be world-readable).
 func LoadCredential(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading sizer credential: %w", err)
 	}
+	tok, err := ParseCredentialFile(b)
+	if err != nil {
+		return "", fmt.Errorf("reading sizer credential %s: %w", path, err)
+	}
+	return tok, nil
+}
+
+// maxCredentialFile bounds a credential file.
+const maxCredentialFile = 4096
+
+// credChars are the characters of every credential burst writes.
+var credChars = regexp.MustCompile(`^[A-Za-z0-9._~+/=:-]+$`)
+
+// ParseCredentialFile returns the credential on the first line of a
+// credential file's content: trimmed, non-empty, printable token characters
+// only, the file at most 4 KiB.
+func ParseCredentialFile(b []byte) (string, error) {
+	if len(b) > maxCredentialFile {
+		return "", fmt.Errorf("%d bytes, a credential file holds at most %d", len(b), maxCredentialFile)
+	}
 	tok, _, _ := strings.Cut(string(b), "\n")
 	tok = strings.TrimSpace(tok)
-	if tok == "" {
-		return "", fmt.Errorf("reading sizer credential: %s is empty", path)
+	switch {
+	case tok == "":
+		return "", errors.New("empty (no credential on the first line)")
+	case !credChars.MatchString(tok):
+		return "", errors.New("the first line holds characters no credential has")
 	}
 	return tok, nil
 }
@@ -62,10 +128,19 @@ func LoadToken(path string) (string, error) {
 	if len(tok) < MinTokenLen {
 		return "", fmt.Errorf("reading sizer token: %s holds %d characters, want at least %d; regenerate it with `burst-sizer token init --force %s`", path, len(tok), MinTokenLen, path)
 	}
-	if strings.HasPrefix(tok, nodePrefix) || strings.HasPrefix(tok, routePrefix) || strings.HasPrefix(tok, accountPrefix) {
-		return "", fmt.Errorf("reading sizer token: %s holds a node, route or account credential, not the admin token", path)
+	if derivedForm(tok) {
+		return "", fmt.Errorf("reading sizer token: %s holds a node, route, read-only or account credential, not the admin token", path)
 	}
 	return tok, nil
+}
+
+func derivedForm(tok string) bool {
+	for _, p := range []string{NodePrefix, RoutePrefix, ReadOnlyPrefix, AccountPrefix, oldNodePrefix, oldRoutePrefix, oldAccountPrefix} {
+		if strings.HasPrefix(tok, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Generate returns a new random admin token (64 hex characters).
@@ -103,22 +178,83 @@ func WriteNew(path string, force bool) (string, error) {
 	return tok, f.Close()
 }
 
-func nodeMAC(admin, node string) string {
-	m := hmac.New(sha256.New, []byte(admin))
-	m.Write([]byte("burst-sizer node credential v1\x00" + node))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// NodeToken is the credential of node: "bn1:<node>:<HMAC-SHA256(admin, node)>".
-func NodeToken(admin, node string) string {
-	return nodePrefix + node + ":" + nodeMAC(admin, node)
-}
-
 // RouteToken is the submit-time credential: it only authorises /v1/route
 // (read-only decisions), so it may be readable by every user who submits
 // jobs (burst-sizer route runs as the submitting user inside sbatch's
-// cli_filter). "br1:<HMAC-SHA256(admin, "route")>".
-func RouteToken(admin string) string { return routePrefix + nodeMAC(admin, "\x00route") }
+// cli_filter).
+func RouteToken(admin string) string { return RoutePrefix + mac(admin, KindRoute, "route") }
+
+// ReadOnlyToken authorises the read-only endpoints (metrics, budgets, the
+// usage report): for a Prometheus scraper or a dashboard, never the admin
+// token.
+func ReadOnlyToken(admin string) string {
+	return ReadOnlyPrefix + mac(admin, KindReadOnly, "read-only")
+}
+
+// NodeClaims is what a node credential says: which instance, which Slurm
+// node, until when.
+type NodeClaims struct {
+	InstanceID string
+	Node       string
+	Expires    time.Time // whole seconds
+}
+
+var (
+	instanceRE = regexp.MustCompile(`^i-[0-9a-f]{8,32}$`)
+	nodeRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+)
+
+func (c NodeClaims) check() error {
+	switch {
+	case !instanceRE.MatchString(c.InstanceID):
+		return fmt.Errorf("instance id %q is not an EC2 instance id", c.InstanceID)
+	case !nodeRE.MatchString(c.Node):
+		return fmt.Errorf("node name %q is not a Slurm node name", c.Node)
+	case c.Expires.Unix() <= 0:
+		return errors.New("no expiry")
+	}
+	return nil
+}
+
+// IssueNode mints a node credential for claims (the sizer does, after
+// checking the instance's identity).
+func IssueNode(admin string, c NodeClaims) (string, error) {
+	if err := c.check(); err != nil {
+		return "", fmt.Errorf("issuing a node credential: %w", err)
+	}
+	exp := strconv.FormatInt(c.Expires.Unix(), 10)
+	return NodePrefix + c.InstanceID + ":" + c.Node + ":" + exp + ":" + mac(admin, KindNode, c.InstanceID, c.Node, exp), nil
+}
+
+// ParseNode splits a node credential into its claims without checking its
+// MAC (the agent reads its own credential's expiry this way).
+func ParseNode(tok string) (NodeClaims, error) {
+	c, _, err := parseNode(tok)
+	return c, err
+}
+
+func parseNode(tok string) (NodeClaims, string, error) {
+	rest, ok := strings.CutPrefix(tok, NodePrefix)
+	if !ok {
+		return NodeClaims{}, "", errors.New("not a node credential (" + NodePrefix + "...)")
+	}
+	f := strings.Split(rest, ":")
+	if len(f) != 4 {
+		return NodeClaims{}, "", errors.New("a node credential has four fields: instance, node, expiry, mac")
+	}
+	exp, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil || exp <= 0 || exp > 1<<40 || strconv.FormatInt(exp, 10) != f[2] {
+		return NodeClaims{}, "", errors.New("node credential expiry is not unix seconds")
+	}
+	c := NodeClaims{InstanceID: f[0], Node: f[1], Expires: time.Unix(exp, 0).UTC()}
+	if err := c.check(); err != nil {
+		return NodeClaims{}, "", err
+	}
+	if len(f[3]) != 64 {
+		return NodeClaims{}, "", errors.New("node credential mac is not 64 hex digits")
+	}
+	return c, f[3], nil
+}
 
 // ValidAccount checks a Slurm account name for an account credential:
 // 1 to 64 letters, digits, '.', '_' or '-'.
@@ -134,61 +270,91 @@ func ValidAccount(account string) error {
 	return nil
 }
 
-func accountMAC(admin, account string) string {
-	m := hmac.New(sha256.New, []byte(admin))
-	m.Write([]byte("burst-sizer account credential v1\x00" + account))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
 // AccountToken is the read-only credential of a Slurm account (its
 // dashboard and the read-only API, its own figures only):
-// "ba1:<account>:<HMAC-SHA256(admin, label, account)>".
+// "ba2:<account>:<mac>".
 func AccountToken(admin, account string) (string, error) {
 	if err := ValidAccount(account); err != nil {
 		return "", err
 	}
-	return accountPrefix + account + ":" + accountMAC(admin, account), nil
+	return AccountPrefix + account + ":" + mac(admin, KindAccount, account), nil
 }
 
 // Principal is who a bearer token belongs to.
 type Principal struct {
-	Admin   bool
-	Node    string // for node credentials
-	Route   bool   // the submit-time route credential
-	Account string // for account (read-only) credentials
+	Admin    bool
+	Route    bool   // the submit-time route credential
+	ReadOnly bool   // the read-only credential
+	Account  string // account credentials: the one Slurm account whose figures it reads
+	// Node credentials: the instance and node they name, and their expiry.
+	Node       string
+	InstanceID string
+	Expires    time.Time
 }
 
-// ErrBadToken is returned for a missing or wrong token.
-var ErrBadToken = errors.New("invalid bearer token")
+// Kind says which kind of credential p holds, for logs and errors.
+func (p Principal) Kind() string {
+	switch {
+	case p.Admin:
+		return "admin"
+	case p.Route:
+		return "route"
+	case p.ReadOnly:
+		return "read-only"
+	case p.Account != "":
+		return "account " + p.Account
+	case p.Node != "":
+		return "node " + p.Node + " (" + p.InstanceID + ")"
+	}
+	return "none"
+}
 
-// Verify checks a bearer token against the admin token, in constant time.
-func Verify(admin, tok string) (Principal, error) {
+// Errors of Verify.
+var (
+	ErrBadToken = errors.New("invalid bearer token")
+	ErrExpired  = errors.New("node credential expired")
+	ErrRetired  = errors.New("retired credential form (bn1/br1/ba1): node credentials now come from the identity exchange, route and account credentials from `burst-sizer token init` and `burst-sizer token account`")
+)
+
+// Verify checks a bearer token against the admin token, in constant time,
+// and a node credential's expiry against now.
+func Verify(admin, tok string, now time.Time) (Principal, error) {
 	if admin == "" || tok == "" {
 		return Principal{}, ErrBadToken
 	}
-	if rest, ok := strings.CutPrefix(tok, nodePrefix); ok {
-		i := strings.LastIndexByte(rest, ':')
-		if i <= 0 {
+	switch {
+	case strings.HasPrefix(tok, oldNodePrefix), strings.HasPrefix(tok, oldRoutePrefix), strings.HasPrefix(tok, oldAccountPrefix):
+		return Principal{}, ErrRetired
+	case strings.HasPrefix(tok, NodePrefix):
+		c, m, err := parseNode(tok)
+		if err != nil {
 			return Principal{}, ErrBadToken
 		}
-		node, mac := rest[:i], rest[i+1:]
-		if subtle.ConstantTimeCompare([]byte(mac), []byte(nodeMAC(admin, node))) != 1 {
+		want := mac(admin, KindNode, c.InstanceID, c.Node, strconv.FormatInt(c.Expires.Unix(), 10))
+		if subtle.ConstantTimeCompare([]byte(m), []byte(want)) != 1 {
 			return Principal{}, ErrBadToken
 		}
-		return Principal{Node: node}, nil
-	}
-	if rest, ok := strings.CutPrefix(tok, accountPrefix); ok {
+		if !now.Before(c.Expires) {
+			return Principal{}, ErrExpired
+		}
+		return Principal{Node: c.Node, InstanceID: c.InstanceID, Expires: c.Expires}, nil
+	case strings.HasPrefix(tok, AccountPrefix):
+		rest := strings.TrimPrefix(tok, AccountPrefix)
 		i := strings.LastIndexByte(rest, ':')
 		if i <= 0 || ValidAccount(rest[:i]) != nil {
 			return Principal{}, ErrBadToken
 		}
-		acct, mac := rest[:i], rest[i+1:]
-		if subtle.ConstantTimeCompare([]byte(mac), []byte(accountMAC(admin, acct))) != 1 {
+		acct, m := rest[:i], rest[i+1:]
+		if subtle.ConstantTimeCompare([]byte(m), []byte(mac(admin, KindAccount, acct))) != 1 {
 			return Principal{}, ErrBadToken
 		}
 		return Principal{Account: acct}, nil
-	}
-	if strings.HasPrefix(tok, routePrefix) {
+	case strings.HasPrefix(tok, ReadOnlyPrefix):
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(ReadOnlyToken(admin))) != 1 {
+			return Principal{}, ErrBadToken
+		}
+		return Principal{ReadOnly: true}, nil
+	case strings.HasPrefix(tok, RoutePrefix):
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(RouteToken(admin))) != 1 {
 			return Principal{}, ErrBadToken
 		}
@@ -201,6 +367,3 @@ func Verify(admin, tok string) (Principal, error) {
 	}
 	return Principal{Admin: true}, nil
 }
-
-// MayReportFor says whether p may send reports about node.
-func (p Principal) MayReportFor(node string) bool { return p.Admin || (p.Node != "" && p.Node == node) }

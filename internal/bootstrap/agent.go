@@ -18,6 +18,8 @@ const (
 	EnvNodeName       = "BURST_NODE_NAME"
 	EnvSizerURL       = "BURST_SIZER_URL"
 	EnvCredentialFile = "BURST_CREDENTIAL_FILE"
+	EnvSizerCAFile    = "BURST_SIZER_CA_FILE"
+	EnvNonceFile      = "BURST_NONCE_FILE"
 	EnvIMDSEndpoint   = "BURST_IMDS_ENDPOINT"
 	EnvReportInterval = "BURST_REPORT_INTERVAL"
 	EnvCheckpointRoot = "BURST_CHECKPOINT_ROOT"
@@ -26,12 +28,16 @@ const (
 
 // AgentEnv returns the environment (KEY=value) burst-agent run gets. The
 // credential is passed as a file path, never as a value, so it does not show
-// in /proc/<pid>/environ of other tools or in `systemctl show`.
-func AgentEnv(u userdata.UserData, credentialFile string) []string {
+// in /proc/<pid>/environ of other tools or in `systemctl show`; the agent
+// renews it in place (and re-exchanges the identity with the nonce file if
+// it expired).
+func AgentEnv(u userdata.UserData, credentialFile, caFile, nonceFile string) []string {
 	env := []string{
 		EnvNodeName + "=" + u.NodeName,
 		EnvSizerURL + "=" + u.Agent.SizerURL,
 		EnvCredentialFile + "=" + credentialFile,
+		EnvSizerCAFile + "=" + caFile,
+		EnvNonceFile + "=" + nonceFile,
 		EnvReportInterval + "=" + time.Duration(u.Agent.ReportInterval).String(),
 		EnvCheckpointRoot + "=" + u.FSx.CheckpointRoot,
 	}
@@ -45,9 +51,10 @@ func AgentEnv(u userdata.UserData, credentialFile string) []string {
 }
 
 func (b *boot) agent(ctx context.Context) (string, error) {
-	cred := filepath.Join(b.o.RunDir, "agent.credential")
-	if err := installSecretFile(cred, []byte(b.ud.Agent.Credential), -1, -1); err != nil {
-		return "", fmt.Errorf("writing agent credential: %w", err)
+	cred := filepath.Join(b.o.RunDir, CredentialFileName)
+	ca := filepath.Join(b.o.RunDir, "sizer-ca.pem")
+	if err := statefile.WriteAtomic(ca, []byte(b.ud.Agent.SizerCA), 0o644); err != nil {
+		return "", fmt.Errorf("writing the sizer CA: %w", err)
 	}
 	u := b.ud
 	if b.o.IMDSEndpoint != "" {
@@ -55,7 +62,7 @@ func (b *boot) agent(ctx context.Context) (string, error) {
 		// the metadata service the bootstrap was pointed at
 		u.Agent.IMDSEndpoint = b.o.IMDSEndpoint
 	}
-	env := AgentEnv(u, cred)
+	env := AgentEnv(u, cred, ca, b.o.NonceFile)
 	switch b.o.Exec {
 	case ExecSystemd:
 		var buf bytes.Buffer

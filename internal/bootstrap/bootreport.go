@@ -2,8 +2,10 @@ package bootstrap
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
@@ -28,7 +30,12 @@ func BootReport(r Report, id imds.Identity) sizerapi.BootReport {
 // sendBootReport reads the identity document and posts the boot's phases to
 // the sizer, best effort: a boot never fails or waits long for its report.
 func (b *boot) sendBootReport(ctx context.Context) {
-	if !b.haveUD || b.ud.Agent.SizerURL == "" || b.ud.Agent.Credential == "" {
+	if !b.named || b.ud.Agent.SizerURL == "" {
+		return // no credential: the identity exchange did not happen
+	}
+	tok, err := auth.LoadCredential(filepath.Join(b.o.RunDir, CredentialFileName))
+	if err != nil {
+		b.log.Warn("no boot report: the node credential is unreadable", "err", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -47,7 +54,7 @@ func (b *boot) sendBootReport(ctx context.Context) {
 			b.log.Info("boot phase", "phase", ph.Name, "seconds", ph.Seconds, "pending_time", id.PendingTime)
 		}
 	}
-	c, err := sizerclient.New(b.ud.Agent.SizerURL, b.ud.Agent.Credential)
+	c, err := sizerclient.New(b.ud.Agent.SizerURL, tok, sizerclient.WithCA([]byte(b.ud.Agent.SizerCA)))
 	if err == nil {
 		err = c.Boot(ctx, rep)
 	}

@@ -1,8 +1,11 @@
 // Package bootstrap brings a burst GPU instance into the Slurm cluster at boot:
-// it reads the instance's user data (internal/userdata), installs the munge key
-// and starts munged, mounts FSx for Lustre, creates the checkpoint root, starts
-// slurmd -b -N <node> and starts burst-agent. Every step is logged with
-// log/slog and timed.
+// it reads the instance's user data (internal/userdata), closes instance
+// metadata to every user but root (firewall.go), proves its identity to
+// burst-sizer with its signed identity document and gets back its node name
+// and sizer credential (nodeident.go), installs the munge key and starts
+// munged, mounts FSx for Lustre, creates the checkpoint root (root-owned,
+// 0755: the Prolog makes each job's directory), starts slurmd -b -N <node>
+// and starts burst-agent. Every step is logged with log/slog and timed.
 //
 // In production the image's burst-bootstrap.service runs `burst-agent
 // bootstrap` (ExecSystemd): daemons are started with `systemctl start` from
@@ -58,6 +61,8 @@ const (
 // Step names, as logged and as used in StepResult and failure reasons.
 const (
 	StepUserData       = "userdata"
+	StepFirewall       = "imds-firewall"
+	StepIdentity       = "identity"
 	StepMunge          = "munge"
 	StepMount          = "mount"
 	StepCheckpointRoot = "checkpoint-root"
@@ -74,6 +79,7 @@ type Commands struct {
 	Slurmd    string // default /usr/sbin/slurmd (direct mode)
 	Scontrol  string // default /usr/bin/scontrol (failure report)
 	Agent     string // default /usr/local/bin/burst-agent (direct mode)
+	Nft       string // default /usr/sbin/nft (the IMDS firewall)
 }
 
 // Units are the systemd units started in ExecSystemd mode.
@@ -89,10 +95,22 @@ type Options struct {
 	Exec ExecMode
 	// UserDataFile reads the user data from this file instead of IMDS.
 	UserDataFile string
-	// NodeName overrides the node identity (tests). Otherwise it is the user
-	// data's node_name, or for a fleet document the instance's burst:node tag
-	// or its ami-launch-index in burst:nodes, read from IMDS.
+	// NodeName, when set, is the node the caller expects this instance to
+	// be; the identity exchange (which names the node) must agree.
 	NodeName string
+	// NonceFile keeps the node's identity nonce across reboots (default
+	// /var/lib/burst-agent/identity.nonce; RunDir/identity.nonce in direct
+	// mode).
+	NonceFile string
+	// SizerWait is how long a sizer that does not answer may delay the
+	// boot (default 15 s); the node then joins without a credential.
+	SizerWait time.Duration
+	// RootOnly are further endpoint URLs the IMDS firewall closes to
+	// non-root users (the test stack's poweroff stand-in).
+	RootOnly []string
+	// IdentityTimeout bounds the retries of the identity exchange (the
+	// instance's node tag may land a moment after boot); default 2 minutes.
+	IdentityTimeout time.Duration
 	// IMDSEndpoint overrides the instance metadata endpoint used to read user
 	// data, instance tags and instance-role credentials (default
 	// http://169.254.169.254); when set, burst-agent gets it too
@@ -198,6 +216,17 @@ func (o *Options) setDefaults() error {
 	def(&o.Commands.Slurmd, "/usr/sbin/slurmd")
 	def(&o.Commands.Scontrol, "/usr/bin/scontrol")
 	def(&o.Commands.Agent, "/usr/local/bin/burst-agent")
+	def(&o.Commands.Nft, "/usr/sbin/nft")
+	if o.Exec == ExecDirect {
+		def(&o.NonceFile, filepath.Join(o.RunDir, "identity.nonce"))
+	}
+	def(&o.NonceFile, "/var/lib/burst-agent/identity.nonce")
+	if o.IdentityTimeout <= 0 {
+		o.IdentityTimeout = 2 * time.Minute
+	}
+	if o.SizerWait <= 0 {
+		o.SizerWait = 15 * time.Second
+	}
 	def(&o.Units.Munge, "munge.service")
 	def(&o.Units.Slurmd, "slurmd.service")
 	def(&o.Units.Agent, "burst-agent.service")
@@ -227,6 +256,7 @@ type boot struct {
 	log       *slog.Logger
 	ud        userdata.UserData
 	haveUD    bool
+	named     bool // the identity exchange named the node
 	mungeUp   bool
 	slurmConf string // a slurm.conf scontrol can use for the failure report
 	rep       Report
@@ -249,6 +279,8 @@ func (b *boot) run(ctx context.Context) (Report, error) {
 		fn   func(context.Context) (string, error)
 	}{
 		{StepUserData, b.readUserData},
+		{StepFirewall, b.firewall},
+		{StepIdentity, b.identity},
 		{StepMunge, b.munge},
 		{StepMount, b.mount},
 		{StepCheckpointRoot, b.checkpointRoot},
@@ -263,7 +295,7 @@ func (b *boot) run(ctx context.Context) (Report, error) {
 	var failed *StepError
 	for _, s := range steps {
 		log := b.log.With("step", s.name)
-		if b.haveUD {
+		if b.named {
 			log = log.With("node", b.ud.NodeName)
 		}
 		log.Info("step starting")

@@ -29,18 +29,8 @@ func (b *boot) readUserData(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// Which node is this instance? Options.NodeName, else the document's
-	// node_name, else (a fleet document) the instance's tags.
-	node := b.o.NodeName
-	if node == "" && ud.NodeName == "" {
-		if node, err = nodeFromIMDS(ctx, b.o.IMDSEndpoint); err != nil {
-			return "", fmt.Errorf("finding this instance's node name: %w", err)
-		}
-		b.log.Info("node name from instance tags", "node", node)
-	}
-	if ud, err = ud.ForNode(node); err != nil {
-		return "", err
-	}
+	// Which node this instance is, the identity exchange says (the next
+	// steps but one); user data names it for a single node only.
 	if ud.Test != nil && b.o.Exec == ExecSystemd {
 		return "", fmt.Errorf("user data has a test section (test.local_fs_dir %q), which only the test harness's direct mode accepts: "+
 			"remove the test settings from burst.yaml", ud.Test.LocalFSDir)
@@ -49,7 +39,7 @@ func (b *boot) readUserData(ctx context.Context) (string, error) {
 	if ud.Slurm.ConfMode == userdata.ConfFile {
 		b.slurmConf = ud.Slurm.ConfPath
 	}
-	b.log.Info("user data read", "node", ud.NodeName, "cluster", ud.Cluster, "controllers", ud.Slurm.Controllers,
+	b.log.Info("user data read", "node_hint", ud.NodeName, "cluster", ud.Cluster, "controllers", ud.Slurm.Controllers,
 		"conf_mode", ud.Slurm.ConfMode, "fsx", ud.FSx.DNSName, "mount_point", ud.FSx.MountPoint,
 		"test_local_fs", ud.Test != nil, "issued_at", ud.IssuedAt)
 	return "", nil

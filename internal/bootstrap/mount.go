@@ -153,10 +153,22 @@ func (b *boot) checkpointRoot(context.Context) (string, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", fmt.Errorf("creating checkpoint root: %w", err)
 	}
-	// Sticky and world-writable like /tmp: jobs create their own per-job
-	// directories and cannot remove each other's.
-	if err := os.Chmod(root, os.ModeSticky|0o777); err != nil {
-		return "", fmt.Errorf("setting mode 1777 on checkpoint root: %w", err)
+	// Root-owned and not writable by jobs: burst-agent as Slurm's Prolog
+	// (root) makes each job's directory, owned by the job's user, 0700.
+	// The root was 1777 before; an entry a user made in it then is moved
+	// aside by the Prolog when a job of another user needs that name.
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint root: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("checkpoint root %s is not a directory (a symlink?)", root)
+	}
+	if err := os.Chown(root, 0, 0); err != nil {
+		return "", fmt.Errorf("making checkpoint root %s root-owned: %w", root, err)
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		return "", fmt.Errorf("setting mode 0755 on checkpoint root: %w", err)
 	}
 	probe, err := os.CreateTemp(root, ".burst-probe-*")
 	if err != nil {
@@ -164,7 +176,7 @@ func (b *boot) checkpointRoot(context.Context) (string, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	// the TaskProlog (burst-agent) gives jobs BURST_CHECKPOINT_DIR under it
+	// the Prolog and TaskProlog (burst-agent) find the root here
 	if err := statefile.WriteAtomic(filepath.Join(b.o.RunDir, "checkpoint-root"), []byte(root+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("recording the checkpoint root: %w", err)
 	}

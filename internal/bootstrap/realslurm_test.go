@@ -211,12 +211,14 @@ func (c *realCluster) nodeEnv(t *testing.T, node string) (userdata.UserData, Opt
 		Munge: userdata.Munge{KeySource: "file://" + filepath.Join(c.dir, "key", "munge.key"), KeyPath: filepath.Join(dir, "munge", "munge.key")},
 		FSx: userdata.FSx{DNSName: "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", MountName: "abcdef12",
 			MountPoint: mp, CheckpointRoot: filepath.Join(mp, "checkpoints")},
-		Agent: userdata.Agent{SizerURL: "http://127.0.0.1:1", Credential: "tok_0123456789abcdef"},
-		Test:  &userdata.Test{LocalFSDir: shared},
+		Test: &userdata.Test{LocalFSDir: shared},
 	}
+	fakes := newIdentityFakes(t, fmt.Sprintf("i-0123456789abcd%03d", len(node)*7%1000), node)
+	ud.Agent.SizerURL, ud.Agent.SizerCA = fakes.Sizer, string(fakes.CA)
+	nft, _ := scratchNft(t)
 	runDir := filepath.Join(dir, "run")
 	o := Options{Exec: ExecDirect, RunDir: runDir, StartCheck: 500 * time.Millisecond, Logger: quietLogger(),
-		Commands: Commands{Agent: agent}}
+		IMDSEndpoint: fakes.IMDS, Commands: Commands{Agent: agent, Nft: nft}}
 	t.Cleanup(func() {
 		(&rootEnv{runDir: runDir, mountPoint: mp}).teardown(t)
 	})

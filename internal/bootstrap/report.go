@@ -92,7 +92,7 @@ func (b *boot) scontrolOut(ctx context.Context, conf string, args ...string) (st
 // It returns whether scontrol succeeded.
 func (b *boot) handBack(ctx context.Context, failed *StepError) bool {
 	reason := FailureReason(failed.Step, failed.Err)
-	if !b.haveUD || !b.mungeUp {
+	if !b.named || !b.mungeUp {
 		b.log.Error("bootstrap failed before munge was up: cannot authenticate to slurmctld; "+
 			"the node is handed back when ResumeTimeout expires", "reason", reason)
 		return false

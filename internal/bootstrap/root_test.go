@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
 
@@ -27,6 +28,8 @@ type rootEnv struct {
 	dir, runDir, localFS, mountPoint, seq string
 	ud                                    userdata.UserData
 	opts                                  Options
+	fakes                                 *identityFakes
+	netns                                 string // the scratch namespace the IMDS firewall goes into
 }
 
 func needRoot(t *testing.T) {
@@ -75,19 +78,26 @@ func newRootEnv(t *testing.T) *rootEnv {
 			Socket: filepath.Join(dir, "inst", "munge-run", "munge.sock")},
 		FSx: userdata.FSx{DNSName: "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", MountName: "abcdef12",
 			MountPoint: e.mountPoint, CheckpointRoot: filepath.Join(e.mountPoint, "checkpoints")},
-		Agent: userdata.Agent{SizerURL: "http://127.0.0.1:1", Credential: "tok_0123456789abcdef", IMDSEndpoint: "http://127.0.0.1:2"},
+		Agent: userdata.Agent{IMDSEndpoint: "http://127.0.0.1:2"},
 		Test:  &userdata.Test{LocalFSDir: e.localFS},
 	}
+	e.fakes = newIdentityFakes(t, "i-0123456789abcdef7", "gpu-7")
+	e.ud.Agent.SizerURL, e.ud.Agent.SizerCA = e.fakes.Sizer, string(e.fakes.CA)
+	nft, netns := scratchNft(t)
+	e.netns = netns
 	e.opts = Options{
-		Exec:       ExecDirect,
-		RunDir:     e.runDir,
-		BootGuard:  time.Second,
-		StartCheck: 500 * time.Millisecond,
-		Logger:     quietLogger(),
+		Exec:         ExecDirect,
+		RunDir:       e.runDir,
+		IMDSEndpoint: e.fakes.IMDS,
+		NonceFile:    filepath.Join(dir, "state", "identity.nonce"),
+		BootGuard:    time.Second,
+		StartCheck:   500 * time.Millisecond,
+		Logger:       quietLogger(),
 		Commands: Commands{
 			Slurmd:   e.script(t, "slurmd", fakeDaemon),
 			Agent:    e.script(t, "burst-agent", fakeDaemon),
 			Scontrol: e.script(t, "scontrol", fakeScontrol),
+			Nft:      nft,
 		},
 	}
 	t.Cleanup(func() { e.teardown(t) })
@@ -188,7 +198,8 @@ func (e *rootEnv) read(t *testing.T, name string) string {
 func TestRootDirectBootstrap(t *testing.T) {
 	e := newRootEnv(t)
 	e.writeUD(t)
-	e.opts.IMDSEndpoint = "http://127.0.0.1:3" // per-instance override for the agent (never contacted here)
+	e.fakes.Untagged.Store(3) // the fleet's CreateTags lands a moment after boot
+	e.fakes.NotYet.Store(2)   // and EC2 shows it to the sizer a moment later
 	rep, err := RunReport(context.Background(), e.opts)
 	if err != nil {
 		t.Fatalf("bootstrap failed: %v\nseq:\n%s", err, e.read(t, "seq.log"))
@@ -215,7 +226,8 @@ func TestRootDirectBootstrap(t *testing.T) {
 	// Agent environment and credential file.
 	env := e.read(t, "burst-agent.env")
 	cred := filepath.Join(e.runDir, "agent.credential")
-	for _, w := range []string{"BURST_NODE_NAME=gpu-7\n", "BURST_CREDENTIAL_FILE=" + cred + "\n", "BURST_IMDS_ENDPOINT=http://127.0.0.1:3\n",
+	for _, w := range []string{"BURST_NODE_NAME=gpu-7\n", "BURST_CREDENTIAL_FILE=" + cred + "\n", "BURST_IMDS_ENDPOINT=" + e.fakes.IMDS + "\n",
+		"BURST_SIZER_CA_FILE=" + filepath.Join(e.runDir, "sizer-ca.pem") + "\n", "BURST_NONCE_FILE=" + e.opts.NonceFile + "\n",
 		"BURST_CHECKPOINT_ROOT=" + e.ud.FSx.CheckpointRoot + "\n", "BURST_REPORT_INTERVAL=15s\n"} {
 		if !strings.Contains(env, w) {
 			t.Errorf("agent env lacks %q:\n%s", w, env)
@@ -223,6 +235,23 @@ func TestRootDirectBootstrap(t *testing.T) {
 	}
 	if st, err := os.Stat(cred); err != nil || st.Mode().Perm() != 0o400 {
 		t.Errorf("credential file: %v %v", st.Mode(), err)
+	}
+	// the node learnt its name and credential from the exchange (after two
+	// "not yet" answers), with one nonce kept root-only
+	if tok, err := auth.LoadCredential(cred); err != nil || !strings.HasPrefix(tok, "bn2:i-0123456789abcdef7:gpu-7:") {
+		t.Errorf("credential %q %v", tok, err)
+	}
+	if n := e.fakes.Exchanges.Load(); n != 3 {
+		t.Errorf("%d exchanges, want 3 (two retried)", n)
+	}
+	if st, err := os.Stat(e.opts.NonceFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("nonce file: %v", err)
+	}
+	// the IMDS firewall is in the node's namespace: metadata for root only
+	out, err := exec.Command("ip", "netns", "exec", e.netns, "nft", "list", "table", "inet", FirewallTable).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ip daddr 169.254.169.254 meta skuid != 0") || !strings.Contains(string(out), "ip6 daddr fd00:ec2::254 meta skuid != 0") ||
+		!strings.Contains(string(out), "ip daddr 127.0.0.1 tcp dport "+e.fakes.IMDS[strings.LastIndexByte(e.fakes.IMDS, ':')+1:]+" meta skuid != 0") {
+		t.Errorf("firewall: %v\n%s", err, out)
 	}
 	// Munge: key installed 0400, munged answers, a credential round-trips.
 	if st, err := os.Stat(e.ud.Munge.KeyPath); err != nil || st.Mode().Perm() != 0o400 {
@@ -237,11 +266,11 @@ func TestRootDirectBootstrap(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.localFS, "checkpoints", "x")); err != nil {
 		t.Errorf("write under the mount point not visible in test.local_fs_dir: %v", err)
 	}
-	if st, _ := os.Stat(e.ud.FSx.CheckpointRoot); st.Mode()&os.ModeSticky == 0 || st.Mode().Perm() != 0o777 {
-		t.Errorf("checkpoint root mode %v, want drwxrwxrwt", st.Mode())
+	if st, _ := os.Stat(e.ud.FSx.CheckpointRoot); st.Mode()&os.ModeSticky != 0 || st.Mode().Perm() != 0o755 || st.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("checkpoint root mode %v, want root's drwxr-xr-x (the Prolog makes job directories)", st.Mode())
 	}
 	// Report and status.json.
-	if !rep.OK || len(rep.Steps) != 7 || rep.HandedBack {
+	if !rep.OK || len(rep.Steps) != 9 || rep.HandedBack {
 		t.Fatalf("report %+v", rep)
 	}
 	var st Report
@@ -263,8 +292,31 @@ func TestRootDirectBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}
-	if rep2.Steps[1].Skipped == "" || rep2.Steps[2].Skipped == "" {
+	if rep2.Steps[3].Skipped == "" || rep2.Steps[4].Skipped == "" {
 		t.Errorf("second run did not skip munge/mount: %+v", rep2.Steps)
+	}
+}
+
+// TestRootBootsWithTheSizerDown: a sizer that does not answer does not
+// stop the boot: the node joins Slurm without a credential (burst-agent
+// exchanges later); its name comes from its own tag.
+func TestRootBootsWithTheSizerDown(t *testing.T) {
+	e := newRootEnv(t)
+	e.writeUD(t)
+	e.fakes.Down.Store(true)
+	e.opts.SizerWait = 500 * time.Millisecond
+	rep, err := RunReport(context.Background(), e.opts)
+	if err != nil {
+		t.Fatalf("bootstrap with the sizer down: %v", err)
+	}
+	if !rep.OK || rep.Steps[2].Step != StepIdentity || !strings.Contains(rep.Steps[2].Skipped, "sizer unreachable") {
+		t.Fatalf("report %+v", rep)
+	}
+	if _, err := os.Stat(filepath.Join(e.runDir, "agent.credential")); !os.IsNotExist(err) {
+		t.Errorf("a credential without an exchange: %v", err)
+	}
+	if !strings.Contains(e.read(t, "seq.log"), "slurmd [-D] [-b] [-N] [gpu-7]") {
+		t.Errorf("slurmd not started as gpu-7:\n%s", e.read(t, "seq.log"))
 	}
 }
 
@@ -473,7 +525,7 @@ exec /usr/bin/mount --bind @DIR@/shared-fsx "$6"
 			t.Errorf("agent.env lacks %s:\n%s", w, agentEnv)
 		}
 	}
-	if strings.Contains(string(agentEnv), e.ud.Agent.Credential) {
+	if tok, _ := auth.LoadCredential(filepath.Join(e.runDir, "agent.credential")); tok == "" || strings.Contains(string(agentEnv), tok) {
 		t.Error("agent.env carries the credential itself")
 	}
 	// munged (running as user munge under systemd) must own the key.

@@ -5,10 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +42,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+var testCA = func() string {
+	b, _ := os.ReadFile(filepath.Join("testdata", "ca.pem"))
+	return string(b)
+}()
+
 func testUD() userdata.UserData {
 	return userdata.UserData{
 		NodeName: "gpu-3",
@@ -50,7 +57,7 @@ func testUD() userdata.UserData {
 		Munge: userdata.Munge{KeySource: "file:///nonexistent/burst-test/cluster.key", Socket: "/run/munge/munge.socket.2",
 			KeyPath: "/nonexistent/burst-test/munge.key"},
 		FSx:   userdata.FSx{DNSName: "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", MountName: "abcdef12", MountPoint: "/fsx", CheckpointRoot: "/fsx/ckpt"},
-		Agent: userdata.Agent{SizerURL: "http://10.1.2.3:8080", Credential: "tok_0123456789abcdef", ReportInterval: userdata.Duration(15 * time.Second)},
+		Agent: userdata.Agent{SizerURL: "https://10.1.2.3:8472", SizerCA: testCA, ReportInterval: userdata.Duration(15 * time.Second)},
 	}
 }
 
@@ -145,23 +152,19 @@ func TestCommandLines(t *testing.T) {
 		"State=POWER_DOWN_FORCE", "Reason=burst bootstrap: mount: x"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("HandBackArgs = %q, want %q", got, want)
 	}
-	env := AgentEnv(u, "/run/burst/agent.credential")
-	want := []string{"BURST_NODE_NAME=gpu-3", "BURST_SIZER_URL=http://10.1.2.3:8080",
-		"BURST_CREDENTIAL_FILE=/run/burst/agent.credential", "BURST_REPORT_INTERVAL=15s", "BURST_CHECKPOINT_ROOT=/fsx/ckpt"}
+	env := AgentEnv(u, "/run/burst/agent.credential", "/run/burst/sizer-ca.pem", "/var/lib/burst-agent/identity.nonce")
+	want := []string{"BURST_NODE_NAME=gpu-3", "BURST_SIZER_URL=https://10.1.2.3:8472",
+		"BURST_CREDENTIAL_FILE=/run/burst/agent.credential", "BURST_SIZER_CA_FILE=/run/burst/sizer-ca.pem", "BURST_NONCE_FILE=/var/lib/burst-agent/identity.nonce",
+		"BURST_REPORT_INTERVAL=15s", "BURST_CHECKPOINT_ROOT=/fsx/ckpt"}
 	if !reflect.DeepEqual(env, want) {
 		t.Errorf("AgentEnv = %q, want %q", env, want)
 	}
-	for _, kv := range env {
-		if strings.Contains(kv, u.Agent.Credential) {
-			t.Errorf("credential value leaked into the environment: %q", kv)
-		}
-	}
 	u.Agent.IMDSEndpoint = "http://127.0.0.1:1338"
-	if env := AgentEnv(u, "/c"); env[len(env)-1] != "BURST_IMDS_ENDPOINT=http://127.0.0.1:1338" {
+	if env := AgentEnv(u, "/c", "/a", "/n"); env[len(env)-1] != "BURST_IMDS_ENDPOINT=http://127.0.0.1:1338" {
 		t.Errorf("IMDS override missing: %q", env)
 	}
 	u.Agent.LogLevel = "debug"
-	if env := AgentEnv(u, "/c"); env[len(env)-1] != "BURST_LOG_LEVEL=debug" {
+	if env := AgentEnv(u, "/c", "/a", "/n"); env[len(env)-1] != "BURST_LOG_LEVEL=debug" {
 		t.Errorf("burst.yaml's log.level does not reach the agent: %q", env)
 	}
 	conf := ClientConf(testUD())
@@ -395,6 +398,93 @@ func TestExecClean(t *testing.T) {
 	if b, i := masks("clean"); b != 0 || i&hup != 0 {
 		t.Fatalf("after ExecClean: SigBlk %x SigIgn %x, want no blocked signals and SIGHUP not ignored", b, i)
 	}
+}
+
+// TestFirewallRules: EC2's IMDS addresses on every port and each given
+// endpoint's address and port, closed to every uid but 0; the rules read
+// back from nft's JSON.
+func TestFirewallRules(t *testing.T) {
+	eps, err := FirewallEndpoints("http://10.64.3.1:41234", "", "http://169.254.169.254", "http://[fd00:ec2::254]:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(eps)
+	if got != "[10.64.3.1:41234 169.254.169.254 fd00:ec2::254]" {
+		t.Fatalf("endpoints %s", got)
+	}
+	rules := FirewallRules(eps)
+	for _, w := range []string{"table inet burst_imds\ndelete table inet burst_imds\n", "type filter hook output priority 0; policy accept;",
+		"ip daddr 10.64.3.1 tcp dport 41234 meta skuid != 0 counter reject", "ip daddr 169.254.169.254 meta skuid != 0 counter reject",
+		"ip6 daddr fd00:ec2::254 meta skuid != 0 counter reject"} {
+		if !strings.Contains(rules, w) {
+			t.Errorf("rules lack %q:\n%s", w, rules)
+		}
+	}
+	js, err := os.ReadFile(filepath.Join("testdata", "nft-list.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, err := ParseFirewall(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if miss := missingEndpoints(eps, have); len(miss) != 0 {
+		t.Errorf("nft's listing of these rules misses %v (have %v)", miss, have)
+	}
+	if miss := missingEndpoints([]Endpoint{{Addr: IMDSv4, Port: 80}, {Addr: netip.MustParseAddr("10.0.0.9"), Port: 1}}, have); len(miss) != 1 {
+		t.Errorf("missing = %v, want only 10.0.0.9:1", miss)
+	}
+	if _, err := ParseFirewall([]byte(`{"nftables":[]}`)); err == nil {
+		t.Error("an empty listing verified")
+	}
+	if _, err := FirewallEndpoints("::nope"); err == nil {
+		t.Error("a bad endpoint URL accepted")
+	}
+}
+
+func FuzzParseFirewall(f *testing.F) {
+	js, _ := os.ReadFile(filepath.Join("testdata", "nft-list.json"))
+	f.Add(js)
+	f.Add([]byte(`{"nftables":[{"chain":{"table":"burst_imds","hook":"output","type":"filter"}},{"rule":{"table":"burst_imds","expr":[{"reject":null}]}}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		eps, err := ParseFirewall(b)
+		if err != nil {
+			return
+		}
+		for _, e := range eps {
+			if !e.Addr.IsValid() || e.Port < 0 {
+				t.Fatalf("parsed endpoint %+v", e)
+			}
+		}
+	})
+}
+
+func TestNonce(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state", "identity.nonce")
+	n1, err := loadNonce(p)
+	if err != nil || len(n1) != 64 {
+		t.Fatalf("new nonce %q %v", n1, err)
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
+		t.Errorf("nonce file mode %v", st.Mode())
+	}
+	if n2, err := loadNonce(p); err != nil || n2 != n1 {
+		t.Fatalf("the nonce changed across boots: %q %q %v", n1, n2, err)
+	}
+	os.WriteFile(p, []byte("zz\n"), 0o600)
+	if _, err := loadNonce(p); err == nil {
+		t.Error("a corrupt nonce file accepted")
+	}
+}
+
+func FuzzParseNonce(f *testing.F) {
+	f.Add([]byte(strings.Repeat("ab", 32) + "\n"))
+	f.Add([]byte("x"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if n, err := ParseNonce(b); err == nil && (len(n) != 64 || strings.Trim(n, "0123456789abcdef") != "") {
+			t.Fatalf("accepted nonce %q", n)
+		}
+	})
 }
 
 func FuzzParseMountPoints(f *testing.F) {

@@ -194,3 +194,22 @@ func TestCounts(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeState: the breaker's state file (shared by every resume
+// process) never panics the reader, and what it accepts names real classes.
+func FuzzDecodeState(f *testing.F) {
+	f.Add([]byte(`{"classes":[{"class":"a10g","failures":3}]}`))
+	f.Add([]byte(``))
+	f.Add([]byte(`{"classes":[{"class":""}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decode("state.json", b)
+		if err != nil {
+			return
+		}
+		for k, s := range m {
+			if k == "" || k != s.Class {
+				t.Fatalf("decoded class %q as %+v", k, s)
+			}
+		}
+	})
+}

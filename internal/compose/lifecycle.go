@@ -68,7 +68,7 @@ func (s *Stack) Close() {
 // UserDataFor renders the user data of a launch request (see
 // lifecycle.RenderUserData).
 func (s *Stack) UserDataFor(nodes []cloud.NodeSpec, issued time.Time) (string, error) {
-	return lifecycle.RenderUserData(s.Cfg, s.AdminToken, nodes, issued)
+	return lifecycle.RenderUserData(s.Cfg, nodes, issued)
 }
 
 // Breaker is the launch breaker shared by every resume process (its state

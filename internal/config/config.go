@@ -8,6 +8,9 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -165,6 +168,74 @@ type Sizer struct {
 	Timeout   Duration `yaml:"timeout"`    // client timeout for rank calls from resume
 	// ReconcileInterval is how often serve compares instances with Slurm.
 	ReconcileInterval Duration `yaml:"reconcile_interval"`
+	// TLS is the sizer's HTTPS material (the API is HTTPS only).
+	TLS SizerTLS `yaml:"tls"`
+	// IdentityCert is the PEM certificate that verifies EC2 instance
+	// identity documents: AWS's published RSA-2048 certificate of
+	// cluster.region (the emulator's own in the demo and tests).
+	IdentityCert string `yaml:"identity_cert"`
+	// Account is the AWS account id the nodes' identity documents must
+	// name; empty: any (the cluster tag and EC2 check still apply).
+	Account string `yaml:"account"`
+	// CredentialTTL is how long a node credential lasts (nodes renew at half).
+	CredentialTTL Duration `yaml:"credential_ttl"`
+	// MetricsListen, when set, serves /metrics in plain HTTP without a
+	// token on this loopback address; otherwise scrape the HTTPS listener
+	// with the read-only credential (<token_file>.read).
+	MetricsListen string `yaml:"metrics_listen"`
+}
+
+// SizerTLS locates the sizer's CA and server certificate. `burst-sizer tls
+// init` writes all four; an admin with a CA of their own sets them instead.
+type SizerTLS struct {
+	// CAFile is the CA certificate every client pins (public, 0644).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the server certificate and key; default
+	// <state_dir>/tls/server.pem and server.key.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// CAKeyFile is the CA's key (only tls init uses it); default <state_dir>/tls/ca.key.
+	CAKeyFile string `yaml:"ca_key_file"`
+	// Hosts are the server certificate's DNS names and IP addresses;
+	// default: the hosts of sizer.url and sizer.listen.
+	Hosts []string `yaml:"hosts"`
+}
+
+// CertPath is sizer.tls.cert_file or its default.
+func (s Sizer) CertPath() string {
+	return orDefault(s.TLS.CertFile, filepath.Join(s.StateDir, "tls", "server.pem"))
+}
+
+// KeyPath is sizer.tls.key_file or its default.
+func (s Sizer) KeyPath() string {
+	return orDefault(s.TLS.KeyFile, filepath.Join(s.StateDir, "tls", "server.key"))
+}
+
+// CAKeyPath is sizer.tls.ca_key_file or its default.
+func (s Sizer) CAKeyPath() string {
+	return orDefault(s.TLS.CAKeyFile, filepath.Join(s.StateDir, "tls", "ca.key"))
+}
+
+// CertHosts are the names the server certificate must carry.
+func (s Sizer) CertHosts() []string {
+	if len(s.TLS.Hosts) > 0 {
+		return s.TLS.Hosts
+	}
+	var out []string
+	if u, err := url.Parse(s.URL); err == nil && u.Hostname() != "" {
+		out = append(out, u.Hostname())
+	}
+	if h, _, err := net.SplitHostPort(s.Listen); err == nil && h != "" && h != "0.0.0.0" && h != "::" && (len(out) == 0 || out[0] != h) {
+		out = append(out, h)
+	}
+	return out
+}
+
+func orDefault(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
 }
 
 // Agent configures burst-agent on nodes.
@@ -263,8 +334,9 @@ func Default() *Config {
 			ControllerPort: 6817, NodeConf: "configless", MungeKeySource: "file:///etc/munge/munge.key",
 			MungeKeyPath: "/etc/munge/munge.key", MungeSocket: "/run/munge/munge.socket.2",
 		},
-		FSx:      FSx{MountPoint: "/fsx", CheckpointDir: "checkpoints"},
-		Sizer:    Sizer{Listen: "127.0.0.1:8472", URL: "http://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second)},
+		FSx: FSx{MountPoint: "/fsx", CheckpointDir: "checkpoints"},
+		Sizer: Sizer{Listen: "127.0.0.1:8472", URL: "https://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second),
+			TLS: SizerTLS{CAFile: "/etc/burst/sizer-ca.pem"}, IdentityCert: "/etc/burst/ec2-identity.pem", CredentialTTL: D(time.Hour)},
 		Agent:    Agent{ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
 		Teardown: Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute)},
 		Warm:     Warm{Interval: D(time.Minute), Quantile: 0.95, HalfLife: D(30 * time.Minute), ProfileWeight: 0.5, LeadTime: D(2 * time.Minute)},

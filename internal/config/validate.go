@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/catalog"
 )
@@ -20,6 +21,7 @@ var (
 	partitionRe   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 	trailingNumRe = regexp.MustCompile(`-[0-9]+$`)
 	featureRe     = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	accountRE     = regexp.MustCompile(`^[0-9]{12}$`)
 )
 
 // Validate checks the whole configuration against itself and the catalog
@@ -349,8 +351,33 @@ func (v *validator) sizer() {
 	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
 		v.add("sizer.listen", "%q is not host:port", s.Listen)
 	}
-	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		v.add("sizer.url", "%q is not an http(s) URL", s.URL)
+	switch u, err := url.Parse(s.URL); {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		v.add("sizer.url", "%q is not an https URL", s.URL)
+	case u.Scheme != "https":
+		v.add("sizer.url", "%q: the sizer serves HTTPS only (bearer tokens never cross the network in clear); write https:// and run `burst-sizer tls init`", s.URL)
+	}
+	v.abs("sizer.tls.ca_file", s.TLS.CAFile, true)
+	v.abs("sizer.tls.cert_file", s.TLS.CertFile, false)
+	v.abs("sizer.tls.key_file", s.TLS.KeyFile, false)
+	v.abs("sizer.tls.ca_key_file", s.TLS.CAKeyFile, false)
+	for i, h := range s.TLS.Hosts {
+		if h == "" || strings.ContainsAny(h, " /:") && net.ParseIP(h) == nil {
+			v.add(fmt.Sprintf("sizer.tls.hosts[%d]", i), "%q is not a host name or IP address", h)
+		}
+	}
+	v.abs("sizer.identity_cert", s.IdentityCert, true)
+	if s.Account != "" && !accountRE.MatchString(s.Account) {
+		v.add("sizer.account", "%q is not a 12-digit AWS account id", s.Account)
+	}
+	if s.CredentialTTL.Duration < 5*time.Minute || s.CredentialTTL.Duration > 7*24*time.Hour {
+		v.add("sizer.credential_ttl", "%s is outside 5m..168h", s.CredentialTTL.Duration)
+	}
+	if s.MetricsListen != "" {
+		host, _, err := net.SplitHostPort(s.MetricsListen)
+		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			v.add("sizer.metrics_listen", "%q: plain-HTTP metrics listen on a loopback host:port only (127.0.0.1:9472); scrape the HTTPS listener with the read-only credential otherwise", s.MetricsListen)
+		}
 	}
 	v.abs("sizer.token_file", s.TokenFile, true)
 	v.abs("sizer.state_dir", s.StateDir, true)

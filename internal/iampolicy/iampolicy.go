@@ -6,8 +6,11 @@
 //   - CreateFleet/RunInstances may create instances and fleets only when the
 //     request tags them with the cluster tag (aws:RequestTag), and launch only
 //     from launch templates carrying it (aws:ResourceTag);
-//   - CreateTags is allowed only as part of a launch (ec2:CreateAction), so
-//     burst can never re-tag an existing resource;
+//   - CreateTags is allowed as part of a launch (ec2:CreateAction), and
+//     afterwards only to give a fleet instance of this cluster its
+//     burst:node tag when it has none yet (aws:TagKeys, and the Null
+//     condition on aws:ResourceTag/burst:node), so burst can never re-tag a
+//     named instance or any other resource;
 //   - TerminateInstances only on instances carrying the cluster tag;
 //   - CreateLaunchTemplate only with the cluster tag;
 //   - the Describe* calls have no resource-level permissions in EC2, so
@@ -15,6 +18,11 @@
 //
 // An admin-made launch template must carry the cluster tag, and any
 // volume or network-interface tags it sets must include it too.
+//
+// BuildNode is the node role's policy: GetSecretValue on the one munge
+// secret and nothing else. Nodes need no EC2 rights: the dead-man switch
+// powers the node off, and burst launches with
+// InstanceInitiatedShutdownBehavior=terminate.
 package iampolicy
 
 import (
@@ -30,6 +38,7 @@ import (
 var Actions = []string{
 	"ec2:CreateFleet",
 	"ec2:CreateLaunchTemplate",
+	"ec2:CreateTags",
 	"ec2:DescribeInstances",
 	"ec2:DescribeLaunchTemplates",
 	"ec2:TerminateInstances",
@@ -39,7 +48,7 @@ var Actions = []string{
 // never calls them as API actions, with the reason.
 var Implied = map[string]string{
 	"ec2:RunInstances": "CreateFleet launches through RunInstances and checks this permission on every resource it uses",
-	"ec2:CreateTags":   "tags given at launch (TagSpecifications) need ec2:CreateTags on the new resources",
+	"ec2:CreateTags":   "tags given at launch (TagSpecifications) need ec2:CreateTags on the new resources (besides the direct call that names fleet instances)",
 	"iam:PassRole":     "the launch template's instance profile passes its role to EC2 (only when Options.PassRoleARN is set)",
 }
 
@@ -143,6 +152,13 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 			Condition: map[string]map[string]any{
 				"StringEquals": {"aws:RequestTag/" + clusterTagKey: clusterName, "ec2:CreateAction": []string{"CreateFleet", "CreateLaunchTemplate", "RunInstances"}},
 			}},
+		{Sid: "BurstNameFleetInstances", Effect: "Allow", Action: []string{"ec2:CreateTags"},
+			Resource: arn("instance"),
+			Condition: map[string]map[string]any{
+				"StringEquals":              {"aws:ResourceTag/" + clusterTagKey: clusterName},
+				"ForAllValues:StringEquals": {"aws:TagKeys": []string{nodeTagKey}},
+				"Null":                      {"aws:ResourceTag/" + nodeTagKey: "true"},
+			}},
 		{Sid: "BurstCreateClusterLaunchTemplates", Effect: "Allow", Action: []string{"ec2:CreateLaunchTemplate"},
 			Resource: arn("launch-template"), Condition: request},
 		{Sid: "BurstTerminateClusterInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
@@ -159,6 +175,50 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 			Resource: []string{opts.PassRoleARN}, Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}})
 	}
 	return doc, nil
+}
+
+// nodeTagKey is the tag that names an instance's Slurm node.
+const nodeTagKey = "burst:node"
+
+var secretARNRe = regexp.MustCompile(`^arn:aws(-[a-z]+)*:secretsmanager:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}$`)
+
+// NodeOptions refine the node role's policy.
+type NodeOptions struct {
+	// KMSKeyARN is the customer-managed KMS key the munge secret is
+	// encrypted with; "" for the AWS-managed key (no grant needed).
+	KMSKeyARN string
+}
+
+// BuildNode returns the node role's policy: read the one munge secret.
+func BuildNode(mungeSecretARN string, o NodeOptions) (Document, error) {
+	if !secretARNRe.MatchString(mungeSecretARN) {
+		return Document{}, fmt.Errorf("rendering the node policy: slurm.munge_key_source %q is not a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME); the node policy grants exactly that secret", mungeSecretARN)
+	}
+	doc := Document{Version: "2012-10-17", Statement: []Statement{
+		{Sid: "BurstNodeMungeKey", Effect: "Allow", Action: []string{"secretsmanager:GetSecretValue"}, Resource: []string{mungeSecretARN}},
+	}}
+	if o.KMSKeyARN != "" {
+		if !strings.HasPrefix(o.KMSKeyARN, "arn:") || !strings.Contains(o.KMSKeyARN, ":kms:") {
+			return Document{}, fmt.Errorf("rendering the node policy: %q is not a KMS key ARN", o.KMSKeyARN)
+		}
+		region := strings.Split(mungeSecretARN, ":")[3]
+		doc.Statement = append(doc.Statement, Statement{Sid: "BurstNodeMungeKeyDecrypt", Effect: "Allow", Action: []string{"kms:Decrypt"},
+			Resource: []string{o.KMSKeyARN}, Condition: map[string]map[string]any{"StringEquals": {"kms:ViaService": "secretsmanager." + region + ".amazonaws.com"}}})
+	}
+	return doc, nil
+}
+
+// RenderNode is BuildNode as JSON.
+func RenderNode(mungeSecretARN string, o NodeOptions) ([]byte, error) {
+	doc, err := BuildNode(mungeSecretARN, o)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }
 
 // ActionsIn lists the distinct actions a policy document allows, sorted.

@@ -84,6 +84,7 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 		want = append(want, a)
 	}
 	sort.Strings(want)
+	want = slices.Compact(want) // CreateTags: called (fleet naming) and implied (launch tags)
 	if !slices.Equal(allowed, want) {
 		t.Errorf("policy allows %v\nwant recorded + implied %v", allowed, want)
 	}
@@ -114,6 +115,38 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 	}
 	if !bytes.Equal(g, policy) {
 		t.Errorf("policy differs from %s; run go test ./internal/iampolicy -update and review the diff", golden)
+	}
+}
+
+// TestNodePolicy: the node role reads the one munge secret and nothing
+// else; no EC2 action at all.
+func TestNodePolicy(t *testing.T) {
+	arn := "arn:aws:secretsmanager:us-east-1:123456789012:secret:burst/munge-AbCdEf"
+	b, err := iampolicy.RenderNode(arn, iampolicy.NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts, err := iampolicy.ActionsIn(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(acts, []string{"secretsmanager:GetSecretValue"}) {
+		t.Errorf("node policy allows %v", acts)
+	}
+	var doc iampolicy.Document
+	json.Unmarshal(b, &doc)
+	if len(doc.Statement) != 1 || !slices.Equal(doc.Statement[0].Resource, []string{arn}) {
+		t.Errorf("node policy statements %+v", doc.Statement)
+	}
+	if _, err := iampolicy.RenderNode("file:///etc/munge/munge.key", iampolicy.NodeOptions{}); err == nil {
+		t.Error("a node policy for a munge key file")
+	}
+	if _, err := iampolicy.RenderNode("arn:aws:secretsmanager:us-east-1:123456789012:secret:*", iampolicy.NodeOptions{}); err == nil {
+		t.Error("a node policy with a wildcard secret")
+	}
+	k, err := iampolicy.RenderNode(arn, iampolicy.NodeOptions{KMSKeyARN: "arn:aws:kms:us-east-1:123456789012:key/1234"})
+	if err != nil || !strings.Contains(string(k), `"kms:ViaService": "secretsmanager.us-east-1.amazonaws.com"`) {
+		t.Errorf("with a KMS key: %s %v", k, err)
 	}
 }
 

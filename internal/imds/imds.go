@@ -320,3 +320,30 @@ func (c *Client) Identity(ctx context.Context) (Identity, error) {
 	}
 	return Identity{InstanceID: out.InstanceID, InstanceType: out.InstanceType, PendingTime: out.PendingTime}, nil
 }
+
+// SignedIdentity returns the instance identity document and its signature of one
+// kind ("rsa2048": PKCS #7 with the document attached; "signature": RSA over
+// the document's SHA-256), from /latest/dynamic/instance-identity/. Only root
+// on a burst node can read them: the node's IMDS firewall refuses every
+// other user.
+func (c *Client) SignedIdentity(ctx context.Context, kind string) (doc, sig []byte, err error) {
+	read := func(p string) ([]byte, error) {
+		out, err := c.c.GetDynamicData(ctx, &imds.GetDynamicDataInput{Path: "instance-identity/" + p})
+		if err != nil {
+			return nil, fmt.Errorf("reading instance-identity/%s from instance metadata: %w", p, err)
+		}
+		defer out.Content.Close()
+		b, err := io.ReadAll(io.LimitReader(out.Content, maxDocument))
+		if err != nil {
+			return nil, fmt.Errorf("reading instance-identity/%s from instance metadata: %w", p, err)
+		}
+		return b, nil
+	}
+	if doc, err = read("document"); err != nil {
+		return nil, nil, err
+	}
+	if sig, err = read(kind); err != nil {
+		return nil, nil, err
+	}
+	return doc, sig, nil
+}

@@ -17,7 +17,6 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/config/configtest"
-	"github.com/burst-hpc/burst/internal/nodeid"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/slurm"
@@ -28,12 +27,12 @@ import (
 func demoConfig(t *testing.T) *config.Config { return configtest.Demo(t) }
 
 // TestUserDataRoundTrip: what burst-resume writes is what the node
-// bootstrap reads, for a single node and for a multi-node fleet document.
+// bootstrap reads, for a single node and for a multi-node fleet document;
+// neither carries a credential.
 func TestUserDataRoundTrip(t *testing.T) {
 	cfg := demoConfig(t)
 	issued := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	admin := strings.Repeat("ab", 32)
-	one, err := RenderUserData(cfg, admin, []cloud.NodeSpec{{Node: "l4-1"}}, issued)
+	one, err := RenderUserData(cfg, []cloud.NodeSpec{{Node: "l4-1"}}, issued)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,14 +40,15 @@ func TestUserDataRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.NodeName != "l4-1" || !u.IssuedAt.Equal(issued) || u.FSx.MountPoint != cfg.FSx.MountPoint ||
+	ca, _ := os.ReadFile(cfg.Sizer.TLS.CAFile)
+	if u.NodeName != "l4-1" || !u.IssuedAt.Equal(issued) || u.FSx.MountPoint != cfg.FSx.MountPoint || u.Agent.SizerCA != string(ca) ||
 		u.Agent.SizerURL != cfg.Sizer.URL || u.Agent.LogLevel != cfg.Log.Level || u.Test == nil || u.Test.LocalFSDir != cfg.FSx.LocalDir {
 		t.Fatalf("single-node document: %+v", u)
 	}
 	if args := bootstrap.SlurmdArgs(u); !strings.Contains(strings.Join(args, " "), "-N l4-1") {
 		t.Fatalf("slurmd args %v", args)
 	}
-	fleet, err := RenderUserData(cfg, admin, []cloud.NodeSpec{{Node: "l4-1"}, {Node: "l4-2"}}, issued)
+	fleet, err := RenderUserData(cfg, []cloud.NodeSpec{{Node: "l4-1"}, {Node: "l4-2"}}, issued)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,19 +56,15 @@ func TestUserDataRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// each instance of the fleet resolves its own entry from its tags
-	for idx, want := range []string{"l4-1", "l4-2"} {
-		node, err := nodeid.Of(map[string]string{nodeid.TagNodes: "l4-1,l4-2"}, idx)
-		if err != nil || node != want {
-			t.Fatalf("launch index %d: node %q err %v", idx, node, err)
-		}
-		mine, err := f.ForNode(node)
-		if err != nil || mine.NodeName != want || mine.Agent.Credential == "" {
-			t.Fatalf("ForNode(%s): %+v %v", node, mine, err)
-		}
+	if f.NodeName != "" {
+		t.Fatalf("a fleet document names node %q", f.NodeName)
 	}
-	if _, err := f.ForNode("l4-3"); err == nil {
-		t.Fatal("a node outside the fleet got an identity")
+	for _, doc := range []string{one, fleet} {
+		for _, secret := range []string{"credential", "bn1:", "bn2:", "token", "PRIVATE"} {
+			if strings.Contains(doc, secret) {
+				t.Errorf("user data holds %q:\n%s", secret, doc)
+			}
+		}
 	}
 }
 
@@ -232,7 +228,7 @@ func TestJournalReplay(t *testing.T) {
 	}
 	var got []string
 	accept := 2
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ev sizerapi.InstanceEvent
 		json.NewDecoder(r.Body).Decode(&ev)
 		if len(got) >= accept {
@@ -242,7 +238,7 @@ func TestJournalReplay(t *testing.T) {
 		got = append(got, r.URL.Path+" "+ev.InstanceID)
 	}))
 	defer srv.Close()
-	sc, err := sizerclient.New(srv.URL, "admin")
+	sc, err := sizerclient.New(srv.URL, "admin", sizerclient.WithHTTPClient(srv.Client()))
 	if err != nil {
 		t.Fatal(err)
 	}

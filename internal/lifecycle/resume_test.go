@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,7 +52,7 @@ func newRig(t *testing.T, sizer string, jobs ...slurm.Job) (*rig, *atomic.Int32)
 	calls := &atomic.Int32{}
 	var sc *sizerclient.Client
 	if sizer != "none" {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := configtest.Server(t, cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			switch sizer {
 			case "over_budget":
@@ -63,11 +62,10 @@ func newRig(t *testing.T, sizer string, jobs ...slurm.Job) (*rig, *atomic.Int32)
 				http.Error(w, "sizer restarting", http.StatusServiceUnavailable)
 			}
 		}))
-		t.Cleanup(srv.Close)
 		if sizer == "down" {
 			srv.Close()
 		}
-		if sc, err = sizerclient.New(srv.URL, "admin-token"); err != nil {
+		if sc, err = sizerclient.New(srv.URL, "admin-token", sizerclient.WithCAFile(cfg.Sizer.TLS.CAFile)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,7 +76,7 @@ func newRig(t *testing.T, sizer string, jobs ...slurm.Job) (*rig, *atomic.Int32)
 	g.r = &lifecycle.Resumer{Cfg: cfg, Slurm: g.slurm, Cloud: g.cloud, Recorder: rec, Breaker: g.breaker,
 		Ranker: &lifecycle.FallbackRanker{Sizer: sc, Local: local, Timeout: time.Second},
 		UserData: func(nodes []cloud.NodeSpec, issued time.Time) (string, error) {
-			return lifecycle.RenderUserData(cfg, strings.Repeat("ab", 32), nodes, issued)
+			return lifecycle.RenderUserData(cfg, nodes, issued)
 		}}
 	return g, calls
 }

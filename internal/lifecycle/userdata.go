@@ -2,54 +2,50 @@ package lifecycle
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/tlspin"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
 
-// nodeToken is the node's sizer credential; without the admin token (the
-// sizer is not set up) the node gets an unusable random one and its agent's
-// reports are refused, which the sizer's metrics show.
-func nodeToken(admin, node string) string {
-	if admin == "" {
-		tok, _ := auth.Generate()
-		return "unset-" + tok
-	}
-	return auth.NodeToken(admin, node)
-}
-
-// RenderUserData builds the user-data document for nodes.
-func RenderUserData(cfg *config.Config, adminToken string, nodes []cloud.NodeSpec, issued time.Time) (string, error) {
+// RenderUserData builds the user-data document for nodes. Nothing in it is
+// secret: the node proves who it is to the sizer with its signed identity
+// document and gets its credential (and node name) back; the document only
+// says where the sizer is and which CA (sizer.tls.ca_file, public) to pin.
+// A single node's document names the node; a fleet's names none (every
+// instance of a fleet gets the same user data).
+func RenderUserData(cfg *config.Config, nodes []cloud.NodeSpec, issued time.Time) (string, error) {
 	if len(nodes) == 0 {
 		return "", errors.New("no nodes")
 	}
+	ca, err := os.ReadFile(cfg.Sizer.TLS.CAFile)
+	if err != nil {
+		return "", fmt.Errorf("reading the sizer CA for user data (sizer.tls.ca_file; `burst-sizer tls init` writes it): %w", err)
+	}
+	if _, err := tlspin.ParseCA(ca); err != nil {
+		return "", fmt.Errorf("%s: %w", cfg.Sizer.TLS.CAFile, err)
+	}
 	u := userdata.UserData{
-		NodeName: nodes[0].Node, Cluster: cfg.Cluster.Name, IssuedAt: issued.UTC(),
+		Cluster: cfg.Cluster.Name, IssuedAt: issued.UTC(),
 		Slurm: userdata.Slurm{Controllers: []string{cfg.Slurm.Controller}, Port: cfg.Slurm.ControllerPort},
 		Munge: userdata.Munge{KeySource: cfg.Slurm.MungeKeySource, KeyPath: cfg.Slurm.MungeKeyPath, Socket: cfg.Slurm.MungeSocket},
 		FSx: userdata.FSx{DNSName: cfg.FSx.DNSName, MountName: cfg.FSx.MountName, MountPoint: cfg.FSx.MountPoint,
 			CheckpointRoot: filepath.Join(cfg.FSx.MountPoint, cfg.FSx.CheckpointDir)},
-		Agent: userdata.Agent{SizerURL: cfg.Sizer.URL, IMDSEndpoint: cfg.Agent.IMDSEndpoint,
+		Agent: userdata.Agent{SizerURL: cfg.Sizer.URL, SizerCA: string(ca), IMDSEndpoint: cfg.Agent.IMDSEndpoint,
 			ReportInterval: userdata.Duration(cfg.Agent.ReportInterval.Duration), LogLevel: cfg.Log.Level},
+	}
+	if len(nodes) == 1 {
+		u.NodeName = nodes[0].Node
 	}
 	if cfg.Slurm.NodeConf == "configless" {
 		u.Slurm.ConfMode = userdata.ConfConfigless
 	} else {
 		u.Slurm.ConfMode, u.Slurm.ConfPath = userdata.ConfFile, cfg.Slurm.NodeConf
-	}
-	if len(nodes) > 1 {
-		// one document for the whole fleet: each instance finds its entry by
-		// its burst:nodes tag and launch index
-		u.NodeName = ""
-		for _, n := range nodes {
-			u.Nodes = append(u.Nodes, userdata.NodeEntry{Name: n.Node, Credential: nodeToken(adminToken, n.Node)})
-		}
-	} else {
-		u.Agent.Credential = nodeToken(adminToken, nodes[0].Node)
 	}
 	if cfg.FSx.LocalDir != "" {
 		u.Test = &userdata.Test{LocalFSDir: cfg.FSx.LocalDir}

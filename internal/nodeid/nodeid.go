@@ -1,11 +1,12 @@
 // Package nodeid is the one rule that ties a cloud instance to its Slurm
-// node: burst-resume tags every instance at launch (internal/cloud/ec2) and
-// the node's bootstrap reads the tags back from instance metadata
-// (internal/bootstrap). A single-node fleet carries TagNode = the node name;
-// the instances of a multi-node fleet share one tag set, TagNodes = the node
-// names by EC2 launch index ("n1,n2,..."), continued in TagNodes.2,
-// TagNodes.3, ... past EC2's 256-character tag values; an instance's node is
-// the entry at its ami-launch-index.
+// node: every instance carries TagNode = its node name. A single-node
+// launch tags it at launch; a multi-node fleet's instances share one tag
+// set at launch (TagNodes: the fleet's node names, "n1,n2,...", continued
+// in TagNodes.2, TagNodes.3, ... past EC2's 256-character tag values), and
+// burst-resume gives each instance its TagNode with CreateTags right after
+// the fleet returns (internal/cloud/ec2). The ami-launch-index is never
+// used: EC2 does not promise a fleet's indexes are 0..n-1. A node learns
+// its name from the sizer's identity exchange, which reads TagNode from EC2.
 package nodeid
 
 import (
@@ -16,8 +17,8 @@ import (
 
 // The tag keys that name nodes.
 const (
-	TagNode  = "burst:node"  // single-node fleet: the node name
-	TagNodes = "burst:nodes" // multi-node fleet: "n1,n2,..." by launch index, continued in burst:nodes.2, .3, ...
+	TagNode  = "burst:node"  // the instance's node name
+	TagNodes = "burst:nodes" // multi-node fleet: "n1,n2,..." at launch, continued in burst:nodes.2, .3, ...
 )
 
 // MaxTagValue is EC2's limit on a tag value.
@@ -26,8 +27,8 @@ const MaxTagValue = 256
 // Tag is one tag key and value.
 type Tag struct{ Key, Value string }
 
-// Tags are the tags that name nodes on the instances of one fleet, nodes in
-// launch-index order.
+// Tags are the launch tags that name nodes on the instances of one fleet:
+// TagNode for one node, the TagNodes list for several.
 func Tags(nodes []string) []Tag {
 	if len(nodes) == 1 {
 		return []Tag{{TagNode, nodes[0]}}
@@ -58,8 +59,7 @@ func Tags(nodes []string) []Tag {
 }
 
 // ListKey is the i-th key (from 1) of the TagNodes list: TagNodes,
-// TagNodes.2, ...; a reader of instance metadata asks for them one by one
-// until one is missing.
+// TagNodes.2, ...
 func ListKey(i int) string {
 	if i <= 1 {
 		return TagNodes
@@ -67,16 +67,12 @@ func ListKey(i int) string {
 	return TagNodes + "." + strconv.Itoa(i)
 }
 
-// Of names the node of an instance from its tags and launch index: TagNode
-// when present, else entry launchIndex of the TagNodes list. The error says
-// what is missing.
-func Of(tags map[string]string, launchIndex int) (string, error) {
-	if n := tags[TagNode]; n != "" {
-		return n, nil
-	}
+// Fleet returns the node names a fleet's launch tags list ("" list when
+// none).
+func Fleet(tags map[string]string) []string {
 	s := tags[TagNodes]
 	if s == "" {
-		return "", fmt.Errorf("instance has neither a %s nor a %s tag (launch it through burst-resume, and enable instance metadata tags in the launch template)", TagNode, TagNodes)
+		return nil
 	}
 	for i := 2; ; i++ {
 		v, ok := tags[ListKey(i)]
@@ -85,9 +81,17 @@ func Of(tags map[string]string, launchIndex int) (string, error) {
 		}
 		s += "," + v
 	}
-	nodes := strings.Split(s, ",")
-	if launchIndex < 0 || launchIndex >= len(nodes) {
-		return "", fmt.Errorf("ami-launch-index %d is outside the %d nodes of tag %s", launchIndex, len(nodes), TagNodes)
+	return strings.Split(s, ",")
+}
+
+// Of names the node of an instance from its tags: TagNode. A fleet
+// instance not tagged yet (between launch and CreateTags) has none.
+func Of(tags map[string]string) (string, error) {
+	if n := tags[TagNode]; n != "" {
+		return n, nil
 	}
-	return nodes[launchIndex], nil
+	if len(Fleet(tags)) > 0 {
+		return "", fmt.Errorf("fleet instance without its %s tag yet (burst-resume tags each right after launch)", TagNode)
+	}
+	return "", fmt.Errorf("instance has no %s tag (launch it through burst-resume)", TagNode)
 }

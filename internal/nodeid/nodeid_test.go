@@ -2,30 +2,27 @@ package nodeid
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
 
 func TestOf(t *testing.T) {
 	cases := []struct {
-		name  string
-		tags  map[string]string
-		index int
-		want  string
-		err   string
+		name string
+		tags map[string]string
+		want string
+		err  string
 	}{
-		{"single", map[string]string{"burst:node": "gpu-4", "burst:cluster": "lab"}, 0, "gpu-4", ""},
-		{"single wins over list", map[string]string{"burst:node": "gpu-4", "burst:nodes": "gpu-1,gpu-2"}, 1, "gpu-4", ""},
-		{"fleet index 0", map[string]string{"burst:nodes": "gpu-1,gpu-2"}, 0, "gpu-1", ""},
-		{"fleet continued", map[string]string{"burst:nodes": "gpu-1,gpu-2", "burst:nodes.2": "gpu-3"}, 2, "gpu-3", ""},
-		{"fleet index too big", map[string]string{"burst:nodes": "gpu-1,gpu-2"}, 2, "", "outside the 2 nodes"},
-		{"negative index", map[string]string{"burst:nodes": "gpu-1"}, -1, "", "outside"},
-		{"no tags", map[string]string{"burst:cluster": "lab"}, 0, "", "enable instance metadata tags"},
-		{"nil tags", nil, 0, "", "neither"},
+		{"single", map[string]string{"burst:node": "gpu-4", "burst:cluster": "lab"}, "gpu-4", ""},
+		{"node tag wins over the fleet list", map[string]string{"burst:node": "gpu-4", "burst:nodes": "gpu-1,gpu-2"}, "gpu-4", ""},
+		{"fleet instance not tagged yet", map[string]string{"burst:nodes": "gpu-1,gpu-2"}, "", "without its burst:node tag yet"},
+		{"no tags", map[string]string{"burst:cluster": "lab"}, "", "no burst:node tag"},
+		{"nil tags", nil, "", "no burst:node tag"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := Of(c.tags, c.index)
+			got, err := Of(c.tags)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("got %q, %v; want error with %q", got, err, c.err)
@@ -62,14 +59,8 @@ func TestTagsRoundTrip(t *testing.T) {
 			t.Fatalf("tag %s is %d chars", tg.Key, len(tg.Value))
 		}
 	}
-	tags := tagMap(ts)
-	for i, n := range names {
-		if got, err := Of(tags, i); err != nil || got != n {
-			t.Fatalf("Of(%d) = %q, %v; want %q", i, got, err, n)
-		}
-	}
-	if _, err := Of(tags, 80); err == nil {
-		t.Error("out of range index resolved")
+	if got := Fleet(tagMap(ts)); !slices.Equal(got, names) {
+		t.Fatalf("Fleet = %v", got)
 	}
 }
 
@@ -83,11 +74,11 @@ func FuzzTags(f *testing.F) {
 				return
 			}
 		}
-		tags := tagMap(Tags(names))
-		for i, n := range names {
-			if got, err := Of(tags, i); err != nil || got != n {
-				t.Fatalf("Of(%d) = %q, %v; want %q", i, got, err, n)
-			}
+		if len(names) < 2 {
+			return
+		}
+		if got := Fleet(tagMap(Tags(names))); !slices.Equal(got, names) {
+			t.Fatalf("Fleet(Tags(%q)) = %q", names, got)
 		}
 	})
 }

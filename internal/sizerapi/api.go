@@ -2,22 +2,28 @@
 // by sizer/server, internal/sizerclient and burst-agent (one wire record for
 // both ends).
 //
-// Endpoints (all JSON; "admin" needs the admin bearer token, "node" accepts a
-// node credential for the named node too, "read" an account credential,
-// answered for its own account only; the dashboard's views are in dash.go):
+// Endpoints (all JSON, HTTPS only; "admin" needs the admin bearer token,
+// "node" a node credential (internal/auth) and acts on that credential's own
+// instance and node, "route" and "read-only" their credentials, "read" the read-only or an
+// account credential (answered for its own account only; the dashboard's
+// views are in dash.go), "identity"
+// no bearer token but a signed EC2 instance identity document):
 //
-//	POST /v1/rank                 admin  RankRequest -> RankResponse
-//	POST /v1/route                admin  RouteRequest -> sizing.Decision
-//	POST /v1/reports              node   ReportBatch -> ReportResult (idempotent by node+seq)
-//	POST /v1/interruptions        node   Interruption -> {}
-//	POST /v1/instances/launch     admin  InstanceEvent -> {}
-//	POST /v1/instances/terminate  admin  InstanceEvent (instance_id, time) -> {}
-//	GET  /v1/budgets              read   -> []BudgetStatus
-//	GET  /v1/report               read   -> UsageReport
+//	POST /v1/node/credential        identity  CredentialRequest -> CredentialResponse
+//	POST /v1/node/credential/renew  node      {} -> CredentialResponse
+//	POST /v1/rank                   admin     RankRequest -> RankResponse
+//	POST /v1/route                  route     RouteRequest -> sizing.Decision
+//	POST /v1/reports                node      ReportBatch -> ReportResult (idempotent by node+seq)
+//	POST /v1/interruptions          node      Interruption -> {}
+//	POST /v1/boots                  node      BootReport -> {} (metrics only)
+//	POST /v1/instances/launch       admin     InstanceEvent -> {}
+//	POST /v1/instances/terminate    admin     InstanceEvent (instance_id, time) -> {}
+//	GET  /v1/budgets                read      -> []BudgetStatus
+//	GET  /v1/report                 read      -> UsageReport
 //	GET  /v1/fleet, /v1/jobs[/ID], /v1/money, /v1/rightsizing  read (dash.go)
-//	GET  /ui/                     the dashboard (login with the admin or an account token)
-//	GET  /metrics                 none   Prometheus text format
-//	GET  /healthz                 none   "ok"
+//	GET  /ui/                       the dashboard (login with the admin or an account token)
+//	GET  /metrics                   read-only Prometheus text format (no token on the loopback metrics listener)
+//	GET  /healthz                   none      "ok"
 //
 // Errors are ErrorResponse bodies with a stable Code.
 package sizerapi
@@ -31,6 +37,8 @@ import (
 
 // Endpoint paths (see the list above).
 const (
+	PathNodeCredential    = "/v1/node/credential"
+	PathNodeRenew         = "/v1/node/credential/renew"
 	PathRank              = "/v1/rank"
 	PathRoute             = "/v1/route"
 	PathReports           = "/v1/reports"
@@ -55,7 +63,43 @@ const (
 	CodeInternal     = "internal"
 	CodeShuttingDown = "shutting_down"
 	CodeNotFound     = "not_found"
+	// CodeNotYet: the identity exchange cannot be decided yet (the
+	// instance is not tagged with its node, or not running yet): retry.
+	CodeNotYet = "not_yet"
+	// CodeRateLimited: too many requests from this node; retry later.
+	CodeRateLimited = "rate_limited"
+	// CodeEnded: the credential's instance has ended.
+	CodeEnded = "instance_ended"
+	// CodeUnverifiable: the sizer cannot check the request now (EC2 or
+	// Slurm did not answer); retry later.
+	CodeUnverifiable = "unverifiable"
 )
+
+// Identity signature kinds of CredentialRequest.Kind.
+const (
+	IdentityRSA2048   = "rsa2048"
+	IdentitySignature = "signature"
+)
+
+// CredentialRequest is a node's proof of identity: its instance identity
+// document and signature exactly as IMDS serves them, and a nonce the node
+// keeps (root-only) and sends on every later exchange, so that a copied
+// document is worth nothing to anyone else once the node registered.
+type CredentialRequest struct {
+	Document  string `json:"document"`
+	Kind      string `json:"kind"`      // rsa2048 (default) or signature
+	Signature string `json:"signature"` // base64, as IMDS serves it
+	Nonce     string `json:"nonce"`     // 32-128 hex digits
+}
+
+// CredentialResponse is a node credential, what it names, and when to renew it.
+type CredentialResponse struct {
+	Credential string    `json:"credential"`
+	Node       string    `json:"node"`
+	InstanceID string    `json:"instance_id"`
+	Expires    time.Time `json:"expires"`
+	RenewAfter time.Time `json:"renew_after"`
+}
 
 // ErrorResponse is the body of every non-2xx answer.
 type ErrorResponse struct {
@@ -202,7 +246,8 @@ type Record struct {
 	Event   *Event       `json:"event,omitempty"`
 }
 
-// ReportBatch is what an agent posts: records in Seq order.
+// ReportBatch is what an agent posts: records in Seq order. Node and
+// InstanceID, when set, must be the credential's own.
 type ReportBatch struct {
 	Node       string `json:"node"`
 	InstanceID string `json:"instance_id,omitempty"`
@@ -217,9 +262,18 @@ type ReportBatch struct {
 type ReportResult struct {
 	Accepted   int `json:"accepted"`
 	Duplicates int `json:"duplicates"`
+	// Refused counts records the sizer would not store (samples or
+	// summaries of jobs that did not run on this node, interruptions of
+	// another instance or with a time in the future); Problems says why
+	// (the first few).
+	Refused  int      `json:"refused,omitempty"`
+	Problems []string `json:"problems,omitempty"`
 }
 
-// Interruption is a spot interruption (or rebalance) notice for an instance.
+// Interruption is a spot interruption (or rebalance) notice for an
+// instance. From a node credential the sizer takes instance, node, type and
+// zone from its own records of the credential's instance (a body naming
+// another is refused) and refuses a time in the future.
 type Interruption struct {
 	InstanceID   string    `json:"instance_id"`
 	Node         string    `json:"node"`

@@ -16,6 +16,7 @@ package sizerclient
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/internal/tlspin"
 )
 
 // Sentinel errors.
@@ -35,6 +37,9 @@ var (
 	ErrOverBudget   = errors.New("account over budget")
 	ErrUnauthorized = errors.New("sizer refused the credential")
 	ErrNoOffering   = errors.New("sizer has no offering")
+	// ErrUntrusted: the server's certificate does not chain to the pinned
+	// CA (also ErrUnavailable: callers fall back as for an outage).
+	ErrUntrusted = errors.New("sizer certificate not signed by the pinned CA")
 )
 
 // APIError is a non-2xx answer from the sizer.
@@ -63,12 +68,21 @@ func (e *APIError) Is(target error) bool {
 	return false
 }
 
-// Client talks to one sizer. Safe for concurrent use.
+// Client talks to one sizer, over HTTPS only, trusting only the sizer's
+// CA (internal/tlspin). Safe for concurrent use.
 type Client struct {
-	base  *url.URL
-	token string
-	hc    *http.Client
+	base    *url.URL
+	token   string
+	hc      *http.Client
+	timeout time.Duration
+	caFile  string
+	caPEM   []byte
+	custom  bool // WithHTTPClient
 }
+
+// Anonymous, as the token, sends no Authorization header (the identity
+// exchange).
+const Anonymous = "-"
 
 // DefaultTimeout bounds each call unless WithTimeout or the context says otherwise.
 const DefaultTimeout = 10 * time.Second
@@ -77,24 +91,53 @@ const DefaultTimeout = 10 * time.Second
 type Option func(*Client)
 
 // WithTimeout sets the per-call timeout (burst-resume uses a short one for rank).
-func WithTimeout(d time.Duration) Option { return func(c *Client) { c.hc.Timeout = d } }
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
-// WithHTTPClient replaces the HTTP client.
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+// WithCAFile pins the sizer's CA certificate file (sizer.tls.ca_file).
+func WithCAFile(path string) Option { return func(c *Client) { c.caFile = path } }
 
-// New makes a client for baseURL (e.g. "http://10.0.0.5:8470") with a bearer
-// token (the admin token, or a node credential from NodeToken).
+// WithCA pins the sizer's CA certificate (PEM).
+func WithCA(pem []byte) Option { return func(c *Client) { c.caPEM = pem } }
+
+// WithHTTPClient replaces the HTTP client (tests; its TLS settings are the
+// caller's).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc, c.custom = hc, true } }
+
+// New makes a client for baseURL (e.g. "https://10.0.0.5:8472") with a
+// bearer token (the admin token, a role's credential or a node's), pinning
+// the CA of WithCAFile or WithCA. Plain http:// is refused.
 func New(baseURL, token string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("sizer URL %q is not http(s)://host:port; set sizer.url in burst.yaml", baseURL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("sizer URL %q is not https://host:port; set sizer.url in burst.yaml", baseURL)
+	}
+	if u.Scheme != "https" {
+		return nil, fmt.Errorf("sizer URL %q: the sizer is reached over https only", baseURL)
 	}
 	if token == "" {
 		return nil, errors.New("sizer client: empty token; read it from sizer.token_file")
 	}
-	c := &Client{base: u, token: token, hc: &http.Client{Timeout: DefaultTimeout}}
+	c := &Client{base: u, token: token, timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(c)
+	}
+	switch {
+	case c.custom:
+		if c.timeout != DefaultTimeout {
+			hc := *c.hc
+			hc.Timeout = c.timeout
+			c.hc = &hc
+		}
+	case c.caPEM != nil:
+		if c.hc, err = tlspin.HTTPClient(c.caPEM, c.timeout); err != nil {
+			return nil, err
+		}
+	case c.caFile != "":
+		if c.hc, err = tlspin.LoadHTTPClient(c.caFile, c.timeout); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errors.New("sizer client: no CA to pin; pass sizer.tls.ca_file (WithCAFile)")
 	}
 	return c, nil
 }
@@ -112,12 +155,18 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return fmt.Errorf("building %s request: %w", path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != Anonymous {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		var cv *tls.CertificateVerificationError
+		if errors.As(err, &cv) {
+			return fmt.Errorf("calling sizer %s%s: %w: %w: %w (is sizer.tls.ca_file the CA of the sizer's certificate?)", c.base, path, ErrUnavailable, ErrUntrusted, err)
+		}
 		return fmt.Errorf("calling sizer %s%s: %w: %w", c.base, path, ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
@@ -185,6 +234,21 @@ func (c *Client) Terminated(ctx context.Context, instanceID string, at time.Time
 func (c *Client) Budgets(ctx context.Context) ([]sizerapi.BudgetStatus, error) {
 	var out []sizerapi.BudgetStatus
 	err := c.do(ctx, http.MethodGet, sizerapi.PathBudgets, nil, &out)
+	return out, err
+}
+
+// NodeCredential exchanges an instance's signed identity document for its
+// node credential (no bearer token is sent: the document is the proof).
+func (c *Client) NodeCredential(ctx context.Context, rq sizerapi.CredentialRequest) (sizerapi.CredentialResponse, error) {
+	var out sizerapi.CredentialResponse
+	err := c.do(ctx, http.MethodPost, sizerapi.PathNodeCredential, rq, &out)
+	return out, err
+}
+
+// RenewCredential renews the node credential the client was made with.
+func (c *Client) RenewCredential(ctx context.Context) (sizerapi.CredentialResponse, error) {
+	var out sizerapi.CredentialResponse
+	err := c.do(ctx, http.MethodPost, sizerapi.PathNodeRenew, struct{}{}, &out)
 	return out, err
 }
 

@@ -81,6 +81,7 @@ func Build(cfg *config.Config, cat *catalog.Catalog) (*Plan, error) {
 	if cfg.Teardown.ReleaseOnCompletion {
 		add("EpilogSlurmctld", bin("burst-suspend"), "event-driven release: powers the job's nodes down when it ends")
 	}
+	add("Prolog", bin("burst-agent"), "as root on the node: makes the job's checkpoint directory for its user (0700, no symlinks followed)")
 	add("TaskProlog", bin("burst-agent"), "gives every task BURST_CHECKPOINT_DIR (its job's checkpoint directory on FSx)")
 	add("PrivateData", "cloud", "show powered-down cloud nodes in sinfo and scontrol")
 	add("TreeWidth", fmt.Sprint(cfg.Slurm.TreeWidth), "")

@@ -2,9 +2,9 @@
 // burst-resume writes into every burst instance and the node bootstrap
 // (internal/bootstrap) reads back at boot.
 //
-// Wire format (version 1): the first line is exactly
+// Wire format (version 2): the first line is exactly
 //
-//	#burst-userdata v1
+//	#burst-userdata v2
 //
 // followed by one JSON object (the UserData struct, snake_case keys). The
 // whole document must fit EC2's 16 KB user-data limit (counted before base64).
@@ -31,7 +31,7 @@ import (
 )
 
 // Version is the user-data format version this package writes and reads.
-const Version = 1
+const Version = 2
 
 // headerPrefix starts the first line of every burst user-data document.
 const headerPrefix = "#burst-userdata v"
@@ -62,16 +62,13 @@ const (
 
 // UserData is everything a burst node needs to join the cluster.
 type UserData struct {
-	// NodeName is the Slurm node name (slurmd -N) when the document is for
-	// one node; then Agent.Credential is that node's credential. Leave it
-	// empty and fill Nodes when one document serves a multi-node fleet.
+	// NodeName is the Slurm node name burst-resume launched the instance
+	// for, when the document is for one node; empty for a multi-node fleet
+	// (EC2 Fleet gives every instance the same user data). Either way the
+	// node learns its name from the sizer's identity exchange, which takes
+	// it from the instance's burst:node tag; when set here the two must
+	// agree.
 	NodeName string `json:"node_name,omitempty"`
-	// Nodes lists every node of a fleet with its agent credential: EC2 Fleet
-	// gives all of a fleet's instances the same user data, so each instance
-	// finds its own entry by its node name, which the bootstrap reads from the
-	// instance's tags (burst:node, or burst:nodes and ami-launch-index). Use
-	// either NodeName or Nodes; ForNode resolves a document for one node.
-	Nodes []NodeEntry `json:"nodes,omitempty"`
 	// Cluster is the Slurm ClusterName; recorded in logs and agent reports.
 	Cluster string `json:"cluster"`
 	// IssuedAt is when burst-resume launched the instance. The bootstrap starts
@@ -85,12 +82,6 @@ type UserData struct {
 	Agent    Agent     `json:"agent"`
 	// Test is set only by the end-to-end tests; nil in production.
 	Test *Test `json:"test,omitempty"`
-}
-
-// NodeEntry is one node of a fleet document.
-type NodeEntry struct {
-	Name       string `json:"name"`
-	Credential string `json:"credential"`
 }
 
 // Slurm says how slurmd finds its controller and configuration.
@@ -136,11 +127,12 @@ type FSx struct {
 
 // Agent holds burst-agent's settings.
 type Agent struct {
-	// SizerURL is burst-sizer's base URL (http or https).
+	// SizerURL is burst-sizer's base URL: https only.
 	SizerURL string `json:"sizer_url"`
-	// Credential is this node's bearer token for the sizer API (with
-	// NodeName; fleet documents carry one per entry in Nodes instead).
-	Credential string `json:"credential,omitempty"`
+	// SizerCA is the PEM certificate of the CA the sizer's certificate
+	// chains to (`burst-sizer tls init`); the bootstrap and the agent trust
+	// nothing else. Public: a CA certificate, never a key.
+	SizerCA string `json:"sizer_ca"`
 	// IMDSEndpoint overrides the instance metadata endpoint (tests only; empty in production).
 	IMDSEndpoint string `json:"imds_endpoint,omitempty"`
 	// ReportInterval is how often the agent reports GPU utilisation (default 15s).
@@ -284,28 +276,17 @@ func (u *UserData) ApplyDefaults() {
 	}
 }
 
-// ForNode returns the document resolved for one node: NodeName set, the
-// node's credential in Agent.Credential and Nodes empty. It fails when the
-// document is for another node or its fleet does not list node.
+// ForNode returns the document for the node the identity exchange named:
+// an error when the document was written for another node.
 func (u UserData) ForNode(node string) (UserData, error) {
-	if u.NodeName != "" {
-		if node != "" && node != u.NodeName {
-			return UserData{}, fmt.Errorf("user data is for node %q, but this instance is node %q", u.NodeName, node)
-		}
-		return u, nil
-	}
-	names := make([]string, 0, len(u.Nodes))
-	for _, n := range u.Nodes {
-		if n.Name == node {
-			u.NodeName, u.Agent.Credential, u.Nodes = n.Name, n.Credential, nil
-			return u, nil
-		}
-		names = append(names, n.Name)
-	}
 	if node == "" {
-		return UserData{}, fmt.Errorf("user data lists the fleet's nodes %s; the instance's node name is needed to pick one", strings.Join(names, ","))
+		return UserData{}, errors.New("no node name: it comes from the sizer's identity exchange")
 	}
-	return UserData{}, fmt.Errorf("this instance is node %q, which the user data's fleet (%s) does not list", node, strings.Join(names, ","))
+	if u.NodeName != "" && u.NodeName != node {
+		return UserData{}, fmt.Errorf("user data was written for node %q, but the sizer says this instance is node %q", u.NodeName, node)
+	}
+	u.NodeName = node
+	return u, nil
 }
 
 // ConfServer returns the value for `slurmd --conf-server`: every controller

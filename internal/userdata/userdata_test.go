@@ -2,14 +2,33 @@ package userdata
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
-	"fmt"
+	"math/big"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
+
+// testCA is a CA certificate as `burst-sizer tls init` makes one.
+var testCA = func() string {
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Unix(0, 0), NotAfter: time.Unix(4e9, 0),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		panic(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}()
 
 func valid() UserData {
 	return UserData{
@@ -25,8 +44,8 @@ func valid() UserData {
 			CheckpointRoot: "/fsx/checkpoints",
 		},
 		Agent: Agent{
-			SizerURL:       "http://10.0.0.2:8080",
-			Credential:     "tok_0123456789abcdef",
+			SizerURL:       "https://10.0.0.2:8080",
+			SizerCA:        testCA,
 			ReportInterval: Duration(10 * time.Second),
 		},
 	}
@@ -54,7 +73,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Encode: %v", err)
 			}
-			if !bytes.HasPrefix(b, []byte("#burst-userdata v1\n{")) {
+			if !bytes.HasPrefix(b, []byte("#burst-userdata v2\n{")) {
 				t.Fatalf("document does not start with the header: %q", b[:30])
 			}
 			out, err := Decode(b)
@@ -87,7 +106,7 @@ func TestDefaults(t *testing.T) {
  "slurm":{"controllers":["head-1","10.0.0.2"]},
  "munge":{"key_source":"arn:aws:secretsmanager:us-east-1:123456789012:secret:burst/munge-AbCdEf"},
  "fsx":{"dns_name":"fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com","mount_name":"abcdef12","mount_point":"/fsx","checkpoint_root":"/fsx/checkpoints"},
- "agent":{"sizer_url":"http://10.0.0.2:8080","credential":"tok_0123456789abcdef"}}
+ "agent":{"sizer_url":"https://10.0.0.2:8080","sizer_ca":` + strconv.Quote(testCA) + `}}
 `
 	out, err := Decode([]byte(min))
 	if err != nil {
@@ -120,17 +139,18 @@ func TestDecodeErrors(t *testing.T) {
 		doc  string
 		want []string // substrings that must all appear
 	}{
-		{"empty", "", []string{"not burst user data", `want "#burst-userdata v1"`}},
+		{"empty", "", []string{"not burst user data", `want "#burst-userdata v2"`}},
 		{"cloud-config", "#cloud-config\npackages: [x]\n", []string{"not burst user data", `"#cloud-config"`}},
-		{"future version", "#burst-userdata v2\n{}", []string{"unsupported burst user-data version 2", "reads version 1"}},
+		{"future version", "#burst-userdata v3\n{}", []string{"unsupported burst user-data version 3", "reads version 2"}},
+		{"version 1 (node credentials in user data)", "#burst-userdata v1\n{}", []string{"unsupported burst user-data version 1"}},
 		{"bad version", "#burst-userdata vX\n{}", []string{"malformed header"}},
 		{"not json", Header + "\nnode_name=x\n", []string{"decoding user data JSON"}},
 		{"unknown field", Header + "\n" + strings.Replace(body, `"cluster"`, `"clutser":"x","cluster"`, 1), []string{`unknown field "clutser"`}},
 		{"trailing", Header + "\n" + body + "{}", []string{"trailing data"}},
 		{"all missing", Header + "\n{}", []string{
-			"node_name: missing", "cluster: missing", "issued_at: missing", "slurm.controllers: missing",
+			"cluster: missing", "issued_at: missing", "slurm.controllers: missing",
 			"munge.key_source: missing", "fsx.dns_name: missing", "fsx.mount_name: missing", "fsx.mount_point: missing",
-			"fsx.checkpoint_root: missing", "agent.sizer_url: missing"}},
+			"fsx.checkpoint_root: missing", "agent.sizer_url: missing", "agent.sizer_ca: missing"}},
 		{"too big", Header + "\n" + strings.Repeat(" ", MaxSize), []string{"exceeds EC2's 16384-byte limit"}},
 	}
 	for _, c := range cases {
@@ -190,31 +210,17 @@ func TestValidateFields(t *testing.T) {
 		{"mount point root", func(u *UserData) { u.FSx.MountPoint = "/"; u.FSx.CheckpointRoot = "/ckpt" }, "fsx.mount_point"},
 		{"checkpoint outside", func(u *UserData) { u.FSx.CheckpointRoot = "/fsxother/ckpt" }, "not inside fsx.mount_point"},
 		{"sizer scheme", func(u *UserData) { u.Agent.SizerURL = "ftp://x" }, "scheme must be http"},
-		{"sizer userinfo", func(u *UserData) { u.Agent.SizerURL = "http://a:b@x" }, "user:password"},
-		{"sizer space", func(u *UserData) { u.Agent.SizerURL = "http://x/ y" }, "agent.sizer_url"},
+		{"sizer plain http", func(u *UserData) { u.Agent.SizerURL = "http://x:8472" }, "https only"},
+		{"sizer userinfo", func(u *UserData) { u.Agent.SizerURL = "https://a:b@x" }, "user:password"},
+		{"sizer space", func(u *UserData) { u.Agent.SizerURL = "https://x/ y" }, "agent.sizer_url"},
 		{"imds quote", func(u *UserData) { u.Agent.IMDSEndpoint = "http://x/'" }, "agent.imds_endpoint"},
-		{"credential short", func(u *UserData) { u.Agent.Credential = "abc" }, "agent.credential"},
-		{"credential space", func(u *UserData) { u.Agent.Credential = "abcdefgh ijklmnopq" }, "agent.credential"},
+		{"sizer ca not pem", func(u *UserData) { u.Agent.SizerCA = "hello" }, "agent.sizer_ca"},
+		{"sizer ca is a key", func(u *UserData) {
+			u.Agent.SizerCA = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1, 2, 3}}))
+		}, "never a key"},
+		{"sizer ca missing", func(u *UserData) { u.Agent.SizerCA = "" }, "agent.sizer_ca: missing"},
 		{"interval", func(u *UserData) { u.Agent.ReportInterval = Duration(2 * time.Hour) }, "agent.report_interval"},
 		{"test dir empty", func(u *UserData) { u.Test = &Test{} }, "test.local_fs_dir: missing"},
-		{"no credential", func(u *UserData) { u.Agent.Credential = "" }, "agent.credential: missing"},
-		{"node name and nodes", func(u *UserData) { u.Nodes = []NodeEntry{{"gpu-2", "tok_0123456789abcdef"}} }, "nodes: set together with node_name"},
-		{"fleet with shared credential", func(u *UserData) {
-			u.NodeName = ""
-			u.Nodes = []NodeEntry{{"gpu-2", "tok_0123456789abcdef"}}
-		}, "agent.credential: set in a fleet document"},
-		{"fleet duplicate", func(u *UserData) {
-			u.NodeName, u.Agent.Credential = "", ""
-			u.Nodes = []NodeEntry{{"gpu-2", "tok_0123456789abcdef"}, {"gpu-2", "tok_0123456789abcdeg"}}
-		}, `nodes[1].name: "gpu-2" listed twice`},
-		{"fleet entry without credential", func(u *UserData) {
-			u.NodeName, u.Agent.Credential = "", ""
-			u.Nodes = []NodeEntry{{"gpu-2", "tok_0123456789abcdef"}, {"gpu-3", ""}}
-		}, "nodes[1].credential: missing"},
-		{"fleet entry bad name", func(u *UserData) {
-			u.NodeName, u.Agent.Credential = "", ""
-			u.Nodes = []NodeEntry{{"gpu 2", "tok_0123456789abcdef"}}
-		}, "nodes[0].name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -235,15 +241,10 @@ func TestValidateFields(t *testing.T) {
 	}
 }
 
-func fleet() UserData {
-	u := valid()
-	u.NodeName, u.Agent.Credential = "", ""
-	u.Nodes = []NodeEntry{{"gpu-1", "tok_1111111111111111"}, {"gpu-2", "tok_2222222222222222"}, {"gpu-3", "tok_3333333333333333"}}
-	return u
-}
-
-func TestFleetDocument(t *testing.T) {
-	b, err := Encode(fleet())
+func TestForNode(t *testing.T) {
+	fleet := valid()
+	fleet.NodeName = ""
+	b, err := Encode(fleet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,60 +252,36 @@ func TestFleetDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := u.ForNode("gpu-2")
+	if got, err := u.ForNode("gpu-2"); err != nil || got.NodeName != "gpu-2" {
+		t.Fatalf("fleet ForNode(gpu-2) = %+v %v", got, err)
+	}
+	if _, err := u.ForNode(""); err == nil {
+		t.Fatal("ForNode(\"\") accepted")
+	}
+	single := valid()
+	if r, err := single.ForNode("gpu-1"); err != nil || r.NodeName != "gpu-1" {
+		t.Fatalf("single ForNode(gpu-1): %+v %v", r, err)
+	}
+	if _, err := single.ForNode("gpu-2"); err == nil || !strings.Contains(err.Error(), `written for node "gpu-1", but the sizer says this instance is node "gpu-2"`) {
+		t.Fatalf("single ForNode(gpu-2): %v", err)
+	}
+}
+
+// Nothing secret: a document carries no field that could hold a
+// credential, and an old document with one is refused.
+func TestNoCredentialInUserData(t *testing.T) {
+	b, err := Encode(valid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.NodeName != "gpu-2" || got.Agent.Credential != "tok_2222222222222222" || got.Nodes != nil {
-		t.Fatalf("ForNode(gpu-2) = %+v", got)
+	for _, w := range []string{"credential", "token", "bn1:", "bn2:", "PRIVATE KEY"} {
+		if bytes.Contains(b, []byte(w)) {
+			t.Errorf("user data contains %q:\n%s", w, b)
+		}
 	}
-	if err := got.Validate(); err != nil {
-		t.Fatalf("resolved document does not validate: %v", err)
-	}
-	if _, err := u.ForNode("gpu-9"); err == nil || !strings.Contains(err.Error(), `node "gpu-9", which the user data's fleet (gpu-1,gpu-2,gpu-3) does not list`) {
-		t.Fatalf("ForNode(gpu-9): %v", err)
-	}
-	if _, err := u.ForNode(""); err == nil || !strings.Contains(err.Error(), "node name is needed") {
-		t.Fatalf("ForNode(\"\"): %v", err)
-	}
-	single := valid()
-	if r, err := single.ForNode(""); err != nil || r.NodeName != "gpu-1" {
-		t.Fatalf("single ForNode(\"\"): %+v %v", r, err)
-	}
-	if r, err := single.ForNode("gpu-1"); err != nil || r.Agent.Credential != single.Agent.Credential {
-		t.Fatalf("single ForNode(gpu-1): %+v %v", r, err)
-	}
-	if _, err := single.ForNode("gpu-2"); err == nil || !strings.Contains(err.Error(), `user data is for node "gpu-1", but this instance is node "gpu-2"`) {
-		t.Fatalf("single ForNode(gpu-2): %v", err)
-	}
-	// A fleet of 100 nodes with 64-character credentials still fits EC2's limit.
-	big := fleet()
-	big.Nodes = nil
-	for i := 0; i < 100; i++ {
-		big.Nodes = append(big.Nodes, NodeEntry{fmt.Sprintf("gpu-%d", i), strings.Repeat("a", 60) + fmt.Sprintf("%04d", i)})
-	}
-	if b, err := Encode(big); err != nil {
-		t.Fatalf("100-node fleet: %v", err)
-	} else {
-		t.Logf("100-node fleet document: %d bytes of %d", len(b), MaxSize)
-	}
-}
-
-// The sizer's node tokens are "bn1:<node>:<hex HMAC>".
-func TestSizerNodeTokenAccepted(t *testing.T) {
-	u := valid()
-	u.Agent.Credential = "bn1:gpu-1:" + strings.Repeat("0a", 32)
-	if _, err := Encode(u); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestCredentialNotEchoed(t *testing.T) {
-	u := valid()
-	u.Agent.Credential = "secret with space 123456"
-	_, err := Encode(u)
-	if err == nil || strings.Contains(err.Error(), "secret with space") {
-		t.Fatalf("credential leaked into error or accepted: %v", err)
+	old := strings.Replace(string(b), `"sizer_url"`, `"credential":"bn2:i-0123456789abcdef0:gpu-1:1:`+strings.Repeat("0", 64)+`","sizer_url"`, 1)
+	if _, err := Decode([]byte(old)); err == nil || !strings.Contains(err.Error(), `unknown field "credential"`) {
+		t.Fatalf("a document with a credential: %v", err)
 	}
 }
 
@@ -328,11 +305,9 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
-	if fb, err := Encode(fleet()); err == nil {
-		f.Add(fb)
-	}
 	f.Add([]byte("#burst-userdata v1\n{}"))
 	f.Add([]byte("#burst-userdata v2\n{}"))
+	f.Add([]byte("#burst-userdata v3\n{}"))
 	f.Add([]byte("#cloud-config\n"))
 	f.Add([]byte(strings.Replace(string(good), "gpu-1", "gpu-1;id", 1)))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -349,18 +324,13 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded document does not decode: %v", err)
 		}
-		if !reflect.DeepEqual(u.Slurm, u2.Slurm) || u.NodeName != u2.NodeName || u.FSx != u2.FSx || u.Agent != u2.Agent ||
-			!reflect.DeepEqual(u.Nodes, u2.Nodes) {
+		if !reflect.DeepEqual(u.Slurm, u2.Slurm) || u.NodeName != u2.NodeName || u.FSx != u2.FSx || u.Agent != u2.Agent {
 			t.Fatalf("re-encoding changed the document")
 		}
 		// No accepted value carries a shell metacharacter.
 		vals := []string{u.NodeName, u.Cluster, u.Slurm.ConfPath, u.Munge.KeySource, u.Munge.KeyPath, u.Munge.Socket,
-			u.FSx.DNSName, u.FSx.MountName, u.FSx.MountPoint, u.FSx.CheckpointRoot, u.Agent.SizerURL, u.Agent.IMDSEndpoint,
-			u.Agent.Credential}
+			u.FSx.DNSName, u.FSx.MountName, u.FSx.MountPoint, u.FSx.CheckpointRoot, u.Agent.SizerURL, u.Agent.IMDSEndpoint}
 		vals = append(vals, u.Slurm.Controllers...)
-		for _, n := range u.Nodes {
-			vals = append(vals, n.Name, n.Credential)
-		}
 		if u.Test != nil {
 			vals = append(vals, u.Test.LocalFSDir)
 		}

@@ -2,6 +2,8 @@ package userdata
 
 import (
 	"fmt"
+
+	"github.com/burst-hpc/burst/internal/tlspin"
 	"net"
 	"net/url"
 	"path"
@@ -9,6 +11,9 @@ import (
 	"strings"
 	"time"
 )
+
+// maxCA bounds agent.sizer_ca (user data is 16 KB in all).
+const maxCA = 8192
 
 var (
 	// Slurm node and cluster names: conservative subset of what Slurm accepts.
@@ -19,8 +24,6 @@ var (
 	mountNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,8}$`)
 	// Absolute paths: safe characters only.
 	pathRE = regexp.MustCompile(`^/[A-Za-z0-9_.@+/-]*$`)
-	// Bearer tokens: RFC 6750 b64token characters.
-	credRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=:-]{16,512}$`)
 	// arn:aws[-partition]:secretsmanager:region:account:secret:name
 	secretARNRE = regexp.MustCompile(`^arn:aws(-[a-z]+)*:secretsmanager:([a-z]{2}(-[a-z]+)+-[0-9]):([0-9]{12}):secret:([A-Za-z0-9/_+=.@-]{1,512})$`)
 	// URL characters allowed in sizer and IMDS URLs (no quotes, spaces, shell metacharacters).
@@ -53,36 +56,8 @@ func (u *UserData) Validate() error {
 			add(field, "%q is not a clean absolute path below / (want %q)", v, path.Clean(v))
 		}
 	}
-	credential := func(field, c string) {
-		switch {
-		case c == "":
-			add(field, "missing")
-		case !credRE.MatchString(c):
-			add(field, "must be 16-512 characters of A-Z a-z 0-9 . _ ~ + / = : - (value not shown)")
-		}
-	}
-	switch {
-	case u.NodeName == "" && len(u.Nodes) == 0:
-		add("node_name", "missing (or list the fleet's nodes in nodes)")
-	case u.NodeName != "" && len(u.Nodes) > 0:
-		add("nodes", "set together with node_name %q; use node_name for one node or nodes for a fleet", u.NodeName)
-	case u.NodeName != "":
+	if u.NodeName != "" {
 		name("node_name", u.NodeName)
-		credential("agent.credential", u.Agent.Credential)
-	default:
-		if u.Agent.Credential != "" {
-			add("agent.credential", "set in a fleet document; each entry of nodes carries its own")
-		}
-		seen := map[string]bool{}
-		for i, n := range u.Nodes {
-			f := fmt.Sprintf("nodes[%d]", i)
-			name(f+".name", n.Name)
-			if seen[n.Name] {
-				add(f+".name", "%q listed twice", n.Name)
-			}
-			seen[n.Name] = true
-			credential(f+".credential", n.Credential)
-		}
 	}
 	name("cluster", u.Cluster)
 	if u.IssuedAt.IsZero() {
@@ -179,14 +154,26 @@ func (u *UserData) Validate() error {
 			add(field, "%q is not a URL: %v", v, err)
 		case pu.Scheme != "http" && pu.Scheme != "https":
 			add(field, "%q: scheme must be http or https", v)
+		case field == "agent.sizer_url" && pu.Scheme != "https":
+			add(field, "%q: the sizer is reached over https only (run `burst-sizer tls init`)", v)
 		case pu.Host == "":
 			add(field, "%q has no host", v)
 		case pu.User != nil:
-			add(field, "%q must not carry user:password; use agent.credential", v)
+			add(field, "%q must not carry user:password (nothing secret goes into user data)", v)
 		}
 	}
 	checkURL("agent.sizer_url", u.Agent.SizerURL, true)
 	checkURL("agent.imds_endpoint", u.Agent.IMDSEndpoint, false)
+	switch {
+	case u.Agent.SizerCA == "":
+		add("agent.sizer_ca", "missing (the PEM CA certificate of the sizer; `burst-sizer tls init` writes it)")
+	case len(u.Agent.SizerCA) > maxCA:
+		add("agent.sizer_ca", "%d bytes, at most %d", len(u.Agent.SizerCA), maxCA)
+	default:
+		if _, err := tlspin.ParseCA([]byte(u.Agent.SizerCA)); err != nil {
+			add("agent.sizer_ca", "%v", err)
+		}
+	}
 	if ri := time.Duration(u.Agent.ReportInterval); ri < time.Second || ri > time.Hour {
 		add("agent.report_interval", "%s is outside 1s..1h", ri)
 	}

@@ -31,7 +31,7 @@ log "installing base packages"
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
   ca-certificates curl gnupg jq chrony numactl hwloc pciutils \
-  nfs-common rsync util-linux kmod perl
+  nfs-common rsync util-linux kmod perl nftables
 
 # Kernel: newest linux-aws, then held, so DKMS (NVIDIA) and the FSx Lustre
 # client modules match the kernel the image boots.

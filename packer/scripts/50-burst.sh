@@ -16,12 +16,15 @@ install -m 0644 "$files/burst-bootstrap.service" /etc/systemd/system/burst-boots
 install -m 0644 "$files/burst-agent.service" /etc/systemd/system/burst-agent.service
 install -m 0644 "$files/burst-tmpfiles.conf" /etc/tmpfiles.d/burst.conf
 install -d -m 0755 /etc/burst
+# IMDS for root only, from early boot (before slurmd and the bootstrap)
+install -m 0644 "$files/imds-firewall.nft" /etc/burst/imds-firewall.nft
+install -m 0644 "$files/burst-imds-firewall.service" /etc/systemd/system/burst-imds-firewall.service
 printf 'burst_version=%s\nslurm_version=%s\nbuilt=%s\n' "$BURST_VERSION" "$SLURM_VERSION" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   > /etc/burst/version
 
 systemctl daemon-reload
 # Only the bootstrap starts at boot; it starts munge, slurmd and the agent.
-systemctl enable burst-bootstrap.service
+systemctl enable burst-imds-firewall.service burst-bootstrap.service
 systemctl disable burst-agent.service 2>/dev/null || true
 
 log "cleaning up"

@@ -48,9 +48,13 @@ check "slurm user" getent passwd slurm
 check "burst-agent installed" test -x /usr/local/bin/burst-agent
 check "burst-agent runs" /usr/local/bin/burst-agent --help
 check "burst-bootstrap enabled" systemctl is-enabled burst-bootstrap.service
+check "IMDS firewall unit enabled" systemctl is-enabled burst-imds-firewall.service
+check "IMDS firewall rules parse" nft -c -f /etc/burst/imds-firewall.nft
+check "slurmd requires the IMDS firewall" grep -q '^Requires=.*burst-imds-firewall.service' /etc/systemd/system/slurmd.service
+check "no burst credential baked in" test ! -e /run/burst/agent.credential -a ! -e /var/lib/burst-agent/identity.nonce
 check "burst-agent unit installed" test -f /etc/systemd/system/burst-agent.service
 check "units verify" systemd-analyze verify /etc/systemd/system/burst-bootstrap.service \
-  /etc/systemd/system/burst-agent.service /etc/systemd/system/slurmd.service
+  /etc/systemd/system/burst-agent.service /etc/systemd/system/slurmd.service /etc/systemd/system/burst-imds-firewall.service
 check "/etc/burst/version" grep -q "^burst_version=" /etc/burst/version
 
 if [ "$fails" -ne 0 ]; then

@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"crypto/x509"
+	"fmt"
 	"os"
 	"sort"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/sizer/identity"
 	"github.com/burst-hpc/burst/sizer/server"
 )
 
@@ -63,12 +66,31 @@ func (s *settings) policy() (*sizing.Policy, error) { return compose.Policy(s.cf
 
 func (s *settings) serverOptions() server.Options {
 	return server.Options{
-		Listen:    s.cfg.Sizer.Listen,
-		TokenFile: s.cfg.Sizer.TokenFile,
-		StateDir:  s.cfg.Sizer.StateDir,
-		Budgets:   s.budgets,
-		Classes:   s.classes,
-		Region:    s.cfg.Cluster.Region,
-		Zones:     s.zones,
+		Listen:        s.cfg.Sizer.Listen,
+		TokenFile:     s.cfg.Sizer.TokenFile,
+		StateDir:      s.cfg.Sizer.StateDir,
+		Budgets:       s.budgets,
+		Classes:       s.classes,
+		Region:        s.cfg.Cluster.Region,
+		Zones:         s.zones,
+		TLSCertFile:   s.cfg.Sizer.CertPath(),
+		TLSKeyFile:    s.cfg.Sizer.KeyPath(),
+		MetricsListen: s.cfg.Sizer.MetricsListen,
+		Cluster:       s.cfg.Cluster.Name,
+		Account:       s.cfg.Sizer.Account,
+		CredentialTTL: s.cfg.Sizer.CredentialTTL.Duration,
 	}
+}
+
+// identityCerts reads sizer.identity_cert.
+func (s *settings) identityCerts() ([]*x509.Certificate, error) {
+	b, err := os.ReadFile(s.cfg.Sizer.IdentityCert)
+	if err != nil {
+		return nil, fmt.Errorf("reading sizer.identity_cert (AWS's RSA-2048 certificate for %s, from the EC2 User Guide): %w", s.cfg.Cluster.Region, err)
+	}
+	c, err := identity.ParseCertificates(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.cfg.Sizer.IdentityCert, err)
+	}
+	return c, nil
 }

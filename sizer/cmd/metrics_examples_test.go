@@ -87,15 +87,17 @@ func scrapeDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	}
 	post(sizerapi.PathInstanceLaunch, tok, sizerapi.InstanceEvent{InstanceID: "i-1", Node: "l4-1", InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: "spot", Account: "demo",
 		Time: time.Now().Add(-time.Hour), Job: &sizerapi.Job{JobID: "7", JobName: "ft", User: "ann", Account: "demo", GPUsPerNode: 1}})
-	post(sizerapi.PathReports, auth.NodeToken(tok, "l4-1"), sizerapi.ReportBatch{Node: "l4-1", Records: []sizerapi.Record{{Seq: 1, Time: time.Now(), Kind: sizerapi.KindGPU,
+	post(sizerapi.PathReports, tok, sizerapi.ReportBatch{Node: "l4-1", Records: []sizerapi.Record{{Seq: 1, Time: time.Now(), Kind: sizerapi.KindGPU,
 		GPUs: []sizerapi.GPUReading{{Index: 0, UtilPercent: 50, MemoryUsedBytes: 1 << 30, MemoryTotalBytes: 24 << 30, JobIDs: []uint32{7}}}}}})
 	post(sizerapi.PathInterruptions, tok, sizerapi.Interruption{InstanceID: "i-1", Node: "l4-1", Action: "terminate", Time: time.Now()})
-	post(sizerapi.PathBoots, auth.NodeToken(tok, "l4-1"), sizerapi.BootReport{Node: "l4-1", Started: time.Now(), OK: true,
+	post(sizerapi.PathBoots, tok, sizerapi.BootReport{Node: "l4-1", Started: time.Now(), OK: true,
 		Phases: []sizerapi.BootPhase{{Name: sizerapi.PhaseEC2, Seconds: 1}, {Name: sizerapi.PhaseTotal, Seconds: 2}}})
 	post(sizerapi.PathRank, tok, sizerapi.RankRequest{Class: "l4", Job: sizerapi.JobRequest{JobID: "8", Account: "demo", GPUsPerNode: 1}})
-	resp, err := http.Get(hs.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	req, _ := http.NewRequest("GET", hs.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+auth.ReadOnlyToken(tok))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %v %v", err, resp)
 	}
 	defer resp.Body.Close()
 	p := expfmt.NewTextParser(model.LegacyValidation)

@@ -43,6 +43,12 @@ func serveCommand() *cli.Command {
 			o := st.serverOptions()
 			o.Logger = log
 			o.NoUI, o.IdleTimeout = c.Bool("no-ui"), c.Duration("idle-timeout")
+			if o.IdentityCerts, err = st.identityCerts(); err != nil {
+				return err
+			}
+			if o.EC2, err = compose.EC2API(c.Context, compose.EC2Options(st.cfg)); err != nil {
+				return err
+			}
 			// the dashboard shows Slurm's node and job states
 			o.Slurm = compose.Slurm(st.cfg, os.Getenv, log)
 			o.Registry = prometheus.NewRegistry()
@@ -92,7 +98,7 @@ func reportCommand() *cli.Command {
 func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageReport, error) {
 	if !local && st.cfg.Sizer.URL != "" {
 		if tok, err := auth.LoadToken(st.cfg.Sizer.TokenFile); err == nil {
-			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok); err == nil {
+			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile)); err == nil {
 				rep, err := cl.UsageReport(ctx)
 				if err == nil {
 					return rep, nil

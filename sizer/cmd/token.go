@@ -14,6 +14,10 @@ import (
 // at <token_file>.route, readable by every user.
 const RouteTokenSuffix = ".route"
 
+// ReadOnlyTokenSuffix: the read-only credential (metrics, budgets, usage
+// report) lives at <token_file>.read, 0600: give it to the scraper's user.
+const ReadOnlyTokenSuffix = ".read"
+
 func tokenCommand() *cli.Command {
 	tokenFile := func(c *cli.Context) (string, error) {
 		if p := c.Args().First(); p != "" && c.Command.Name == "init" {
@@ -30,7 +34,7 @@ func tokenCommand() *cli.Command {
 		Usage: "manage sizer credentials",
 		Subcommands: []*cli.Command{
 			{
-				Name: "init", Usage: "write a new admin token (0600) and the route credential beside it (0644)", ArgsUsage: "[TOKEN_FILE]",
+				Name: "init", Usage: "write a new admin token (0600), the route credential (.route, 0644) and the read-only one (.read, 0600) beside it", ArgsUsage: "[TOKEN_FILE]",
 				Flags: []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "replace an existing token"}},
 				Action: func(c *cli.Context) error {
 					path, err := tokenFile(c)
@@ -48,15 +52,22 @@ func tokenCommand() *cli.Command {
 					if err := os.Chmod(rp, 0o644); err != nil {
 						return fmt.Errorf("writing route credential: %w", err)
 					}
-					fmt.Fprintf(c.App.Writer, "wrote %s (admin, 0600) and %s (route, 0644)\n", path, rp)
+					ro := path + ReadOnlyTokenSuffix
+					if err := os.WriteFile(ro, []byte(auth.ReadOnlyToken(tok)+"\n"), 0o600); err != nil {
+						return fmt.Errorf("writing read-only credential: %w", err)
+					}
+					if err := os.Chmod(ro, 0o600); err != nil {
+						return fmt.Errorf("writing read-only credential: %w", err)
+					}
+					fmt.Fprintf(c.App.Writer, "wrote %s (admin, 0600), %s (route, 0644) and %s (read-only, 0600)\n", path, rp, ro)
 					return nil
 				},
 			},
 			{
-				Name: "node", Usage: "print a node's credential (for its user data)", ArgsUsage: "NODE",
+				Name: "read-only", Usage: "print the read-only credential (metrics, budgets, usage report) for a scraper or dashboard",
 				Action: func(c *cli.Context) error {
-					if c.NArg() != 1 {
-						return cmdline.Usagef("usage: burst-sizer token node NODE")
+					if c.NArg() != 0 {
+						return cmdline.Usagef("usage: burst-sizer token read-only")
 					}
 					path, err := tokenFile(c)
 					if err != nil {
@@ -66,7 +77,7 @@ func tokenCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					_, err = fmt.Fprintln(c.App.Writer, auth.NodeToken(tok, c.Args().First()))
+					_, err = fmt.Fprintln(c.App.Writer, auth.ReadOnlyToken(tok))
 					return err
 				},
 			},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/config/configtest"
@@ -28,7 +29,7 @@ func TestTokenAccount(t *testing.T) {
 	if code := runSizer(&out, &errb, "--config", cfg, "token", "account", "vision"); code != 0 {
 		t.Fatalf("token account: %d %s", code, errb.String())
 	}
-	p, err := auth.Verify(admin, strings.TrimSpace(out.String()))
+	p, err := auth.Verify(admin, strings.TrimSpace(out.String()), time.Now())
 	if err != nil || p.Account != "vision" || p.Admin {
 		t.Errorf("printed credential verifies as %+v, %v", p, err)
 	}

@@ -38,12 +38,13 @@ func (s Scope) All() bool { return s.Account == "" }
 var ErrForbidden = errors.New("forbidden")
 
 // ScopeFor is what p may read, narrowed to account when it is not empty:
-// the admin reads every account (or the one asked for); an account
+// the admin and the read-only credential read every account (or the one
+// asked for); an account
 // credential reads its own account only (asking for another is
 // ErrForbidden); node and route credentials read nothing.
 func ScopeFor(p auth.Principal, account string) (Scope, error) {
 	switch {
-	case p.Admin:
+	case p.Admin, p.ReadOnly:
 		return Scope{Account: account}, nil
 	case p.Account != "":
 		if account != "" && account != p.Account {

@@ -48,6 +48,8 @@ func writeConfig(t *testing.T, dir, sizerURL string) string {
 	sz["token_file"] = filepath.Join(dir, "sizer.token")
 	sz["state_dir"] = filepath.Join(dir, "state")
 	sz["url"] = sizerURL
+	sz["tls"] = map[string]any{"ca_file": filepath.Join(dir, "sizer-ca.pem")}
+	sz["identity_cert"] = filepath.Join(dir, "ec2-identity.pem")
 	doc["budgets"] = []any{map[string]any{"account": "rich", "monthly_usd": 100000}, map[string]any{"account": "broke", "monthly_usd": 5}}
 	doc["fsx"].(map[string]any)["local_dir"] = filepath.Join(dir, "fsx")
 	doc["log"].(map[string]any)["file"] = filepath.Join(dir, "burst.log")
@@ -71,7 +73,7 @@ func freeURL(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	return "http://" + ln.Addr().String()
+	return "https://" + ln.Addr().String()
 }
 
 func TestSbatchThroughCliFilter(t *testing.T) {
@@ -89,8 +91,10 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 	}
 	// The daemon is down (nothing listens at sizer.url): route decides in-process.
 	cfgPath := writeConfig(t, dir, freeURL(t))
-	if out, err := exec.Command(bin, "--config", cfgPath, "token", "init").CombinedOutput(); err != nil {
-		t.Fatalf("token init: %v\n%s", err, out)
+	for _, step := range [][]string{{"token", "init"}, {"tls", "init"}} {
+		if out, err := exec.Command(bin, append([]string{"--config", cfgPath}, step...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", step, err, out)
+		}
 	}
 	tok, err := auth.LoadToken(filepath.Join(dir, "sizer.token"))
 	if err != nil {
@@ -292,11 +296,12 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv, err := server.New(ctx, server.Options{Token: tok, StateDir: cfg.Sizer.StateDir, Budgets: map[string]float64{"rich": 100000, "broke": 5},
-			Classes: []sizing.Class{{Name: "l4", GPUModel: "l4", GPUsPerNode: 1, MaxNodes: 4, InstanceTypes: []string{"g6.xlarge"}}}, Region: "us-east-1"})
+			Classes: []sizing.Class{{Name: "l4", GPUModel: "l4", GPUsPerNode: 1, MaxNodes: 4, InstanceTypes: []string{"g6.xlarge"}}}, Region: "us-east-1",
+			TLSCertFile: cfg.Sizer.CertPath(), TLSKeyFile: cfg.Sizer.KeyPath()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := net.Listen("tcp", strings.TrimPrefix(cfg.Sizer.URL, "http://"))
+		ln, err := net.Listen("tcp", strings.TrimPrefix(cfg.Sizer.URL, "https://"))
 		if err != nil {
 			t.Skipf("sizer URL's port was taken meanwhile: %v", err)
 		}

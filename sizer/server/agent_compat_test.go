@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/agent/report"
-	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
@@ -17,18 +16,20 @@ import (
 func TestAgentHTTPSinkCompat(t *testing.T) {
 	f := start(t, nil)
 	cred := filepath.Join(t.TempDir(), "cred")
-	if err := writeFile(cred, auth.NodeToken(f.token, "gpu-7")+"\n"); err != nil {
+	tok, inst := f.node(t, "gpu-7", "g5.xlarge", "us-east-1a", true)
+	f.runs(55, "gpu-7")
+	if err := writeFile(cred, tok+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	sink := &report.HTTPSink{URL: f.url + "/v1/reports", CredentialFile: cred}
+	sink := &report.HTTPSink{URL: f.url + "/v1/reports", CredentialFile: cred, Client: f.httpClient(t)}
 	now := f.clk.Now()
-	b := sizerapi.ReportBatch{Node: "gpu-7", InstanceID: "i-7", Records: []sizerapi.Record{
+	b := sizerapi.ReportBatch{Node: "gpu-7", InstanceID: inst, Records: []sizerapi.Record{
 		{Seq: 1, Time: now, Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{
 			{Time: now, Index: 0, UUID: "GPU-0", Name: "NVIDIA A10G", UtilPercent: 77, MemoryUsedBytes: 9 << 30, MemoryTotalBytes: 24 << 30, PowerWatts: 120, TemperatureC: 60, PIDs: []int{42}, JobIDs: []uint32{55}},
 			{Time: now, Index: 1, UUID: "GPU-1", Name: "NVIDIA A10G", MemoryTotalBytes: 24 << 30},
 		}},
 		{Seq: 2, Time: now, Kind: sizerapi.KindJobSummary, Summary: &sizerapi.JobSummary{JobID: 55, Start: now, End: now.Add(time.Minute), GPUs: []string{"GPU-0"}, PeakMemoryBytes: 9 << 30, MemoryTotalBytes: 24 << 30, MeanUtilPercent: 77}},
-		{Seq: 3, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{InstanceID: "i-7", Action: "terminate", NoticeTime: now, Deadline: now.Add(2 * time.Minute),
+		{Seq: 3, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{InstanceID: inst, Action: "terminate", NoticeTime: now, Deadline: now.Add(2 * time.Minute),
 			Jobs: []sizerapi.JobEvent{{JobID: 55, Signal: "USR1", Checkpointed: true, Waited: time.Second, Requeued: true}}}},
 	}}
 	ctx := context.Background()
@@ -53,7 +54,8 @@ func TestAgentHTTPSinkCompat(t *testing.T) {
 		t.Errorf("usage from agent records: %+v %v", jobs, err)
 	}
 	// Another node's credential cannot post this node's batch.
-	if err := writeFile(cred, auth.NodeToken(f.token, "gpu-8")+"\n"); err != nil {
+	other, _ := f.node(t, "gpu-8", "g5.xlarge", "us-east-1a", true)
+	if err := writeFile(cred, other+"\n"); err != nil {
 		t.Fatal(err)
 	}
 	if err := sink.Send(ctx, b); err == nil {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 )
@@ -71,8 +70,9 @@ func reportLatency(b *testing.B, p50, p99, base50 time.Duration) {
 func BenchmarkHTTP(b *testing.B) {
 	f := start(b, map[string]float64{"phys": 1e6})
 	ctx := context.Background()
-	tr := &http.Transport{MaxIdleConnsPerHost: benchWorkers * 2}
-	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	hc := f.httpClient(b)
+	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = benchWorkers * 2
+	hc.Timeout = 30 * time.Second
 	admin, _ := sizerclient.New(f.url, f.token, sizerclient.WithHTTPClient(hc))
 	var base50 time.Duration
 
@@ -101,7 +101,10 @@ func BenchmarkHTTP(b *testing.B) {
 		r := round.Add(1)
 		clients := make([]*sizerclient.Client, benchWorkers)
 		for w := range clients {
-			clients[w], _ = sizerclient.New(f.url, auth.NodeToken(f.token, fmt.Sprintf("gpu-%d", w)), sizerclient.WithHTTPClient(hc))
+			node := fmt.Sprintf("gpu-%d", w)
+			cred, _ := f.node(b, node, "g5.xlarge", "us-east-1a", false)
+			f.runs(uint32(w), node)
+			clients[w], _ = sizerclient.New(f.url, cred, sizerclient.WithHTTPClient(hc))
 		}
 		seqs := make([]uint64, benchWorkers)
 		p50, p99 := loadTest(b, func(w, _ int) error {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"math"
 	"net/http"
 	"regexp"
@@ -25,11 +24,18 @@ func (s *Server) boot(w http.ResponseWriter, r *http.Request, p auth.Principal) 
 	if err := decode(r, &b); err != nil {
 		return nil, err
 	}
+	if p.Node != "" {
+		// the credential's node and instance; the type from the sizer's records
+		if b.Node == "" {
+			b.Node = p.Node
+		}
+		if b.Node != p.Node || b.InstanceID != "" && b.InstanceID != p.InstanceID {
+			return nil, forbidden("credential of node %s (%s) may not report for node %q (%s)", p.Node, p.InstanceID, b.Node, b.InstanceID)
+		}
+		b.InstanceID, b.InstanceType = p.InstanceID, nodeIdentity(r).InstanceType
+	}
 	if b.Node == "" {
 		return nil, badRequest("boot report has no node")
-	}
-	if !p.MayReportFor(b.Node) {
-		return nil, &apiError{403, sizerapi.CodeForbidden, fmt.Sprintf("credential of node %s may not report for node %q", p.Node, b.Node)}
 	}
 	if len(b.Phases) == 0 || len(b.Phases) > maxPhases {
 		return nil, badRequest("boot report has %d phases; want 1 to %d", len(b.Phases), maxPhases)

@@ -2,32 +2,24 @@ package server
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 func TestBootReport(t *testing.T) {
 	f := start(t, nil)
 	ctx := context.Background()
-	c := f.client(t, auth.NodeToken(f.token, "a10g-3"))
-	rep := sizerapi.BootReport{Node: "a10g-3", InstanceID: "i-1", OK: true, Phases: []sizerapi.BootPhase{
+	cred, _ := f.node(t, "a10g-3", "g5.xlarge", "us-east-1a", false)
+	c := f.client(t, cred)
+	rep := sizerapi.BootReport{Node: "a10g-3", OK: true, Phases: []sizerapi.BootPhase{
 		{Name: sizerapi.PhaseEC2, Seconds: 31.5}, {Name: "mount", Seconds: 2.25}, {Name: "register", Seconds: 0.3},
 		{Name: "munge", Seconds: 0.001, Skipped: true}, {Name: sizerapi.PhaseTotal, Seconds: 4}}}
 	if err := c.Boot(ctx, rep); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(f.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := string(b)
+	m := f.metrics(t)
 	for _, want := range []string{
 		`burst_boot_phase_seconds_sum{class="a10g",phase="ec2-pending-to-bootstrap"} 31.5`,
 		`burst_boot_phase_seconds_sum{class="a10g",phase="mount"} 2.25`,

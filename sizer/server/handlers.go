@@ -102,11 +102,24 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 	if err := decode(r, &b); err != nil {
 		return nil, err
 	}
+	if p.Node != "" {
+		// a node reports for itself only: its own node and instance
+		if b.Node == "" {
+			b.Node = p.Node
+		}
+		if b.Node != p.Node {
+			return nil, forbidden("credential of node %s may not report for node %s", p.Node, b.Node)
+		}
+		if b.InstanceID != "" && b.InstanceID != p.InstanceID {
+			return nil, forbidden("credential of instance %s may not report for instance %s", p.InstanceID, b.InstanceID)
+		}
+		b.InstanceID = p.InstanceID
+		if len(b.Records) > s.o.NodeMaxRecords {
+			return nil, &apiError{413, sizerapi.CodeTooLarge, fmt.Sprintf("%d records in one batch, at most %d from a node", len(b.Records), s.o.NodeMaxRecords)}
+		}
+	}
 	if b.Node == "" {
 		return nil, badRequest("report batch has no node name")
-	}
-	if !p.MayReportFor(b.Node) {
-		return nil, &apiError{403, sizerapi.CodeForbidden, fmt.Sprintf("credential of node %s may not report for node %s", p.Node, b.Node)}
 	}
 	if len(b.Records) > MaxRecords {
 		return nil, &apiError{413, sizerapi.CodeTooLarge, fmt.Sprintf("%d records in one batch, at most %d", len(b.Records), MaxRecords)}
@@ -121,11 +134,27 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 			return nil, badRequest("records[%d]: kind %s without its %s field", i, rec.Kind, map[sizerapi.Kind]string{sizerapi.KindJobSummary: "summary", sizerapi.KindInterruption: "event"}[rec.Kind])
 		}
 	}
-	// Commit even if the client goes away: it will resend and dedup keeps it once.
-	res, err := s.st.AddBatch(context.WithoutCancel(r.Context()), b)
-	if err != nil {
-		return nil, err
+	var refused int
+	var problems []string
+	if p.Node != "" {
+		var err error
+		if refused, problems, err = s.trustBatch(r.Context(), p, nodeIdentity(r), &b); err != nil {
+			return nil, unverifiable("%v", err)
+		}
+		if refused > 0 {
+			s.log.Warn("refused records of a node's report", "node", p.Node, "instance", p.InstanceID, "refused", refused, "problems", problems)
+			s.records.WithLabelValues("refused").Add(float64(refused))
+		}
 	}
+	// Commit even if the client goes away: it will resend and dedup keeps it once.
+	res := sizerapi.ReportResult{}
+	if len(b.Records) > 0 {
+		var err error
+		if res, err = s.st.AddBatch(context.WithoutCancel(r.Context()), b); err != nil {
+			return nil, err
+		}
+	}
+	res.Refused, res.Problems = refused, problems
 	s.records.WithLabelValues("accepted").Add(float64(res.Accepted))
 	s.records.WithLabelValues("duplicate").Add(float64(res.Duplicates))
 	for _, rec := range b.Records {
@@ -141,14 +170,37 @@ func (s *Server) interruption(w http.ResponseWriter, r *http.Request, p auth.Pri
 	if err := decode(r, &in); err != nil {
 		return nil, err
 	}
+	now := s.now()
+	if p.Node != "" {
+		// the sizer's own records of the credential's instance, never the body's
+		ni := nodeIdentity(r)
+		switch {
+		case in.InstanceID != "" && in.InstanceID != p.InstanceID:
+			return nil, forbidden("credential of instance %s may not report an interruption of %s", p.InstanceID, in.InstanceID)
+		case in.Node != "" && in.Node != p.Node:
+			return nil, forbidden("credential of node %s may not report an interruption of node %s", p.Node, in.Node)
+		case in.InstanceType != "" && in.InstanceType != ni.InstanceType, in.Zone != "" && in.Zone != ni.Zone:
+			return nil, forbidden("instance %s is a %s in %s, not a %s in %s", p.InstanceID, ni.InstanceType, ni.Zone, in.InstanceType, in.Zone)
+		}
+		w := window{hi: now.Add(s.o.ClockSkew), now: now}
+		if !ni.Pending.IsZero() {
+			w.lo = ni.Pending.Add(-s.o.ClockSkew)
+		}
+		if why := s.interruptionProblem(ni, in.Action, in.Time, w); why != "" {
+			return nil, badRequest("interruption refused: %s", why)
+		}
+		in = sizerapi.Interruption{InstanceID: p.InstanceID, Node: p.Node, InstanceType: ni.InstanceType, Zone: ni.Zone, Action: in.Action, Time: w.clamp(in.Time)}
+		if seen, err := s.st.HasInterruption(r.Context(), p.InstanceID); err != nil {
+			return nil, err
+		} else if seen {
+			return struct{}{}, nil // one notice per instance: the rest change nothing
+		}
+	}
 	if in.InstanceID == "" {
 		return nil, badRequest("interruption has no instance_id")
 	}
-	if !p.MayReportFor(in.Node) {
-		return nil, &apiError{403, sizerapi.CodeForbidden, fmt.Sprintf("credential of node %s may not report for node %q", p.Node, in.Node)}
-	}
 	if in.Time.IsZero() {
-		in.Time = s.now()
+		in.Time = now
 	}
 	if err := s.st.AddInterruption(context.WithoutCancel(r.Context()), in); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/sizer/store"
 )
 
 type handler func(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error)
@@ -33,6 +35,13 @@ func badRequest(format string, args ...any) error {
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST "+sizerapi.PathNodeCredential, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		code := s.serveIdentity(w, r)
+		s.requests.WithLabelValues("node_credential", strconv.Itoa(code)).Inc()
+		s.latency.WithLabelValues("node_credential").Observe(time.Since(start).Seconds())
+	})
+	s.handle("POST "+sizerapi.PathNodeRenew, "node_renew", roleNode, s.renewCredential)
 	s.handle("POST "+sizerapi.PathRank, "rank", roleAdmin, s.rank)
 	s.handle("POST "+sizerapi.PathRoute, "route", roleRoute, s.route)
 	s.handle("POST "+sizerapi.PathReports, "reports", roleNode, s.reports)
@@ -53,18 +62,26 @@ func (s *Server) routes() {
 		s.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusSeeOther))
 		s.mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusSeeOther))
 	}
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+	s.handle("GET /metrics", "metrics", roleReadOnly, func(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
+		metrics.ServeHTTP(w, r)
+		return raw{}, nil
+	})
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 }
+
+// raw marks a handler that wrote its own answer.
+type raw struct{}
 
 // role is who may call an endpoint besides the admin.
 type role int
 
 const (
-	roleAdmin role = iota // admin token only
-	roleNode              // admin, or a node credential (the handler checks the node)
-	roleRoute             // admin, or the route credential
-	roleRead              // admin, or an account credential (the handler scopes the read)
+	roleAdmin    role = iota // admin token only
+	roleNode                 // admin, or a node credential (acting on its own instance)
+	roleRoute                // admin, or the route credential
+	roleReadOnly             // admin, or the read-only credential (metrics: every account's figures)
+	roleRead                 // admin, the read-only credential, or an account credential (the handler scopes the read to its account)
 )
 
 func (s *Server) handle(pattern, name string, who role, h handler) {
@@ -96,21 +113,66 @@ func (w *statusWriter) WriteHeader(code int) { w.code = code; w.ResponseWriter.W
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h handler) int {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	p, err := auth.Verify(s.token, strings.TrimSpace(tok))
+	p, err := auth.Verify(s.token, strings.TrimSpace(tok), s.now())
 	if !ok || err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="burst-sizer"`)
-		return writeErr(w, &apiError{401, sizerapi.CodeUnauthorized, "missing or invalid bearer token: send the admin token from sizer.token_file or the node's credential"})
+		msg := "missing or invalid bearer token: send the admin token from sizer.token_file, or the credential of your role"
+		if errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrRetired) {
+			msg = err.Error()
+		}
+		return writeErr(w, &apiError{401, sizerapi.CodeUnauthorized, msg})
 	}
 	switch {
 	case p.Admin:
 	case who == roleNode && p.Node != "":
 	case who == roleRoute && p.Route:
-	case who == roleRead && p.Account != "":
+	case who == roleReadOnly && p.ReadOnly:
+	case who == roleRead && (p.ReadOnly || p.Account != ""):
 	default:
-		return writeErr(w, &apiError{403, sizerapi.CodeForbidden, "this credential may not call " + r.URL.Path + " (node credentials post reports and interruptions; the route credential asks for routes; account credentials read their account)"})
+		return writeErr(w, &apiError{403, sizerapi.CodeForbidden, "the " + p.Kind() + " credential may not call " + r.URL.Path +
+			" (node credentials post their own reports and interruptions; the route credential asks for routes; the read-only one reads metrics, budgets, reports and the dashboard's views; account credentials read their own account)"})
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
+	limit := s.o.MaxBodyBytes
+	if p.Node != "" {
+		if ok, wait := s.nodeLimit.allow(p.InstanceID); !ok {
+			return rateLimited(w, wait, "node "+p.Node)
+		}
+		ni, err := s.checkNode(r.Context(), p)
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) {
+				ae = &apiError{500, sizerapi.CodeInternal, err.Error()}
+			}
+			return writeErr(w, ae)
+		}
+		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, ni))
+		limit = min(limit, s.o.NodeMaxBody)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	out, err := h(w, r, p)
+	return s.answer(w, r, out, err)
+}
+
+// identityKey carries a node principal's store.NodeIdentity in the request context.
+type identityKey struct{}
+
+func nodeIdentity(r *http.Request) store.NodeIdentity {
+	ni, _ := r.Context().Value(identityKey{}).(store.NodeIdentity)
+	return ni
+}
+
+// serveIdentity is the identity exchange: no bearer token, limited per
+// client address and in size.
+func (s *Server) serveIdentity(w http.ResponseWriter, r *http.Request) int {
+	if ok, wait := s.ipLimit.allow(clientIP(r)); !ok {
+		return rateLimited(w, wait, clientIP(r))
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxCredentialRequest)
+	out, err := s.nodeCredential(w, r)
+	return s.answer(w, r, out, err)
+}
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, out any, err error) int {
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
@@ -121,6 +183,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h ha
 			ae = &apiError{st, code, err.Error()}
 		}
 		return writeErr(w, ae)
+	}
+	if _, ok := out.(raw); ok {
+		return 200
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)

@@ -1,11 +1,16 @@
-// Package server is the burst-sizer daemon: an HTTP JSON API (see internal/sizerapi
-// for endpoints) with bearer-token auth, Prometheus metrics and state in
-// SQLite (sizer/store). Shutdown is graceful: in-flight requests finish and
-// every acknowledged write is committed before the database closes.
+// Package server is the burst-sizer daemon: an HTTPS JSON API (see
+// internal/sizerapi for endpoints) with bearer-token auth by role, the node
+// identity exchange (nodecred.go), trust rules for what nodes report
+// (trust.go), per-node rate and size limits, Prometheus metrics (behind the
+// read-only token, or on a loopback listener) and state in SQLite
+// (sizer/store). Shutdown is graceful: in-flight requests finish and every
+// acknowledged write is committed before the database closes.
 package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,7 +42,35 @@ type Options struct {
 	Catalog   *catalog.Catalog // nil: catalog.Default()
 	Params    sizing.Params    // zero: sizing.DefaultParams()
 
-	MaxBodyBytes    int64         // request body limit; default 4 MiB
+	// TLS: the server certificate and key (PEM; `burst-sizer tls init`
+	// writes them). ListenAndServe refuses to serve without them.
+	TLSCertFile, TLSKeyFile string
+	// MetricsListen, when set, also serves GET /metrics without a token,
+	// in plain HTTP, on this loopback address (for a local Prometheus).
+	MetricsListen string
+
+	// The node identity exchange: the cluster the instances must be tagged
+	// for, the account they must belong to ("" = any), the certificates that
+	// verify identity documents (AWS's regional one; the emulator's in
+	// tests), EC2 to ask about instances, and how long a credential lasts
+	// (default 1h; nodes renew at half of it).
+	Cluster       string
+	Account       string
+	IdentityCerts []*x509.Certificate
+	EC2           EC2API
+	CredentialTTL time.Duration
+	// ClockSkew is how far a node's clock may run ahead (default 2m).
+	ClockSkew time.Duration
+	// Per node credential: requests per second and burst (defaults 10, 200;
+	// negative rate disables), largest body (default 2 MiB) and most
+	// records per batch (default 2000). The identity exchange is limited
+	// per client address (1/s, burst 20).
+	NodeRate       float64
+	NodeBurst      int
+	NodeMaxBody    int64
+	NodeMaxRecords int
+
+	MaxBodyBytes    int64         // request body limit (admin); default 4 MiB
 	AvoidFor        time.Duration // spot offerings of an interrupted (type, zone) are avoided this long; default 30m
 	HistoryJobs     int           // past jobs used for learning; default 20
 	ShutdownTimeout time.Duration // how long shutdown waits for in-flight requests; default 30s
@@ -45,8 +78,9 @@ type Options struct {
 	Now             func() time.Time     // default time.Now
 	Registry        *prometheus.Registry // default: a new registry with Go/process collectors
 
-	// The dashboard (/ui) and the read-only views: Slurm gives node and job
-	// states (nil: the sizer's records only); IdleTimeout is the money
+	// Slurm answers which jobs ran on a node (trust.go) and gives the
+	// dashboard (/ui) and the read-only views node and job states; nil:
+	// only the sizer's own records count. IdleTimeout is the money
 	// view's counterfactual idle time (default 10 minutes).
 	Slurm       dash.SlurmReader
 	IdleTimeout time.Duration
@@ -68,12 +102,18 @@ type Server struct {
 	dash   *dash.Source
 	ui     *ui.UI
 
-	requests  *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
-	records   *prometheus.CounterVec
-	interrupt prometheus.Counter
-	boots     *prometheus.HistogramVec
-	decisions *prometheus.CounterVec
+	tls       *tls.Config
+	nodeLimit *limiter
+	ipLimit   *limiter
+	jobCache  jobCache
+
+	requests    *prometheus.CounterVec
+	credentials *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	records     *prometheus.CounterVec
+	interrupt   prometheus.Counter
+	boots       *prometheus.HistogramVec
+	decisions   *prometheus.CounterVec
 }
 
 // New loads the token, builds the policy and opens the store.
@@ -99,6 +139,24 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.CredentialTTL <= 0 {
+		o.CredentialTTL = time.Hour
+	}
+	if o.ClockSkew <= 0 {
+		o.ClockSkew = 2 * time.Minute
+	}
+	if o.NodeRate == 0 {
+		o.NodeRate = 10
+	}
+	if o.NodeBurst <= 0 {
+		o.NodeBurst = 200
+	}
+	if o.NodeMaxBody <= 0 {
+		o.NodeMaxBody = 2 << 20
+	}
+	if o.NodeMaxRecords <= 0 {
+		o.NodeMaxRecords = 2000
+	}
 	if o.StateDir == "" {
 		return nil, errors.New("starting sizer: no state directory; set sizer.state_dir in burst.yaml")
 	}
@@ -117,13 +175,22 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
-	s := &Server{o: o, token: tok, pol: pol, st: st, log: o.Logger, now: o.Now, reg: o.Registry}
+	s := &Server{o: o, token: tok, pol: pol, st: st, log: o.Logger, now: o.Now, reg: o.Registry,
+		nodeLimit: newLimiter(o.NodeRate, o.NodeBurst, o.Now), ipLimit: newLimiter(1, 20, o.Now)}
+	if o.TLSCertFile != "" || o.TLSKeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("starting sizer: loading its TLS certificate (sizer.tls.cert_file, key_file; `burst-sizer tls init` makes them): %w", err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	if s.dash, err = dash.New(dash.Options{Store: st, Policy: pol, Budgets: o.Budgets, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now}); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
 	if !o.NoUI {
-		s.ui, err = ui.New(ui.Options{Source: s.dash, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(s.token, tok) }, Logger: o.Logger, Now: o.Now})
+		s.ui, err = ui.New(ui.Options{Source: s.dash, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(s.token, tok, s.now()) }, Logger: o.Logger, Now: o.Now})
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("starting sizer: %w", err)
@@ -137,11 +204,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_sizer_request_duration_seconds", Help: "HTTP request latency by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16)}, []string{"endpoint"})
 	s.records = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_report_records_total", Help: "Agent report records by result (accepted, duplicate)."}, []string{"result"})
 	s.interrupt = prometheus.NewCounter(prometheus.CounterOpts{Name: "burst_sizer_interruptions_total", Help: "Spot interruption notices recorded."})
+	s.credentials = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_node_credentials_total", Help: "Node credentials by outcome (issued, renewed, revoked)."}, []string{"outcome"})
 	s.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_decisions_total", Help: "Policy decisions by kind (route, rank) and outcome."}, []string{"kind", "outcome"})
 	s.boots = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_boot_phase_seconds",
 		Help:    "Node boot phases as the nodes report them: ec2-pending-to-bootstrap (EC2 pending to the bootstrap's start), each bootstrap step (mount is the FSx mount, register slurmd's registration), bootstrap-total.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16)}, []string{"class", "phase"})
-	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(s.boots),
+	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(s.credentials), s.reg.Register(s.boots),
 		s.reg.Register(&budgetCollector{s: s}), s.reg.Register(&nodeCollector{s: s})); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: registering metrics: %w", err)
@@ -166,24 +234,47 @@ func (s *Server) Close() error {
 	return err
 }
 
-// ListenAndServe listens on Options.Listen and serves until ctx is done.
+// ListenAndServe listens on Options.Listen (HTTPS only: a plain-HTTP
+// request is answered 400 and goes no further) and, when set, on
+// Options.MetricsListen (plain HTTP, /metrics only, loopback), and serves
+// until ctx is done.
 func (s *Server) ListenAndServe(ctx context.Context) error {
+	if s.tls == nil {
+		s.Close()
+		return errors.New("starting sizer: no TLS certificate; run `burst-sizer tls init` (or set sizer.tls.cert_file and key_file): the sizer serves HTTPS only")
+	}
 	ln, err := net.Listen("tcp", s.o.Listen)
 	if err != nil {
 		s.Close()
 		return fmt.Errorf("listening on %s (sizer.listen): %w", s.o.Listen, err)
 	}
+	if s.o.MetricsListen != "" {
+		mln, err := listenLoopback(s.o.MetricsListen)
+		if err != nil {
+			ln.Close()
+			s.Close()
+			return err
+		}
+		ms := &http.Server{Handler: s.metricsOnly(), ReadHeaderTimeout: 10 * time.Second}
+		go ms.Serve(mln)
+		go func() { <-ctx.Done(); ms.Close() }()
+		s.log.Info("sizer metrics on loopback", "addr", mln.Addr().String())
+	}
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx is done, then stops accepting, waits up to
-// ShutdownTimeout for in-flight requests (each commits before it answers)
-// and closes the store.
+// Serve serves on ln (TLS when the server has a certificate) until ctx is
+// done, then stops accepting, waits up to ShutdownTimeout for in-flight
+// requests (each commits before it answers) and closes the store.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slogErrorLog(s.log)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	s.log.Info("sizer serving", "addr", ln.Addr().String(), "state", s.st.Path(), "classes", len(s.o.Classes))
+	s.log.Info("sizer serving", "addr", ln.Addr().String(), "tls", s.tls != nil, "state", s.st.Path(), "classes", len(s.o.Classes))
 	var serveErr error
 	select {
 	case err := <-errc:

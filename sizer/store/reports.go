@@ -127,7 +127,9 @@ ON CONFLICT(job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = c
 func addInterruption(ctx context.Context, tx *sql.Tx, in sizerapi.Interruption) error {
 	if in.InstanceType == "" || in.Zone == "" {
 		var typ, zone sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT instance_type, zone FROM instances WHERE instance_id = ?`, in.InstanceID).Scan(&typ, &zone)
+		// burst-resume's launch record, else what the identity exchange learnt from EC2
+		err := tx.QueryRowContext(ctx, `SELECT instance_type, zone FROM instances WHERE instance_id = ?1
+UNION ALL SELECT instance_type, zone FROM node_identities WHERE instance_id = ?1 LIMIT 1`, in.InstanceID).Scan(&typ, &zone)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}

@@ -105,7 +105,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening sizer database %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	if _, err := w.ExecContext(ctx, schema+schemaDash); err != nil {
+	if _, err := w.ExecContext(ctx, schema+schemaDash+nodeSchema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("creating sizer schema in %s: %w", path, err)
 	}

@@ -64,7 +64,7 @@ func newRig(t *testing.T, tls bool) *rig {
 	}
 	admin, _ := auth.Generate()
 	logs := &bytes.Buffer{}
-	u, err := ui.New(ui.Options{Source: src, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok) },
+	u, err := ui.New(ui.Options{Source: src, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now()) },
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
@@ -146,8 +146,14 @@ func TestLoginAndPagesMatchTheViews(t *testing.T) {
 	if resp := r.login(t, c, "wrong"+r.admin); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a wrong token: %d", resp.StatusCode)
 	}
-	if resp := r.login(t, c, auth.NodeToken(r.admin, "l4-1")); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a node credential logged in: %d", resp.StatusCode)
+	node, err := auth.IssueNode(r.admin, auth.NodeClaims{InstanceID: "i-0123456789abcdef0", Node: "l4-1", Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{node, auth.RouteToken(r.admin)} {
+		if resp := r.login(t, c, tok); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("a node or route credential logged in: %d", resp.StatusCode)
+		}
 	}
 	resp := r.login(t, c, r.admin)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/fleet" {

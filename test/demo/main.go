@@ -307,7 +307,7 @@ func printCosts(st *stack.Stack, idleTimeout time.Duration) {
 		// the comparison: the same instance on demand, kept for the idle timeout after its work
 		ic := t.OnDemandUSD * (s + idleTimeout.Seconds()) / 3600
 		sec, cost, idleCost = sec+s, cost+c, idleCost+ic
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.4f\t%.4f\t\n", ec2p.NodeOf(in.Tags, in.LaunchIndex), in.ID, in.InstanceType, in.Lifecycle, s, c, ic)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.4f\t%.4f\t\n", ec2p.NodeOf(in.Tags), in.ID, in.InstanceType, in.Lifecycle, s, c, ic)
 	}
 	fmt.Fprintf(tw, "total\t\t\t\t%.0f\t%.4f\t%.4f\t\n", sec, cost, idleCost)
 	tw.Flush()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
@@ -18,7 +17,7 @@ import (
 func TestOverBudgetAtResume(t *testing.T) {
 	s := start(t, stack.Options{})
 	ctx := context.Background()
-	c, err := sizerclient.New(s.Cfg.Sizer.URL, s.Token)
+	c, err := s.SizerClient(s.Token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -118,7 +116,7 @@ func strays(t *testing.T, s *stack.Stack) []string {
 	}
 	var out []string
 	for _, in := range liveInstances(s) {
-		node := ec2p.NodeOf(in.Tags, in.LaunchIndex)
+		node := ec2p.NodeOf(in.Tags)
 		if !up[node] {
 			out = append(out, fmt.Sprintf("%s (node %q, %s)", in.ID, node, in.State))
 		}
@@ -168,7 +166,7 @@ func assertNoDoubleLaunch(t *testing.T, s *stack.Stack) {
 	perJob := map[string][]string{}   // node/job -> instance ids
 	perToken := map[string][]string{} // node/client token -> instance ids
 	for _, in := range s.Emu.Instances() {
-		node := ec2p.NodeOf(in.Tags, in.LaunchIndex)
+		node := ec2p.NodeOf(in.Tags)
 		job := in.Tags[ec2p.TagJobID]
 		if job != "" {
 			perJob[node+"/"+job] = append(perJob[node+"/"+job], in.ID)
@@ -276,16 +274,11 @@ func restartSlurmctld(t *testing.T, s *stack.Stack) {
 // scrape returns burst-sizer's /metrics.
 func scrape(t *testing.T, s *stack.Stack) string {
 	t.Helper()
-	resp, err := http.Get(s.Cfg.Sizer.URL + "/metrics")
+	m, err := s.Metrics()
 	if err != nil {
 		t.Fatalf("scraping the sizer: %v", err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scraping the sizer: %d %v", resp.StatusCode, err)
-	}
-	return string(b)
+	return m
 }
 
 // grepLines keeps the lines of text that contain sub.

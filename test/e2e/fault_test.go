@@ -152,7 +152,7 @@ func TestFaultInstanceTerminatedMidJob(t *testing.T) {
 	id := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 15")
 	waitJob(t, s, id, 90*time.Second, "RUNNING")
 	in := instanceOfJob(t, s, id, 30*time.Second)
-	node := ec2p.NodeOf(in.Tags, in.LaunchIndex)
+	node := ec2p.NodeOf(in.Tags)
 	if _, err := emuEC2(s).TerminateInstances(context.Background(), &ec2.TerminateInstancesInput{InstanceIds: []string{in.ID}}); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestFaultConcurrentResume(t *testing.T) {
 	waitNode(t, s, "a10g-4", 45*time.Second, "idle")
 	per := map[string]int{}
 	for _, in := range liveInstances(s) {
-		per[ec2p.NodeOf(in.Tags, in.LaunchIndex)]++
+		per[ec2p.NodeOf(in.Tags)]++
 	}
 	if per["a10g-3"] != 1 || per["a10g-4"] != 1 || len(s.Emu.Instances()) != 2 {
 		t.Fatalf("want one instance per node, got %v (%d launched in all)", per, len(s.Emu.Instances()))
@@ -312,7 +312,7 @@ func TestFaultDuplicateLaunch(t *testing.T) {
 	id := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 12")
 	waitJob(t, s, id, 90*time.Second, "RUNNING")
 	first := instanceOfJob(t, s, id, 30*time.Second)
-	node := ec2p.NodeOf(first.Tags, first.LaunchIndex)
+	node := ec2p.NodeOf(first.Tags)
 	p := provider(t, s)
 	res, err := p.Launch(context.Background(), cloud.LaunchRequest{Cluster: s.Cfg.Cluster.Name, Attempt: 99,
 		Nodes:     []cloud.NodeSpec{{Node: node, JobID: 0}},

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -102,7 +99,7 @@ func TestSpotInterruption(t *testing.T) {
 	// the feedback loop: the agents' utilisation reports and the launch and
 	// termination events reached the sizer, which accounts them to the job's
 	// account
-	c, err := sizerclient.New(s.Cfg.Sizer.URL, s.Token)
+	c, err := s.SizerClient(s.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +119,11 @@ func TestSpotInterruption(t *testing.T) {
 	})
 	var accepted float64
 	eventually(t, 30*time.Second, "agent utilisation records accepted by the sizer", func() bool {
-		resp, err := http.Get(s.Cfg.Sizer.URL + "/metrics")
+		b, err := s.Metrics()
 		if err != nil {
 			return false
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		m := regexp.MustCompile(`burst_sizer_report_records_total\{result="accepted"\} ([0-9.e+]+)`).FindStringSubmatch(string(b))
+		m := regexp.MustCompile(`burst_sizer_report_records_total\{result="accepted"\} ([0-9.e+]+)`).FindStringSubmatch(b)
 		if m == nil {
 			return false
 		}

@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -97,12 +95,10 @@ func TestWarmReuseExactClass(t *testing.T) {
 		t.Errorf("%d instances, want 2 (one per class, each reused)", n)
 	}
 	// each node's boot, phase by phase, is in the sizer's metrics
-	resp, err := http.Get(s.Cfg.Sizer.URL + "/metrics")
+	body, err := s.Metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	for _, class := range []string{"a10", "a100"} {
 		// (mount is skipped, and not observed, on the node that finds the
 		// shared test directory mounted by the other)

@@ -243,7 +243,7 @@ func poolNodes(s *stack.Stack, class string) map[string]bool {
 	pool := map[string]bool{}
 	for _, in := range liveInstances(s) {
 		if in.Tags[ec2p.TagClass] == class && (in.Tags[ec2p.TagJobID] == "" || in.Tags[ec2p.TagJobID] == "0") {
-			pool[ec2p.NodeOf(in.Tags, in.LaunchIndex)] = true
+			pool[ec2p.NodeOf(in.Tags)] = true
 		}
 	}
 	return pool

@@ -85,7 +85,8 @@
 //
 // Each instance has its own IMDS listener on 127.0.0.1 (a separate port, so
 // the SDK's imds client works unchanged: it always requests absolute paths
-// such as /latest/api/token). The listener starts when first asked for with
+// such as /latest/api/token); with Options.IMDSFromInstanceOnly it answers
+// only connections from the instance's private IP. The listener starts when first asked for with
 // IMDSURL, or before OnStart is called (Instance.IMDSURL), and stops when
 // the instance terminates. An agent is given that URL as its IMDS endpoint.
 // It serves PUT /latest/api/token (refused with 403 when the request carries

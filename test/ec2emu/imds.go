@@ -91,6 +91,16 @@ func (m *imdsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "403 - Forbidden", http.StatusForbidden)
 		return
 	}
+	if s.opts.IMDSFromInstanceOnly {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		s.mu.Lock()
+		ip := in.PrivateIP
+		s.mu.Unlock()
+		if host != ip {
+			http.Error(w, "403 - Forbidden (not from the instance)", http.StatusForbidden)
+			return
+		}
+	}
 	if r.URL.Path == "/latest/api/token" {
 		if r.Method != http.MethodPut {
 			http.Error(w, "", http.StatusMethodNotAllowed)

@@ -85,6 +85,11 @@ type Options struct {
 	// 127.0.0.1); the end-to-end harness uses its bridge address so agents
 	// inside node network namespaces reach their metadata.
 	IMDSHost string
+	// IMDSFromInstanceOnly answers an instance's metadata only to
+	// connections from its own private IP, as EC2's link-local IMDS is
+	// reachable from the instance alone (others get 403); the harness,
+	// whose instances have their own addresses, sets it.
+	IMDSFromInstanceOnly bool
 }
 
 // Call is one recorded API call.

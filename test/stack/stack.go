@@ -15,8 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -33,7 +35,9 @@ import (
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/slurmconf"
+	"github.com/burst-hpc/burst/internal/tlspin"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/harness"
 )
@@ -52,6 +56,9 @@ type Options struct {
 	// Boot overrides how an instance becomes a Slurm node; default: run
 	// `burst-agent bootstrap` with the instance's user data in its namespace.
 	Boot func(ctx context.Context, s *Stack, in ec2emu.Instance, node string) error
+	// NodeEnv is added to every node bootstrap's environment (and so to
+	// its agent's), e.g. BURST_DEAD_MAN_AFTER=5s.
+	NodeEnv []string
 	// KeepDir keeps the run directories after Stop.
 	KeepDir bool
 	Logger  *slog.Logger
@@ -70,6 +77,8 @@ type Stack struct {
 
 	sizer    *exec.Cmd
 	sizerLog string
+	shutdown *http.Server
+	offURL   string // base of the nodes' poweroff stand-in
 	mu       sync.Mutex
 	nodeOf   map[string]string // instance id -> node
 	Events   *Timeline
@@ -109,12 +118,18 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			s.Stop()
 		}
 	}()
-	for _, d := range []string{"dev", "state", "fsx", "userdata", "bin"} {
+	// jobs of unprivileged users traverse the stack directory (the fake
+	// FSx mount, the hook wrappers) but list nothing in it
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"dev", "state", "fsx", "userdata", "bin", "etc"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
 		}
 	}
 	os.Chmod(filepath.Join(dir, "state"), 0o700)
+	os.Chmod(filepath.Join(dir, "userdata"), 0o700)
 	for i := 0; i < DevGPUs; i++ {
 		if err := syscall.Mknod(filepath.Join(dir, "dev", fmt.Sprintf("nvidia%d", i)), syscall.S_IFCHR|0o666, int(195<<8|i)); err != nil {
 			return nil, fmt.Errorf("stack: making fake GPU device: %w", err)
@@ -125,6 +140,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	tokFile := filepath.Join(dir, "sizer.token")
 	if err := os.WriteFile(tokFile, []byte(s.Token+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	// the submit-time route credential, world-readable as `token init` writes it
+	if err := os.WriteFile(tokFile+".route", []byte(auth.RouteToken(s.Token)+"\n"), 0o644); err != nil {
 		return nil, err
 	}
 
@@ -141,6 +160,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	cfg.Slurm.CliFilter = false // enabled by tests that exercise it (needs the Lua file beside slurm.conf)
 	cfg.Sizer.TokenFile = tokFile
 	cfg.Sizer.StateDir = filepath.Join(dir, "state")
+	cfg.Sizer.TLS.CAFile = filepath.Join(dir, "etc", "sizer-ca.pem")
+	cfg.Sizer.IdentityCert = filepath.Join(dir, "etc", "ec2-identity.pem")
 	cfg.FSx.LocalDir = filepath.Join(dir, "fsx")
 	// the "instances" share this machine's mount namespace: mount the fake
 	// FSx inside the stack's directory, never on the host's /fsx
@@ -188,6 +209,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			s.Cluster.ReleaseIP(ip)
 		}
 	}
+	eo.IMDSFromInstanceOnly = true // as EC2's: an instance's metadata is for that instance only
 	eo.OnStart = s.onStart
 	eo.OnStop = s.onStop
 	if eo.Logger == nil {
@@ -199,8 +221,19 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.Cfg.Cluster.EC2Endpoint = s.Emu.URL()
 	s.Cfg.Cluster.EC2StaticCredentials = true // the emulator checks no credentials
+	if err := s.startShutdownControl(); err != nil {
+		return nil, err
+	}
+	// the emulator's identity certificate stands for AWS's regional one
+	if err := os.WriteFile(s.Cfg.Sizer.IdentityCert, s.Emu.IdentityCertPEM(), 0o644); err != nil {
+		return nil, err
+	}
 	if err := s.writeConfig(); err != nil {
 		return nil, err
+	}
+	// the sizer's CA and certificate, as the README's admin step makes them
+	if out, err := exec.Command(filepath.Join(opts.BinDir, "burst-sizer"), "--config", s.CfgPath, "tls", "init").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("stack: burst-sizer tls init: %v: %s", err, out)
 	}
 	if !opts.NoSizer {
 		if err := s.StartSizer(ctx); err != nil {
@@ -231,10 +264,13 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 		return err
 	}
 	s.Cfg.Sizer.Listen = net.JoinHostPort(c.ControllerAddr().String(), strconv.Itoa(port))
-	s.Cfg.Sizer.URL = "http://" + s.Cfg.Sizer.Listen
+	s.Cfg.Sizer.URL = "https://" + s.Cfg.Sizer.Listen
 	s.CfgPath = filepath.Join(filepath.Dir(c.ConfPath()), "burst.yaml")
+	// the nodes share one file system and have no /run/burst of their own:
+	// the Prolog and TaskProlog learn the checkpoint root here
+	ckpt := filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir)
 	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent"} {
-		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s exec %s \"$@\"\n", s.CfgPath, filepath.Join(s.opts.BinDir, b))
+		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s BURST_CHECKPOINT_ROOT=%s exec %s \"$@\"\n", s.CfgPath, ckpt, filepath.Join(s.opts.BinDir, b))
 		if err := os.WriteFile(filepath.Join(s.Dir, "bin", b), []byte(w), 0o755); err != nil {
 			return err
 		}
@@ -323,7 +359,16 @@ func (s *Stack) StopSizer() {
 }
 
 func (s *Stack) onStart(in ec2emu.Instance) {
-	node := ec2p.NodeOf(in.Tags, in.LaunchIndex)
+	// The stack names the node namespace after the instance's node tag (a
+	// fleet instance gets it from burst-resume's CreateTags a moment after
+	// launch); the node itself learns its name from the sizer.
+	node := ec2p.NodeOf(in.Tags)
+	for deadline := time.Now().Add(15 * time.Second); node == "" && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if cur, ok := s.Emu.Instance(in.ID); ok {
+			node = ec2p.NodeOf(cur.Tags)
+		}
+	}
 	if node == "" {
 		s.log.Error("emulated instance has no node tag; leaving it unbooted", "instance", in.ID)
 		return
@@ -385,15 +430,98 @@ func BootstrapNode(ctx context.Context, s *Stack, in ec2emu.Instance, node strin
 		return err
 	}
 	agent := filepath.Join(s.opts.BinDir, "burst-agent")
-	_, err = s.Cluster.StartNode(ctx, node, ip, agent, "bootstrap", "--exec", "direct", "--user-data-file", ud,
-		"--imds-endpoint", in.IMDSURL, "--run-dir", run, "--node-name", node)
+	// no --node-name: the bootstrap learns the node from the sizer's
+	// identity exchange. The dead-man switch's poweroff is the emulator's
+	// shutdown control for this instance.
+	argv := append([]string{"/usr/bin/env", "BURST_EMU_SHUTDOWN_URL=" + s.offURL + "?id=" + in.ID}, s.opts.NodeEnv...)
+	argv = append(argv, agent, "bootstrap", "--exec", "direct", "--user-data-file", ud, "--imds-endpoint", in.IMDSURL, "--run-dir", run)
+	_, err = s.Cluster.StartNode(ctx, node, ip, argv...)
 	return err
+}
+
+// startShutdownControl serves the nodes' poweroff stand-in on the
+// controller's bridge address (the emulator's own API listens on loopback,
+// out of the nodes' reach): POST /poweroff?id=<instance> powers that
+// instance off (ec2emu's Shutdown), and only when it comes from that
+// instance's own address. The bootstrap closes the URL to non-root users,
+// as a real poweroff needs root.
+func (s *Stack) startShutdownControl() error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.Cluster.ControllerAddr().String(), "0"))
+	if err != nil {
+		return fmt.Errorf("stack: poweroff control: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /poweroff", func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		in, ok := s.Emu.Instance(id)
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if !ok || host != in.PrivateIP {
+			http.Error(w, "only an instance powers itself off", http.StatusForbidden)
+			return
+		}
+		if err := s.Emu.Shutdown(id); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		s.Events.Add(s.nodeName(id), "powered itself off", id)
+	})
+	s.shutdown = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go s.shutdown.Serve(ln)
+	s.offURL = "http://" + ln.Addr().String() + "/poweroff"
+	return nil
+}
+
+// PoweroffURL is the poweroff stand-in of an instance (what its dead-man
+// switch posts).
+func (s *Stack) PoweroffURL(id string) string { return s.offURL + "?id=" + id }
+
+func (s *Stack) nodeName(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nodeOf[id]
+}
+
+// RunDir is the run directory of a node's bootstrap (its credential,
+// nonce, status.json).
+func (s *Stack) RunDir(node string) string { return filepath.Join(s.Dir, "run", node) }
+
+// SizerClient is a client of the stack's sizer with token, pinning the
+// sizer's CA.
+func (s *Stack) SizerClient(token string) (*sizerclient.Client, error) {
+	return sizerclient.New(s.Cfg.Sizer.URL, token, sizerclient.WithCAFile(s.Cfg.Sizer.TLS.CAFile), sizerclient.WithTimeout(20*time.Second))
+}
+
+// Metrics scrapes the sizer's /metrics over HTTPS with the read-only
+// credential.
+func (s *Stack) Metrics() (string, error) {
+	hc, err := tlspin.LoadHTTPClient(s.Cfg.Sizer.TLS.CAFile, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequest(http.MethodGet, s.Cfg.Sizer.URL+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+auth.ReadOnlyToken(s.Token))
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return "", fmt.Errorf("GET /metrics: %s: %s", resp.Status, b)
+	}
+	return string(b), err
 }
 
 // Stop tears everything down: sizer, emulator (and its instances' nodes),
 // Slurm, and the stack directory unless KeepDir.
 func (s *Stack) Stop() {
 	s.StopSizer()
+	if s.shutdown != nil {
+		s.shutdown.Close()
+	}
 	if s.Emu != nil {
 		s.Emu.Close()
 	}

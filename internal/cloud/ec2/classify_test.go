@@ -1,6 +1,8 @@
 package ec2
 
 import (
+	"time"
+
 	"errors"
 	"fmt"
 	"slices"
@@ -44,7 +46,23 @@ func TestNodeOf(t *testing.T) {
 	for _, tg := range nodeid.Tags([]string{"gpu-1", "gpu-2"}) {
 		tags[tg.Key] = tg.Value
 	}
-	if NodeOf(tags, 1) != "gpu-2" || NodeOf(tags, 2) != "" || NodeOf(nil, 0) != "" {
+	// a fleet instance before its CreateTags has no node: never its launch index
+	if NodeOf(tags) != "" || NodeOf(nil) != "" {
+		t.Error("NodeOf named a node without a burst:node tag")
+	}
+	tags[TagNode] = "gpu-2"
+	if NodeOf(tags) != "gpu-2" {
 		t.Error("NodeOf does not follow internal/nodeid")
 	}
+}
+
+// FuzzDecodeUnavailable: the unavailable-offerings cache file never panics
+// its reader.
+func FuzzDecodeUnavailable(f *testing.F) {
+	f.Add([]byte(`{"entries":[{"instance_type":"g5.xlarge","zone":"us-east-1a","capacity":"spot"}]}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := NewUnavailableCache(t.TempDir(), time.Minute, time.Now)
+		_, _ = c.decode(b)
+	})
 }

@@ -100,7 +100,7 @@ func convert(in types.Instance) cloud.Instance {
 	c := cloud.Instance{
 		ID: aws.ToString(in.InstanceId), InstanceType: string(in.InstanceType), PrivateIP: aws.ToString(in.PrivateIpAddress),
 		LaunchTime: aws.ToTime(in.LaunchTime), Tags: tags, Capacity: cloud.OnDemand,
-		Node: NodeOf(tags, int(aws.ToInt32(in.AmiLaunchIndex))),
+		Node: NodeOf(tags),
 	}
 	if in.Placement != nil {
 		c.Zone = aws.ToString(in.Placement.AvailabilityZone)

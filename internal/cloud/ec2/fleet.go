@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -129,19 +130,33 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 		}
 		return nil, nil, err
 	}
-	if len(insts) != len(nodes) || !p.identitiesOK(insts, names) {
-		// Never leave a partial all-or-nothing job, nor instances with an
-		// ambiguous identity.
+	if len(insts) != len(nodes) {
+		// Never leave a partial all-or-nothing job.
 		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating a partial fleet", "ids", ids, "err", terr)
 		}
-		if len(insts) != len(nodes) {
-			ferrs = append(ferrs, &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
-				Message: fmt.Sprintf("the fleet launched %d of %d instances; terminated them (all-or-nothing)", len(insts), len(nodes)), Offerings: offs})
-			return nil, ferrs, nil
+		ferrs = append(ferrs, &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
+			Message: fmt.Sprintf("the fleet launched %d of %d instances; terminated them (all-or-nothing)", len(insts), len(nodes)), Offerings: offs})
+		return nil, ferrs, nil
+	}
+	if len(nodes) > 1 {
+		// A fleet's instances are alike (one type, one zone): give each its
+		// node by CreateTags, in instance-id order. The node learns the name
+		// from the sizer, which reads this tag from EC2; launch indexes,
+		// which EC2 does not promise to be 0..n-1, play no part.
+		if err := p.nameFleet(ctx, insts, names); err != nil {
+			if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+				p.log.Error("terminating a fleet whose instances could not be named", "ids", ids, "err", terr)
+			}
+			return nil, nil, wrapErr(err, op+": tagging each instance with its node", offs)
 		}
-		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousLaunchIndex", Op: op,
-			Message: "the fleet's launch indexes are not 0..n-1, so nodes cannot tell who they are; terminated the fleet"}
+	}
+	if !p.identitiesOK(insts, names) {
+		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+			p.log.Error("terminating a fleet with ambiguous identities", "ids", ids, "err", terr)
+		}
+		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousNodeTags", Op: op,
+			Message: "the fleet's instances do not carry one node tag each; terminated the fleet"}
 	}
 	p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capacity)
 	return insts, ferrs, nil
@@ -153,4 +168,22 @@ func offeringOf(lto *types.LaunchTemplateAndOverridesResponse, byKey map[string]
 	}
 	o, ok := byKey[string(lto.Overrides.InstanceType)+"/"+aws.ToString(lto.Overrides.SubnetId)]
 	return o, ok
+}
+
+// nameFleet tags each instance of a multi-node fleet with one node name
+// and records it in insts.
+func (p *Provider) nameFleet(ctx context.Context, insts []cloud.Instance, names []string) error {
+	sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
+	for i := range insts {
+		in := &insts[i]
+		if _, err := p.api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{in.ID},
+			Tags: []types.Tag{{Key: aws.String(TagNode), Value: aws.String(names[i])}}}); err != nil {
+			return err
+		}
+		if in.Tags == nil {
+			in.Tags = map[string]string{}
+		}
+		in.Tags[TagNode], in.Node = names[i], names[i]
+	}
+	return nil
 }

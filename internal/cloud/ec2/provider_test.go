@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,15 +62,16 @@ func TestSpotLaunchRankedOverrides(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
-	// Tagged at launch, and never afterwards.
+	// A single node is tagged at launch, and never afterwards.
 	for k, want := range map[string]string{TagCluster: "test", TagNode: "gpu-1", TagJobID: "42", TagAccount: "physics", TagUser: "alice", TagClass: "train", TagCapacity: "spot"} {
 		if in.Tags[k] != want {
 			t.Errorf("tag %s = %q, want %q", k, in.Tags[k], want)
 		}
 	}
 	if n := e.srv.CallCount("CreateTags"); n != 0 {
-		t.Errorf("%d CreateTags calls; burst must tag at launch only", n)
+		t.Errorf("%d CreateTags calls; a single node is tagged at launch only", n)
 	}
+
 	// The node learns who it is from IMDS.
 	url, err := e.srv.IMDSURL(in.ID)
 	if err != nil {
@@ -202,21 +202,13 @@ func TestAllOrNothing(t *testing.T) {
 		if in.Zone != "us-east-1b" {
 			t.Errorf("%s in %s, want every node in us-east-1b", in.Node, in.Zone)
 		}
+		// the node tag CreateTags gave it, as the instance sees it
 		url, err := e.srv.IMDSURL(in.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		list, err1 := imdsGet(t, url, "tags/instance/"+TagNodes)
-		idx, err2 := imdsGet(t, url, "ami-launch-index")
-		if err1 != nil || err2 != nil {
-			t.Fatalf("IMDS: %v %v", err1, err2)
-		}
-		i, err := strconv.Atoi(idx)
-		if err != nil {
-			t.Fatalf("ami-launch-index %q: %v", idx, err)
-		}
-		if self := NodeOf(map[string]string{TagNodes: list}, i); self != in.Node {
-			t.Errorf("instance %s resolves itself as %q from IMDS, provider says %q", in.ID, self, in.Node)
+		if self, err := imdsGet(t, url, "tags/instance/"+TagNode); err != nil || self != in.Node {
+			t.Errorf("instance %s is tagged %q (%v) in IMDS, provider says %q", in.ID, self, err, in.Node)
 		}
 		got = append(got, in.Node)
 	}
@@ -228,6 +220,52 @@ func TestAllOrNothing(t *testing.T) {
 	list, err := e.prov.List(ctx(t))
 	if err != nil || len(list) != 4 {
 		t.Fatalf("list = %d, %v", len(list), err)
+	}
+}
+
+// TestEnsuredTemplateHardening: the template burst makes allows IMDSv2
+// tokens only, with a hop limit of 1 (a token never leaves the instance),
+// and terminates on poweroff (the dead-man switch needs no EC2 rights).
+func TestEnsuredTemplateHardening(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{ImageID: "ami-0abc"})
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: cloud.OnDemand}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.srv.Instance(res.Instances[0].ID)
+	if m := got.MetadataOptions; m.HTTPTokens != "required" || m.HTTPPutResponseHopLimit != 1 || m.HTTPEndpoint != "enabled" || m.InstanceMetadataTags != "enabled" {
+		t.Errorf("metadata options %+v; want required tokens, hop limit 1, tags in metadata", m)
+	}
+	if got.ShutdownBehavior != "terminate" {
+		t.Errorf("shutdown behaviour %q, want terminate", got.ShutdownBehavior)
+	}
+}
+
+// TestFleetLaunchIndexesCollide: EC2 does not promise a fleet's launch
+// indexes are 0..n-1; whatever they are, each instance gets its own node by
+// CreateTags and the fleet launches.
+func TestFleetLaunchIndexesCollide(t *testing.T) {
+	for _, mode := range []ec2emu.LaunchIndexMode{ec2emu.LaunchIndexCollide, ec2emu.LaunchIndexSparse} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t, ec2emu.Options{LaunchIndexes: mode}, Options{})
+			req := cloud.LaunchRequest{Nodes: nodes(5, "gpu-1", "gpu-2", "gpu-3"), AllOrNothing: true, Offerings: []cloud.Offering{spot("g5.xlarge", "us-east-1a")}}
+			res, err := e.prov.Launch(ctx(t), req)
+			if err != nil {
+				t.Fatalf("launch with %s launch indexes: %v", mode, err)
+			}
+			seen := map[string]string{}
+			for _, in := range res.Instances {
+				got, _ := e.srv.Instance(in.ID)
+				node := got.Tags[TagNode]
+				if node == "" || node != in.Node || seen[node] != "" {
+					t.Errorf("instance %s (launch index %d): tag %q, provider %q, already %q", in.ID, got.LaunchIndex, node, in.Node, seen[node])
+				}
+				seen[node] = in.ID
+			}
+			if len(seen) != 3 || e.srv.CallCount("CreateTags") != 3 {
+				t.Errorf("nodes %v, %d CreateTags calls; want 3 and 3", seen, e.srv.CallCount("CreateTags"))
+			}
+		})
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 // Tag keys burst sets on every instance at launch.
 const (
 	TagCluster  = "burst:cluster"       // cluster name; scopes every IAM permission
-	TagNode     = nodeid.TagNode        // Slurm node name (single-node fleets)
-	TagNodes    = nodeid.TagNodes       // node names of a multi-node fleet, by launch index
+	TagNode     = nodeid.TagNode        // Slurm node name (at launch, or by CreateTags right after a fleet launch)
+	TagNodes    = nodeid.TagNodes       // node names of a multi-node fleet (at launch)
 	TagJobID    = "burst:job-id"        // Slurm job id
 	TagAccount  = "burst:account"       // Slurm account
 	TagUser     = "burst:user"          // submitting user
@@ -23,10 +23,10 @@ const (
 	TagCapacity = "burst:capacity-type" // spot or on-demand
 )
 
-// NodeOf tells which Slurm node an instance is, from its tags and launch
-// index (the rule of internal/nodeid); "" when it cannot be told.
-func NodeOf(tags map[string]string, launchIndex int) string {
-	n, err := nodeid.Of(tags, launchIndex)
+// NodeOf tells which Slurm node an instance is, from its tags (the rule of
+// internal/nodeid); "" when it cannot be told.
+func NodeOf(tags map[string]string) string {
+	n, err := nodeid.Of(tags)
 	if err != nil {
 		return ""
 	}

@@ -16,6 +16,9 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud"
 )
 
+// templateRevision changes whenever the settings of ensured templates do.
+const templateRevision = "r2-imds-hop1-shutdown-terminate"
+
 // launchTemplate returns the template to launch from, ensuring it in AMI mode.
 func (p *Provider) launchTemplate(ctx context.Context) (string, error) {
 	if p.opts.LaunchTemplateName != "" {
@@ -27,7 +30,9 @@ func (p *Provider) launchTemplate(ctx context.Context) (string, error) {
 		return p.lt, nil
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%q %q %q %q", p.opts.ImageID, p.opts.InstanceProfile, p.opts.SecurityGroupIDs, p.opts.UserData)
+	// templateRevision is in the name: a template made by an older burst
+	// (without the hop limit and shutdown behaviour) is never reused
+	fmt.Fprintf(h, "%s %q %q %q %q", templateRevision, p.opts.ImageID, p.opts.InstanceProfile, p.opts.SecurityGroupIDs, p.opts.UserData)
 	sum := hex.EncodeToString(h.Sum(nil))
 	name := "burst-" + p.opts.Cluster + "-" + sum[:12]
 	_, err := p.api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
@@ -40,12 +45,19 @@ func (p *Provider) launchTemplate(ctx context.Context) (string, error) {
 	}
 	data := &types.RequestLaunchTemplateData{
 		ImageId: aws.String(p.opts.ImageID),
+		// IMDSv2 only, and a hop limit of 1: a token never leaves the
+		// instance (a container or a forwarding hop cannot use it); the
+		// node's firewall closes IMDS to every user but root.
 		MetadataOptions: &types.LaunchTemplateInstanceMetadataOptionsRequest{
-			HttpTokens:           types.LaunchTemplateHttpTokensStateRequired,
-			HttpEndpoint:         types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
-			InstanceMetadataTags: types.LaunchTemplateInstanceMetadataTagsStateEnabled,
+			HttpTokens:              types.LaunchTemplateHttpTokensStateRequired,
+			HttpEndpoint:            types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
+			HttpPutResponseHopLimit: aws.Int32(1),
+			InstanceMetadataTags:    types.LaunchTemplateInstanceMetadataTagsStateEnabled,
 		},
-		SecurityGroupIds: p.opts.SecurityGroupIDs,
+		// the dead-man switch powers the node off: that terminates it, so
+		// nodes need no EC2 rights
+		InstanceInitiatedShutdownBehavior: types.ShutdownBehaviorTerminate,
+		SecurityGroupIds:                  p.opts.SecurityGroupIDs,
 		TagSpecifications: []types.LaunchTemplateTagSpecificationRequest{
 			{ResourceType: types.ResourceTypeVolume, Tags: []types.Tag{{Key: aws.String(TagCluster), Value: aws.String(p.opts.Cluster)}}},
 			{ResourceType: types.ResourceTypeNetworkInterface, Tags: []types.Tag{{Key: aws.String(TagCluster), Value: aws.String(p.opts.Cluster)}}},

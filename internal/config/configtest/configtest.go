@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -17,8 +18,11 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 )
 
+var casMu sync.Mutex
+
 // Demo is the demo configuration rooted in a new temporary directory
-// (removed when the test ends). Its path is plain (no test name, which may
+// (removed when the test ends), with a test CA at sizer.tls.ca_file (see
+// Server for an HTTPS stand-in sizer that chains to it). Its path is plain (no test name, which may
 // hold characters user data refuses in a path).
 func Demo(t testing.TB) *config.Config {
 	t.Helper()
@@ -39,6 +43,10 @@ func Demo(t testing.TB) *config.Config {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	ca := WriteCA(t, cfg.Sizer.TLS.CAFile)
+	casMu.Lock()
+	cas[string(ca.PEM)] = ca
+	casMu.Unlock()
 	return cfg
 }
 
