@@ -145,9 +145,12 @@ func TestRunSpotInterruption(t *testing.T) {
 		t.Fatalf("agent exit status %d", code)
 	}
 	b, _ := os.ReadFile(calls)
+	const startTime = "2026-11-29T14:44:48Z" // job 4's start in the squeue fixture
 	want := []string{
 		"scontrol update nodename=gpu-2 state=DRAIN reason=burst: spot interruption i-0test",
 		"scancel --signal=USR1 --batch 4",
+		// the note the epilog reads to hold the job's other nodes
+		"scontrol update jobid=4 admincomment=burst-requeue lost=gpu-2 instance=i-0test run=" + startTime + " restart=0 by=agent: spot interruption",
 		"scontrol requeue 4",
 		"scontrol update jobid=4 starttime=now",
 		"scontrol update nodename=gpu-2 state=POWER_DOWN_FORCE reason=burst: spot interruption i-0test",
