@@ -1,0 +1,57 @@
+package lifecycle
+
+import (
+	"context"
+	"slices"
+
+	"github.com/burst-hpc/burst/internal/interruption"
+	"github.com/burst-hpc/burst/internal/slurm"
+)
+
+// requeueHold splits the nodes of a job that just ended when this end is
+// the requeue burst made after losing one of its nodes (a spot
+// interruption: internal/interruption wrote its Note into the job's
+// AdminComment for this very run): the nodes not lost and still healthy
+// are held for the job's relaunch, so that Slurm allocates them again
+// (it prefers powered-up idle nodes) and only the lost node is replaced.
+// Everything else comes back in rest.
+func (r *Releaser) requeueHold(ctx context.Context, jobID uint32, nodes []string, states map[string]slurm.Node) (held, rest []string, note interruption.Note) {
+	if r.Cfg.Teardown.RequeueHold.Duration <= 0 || r.Linger == nil || jobID == 0 {
+		return nil, nodes, note
+	}
+	js, err := r.Slurm.Jobs(ctx, jobID)
+	if err != nil || len(js) != 1 {
+		logOr(r.Log).Debug("looking up the ended job for a requeue hold", "job", jobID, "err", err)
+		return nil, nodes, note
+	}
+	j := js[0]
+	note, ok := interruption.ParseNote(j.AdminComment)
+	if !ok || !note.Ends(j) {
+		return nil, nodes, note
+	}
+	for _, n := range nodes {
+		if note.IsLost(n) || !healthy(states, n) {
+			rest = append(rest, n)
+		} else {
+			held = append(held, n)
+		}
+	}
+	return held, rest, note
+}
+
+// healthy: Slurm shows the node, and it is not drained, down, failing or
+// unreachable (a node that is leaving is never held or kept warm). A node
+// Slurm did not describe counts as healthy only when no state was read.
+func healthy(states map[string]slurm.Node, name string) bool {
+	if states == nil {
+		return true
+	}
+	n, ok := states[name]
+	if !ok {
+		return false
+	}
+	if n.State == "DOWN" || n.State == "ERROR" || n.State == "FUTURE" {
+		return false
+	}
+	return !slices.ContainsFunc([]string{"DRAIN", "DRAINING", "DRAINED", "FAIL", "NOT_RESPONDING", "POWER_DOWN", "POWERING_DOWN", "POWERED_DOWN"}, n.HasFlag)
+}
