@@ -109,19 +109,21 @@ func newReconciler(ctx context.Context, cfg *config.Config, o reconcile.Options)
 }
 
 // startReconciler runs the reconciler loop of burst-sizer serve every
-// sizer.reconcile_interval, and exports the launch breaker's state. A
+// sizer.reconcile_interval, and exports the launch breaker's state; it
+// returns the reconciler's Kick (a pass now), nil when none runs. A
 // reconciler that cannot be built (no EC2 credentials, say) is logged and
 // the daemon serves without it.
 func startReconciler(ctx context.Context, st *settings, reg prometheus.Registerer, grace time.Duration,
-	terminated func(context.Context, string, time.Time) error, log *slog.Logger) {
+	terminated func(context.Context, string, time.Time) error, log *slog.Logger) (kick func()) {
 	if err := reg.Register(breakermetrics.NewCollector(breaker.New(breaker.Options{Dir: st.cfg.Sizer.StateDir, Logger: log}))); err != nil {
 		log.Warn("exporting launch breaker metrics", "err", err)
 	}
 	r, err := newReconciler(ctx, st.cfg, reconcile.Options{Grace: grace, Logger: log, Registerer: reg, Terminated: terminated})
 	if err != nil {
 		log.Error("reconciler not started: orphaned instances will not be reaped", "err", err)
-		return
+		return nil
 	}
 	log.Info("reconciler started", "interval", st.cfg.Sizer.ReconcileInterval.Duration, "grace", grace)
 	go r.Run(ctx, st.cfg.Sizer.ReconcileInterval.Duration)
+	return r.Kick
 }
