@@ -131,7 +131,8 @@ func iamCommand(out io.Writer) *cli.Command {
 		Name:  "iam-policy",
 		Usage: "print the least-privilege IAM policy the head node's burst programs need",
 		Description: "Covers exactly the EC2 actions burst calls (checked against the EC2 emulator's record of a full run), " +
-			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it.",
+			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it, and, with interruptions.queue_url, " +
+			"exactly the SQS actions burst-sizer's reader of EventBridge interruption events calls, on that one queue.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "account", Usage: "AWS account id to scope ARNs to (default any)"},
 			&cli.StringFlag{Name: "pass-role", Usage: "ARN of the nodes' instance-profile role (adds iam:PassRole)"},
@@ -141,8 +142,12 @@ func iamCommand(out io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
+			var queue string
+			if q, ok := cfg.Interruptions.Queue(); ok {
+				queue = q.ARN("")
+			}
 			doc, err := iampolicy.Render(ec2p.TagCluster, cfg.Cluster.Name, iampolicy.Options{
-				Region: cfg.Cluster.Region, Account: c.String("account"), PassRoleARN: c.String("pass-role")})
+				Region: cfg.Cluster.Region, Account: c.String("account"), PassRoleARN: c.String("pass-role"), InterruptionQueueARN: queue})
 			if err != nil {
 				return cmdline.Usage(err)
 			}
