@@ -138,7 +138,18 @@ func (h *Handler) RequeueNow(ctx context.Context, n Notice, why string) (sizerap
 	return h.run(ctx, n, false, why)
 }
 
+// RequeueRuns is RequeueNow for the given runs only (jobs as seen on the
+// node earlier: a run that left the node since, or was requeued, is left
+// alone).
+func (h *Handler) RequeueRuns(ctx context.Context, n Notice, runs []Job, why string) (sizerapi.Event, error) {
+	return h.runJobs(ctx, n, false, why, runs, true)
+}
+
 func (h *Handler) run(ctx context.Context, n Notice, checkpoint bool, why string) (sizerapi.Event, error) {
+	return h.runJobs(ctx, n, checkpoint, why, nil, false)
+}
+
+func (h *Handler) runJobs(ctx context.Context, n Notice, checkpoint bool, why string, given []Job, useGiven bool) (sizerapi.Event, error) {
 	start := h.opts.Now()
 	if n.Time.IsZero() {
 		n.Time = start
@@ -150,7 +161,10 @@ func (h *Handler) run(ctx context.Context, n Notice, checkpoint bool, why string
 	if err := h.ops.DrainNode(ctx, n.Node, reason); err != nil {
 		errs = append(errs, fmt.Errorf("draining %s: %w", n.Node, err))
 	}
-	jobs, err := h.ops.JobsOnNode(ctx, n.Node)
+	jobs, err := given, error(nil)
+	if !useGiven {
+		jobs, err = h.ops.JobsOnNode(ctx, n.Node)
+	}
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing jobs on %s: %w", n.Node, err))
 	}

@@ -243,6 +243,22 @@ func TestRequeueNow(t *testing.T) {
 	}
 }
 
+// TestRequeueRuns: only the runs given, and only while they are the run
+// on the node: a job relaunched since (restart count up) is left alone.
+func TestRequeueRuns(t *testing.T) {
+	ops := newHooked(slurm.Job{ID: 3, State: "RUNNING", Nodes: "gpu-1", RestartCount: 1}, slurm.Job{ID: 4, State: "RUNNING", Nodes: "gpu-1"})
+	h, _ := New(ops, Options{CheckpointRoot: t.TempDir(), By: "sizer"})
+	seen := []Job{{ID: 3, RestartCount: 0}}
+	ev, err := h.RequeueRuns(context.Background(), Notice{Node: "gpu-1", Action: "terminate"}, seen, "watchdog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := ops.fake.Calls()
+	if slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "requeue") }) || len(ev.Jobs) != 1 || ev.Jobs[0].Note == "" {
+		t.Fatalf("calls %q event %+v", calls, ev)
+	}
+}
+
 func TestInterruptGoesOnPastFailures(t *testing.T) {
 	ops := newHooked(slurm.Job{ID: 1, State: "RUNNING", Nodes: "gpu-1"}, slurm.Job{ID: 2, State: "RUNNING", Nodes: "gpu-1"})
 	ops.failRequeue = map[uint32]bool{1: true}

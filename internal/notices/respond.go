@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/ec2events"
 	"github.com/burst-hpc/burst/internal/interruption"
 	"github.com/burst-hpc/burst/internal/sizerapi"
@@ -53,15 +54,21 @@ func (c *Consumer) Handle(ctx context.Context, ev ec2events.Event) (string, erro
 		c.retry(key)
 		return OutcomeRetry, fmt.Errorf("listing the cluster's instances: %w", err)
 	}
-	node := ""
+	node, live := "", false
 	for _, in := range insts {
 		if in.ID == ev.InstanceID {
-			node = in.Node
+			node, live = in.Node, in.Live()
 		}
 	}
 	if node == "" {
 		log.Warn("EC2 event for an instance that is not one of this cluster's nodes; ignored")
 		return OutcomeNotOurs, nil
+	}
+	if !live {
+		// its node may already run on a new instance; the reconciler
+		// handles an instance that left
+		log.Info("EC2 event for an instance that already left running; ignored", "node", node)
+		return OutcomeIgnored, nil
 	}
 	log = log.With("node", node)
 	n := interruption.Notice{Node: node, InstanceID: ev.InstanceID, Action: ev.Action, Time: ev.Time, Deadline: ev.Deadline()}
@@ -146,27 +153,44 @@ func (c *Consumer) agentAnnounced(ctx context.Context, ev ec2events.Event) bool 
 }
 
 // watchdog waits until shortly before EC2's deadline (after the agent's
-// own, which ends Reserve before it) and requeues at once whatever is
-// still on the node: an agent that announced the notice and then died.
+// own, which ends Reserve before it) and requeues at once the runs that
+// were on the node at the notice and are still there, if the notice's
+// instance still is the node's: an agent that announced the notice and then
+// died. By then the node may have a new instance running the relaunched
+// job; that is never touched.
 func (c *Consumer) watchdog(ctx context.Context, n interruption.Notice) (string, error) {
+	seen, err := c.ops.JobsOnNode(ctx, n.Node)
+	if err != nil {
+		c.log.Warn("listing the node's jobs for the watchdog; leaving the notice to the agent", "node", n.Node, "err", err)
+		return OutcomeAgent, nil
+	}
 	at := n.Deadline.Add(-c.o.Reserve / 2)
 	if d := at.Sub(c.o.Now()); d > 0 {
 		c.o.Sleep(ctx, d)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || len(seen) == 0 {
 		return OutcomeAgent, nil
 	}
-	sn, found, err := c.ops.Node(ctx, n.Node)
-	if err != nil || !found || sn.HasFlag("POWER_DOWN") || sn.HasFlag("POWERING_DOWN") || sn.HasFlag("POWERED_DOWN") {
-		return OutcomeAgent, nil // handed back (or gone): the agent finished
+	insts, err := c.inst.List(ctx)
+	if err != nil || !slices.ContainsFunc(insts, func(in cloud.Instance) bool { return in.ID == n.InstanceID && in.Live() && in.Node == n.Node }) {
+		return OutcomeAgent, nil // the instance is gone: whatever runs on the node now is another run
 	}
 	jobs, err := c.ops.JobsOnNode(ctx, n.Node)
 	if err != nil {
 		return OutcomeAgent, nil
 	}
-	c.log.Error("the node's agent announced a spot interruption but did not hand the node back by the deadline: requeueing at once",
-		"node", n.Node, "instance_id", n.InstanceID, "jobs", len(jobs))
-	if _, err := c.h.RequeueNow(ctx, n, "spot interruption; the node's agent did not finish by the deadline"); err != nil {
+	var still []interruption.Job
+	for _, j := range jobs {
+		if slices.ContainsFunc(seen, func(s interruption.Job) bool { return s.ID == j.ID && s.RestartCount == j.RestartCount }) {
+			still = append(still, j)
+		}
+	}
+	if len(still) == 0 {
+		return OutcomeAgent, nil
+	}
+	c.log.Error("the node's agent announced a spot interruption but its jobs are still there at the deadline: requeueing them at once",
+		"node", n.Node, "instance_id", n.InstanceID, "jobs", len(still))
+	if _, err := c.h.RequeueRuns(ctx, n, still, "spot interruption; the node's agent did not finish by the deadline"); err != nil {
 		return OutcomeAgentLate, err
 	}
 	return OutcomeAgentLate, nil

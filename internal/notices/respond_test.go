@@ -170,11 +170,34 @@ func TestAgentAnnounced(t *testing.T) {
 		t.Errorf("the sizer recorded the agent's notice again: %+v", r.st.ins)
 	}
 
-	// the agent finished (the node is powering down): nothing to do
-	r = newRig(t, "POWERING_DOWN")
+	// the agent finished: the run left the node: nothing to do
+	r = newRig(t)
 	r.st.AddInterruption(context.Background(), sizerapi.Interruption{InstanceID: inst, Node: "a10g-1", Action: "terminate", Time: t0})
-	if out, err := r.c.Handle(context.Background(), spot(inst)); out != OutcomeAgent || err != nil || len(r.sl.Calls()) != 0 {
+	r.c.o.Sleep = func(ctx context.Context, d time.Duration) {
+		r.cl.Sleep(ctx, d)
+		if d > time.Minute { // the watchdog's wait: meanwhile the agent requeued job 7
+			r.sl.Requeue(ctx, 7)
+		}
+	}
+	if out, err := r.c.Handle(context.Background(), spot(inst)); out != OutcomeAgent || err != nil || slices.Contains(r.sl.Calls(), "update a10g-1 DRAIN") {
 		t.Fatalf("Handle = %s %v, calls %q", out, err, r.sl.Calls())
+	}
+	if n := strings.Count(strings.Join(r.sl.Calls(), "\n"), "requeue 7"); n != 1 {
+		t.Fatalf("job 7 requeued %d times", n)
+	}
+
+	// by the deadline the instance is gone and the node runs the relaunched
+	// job on a new instance: never touched
+	r = newRig(t)
+	r.st.AddInterruption(context.Background(), sizerapi.Interruption{InstanceID: inst, Node: "a10g-1", Action: "terminate", Time: t0})
+	r.c.o.Sleep = func(ctx context.Context, d time.Duration) {
+		r.cl.Sleep(ctx, d)
+		if d > time.Minute {
+			r.inst.insts = []cloud.Instance{{ID: "i-00b0000000000000f", Node: "a10g-1", State: "running"}}
+		}
+	}
+	if out, _ := r.c.Handle(context.Background(), spot(inst)); out != OutcomeAgent || len(r.sl.Calls()) != 0 {
+		t.Fatalf("Handle = %s, calls %q", out, r.sl.Calls())
 	}
 }
 
