@@ -20,10 +20,12 @@ const NotePrefix = "burst-requeue "
 //	burst-requeue lost=a10g-2 instance=i-0abc run=2026-12-01T11:32:06Z restart=0 by=agent: spot interruption (terminate)
 //
 // burst-suspend's epilog reads it at the end of that run to hold the job's
-// other nodes for its relaunch (internal/lifecycle). It names the run (its
-// start time and restart count), so a later, normal end of the job is not
-// taken for the requeue. Admins see it in squeue, scontrol show job and
-// sacct.
+// other nodes for its relaunch (internal/lifecycle), and marks it used
+// (Consumed: "burst-requeued ...", which ParseNote does not take), so the
+// later, normal end of the relaunched run is not taken for the requeue.
+// The restart count names the run (Slurm counts the requeue before the
+// epilog runs; a job's start time at that epilog is the requeue's, not the
+// run's). Admins see it in squeue, scontrol show job and sacct.
 type Note struct {
 	Lost     []string  // nodes being lost, sorted
 	Instance string    // the instance behind the first of them; "" unknown
@@ -106,12 +108,44 @@ func ParseNote(s string) (Note, bool) {
 	return n, true
 }
 
+// ParseConsumed reads a note the epilog used, with the nodes it held.
+func ParseConsumed(s string) (n Note, held []string, ok bool) {
+	rest, found := strings.CutPrefix(s, ConsumedPrefix)
+	if !found {
+		return Note{}, nil, false
+	}
+	if i := strings.LastIndex(rest, "; held "); i >= 0 && strings.HasSuffix(rest, " for the relaunch") {
+		held = strings.Split(strings.TrimSuffix(rest[i+len("; held "):], " for the relaunch"), ",")
+		rest = rest[:i]
+	}
+	n, ok = ParseNote(NotePrefix + rest)
+	if !ok {
+		return Note{}, nil, false
+	}
+	return n, held, true
+}
+
 // Ends reports whether j, as Slurm shows it in its EpilogSlurmctld, is the
-// end of the run this note requeued: the same start time, and a restart
-// count one higher (Slurm counts the requeue before the epilog runs). The
-// end of the relaunched run has another start time.
-func (n Note) Ends(j slurm.Job) bool {
-	return !n.Run.IsZero() && j.StartTime.UTC().Truncate(time.Second).Equal(n.Run) && j.RestartCount == n.Restart+1
+// end of the run this note requeued: a restart count one higher (Slurm
+// counts the requeue before the epilog runs). The epilog consumes the note
+// (Consumed), so the end of the relaunched run, with the same count, is
+// not taken for it.
+func (n Note) Ends(j slurm.Job) bool { return j.RestartCount == n.Restart+1 }
+
+// ConsumedPrefix starts a note the epilog has used.
+const ConsumedPrefix = "burst-requeued "
+
+// Consumed is the note once the epilog held nodes for the relaunch (or
+// decided not to): what the admin reads afterwards; ParseNote refuses it.
+func (n Note) Consumed(held []string) string {
+	s := ConsumedPrefix + strings.TrimPrefix(n.String(), NotePrefix)
+	if len(held) > 0 {
+		s += "; held " + strings.Join(held, ",") + " for the relaunch"
+	}
+	if len(s) > slurm.MaxAdminComment {
+		s = s[:slurm.MaxAdminComment]
+	}
+	return s
 }
 
 // IsLost reports whether the note names node as lost.

@@ -20,13 +20,23 @@ func TestNoteRoundTrip(t *testing.T) {
 	if !ok || !slices.Equal(got.Lost, []string{"a10g-1", "a10g-2"}) || got.Instance != "i-0abc12345" || !got.Run.Equal(runStart) || got.Restart != 4 || got.By != "sizer" {
 		t.Fatalf("ParseNote = %+v, %v", got, ok)
 	}
-	if !got.Ends(slurm.Job{StartTime: runStart.Add(500 * time.Millisecond), RestartCount: 5}) {
+	if !got.Ends(slurm.Job{StartTime: runStart.Add(20 * time.Second), RestartCount: 5}) {
 		t.Error("the requeued run's epilog is not recognised")
 	}
-	for _, j := range []slurm.Job{{StartTime: runStart.Add(40 * time.Second), RestartCount: 5}, {StartTime: runStart, RestartCount: 4}, {RestartCount: 5}} {
+	for _, j := range []slurm.Job{{RestartCount: 4}, {RestartCount: 6}} {
 		if got.Ends(j) {
-			t.Errorf("Ends(%+v): a later run (or the run itself before its requeue) taken for the requeue", j)
+			t.Errorf("Ends(%+v): another run taken for the requeue", j)
 		}
+	}
+	c := got.Consumed([]string{"a10g-3"})
+	if _, ok := ParseNote(c); ok || !strings.HasPrefix(c, "burst-requeued lost=a10g-1,a10g-2 ") || !strings.HasSuffix(c, "; held a10g-3 for the relaunch") {
+		t.Errorf("Consumed = %q", c)
+	}
+	if back, held, ok := ParseConsumed(c); !ok || !slices.Equal(held, []string{"a10g-3"}) || back.Restart != 4 || !slices.Equal(back.Lost, got.Lost) {
+		t.Errorf("ParseConsumed(%q) = %+v %v %v", c, back, held, ok)
+	}
+	if _, held, ok := ParseConsumed(got.Consumed(nil)); !ok || len(held) != 0 {
+		t.Errorf("consumed without a hold: %v %v", held, ok)
 	}
 	if n := (Note{Lost: []string{"x"}, By: "agent", Run: runStart}).String(); !strings.Contains(n, "instance=- ") {
 		t.Errorf("no instance: %q", n)

@@ -14,7 +14,8 @@ import (
 // AdminComment for this very run): the nodes not lost and still healthy
 // are held for the job's relaunch, so that Slurm allocates them again
 // (it prefers powered-up idle nodes) and only the lost node is replaced.
-// Everything else comes back in rest.
+// Everything else comes back in rest. The note is then marked used, so the
+// relaunched run's own end releases everything.
 func (r *Releaser) requeueHold(ctx context.Context, jobID uint32, nodes []string, states map[string]slurm.Node) (held, rest []string, note interruption.Note) {
 	if r.Cfg.Teardown.RequeueHold.Duration <= 0 || r.Linger == nil || jobID == 0 {
 		return nil, nodes, note
@@ -26,7 +27,12 @@ func (r *Releaser) requeueHold(ctx context.Context, jobID uint32, nodes []string
 	}
 	j := js[0]
 	note, ok := interruption.ParseNote(j.AdminComment)
-	if !ok || !note.Ends(j) {
+	if !ok {
+		return nil, nodes, note
+	}
+	if !note.Ends(j) {
+		logOr(r.Log).Info("the ended job's requeue note is of another run; not holding its nodes", "job", jobID, "state", j.State,
+			"restarts", j.RestartCount, "note_restart", note.Restart)
 		return nil, nodes, note
 	}
 	for _, n := range nodes {
@@ -35,6 +41,16 @@ func (r *Releaser) requeueHold(ctx context.Context, jobID uint32, nodes []string
 		} else {
 			held = append(held, n)
 		}
+	}
+	ac, ok := r.Slurm.(slurm.AdminCommenter)
+	if !ok {
+		logOr(r.Log).Warn("cannot mark the requeue note used (the Slurm client sets no admin comments); not holding nodes", "job", jobID)
+		return nil, nodes, note
+	}
+	if err := ac.SetAdminComment(ctx, jobID, note.Consumed(held)); err != nil {
+		// unmarked, the relaunched run's end would hold its nodes again
+		logOr(r.Log).Warn("marking the requeue note used; not holding nodes", "job", jobID, "err", err)
+		return nil, nodes, note
 	}
 	return held, rest, note
 }

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,8 +66,13 @@ func TestReleaseHoldsSurvivorsOfARequeuedJob(t *testing.T) {
 		t.Errorf("release reasons %v", reasons)
 	}
 
+	j, _ := sl.Job(7)
+	if _, ok := interruption.ParseNote(j.AdminComment); ok || !strings.HasPrefix(j.AdminComment, "burst-requeued ") || !strings.HasSuffix(j.AdminComment, "held l4-1,l4-4 for the relaunch") {
+		t.Errorf("the note after the hold: %q, want it marked used", j.AdminComment)
+	}
+
 	// the relaunched run ends normally: nothing is held
-	job.StartTime, job.Nodes = start.Add(5*time.Minute), "l4-[1,4]"
+	job.StartTime, job.Nodes, job.AdminComment = start.Add(5*time.Minute), "l4-[1,4]", j.AdminComment
 	sl.SetJobs(job)
 	sl.SetNodes(nodes[0], nodes[3])
 	lingers = nil
@@ -77,7 +83,7 @@ func TestReleaseHoldsSurvivorsOfARequeuedJob(t *testing.T) {
 	}
 
 	// requeue_hold 0: released at once
-	job.StartTime = start
+	job.AdminComment = note.String()
 	sl.SetJobs(job)
 	cfg.Teardown.RequeueHold.Duration = 0
 	if kept, _, _ := r.Release(context.Background(), 7, "l4-[1,4]"); len(kept) != 0 {
