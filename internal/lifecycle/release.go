@@ -71,7 +71,10 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 	}
 	// a job burst requeued after losing a node keeps its other nodes for
 	// its relaunch
-	held, ours, note := r.requeueHold(ctx, jobID, ours, states)
+	held, ours, lost, note := r.requeueHold(ctx, jobID, ours, states)
+	if len(lost) > 0 {
+		log.Info("leaving the lost nodes of the requeued job to the interruption handler", "job", jobID, "nodes", lost, "requeued_by", note.By)
+	}
 	if len(held) > 0 {
 		until := now().Add(r.Cfg.Teardown.RequeueHold.Duration)
 		if err := r.Linger(held, until, []uint32{jobID}); err != nil {

@@ -20,9 +20,10 @@ type lingerCall struct {
 
 // TestReleaseHoldsSurvivorsOfARequeuedJob: at the end of the run burst
 // requeued after a spot interruption of l4-2, the job's healthy nodes are
-// held for its relaunch (and the job poked); the lost node is released
-// with its interruption reason; a drained node is never held. The later,
-// normal end of the relaunched run releases everything.
+// held for its relaunch (and the job poked); the lost node is left to the
+// interruption handler (which hands it back once the job is eligible
+// again); a drained node is never held. The later, normal end of the
+// relaunched run releases everything.
 func TestReleaseHoldsSurvivorsOfARequeuedJob(t *testing.T) {
 	cfg := demoConfig(t)
 	cfg.Teardown.RequeueHold.Duration = 90 * time.Second
@@ -47,7 +48,7 @@ func TestReleaseHoldsSurvivorsOfARequeuedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(kept, []string{"l4-1", "l4-4"}) || !slices.Equal(released, []string{"l4-2", "l4-3"}) {
+	if !slices.Equal(kept, []string{"l4-1", "l4-4"}) || !slices.Equal(released, []string{"l4-3"}) {
 		t.Fatalf("kept %v released %v", kept, released)
 	}
 	if len(lingers) != 1 || !slices.Equal(lingers[0].nodes, []string{"l4-1", "l4-4"}) || !slices.Equal(lingers[0].waiting, []uint32{7}) ||
@@ -62,7 +63,7 @@ func TestReleaseHoldsSurvivorsOfARequeuedJob(t *testing.T) {
 		}
 		reasons[u.Names[0]] = u.Reason
 	}
-	if reasons["l4-2"] != "burst: spot interruption i-0abc" || reasons["l4-3"] != "burst: job 7 ended" {
+	if _, ok := reasons["l4-2"]; ok || reasons["l4-3"] != "burst: job 7 ended" {
 		t.Errorf("release reasons %v", reasons)
 	}
 
