@@ -117,12 +117,16 @@ func New(ops SlurmOps, rec Recorder, o Options) (*Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	h := &Handler{rec: rec, opts: o, log: o.Logger.With("component", "interrupt", "node", o.Node)}
+	// the report of what happened to the jobs leaves before the hand-back
+	// terminates this instance (and its unsent spool)
 	core, err := interruption.New(ops, interruption.Options{CheckpointRoot: o.CheckpointRoot, Signal: o.Signal, Grace: o.Grace,
-		Reserve: o.Reserve, PollMarker: o.PollMarker, By: "agent", Now: o.Now, Logger: o.Logger})
+		Reserve: o.Reserve, PollMarker: o.PollMarker, By: "agent", Now: o.Now, Logger: o.Logger, BeforeHandBack: h.record})
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{core: core, rec: rec, opts: o, log: o.Logger.With("component", "interrupt", "node", o.Node)}, nil
+	h.core = core
+	return h, nil
 }
 
 // Handle dispatches a poller notice (imds.Poller.Handle).
@@ -164,7 +168,6 @@ func (h *Handler) Interrupt(ctx context.Context, a imds.InstanceAction) (sizerap
 		announced := h.announce(ctx, a.Action, start)
 		defer announced()
 		ev, err = h.core.Interrupt(ctx, interruption.Notice{Node: h.opts.Node, InstanceID: h.opts.InstanceID, Action: a.Action, Time: start, Deadline: a.Time})
-		h.record(ctx, ev)
 	})
 	if !ran {
 		return sizerapi.Event{}, nil

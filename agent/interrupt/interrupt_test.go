@@ -78,6 +78,7 @@ type fakeRecorder struct {
 	mu      sync.Mutex
 	recs    []sizerapi.Record
 	flushes int
+	ops     *fakeOps // when set, flushes are logged among its calls
 }
 
 func (r *fakeRecorder) Add(rec sizerapi.Record) error {
@@ -90,6 +91,9 @@ func (r *fakeRecorder) Flush(context.Context) error {
 	r.mu.Lock()
 	r.flushes++
 	r.mu.Unlock()
+	if r.ops != nil {
+		r.ops.log("report flushed")
+	}
 	return nil
 }
 
@@ -126,7 +130,7 @@ func TestInterruptSequence(t *testing.T) {
 		os.MkdirAll(dir, 0o755)
 		os.WriteFile(MarkerPath(dir, 0), []byte("step=40\n"), 0o644)
 	}
-	rec := &fakeRecorder{}
+	rec := &fakeRecorder{ops: ops}
 	ann := &fakeAnnouncer{}
 	h, err := New(ops, rec, Options{Node: "gpu-1", InstanceID: "i-0abc", CheckpointRoot: root,
 		Grace: time.Minute, PollMarker: 5 * time.Millisecond, Announcer: ann})
@@ -138,8 +142,10 @@ func TestInterruptSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := ops.Calls()
+	// the report of what happened to the jobs leaves before the hand-back
+	// terminates the instance (and its spool)
 	want := []string{`drain gpu-1 "burst: spot interruption i-0abc"`, "jobs gpu-1", "signal 11 USR1 batch=true", "jobs gpu-1", "note 11", "requeue 11", "startnow 11",
-		`power_down_force gpu-1 "burst: spot interruption i-0abc"`}
+		"report flushed", `power_down_force gpu-1 "burst: spot interruption i-0abc"`}
 	if !slices.Equal(calls, want) {
 		t.Fatalf("calls = %q\nwant %q", calls, want)
 	}

@@ -43,9 +43,13 @@ type Options struct {
 	// default 5 s.
 	MarkerSkew time.Duration
 	// By says who acts, in notes and logs: "agent" or "sizer".
-	By     string
-	Now    func() time.Time
-	Logger *slog.Logger
+	By string
+	// BeforeHandBack, if set, gets what happened to the jobs right before
+	// the node is handed back (the agent reports it then: the hand-back
+	// terminates its instance, and the unsent report with it).
+	BeforeHandBack func(ctx context.Context, ev sizerapi.Event)
+	Now            func() time.Time
+	Logger         *slog.Logger
 }
 
 // Handler runs the interruption sequence (see the package documentation).
@@ -190,6 +194,13 @@ func (h *Handler) runJobs(ctx context.Context, n Notice, checkpoint bool, why st
 		}
 	}
 	ev.Jobs = results
+	if h.opts.BeforeHandBack != nil {
+		sofar := ev
+		if err := errors.Join(errs...); err != nil {
+			sofar.Error = err.Error()
+		}
+		h.opts.BeforeHandBack(ctx, sofar)
+	}
 	if err := h.ops.PowerDownForce(ctx, n.Node, reason); err != nil {
 		errs = append(errs, fmt.Errorf("handing %s back (POWER_DOWN_FORCE): %w", n.Node, err))
 	}
