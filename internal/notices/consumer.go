@@ -42,6 +42,10 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
+// KindInvalid is the kind label of a message that is not an event burst
+// reads (the others are ec2events.Kind values).
+const KindInvalid = "invalid"
+
 // Instances lists the cluster's instances (cloud.Provider's List: one
 // DescribeInstances filtered by the cluster tag).
 type Instances interface {
@@ -204,7 +208,7 @@ func (c *Consumer) message(ctx context.Context, id, body, handle string) {
 	if err != nil {
 		// not an event burst acts on: dropped (never retried), said loudly
 		log.Warn("dropping a message from the interruption queue", "err", err, "bytes", len(body))
-		c.count.WithLabelValues("invalid", "dropped").Inc()
+		c.count.WithLabelValues(KindInvalid, OutcomeDropped).Inc()
 		c.delete(ctx, handle, log)
 		return
 	}

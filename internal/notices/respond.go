@@ -24,7 +24,13 @@ const (
 	OutcomeIgnored   = "ignored"    // a state change burst need not act on (pending, running)
 	OutcomeRetry     = "retry"      // could not tell yet (EC2 or Slurm unreachable): the message comes back
 	OutcomeError     = "error"      // acted, and some step failed (logged)
+	OutcomeDropped   = "dropped"    // kind "invalid": not an event burst acts on
 )
+
+// Outcomes are every outcome label value Handle and the reader give
+// (OutcomeDropped: a message that is not an event burst reads).
+var Outcomes = []string{OutcomeAgent, OutcomeAgentLate, OutcomeHandled, OutcomeRequeued, OutcomeNotOurs, OutcomeDuplicate,
+	OutcomeReconcile, OutcomeIgnored, OutcomeRetry, OutcomeError, OutcomeDropped}
 
 // spotActions are the agent announcements that stand for an interruption.
 var spotActions = []string{"terminate", "stop", "hibernate"}

@@ -23,10 +23,7 @@ import (
 // is released at its end, never kept warm.
 func TestRebalanceDrain(t *testing.T) {
 	s := start(t, stack.Options{})
-	script, err := filepath.Abs("../../examples/train/train.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
+	script := filepath.Join(jobFiles(t, s, "train.sh"), "train.sh")
 	ctx := context.Background()
 	cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--constraint=a10g", "--account=demo",
 		"--comment=burst: workload=train checkpoint=1m rebalance=checkpoint", script)

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -92,27 +91,48 @@ func metric(t *testing.T, s *stack.Stack, sample string) float64 {
 	return v
 }
 
-// torchPython is Debian's /usr/bin/python3 with python3-torch (or
-// BURST_TORCH_PYTHON); skips under -short or without torch, fails without
-// it under BURST_REQUIRE_TOOLS=1.
-func torchPython(t *testing.T) string {
+// torchPython is Debian's /usr/bin/python3 with python3-torch where the
+// cluster's Slurm runs (the host, or the Debian root of BURST_SLURM, whose
+// recipe includes python3-torch: scripts/slurm-roots.sh), as jobs see it;
+// skips without torch, fails without it under BURST_REQUIRE_TOOLS=1.
+func torchPython(t *testing.T, s *stack.Stack) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("SKIP: -short: the PyTorch example trains for real")
-	}
 	py := "/usr/bin/python3"
-	if p := os.Getenv("BURST_TORCH_PYTHON"); p != "" {
-		py = p
-	}
-	out, err := exec.Command(py, "-c", "import torch; print(torch.__version__)").CombinedOutput()
+	cmd := s.Cluster.RootEnv().Command(context.Background(), "", "/", py, "-c", "import torch; print(torch.__version__)")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		if os.Getenv("BURST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("PyTorch is missing (%s -c 'import torch': %v: %s); scripts/install-deps.sh installs python3-torch", py, err, out)
+		where := "the host"
+		if !s.Cluster.Slurm().Host() {
+			where = "the Debian root " + s.Cluster.Slurm().Root + " (scripts/slurm-roots.sh builds it with python3-torch)"
 		}
-		t.Skipf("SKIP: PyTorch is missing (%v); scripts/install-deps.sh installs python3-torch", err)
+		if os.Getenv("BURST_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("PyTorch is missing in %s (%s -c 'import torch': %v: %s); scripts/install-deps.sh installs python3-torch", where, py, err, out)
+		}
+		t.Skipf("SKIP: PyTorch is missing in %s (%v)", where, err)
 	}
-	t.Logf("torch %s (%s)", strings.TrimSpace(string(out)), py)
+	t.Logf("torch %s (%s, %s)", strings.TrimSpace(string(out)), py, s.Cluster.Slurm())
 	return py
+}
+
+// jobFiles copies files of examples/train where users keep their job
+// scripts, the cluster's shared directory (a Debian root's Slurm sees the
+// run directory, not this tree), and returns that directory.
+func jobFiles(t *testing.T, s *stack.Stack, names ...string) string {
+	t.Helper()
+	dir := filepath.Join(s.Cluster.Dir(), "work", "train")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join("..", "..", "examples", "train", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // freeStaticPort is a port free now outside the kernel's ephemeral range

@@ -51,8 +51,9 @@ func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 
 // referenceRun trains the example uninterrupted with the same seed, on two
 // local "nodes" (two torchruns on 127.0.0.1, gloo), as examples/train's
-// own tests do; wait returns its output once both ended.
-func referenceRun(t *testing.T, py, here, dir string) (wait func() string) {
+// own tests do, where the cluster's jobs run (the same torch); wait returns
+// its output once both ended.
+func referenceRun(t *testing.T, s *stack.Stack, py, here, dir string) (wait func() string) {
 	t.Helper()
 	port := strconv.Itoa(freeStaticPort(t))
 	out := &lockedBuf{}
@@ -69,7 +70,7 @@ func referenceRun(t *testing.T, py, here, dir string) (wait func() string) {
 		}
 		env = append(env, "SLURM_JOB_ID=42", "SLURM_NNODES=2", "SLURM_NODEID="+strconv.Itoa(node), "SLURM_RESTART_COUNT=0",
 			"BURST_CHECKPOINT_DIR="+dir, "DDP_PYTHON="+py, "DDP_NPROC_PER_NODE=1", "OMP_NUM_THREADS=1")
-		cmd := exec.Command("bash", append([]string{filepath.Join(here, "ddp-node.sh"), "127.0.0.1", port}, torchArgs()...)...)
+		cmd := s.Cluster.RootEnv().Command(context.Background(), "", dir, append([]string{"/bin/bash", filepath.Join(here, "ddp-node.sh"), "127.0.0.1", port}, torchArgs()...)...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
@@ -102,14 +103,17 @@ func referenceRun(t *testing.T, py, here, dir string) (wait func() string) {
 // those of an uninterrupted run with the same seed, bit for bit, and at
 // most one checkpoint interval of steps is redone.
 func TestSpotMultiNodeTorch(t *testing.T) {
-	py := torchPython(t)
+	if testing.Short() {
+		t.Skip("SKIP: -short: the PyTorch example trains for real")
+	}
 	s := start(t, stack.Options{Emulator: ec2emu.Options{NoticePeriod: time.Minute}})
-	here, err := filepath.Abs("../../examples/train")
-	if err != nil {
+	py := torchPython(t, s)
+	here := jobFiles(t, s, "train-ddp.sbatch", "ddp-node.sh", "ddp.py")
+	ref := filepath.Join(s.Cluster.Dir(), "work", "reference")
+	if err := os.MkdirAll(ref, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ref := t.TempDir()
-	waitRef := referenceRun(t, py, here, ref)
+	waitRef := referenceRun(t, s, py, here, ref)
 
 	ctx := context.Background()
 	work := filepath.Join(s.Cluster.Dir(), "work")

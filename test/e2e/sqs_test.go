@@ -31,10 +31,7 @@ func TestSQSDeadAgent(t *testing.T) {
 			c.Interruptions.AgentWait = config.D(5 * time.Second)
 		},
 	})
-	script, err := filepath.Abs("../../examples/train/train.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
+	script := filepath.Join(jobFiles(t, s, "train.sh"), "train.sh")
 	ctx := context.Background()
 	cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--constraint=a10g", "--account=demo", script)
 	cmd.Env = append(cmd.Env, "TRAIN_STEPS=30", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY="+strconv.Itoa(every),
