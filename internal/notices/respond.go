@@ -27,6 +27,11 @@ const (
 	OutcomeDropped   = "dropped"    // kind "invalid": not an event burst acts on
 )
 
+// MaxEventAge: a spot warning or rebalance recommendation older than this
+// (or this far in the future) is ignored; EC2's deadline is 2 minutes after
+// the warning.
+const MaxEventAge = 5 * time.Minute
+
 // Outcomes are every outcome label value Handle and the reader give
 // (OutcomeDropped: a message that is not an event burst reads).
 var Outcomes = []string{OutcomeAgent, OutcomeAgentLate, OutcomeHandled, OutcomeRequeued, OutcomeNotOurs, OutcomeDuplicate,
@@ -48,6 +53,13 @@ func (c *Consumer) Handle(ctx context.Context, ev ec2events.Event) (string, erro
 		log.Info("instance left running; reconciling now", "state", ev.State)
 		return OutcomeReconcile, nil
 	}
+	// a warning older than its own deadline (a message that waited in the
+	// queue while the sizer was down, or a replay) or from the future is
+	// not acted on: the instance it speaks of is gone or the clock is off
+	if age := c.o.Now().Sub(ev.Time); age > MaxEventAge || age < -MaxEventAge {
+		log.Warn("EC2 event too old or from the future; ignored", "event_time", ev.Time, "age", age)
+		return OutcomeIgnored, nil
+	}
 	key := string(ev.Kind) + "/" + ev.InstanceID
 	if c.firstSight(key) {
 		defer c.forgetOnRetry(key)
@@ -60,14 +72,20 @@ func (c *Consumer) Handle(ctx context.Context, ev ec2events.Event) (string, erro
 		c.retry(key)
 		return OutcomeRetry, fmt.Errorf("listing the cluster's instances: %w", err)
 	}
-	node, live := "", false
+	node, live, spot := "", false, false
 	for _, in := range insts {
 		if in.ID == ev.InstanceID {
-			node, live = in.Node, in.Live()
+			node, live, spot = in.Node, in.Live(), in.Capacity == cloud.Spot
 		}
 	}
 	if node == "" {
 		log.Warn("EC2 event for an instance that is not one of this cluster's nodes; ignored")
+		return OutcomeNotOurs, nil
+	}
+	if !spot {
+		// EC2 sends interruption warnings and rebalance recommendations
+		// for spot instances only
+		log.Warn("EC2 spot event for an on-demand instance of the cluster; not trusted, ignored", "node", node)
 		return OutcomeNotOurs, nil
 	}
 	if !live {

@@ -91,7 +91,8 @@ func newRig(t *testing.T, nodeFlags ...string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.inst = &fakeInstances{insts: []cloud.Instance{{ID: inst, Node: "a10g-1", State: "running"}, {ID: "i-00b0000000000000b", State: "running"}}}
+	r.inst = &fakeInstances{insts: []cloud.Instance{{ID: inst, Node: "a10g-1", State: "running", Capacity: cloud.Spot},
+		{ID: "i-00b0000000000000b", State: "running", Capacity: cloud.Spot}, {ID: "i-00b0000000000000d", Node: "a10g-2", State: "running", Capacity: cloud.OnDemand}}}
 	r.c, err = New(nopSQS{}, r.inst, r.st, h, ops, Options{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q",
 		Expect: ec2events.Expect{Region: "us-east-1"}, AgentWait: 10 * time.Second, Now: r.cl.Now, Sleep: r.cl.Sleep, Kick: func() { r.kicks++ }})
 	if err != nil {
@@ -193,7 +194,7 @@ func TestAgentAnnounced(t *testing.T) {
 	r.c.o.Sleep = func(ctx context.Context, d time.Duration) {
 		r.cl.Sleep(ctx, d)
 		if d > time.Minute {
-			r.inst.insts = []cloud.Instance{{ID: "i-00b0000000000000f", Node: "a10g-1", State: "running"}}
+			r.inst.insts = []cloud.Instance{{ID: "i-00b0000000000000f", Node: "a10g-1", State: "running", Capacity: cloud.Spot}}
 		}
 	}
 	if out, _ := r.c.Handle(context.Background(), spot(inst)); out != OutcomeAgent || len(r.sl.Calls()) != 0 {
@@ -214,13 +215,22 @@ func TestUnreachableNodeRequeuedAtOnce(t *testing.T) {
 
 func TestNotOursAndRetry(t *testing.T) {
 	r := newRig(t)
-	for _, id := range []string{"i-00b0000000000000b", "i-00b0000000000000c"} { // no node tag; not the cluster's
+	// no node tag; not the cluster's; on-demand (EC2 warns spot instances only)
+	for _, id := range []string{"i-00b0000000000000b", "i-00b0000000000000c", "i-00b0000000000000d"} {
 		if out, _ := r.c.Handle(context.Background(), spot(id)); out != OutcomeNotOurs {
 			t.Errorf("%s: %s", id, out)
 		}
 	}
 	if len(r.sl.Calls()) != 0 {
 		t.Fatalf("calls %q", r.sl.Calls())
+	}
+	// a warning that waited in the queue past its deadline, or one from the future
+	for _, at := range []time.Time{t0.Add(-time.Hour), t0.Add(time.Hour)} {
+		ev := spot(inst)
+		ev.Time = at
+		if out, _ := r.c.Handle(context.Background(), ev); out != OutcomeIgnored || len(r.sl.Calls()) != 0 {
+			t.Errorf("event of %v: %s, calls %q", at, out, r.sl.Calls())
+		}
 	}
 	r.inst.err = errors.New("RequestLimitExceeded")
 	if out, err := r.c.Handle(context.Background(), spot(inst)); out != OutcomeRetry || err == nil {
