@@ -162,9 +162,12 @@ func TestRunSpotInterruption(t *testing.T) {
 		t.Fatalf("agent exit status %d", code)
 	}
 	b, _ := os.ReadFile(calls)
+	const startTime = "2026-12-01T09:41:58Z" // job 5's start in the squeue fixture
 	want := []string{
 		"scontrol update nodename=gpu-1 state=DRAIN reason=burst: spot interruption i-0test",
 		"scancel --signal=USR1 --batch 5",
+		// the note the epilog reads to hold the job's other nodes
+		"scontrol update jobid=5 admincomment=burst-requeue lost=gpu-1 instance=i-0test run=" + startTime + " restart=0 by=agent: spot interruption",
 		"scontrol requeue 5",
 		"scontrol update jobid=5 starttime=now",
 		"scontrol update nodename=gpu-1 state=POWER_DOWN_FORCE reason=burst: spot interruption i-0test",

@@ -131,7 +131,8 @@ func iamCommand(out io.Writer) *cli.Command {
 		Name:  "iam-policy",
 		Usage: "print the least-privilege IAM policy of the head node's burst programs, or with --node of the nodes' instance role",
 		Description: "Covers exactly the EC2 actions burst calls (checked against the EC2 emulator's record of a full run), " +
-			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it. " +
+			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it, and, with interruptions.queue_url, " +
+				"exactly the SQS actions burst-sizer's reader of EventBridge interruption events calls, on that one queue. " +
 			"--node: secretsmanager:GetSecretValue on the munge secret (slurm.munge_key_source) and nothing else.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "account", Usage: "AWS account id to scope ARNs to (default any)"},
@@ -152,8 +153,12 @@ func iamCommand(out io.Writer) *cli.Command {
 				_, err = out.Write(doc)
 				return err
 			}
+			var queue string
+			if q, ok := cfg.Interruptions.Queue(); ok {
+				queue = q.ARN("")
+			}
 			doc, err := iampolicy.Render(ec2p.TagCluster, cfg.Cluster.Name, iampolicy.Options{
-				Region: cfg.Cluster.Region, Account: c.String("account"), PassRoleARN: c.String("pass-role")})
+				Region: cfg.Cluster.Region, Account: c.String("account"), PassRoleARN: c.String("pass-role"), InterruptionQueueARN: queue})
 			if err != nil {
 				return cmdline.Usage(err)
 			}

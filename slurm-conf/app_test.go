@@ -81,6 +81,12 @@ func TestIAMPolicy(t *testing.T) {
 	if !strings.Contains(out, `"aws:RequestTag/burst:cluster": "ml-prod"`) {
 		t.Fatalf("policy not scoped by the cluster tag:\n%s", out)
 	}
+	// the example names an interruption queue: its reader gets the two SQS
+	// actions on that queue alone
+	if !strings.Contains(out, `"arn:aws:sqs:us-east-1:123456789012:burst-ml-prod-interruptions"`) || !strings.Contains(out, `"sqs:ReceiveMessage"`) ||
+		strings.Count(out, `"sqs:`) != 2 {
+		t.Fatalf("policy lacks the interruption queue statement:\n%s", out)
+	}
 }
 
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {

@@ -18,7 +18,11 @@
 #   - before a spot instance is reclaimed, burst-agent sends the checkpoint
 #     signal (SIGUSR1 unless checkpoint_signal= says otherwise) to this batch
 #     shell, waits for $BURST_CHECKPOINT_DIR/.checkpointed-$SLURM_RESTART_COUNT,
-#     then requeues the job.
+#     then requeues the job;
+#   - on a rebalance recommendation (EC2: this instance is at elevated risk)
+#     burst drains the node, and with "rebalance=checkpoint" in the job's
+#     metadata sends SIGUSR2 to this batch shell: an early checkpoint, no
+#     marker; the job runs on.
 # The signal is handled between steps: a step in flight is abandoned (it is
 # redone after the requeue), so answering takes well under a second here;
 # a real job should answer within burst-agent's grace period (default 90 s).
@@ -62,8 +66,10 @@ if ((reached > step)); then
 fi
 
 signalled=0
+early=0
 sleeper=""
 trap 'signalled=1' USR1
+trap 'early=1' USR2
 trap 'if [[ -n $sleeper ]]; then kill "$sleeper" 2>/dev/null || true; fi; log "terminated at step $step"; exit 143' TERM
 
 while ((step < STEPS)); do
@@ -82,6 +88,11 @@ while ((step < STEPS)); do
 		kill "$sleeper" 2>/dev/null || true # interrupted by a signal: redo this step
 	fi
 	sleeper=""
+	if ((early)); then
+		early=0
+		save "$step"
+		log "early checkpoint at step $step (rebalance)"
+	fi
 	if ((signalled)); then
 		signalled=0
 		save "$step"

@@ -121,6 +121,36 @@ func TestCheckpointOnSignalAndResume(t *testing.T) {
 	}
 }
 
+// TestEarlyCheckpointOnUSR2: SIGUSR2 (burst's early checkpoint on a
+// rebalance recommendation, for jobs with rebalance=checkpoint) saves a
+// checkpoint and the job runs on: no marker, no exit.
+func TestEarlyCheckpointOnUSR2(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("SKIP: no bash")
+	}
+	dir := filepath.Join(t.TempDir(), "42")
+	out := &syncBuf{}
+	run := start(t, dir, 0, out)
+	waitFor(t, "step 7", out, func() bool { return readStep(t, filepath.Join(dir, "progress")) >= 7 })
+	if err := run.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the early checkpoint", out, func() bool { return strings.Contains(out.String(), "(rebalance)") })
+	m := regexp.MustCompile(`early checkpoint at step (\d+) \(rebalance\)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no early checkpoint line:\n%s", out.String())
+	}
+	if err := run.Wait(); err != nil {
+		t.Fatalf("the job did not run on after SIGUSR2: %v\n%s", err, out.String())
+	}
+	if at, _ := strconv.Atoi(m[1]); at < 7 || !strings.Contains(out.String(), "done: 30 steps") {
+		t.Fatalf("early checkpoint at %d:\n%s", at, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".checkpointed-0")); err == nil {
+		t.Error("SIGUSR2 wrote the interrupt marker")
+	}
+}
+
 func TestShellcheck(t *testing.T) {
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {

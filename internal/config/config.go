@@ -43,8 +43,10 @@ type Config struct {
 	Agent    Agent    `yaml:"agent"`
 	Teardown Teardown `yaml:"teardown"`
 	Warm     Warm     `yaml:"warm"`
-	Budgets  []Budget `yaml:"budgets"`
-	Log      Log      `yaml:"log"`
+	// Interruptions: EventBridge notices from SQS (interruptions.go).
+	Interruptions Interruptions `yaml:"interruptions"`
+	Budgets       []Budget      `yaml:"budgets"`
+	Log           Log           `yaml:"log"`
 
 	// Source is the file the configuration was loaded from ("" for defaults).
 	Source string `yaml:"-"`
@@ -257,6 +259,10 @@ type Agent struct {
 type Teardown struct {
 	ReleaseOnCompletion bool     `yaml:"release_on_completion"`
 	WarmReuse           Duration `yaml:"warm_reuse"` // hand a finished node to a waiting job within this window
+	// RequeueHold keeps the surviving nodes of a job burst requeued after a
+	// spot interruption (or another lost node) powered up for its relaunch
+	// this long, so that only the lost node is replaced; 0 releases them.
+	RequeueHold Duration `yaml:"requeue_hold"`
 }
 
 // Warm is the forecast-driven warm pool (internal/warm): burst-sizer serve
@@ -338,9 +344,11 @@ func Default() *Config {
 		Sizer: Sizer{Listen: "127.0.0.1:8472", URL: "https://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second),
 			TLS: SizerTLS{CAFile: "/etc/burst/sizer-ca.pem"}, IdentityCert: "/etc/burst/ec2-identity.pem", CredentialTTL: D(time.Hour)},
 		Agent:    Agent{ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
-		Teardown: Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute)},
+		Teardown: Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute), RequeueHold: D(2 * time.Minute)},
 		Warm:     Warm{Interval: D(time.Minute), Quantile: 0.95, HalfLife: D(30 * time.Minute), ProfileWeight: 0.5, LeadTime: D(2 * time.Minute)},
 		Log:      Log{File: "/var/log/burst/burst.log", Level: "info"},
+
+		Interruptions: Interruptions{AgentWait: D(10 * time.Second)},
 	}
 }
 

@@ -41,6 +41,7 @@ func (c *Config) ValidateWith(cat *catalog.Catalog) error {
 	v.sizer()
 	v.agentTeardown()
 	v.warm()
+	v.interruptions()
 	v.budgets()
 	v.log()
 	if len(v.probs) > 0 {
@@ -396,6 +397,9 @@ func (v *validator) agentTeardown() {
 	}
 	if v.c.Teardown.WarmReuse.Duration < 0 {
 		v.add("teardown.warm_reuse", "must not be negative")
+	}
+	if v.c.Teardown.RequeueHold.Duration < 0 {
+		v.add("teardown.requeue_hold", "must not be negative (0 releases a requeued job's surviving nodes at once)")
 	}
 }
 

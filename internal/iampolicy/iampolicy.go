@@ -14,7 +14,10 @@
 //   - TerminateInstances only on instances carrying the cluster tag;
 //   - CreateLaunchTemplate only with the cluster tag;
 //   - the Describe* calls have no resource-level permissions in EC2, so
-//     they are limited to the region (aws:RequestedRegion) when one is given.
+//     they are limited to the region (aws:RequestedRegion) when one is given;
+//   - with an interruption queue (burst.yaml interruptions.queue_url),
+//     burst-sizer's reader of EC2's EventBridge events gets exactly the SQS
+//     actions it calls (SQSActions) on that one queue's ARN.
 //
 // An admin-made launch template must carry the cluster tag, and any
 // volume or network-interface tags it sets must include it too.
@@ -44,6 +47,14 @@ var Actions = []string{
 	"ec2:TerminateInstances",
 }
 
+// SQSActions are the SQS API actions burst-sizer's interruption-queue
+// reader calls (internal/notices); the emulator's record of it is exactly
+// these.
+var SQSActions = []string{
+	"sqs:DeleteMessage",
+	"sqs:ReceiveMessage",
+}
+
 // Implied are permissions that EC2 checks during those calls although burst
 // never calls them as API actions, with the reason.
 var Implied = map[string]string{
@@ -58,6 +69,9 @@ type Options struct {
 	Partition   string // default "aws"
 	Account     string // account id; "" = any ("*")
 	PassRoleARN string // role of the nodes' instance profile; "" omits iam:PassRole
+	// InterruptionQueueARN is the SQS queue EventBridge delivers EC2's
+	// interruption events to; "" omits the SQS statement.
+	InterruptionQueueARN string
 }
 
 // Statement is one IAM policy statement.
@@ -76,9 +90,10 @@ type Document struct {
 }
 
 var (
-	tagKeyRe  = regexp.MustCompile(`^[\p{L}\p{N} +\-=._:@]{1,128}$`)
-	regionRe  = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
-	accountRe = regexp.MustCompile(`^\d{12}$`)
+	tagKeyRe   = regexp.MustCompile(`^[\p{L}\p{N} +\-=._:@]{1,128}$`)
+	queueARNRe = regexp.MustCompile(`^arn:aws(-[a-z]+)*:sqs:([a-z]{2}(-[a-z]+)+-\d):(\d{12}):[A-Za-z0-9_-]{1,80}$`)
+	regionRe   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
+	accountRe  = regexp.MustCompile(`^\d{12}$`)
 )
 
 // Render returns the policy JSON for a cluster whose resources carry the
@@ -112,6 +127,17 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 	}
 	if opts.PassRoleARN != "" && !strings.HasPrefix(opts.PassRoleARN, "arn:") {
 		probs = append(probs, fmt.Sprintf("pass-role ARN %q does not start with arn:", opts.PassRoleARN))
+	}
+	if q := opts.InterruptionQueueARN; q != "" {
+		m := queueARNRe.FindStringSubmatch(q)
+		switch {
+		case m == nil:
+			probs = append(probs, fmt.Sprintf("interruption queue ARN %q is not arn:aws:sqs:REGION:ACCOUNT:NAME", q))
+		case opts.Region != "" && m[2] != opts.Region:
+			probs = append(probs, fmt.Sprintf("interruption queue %s is not in region %s", q, opts.Region))
+		case opts.Account != "" && m[4] != opts.Account:
+			probs = append(probs, fmt.Sprintf("interruption queue %s is not in account %s", q, opts.Account))
+		}
 	}
 	if len(probs) > 0 {
 		return Document{}, fmt.Errorf("rendering the IAM policy: %s", strings.Join(probs, "; "))
@@ -169,6 +195,10 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 	}}
 	if opts.Region != "" {
 		doc.Statement[len(doc.Statement)-1].Condition = map[string]map[string]any{"StringEquals": {"aws:RequestedRegion": opts.Region}}
+	}
+	if opts.InterruptionQueueARN != "" {
+		doc.Statement = append(doc.Statement, Statement{Sid: "BurstReadInterruptionQueue", Effect: "Allow",
+			Action: append([]string(nil), SQSActions...), Resource: []string{opts.InterruptionQueueARN}})
 	}
 	if opts.PassRoleARN != "" {
 		doc.Statement = append(doc.Statement, Statement{Sid: "BurstPassNodeRole", Effect: "Allow", Action: []string{"iam:PassRole"},

@@ -21,13 +21,15 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud"
 	cloudec2 "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/iampolicy"
+	"github.com/burst-hpc/burst/internal/notices"
 	"github.com/burst-hpc/burst/test/ec2emu"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// TestPolicyCoversExactlyRecordedActions runs every provider operation
-// against the emulator and checks the policy against what was called.
+// TestPolicyCoversExactlyRecordedActions runs every provider operation and
+// burst-sizer's interruption-queue reader against the emulator and checks
+// the policy against what was called, service by service.
 func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 	srv := ec2emu.New(ec2emu.Options{TimeScale: 1000})
 	if err := srv.Start(); err != nil {
@@ -64,14 +66,18 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
-	var recorded []string
-	for _, a := range srv.Actions() {
-		recorded = append(recorded, "ec2:"+a)
+	queueARN := readInterruptionQueue(t, srv, p)
+	recorded := srv.IAMActions()
+	want := append(append([]string(nil), iampolicy.Actions...), iampolicy.SQSActions...)
+	sort.Strings(want)
+	if !slices.Equal(recorded, want) {
+		t.Errorf("burst called %v\niampolicy.Actions + SQSActions = %v", recorded, want)
 	}
-	if !slices.Equal(recorded, iampolicy.Actions) {
-		t.Errorf("burst called %v\niampolicy.Actions = %v", recorded, iampolicy.Actions)
+	if !slices.Equal(iampolicy.SQSActions, notices.Actions) {
+		t.Errorf("iampolicy.SQSActions %v, the reader's own list %v", iampolicy.SQSActions, notices.Actions)
 	}
-	policy, err := iampolicy.Render("burst:cluster", "prod", iampolicy.Options{Region: "us-east-1", PassRoleARN: "arn:aws:iam::123456789012:role/burst-node"})
+	policy, err := iampolicy.Render("burst:cluster", "prod", iampolicy.Options{Region: "us-east-1", PassRoleARN: "arn:aws:iam::123456789012:role/burst-node",
+		InterruptionQueueARN: queueARN})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +85,7 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]string(nil), recorded...)
+	want = append([]string(nil), recorded...)
 	for a := range iampolicy.Implied {
 		want = append(want, a)
 	}
@@ -94,6 +100,12 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range doc.Statement {
+		if strings.HasPrefix(s.Action[0], "sqs:") {
+			if !slices.Equal(s.Resource, []string{queueARN}) || len(s.Condition) != 0 {
+				t.Errorf("statement %s (%v) is not on exactly the interruption queue: %v", s.Sid, s.Action, s.Resource)
+			}
+			continue
+		}
 		mutating := !strings.HasPrefix(s.Action[0], "ec2:Describe") && s.Action[0] != "iam:PassRole" && s.Sid != "BurstLaunchSupportingResources"
 		cond, _ := json.Marshal(s.Condition)
 		if mutating && !strings.Contains(string(cond), "Tag/burst:cluster\":\"prod\"") {
@@ -162,6 +174,9 @@ func TestRenderRejectsBadInput(t *testing.T) {
 		{"burst:cluster", "prod", iampolicy.Options{Region: "useast1"}, "region"},
 		{"burst:cluster", "prod", iampolicy.Options{Account: "12"}, "account"},
 		{"burst:cluster", "prod", iampolicy.Options{PassRoleARN: "role/x"}, "pass-role"},
+		{"burst:cluster", "prod", iampolicy.Options{InterruptionQueueARN: "arn:aws:sqs:us-east-1:123456789012:*"}, "interruption queue"},
+		{"burst:cluster", "prod", iampolicy.Options{Region: "us-east-1", InterruptionQueueARN: "arn:aws:sqs:eu-west-1:123456789012:q"}, "not in region"},
+		{"burst:cluster", "prod", iampolicy.Options{Account: "123456789012", InterruptionQueueARN: "arn:aws:sqs:us-east-1:210987654321:q"}, "not in account"},
 	} {
 		if _, err := iampolicy.Render(c.key, c.name, c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Render(%q, %q, %+v) err = %v, want one naming %s", c.key, c.name, c.opts, err, c.want)

@@ -77,8 +77,15 @@ type Metadata struct {
 	Checkpoint       time.Duration // checkpoint interval (checkpoint=30m)
 	NoCheckpoint     bool          // checkpoint=none: the job cannot checkpoint
 	CheckpointSignal string        // checkpoint_signal=USR1: signal the agent sends before a spot interruption
-	Capacity         Capacity      // capacity=spot|on-demand
-	Keys             []string      // keys given, in order (for messages)
+	// CheckpointTo is where the checkpoint signal goes (checkpoint_to=):
+	// the batch shell (default) or every process of every step.
+	CheckpointTo CheckpointTarget
+	// Rebalance is what a rebalance recommendation does to the job
+	// (rebalance=): nothing beyond draining its node (default), or an early
+	// checkpoint (SIGUSR2 to the batch shell).
+	Rebalance RebalanceAction
+	Capacity  Capacity // capacity=spot|on-demand
+	Keys      []string // keys given, in order (for messages)
 }
 
 // HasModel reports whether the job gave its parameter count.
@@ -123,7 +130,34 @@ func (e *MetadataError) Error() string {
 }
 
 // metadataKeys lists every key with its help text (shown for unknown keys).
-var metadataKeys = []string{"params", "dataset", "tokens", "epochs", "deadline", "workload", "precision", "checkpoint", "checkpoint_signal", "capacity"}
+var metadataKeys = []string{"params", "dataset", "tokens", "epochs", "deadline", "workload", "precision", "checkpoint", "checkpoint_signal", "checkpoint_to", "rebalance", "capacity"}
+
+// CheckpointTarget is where burst sends a job's checkpoint signal.
+type CheckpointTarget string
+
+// Checkpoint targets (checkpoint_to=).
+const (
+	// CheckpointToBatch: the batch shell only (scancel --batch), which
+	// forwards the request to its ranks (examples/train writes the request
+	// file rank 0 reads). The default.
+	CheckpointToBatch CheckpointTarget = ""
+	// CheckpointToSteps: every process of every step on every node of the
+	// job (scancel without --batch): each rank takes the signal itself.
+	CheckpointToSteps CheckpointTarget = "steps"
+)
+
+// RebalanceAction is what a rebalance recommendation does to a job.
+type RebalanceAction string
+
+// Rebalance actions (rebalance=).
+const (
+	// RebalanceDrain: the node is drained (no new jobs); the job runs on
+	// undisturbed. The default.
+	RebalanceDrain RebalanceAction = ""
+	// RebalanceCheckpoint: the node is drained and the job's batch shell
+	// gets SIGUSR2, examples/train's early checkpoint (no marker, no requeue).
+	RebalanceCheckpoint RebalanceAction = "checkpoint"
+)
 
 // ParseMetadata parses burst metadata out of a job comment (or --extra
 // string). Only the text after the first "burst:" is read; a comment without
@@ -269,6 +303,24 @@ func (md *Metadata) set(key, val string) *MetadataError {
 			return bad(fmt.Sprintf("checkpoint_signal=%s is not a signal burst can send", val), "use one of USR1, USR2, TERM, INT, HUP, CONT")
 		}
 		md.CheckpointSignal = sig
+	case "checkpoint_to":
+		switch strings.ToLower(val) {
+		case "batch":
+			md.CheckpointTo = CheckpointToBatch
+		case "steps":
+			md.CheckpointTo = CheckpointToSteps
+		default:
+			return bad(fmt.Sprintf("checkpoint_to=%s is not known", val), "use checkpoint_to=batch (the batch shell, the default) or checkpoint_to=steps (every process of every step)")
+		}
+	case "rebalance":
+		switch strings.ToLower(val) {
+		case "drain", "none":
+			md.Rebalance = RebalanceDrain
+		case "checkpoint":
+			md.Rebalance = RebalanceCheckpoint
+		default:
+			return bad(fmt.Sprintf("rebalance=%s is not known", val), "use rebalance=drain (the default) or rebalance=checkpoint (an early checkpoint: SIGUSR2 to the batch shell)")
+		}
 	case "workload":
 		w := Workload(strings.ToLower(val))
 		switch w {
@@ -338,6 +390,10 @@ func example(key string) string {
 		return "spot"
 	case "checkpoint_signal":
 		return "USR1"
+	case "checkpoint_to":
+		return "steps"
+	case "rebalance":
+		return "checkpoint"
 	}
 	return "..."
 }

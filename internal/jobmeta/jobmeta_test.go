@@ -45,6 +45,9 @@ func TestParseMetadata(t *testing.T) {
 		{in: "burst: params= dataset=1TB", want: Metadata{DatasetBytes: 1e12}, errs: []string{"empty value"}},
 		{in: "burst: verbose", errs: []string{`"verbose" is not key=value`}},
 		{in: "burst: workload=dance precision=fp64 capacity=cheap checkpoint_signal=KILL", errs: []string{"workload=dance", "precision=fp64", "capacity=cheap", "checkpoint_signal=KILL"}},
+		{in: "burst: checkpoint_to=steps rebalance=checkpoint", want: Metadata{CheckpointTo: CheckpointToSteps, Rebalance: RebalanceCheckpoint}},
+		{in: "burst: checkpoint_to=batch rebalance=drain", want: Metadata{}},
+		{in: "burst: checkpoint_to=everyone rebalance=migrate", errs: []string{"checkpoint_to=everyone", "rebalance=migrate"}},
 		{in: "burst: dataset=2XB epochs=-1 checkpoint=0s", errs: []string{"dataset=2XB", "epochs=-1", "checkpoint=0s"}},
 	}
 	for _, c := range cases {
@@ -70,7 +73,8 @@ func TestParseMetadata(t *testing.T) {
 				if got.Params != c.want.Params || got.DatasetBytes != c.want.DatasetBytes || got.Tokens != c.want.Tokens ||
 					got.Epochs != c.want.Epochs || got.Deadline != c.want.Deadline || got.Workload != c.want.Workload ||
 					got.Precision != c.want.Precision || got.Checkpoint != c.want.Checkpoint || got.NoCheckpoint != c.want.NoCheckpoint ||
-					got.CheckpointSignal != c.want.CheckpointSignal || got.Capacity != c.want.Capacity {
+					got.CheckpointSignal != c.want.CheckpointSignal || got.Capacity != c.want.Capacity ||
+					got.CheckpointTo != c.want.CheckpointTo || got.Rebalance != c.want.Rebalance {
 					t.Errorf("got %+v\nwant %+v", got, c.want)
 				}
 			}

@@ -49,9 +49,12 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 	}
 	// nodes already on their way down (a failed resume handed them back with
 	// its reason) keep that reason: it is what the admin needs to see
+	var states map[string]slurm.Node
 	if ns, err := r.Slurm.Nodes(ctx, ours...); err == nil {
+		states = map[string]slurm.Node{}
 		down := map[string]bool{}
 		for _, n := range ns {
+			states[n.Name] = n
 			if n.HasFlag("POWER_DOWN") || n.HasFlag("POWERING_DOWN") || n.HasFlag("POWERED_DOWN") {
 				down[n.Name] = true
 			}
@@ -67,32 +70,78 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 	if len(ours) == 0 {
 		return nil, nil, nil
 	}
-	if w := r.Cfg.Teardown.WarmReuse.Duration; w > 0 && r.Linger != nil {
+	// a job burst requeued after losing a node keeps its other nodes for
+	// its relaunch
+	held, ours, lost, note := r.requeueHold(ctx, jobID, ours, states)
+	if len(lost) > 0 {
+		log.Info("leaving the lost nodes of the requeued job to the interruption handler", "job", jobID, "nodes", lost, "requeued_by", note.By)
+	}
+	if len(held) > 0 {
+		until := now().Add(r.Cfg.Teardown.RequeueHold.Duration)
+		if err := r.Linger(held, until, []uint32{jobID}); err != nil {
+			log.Warn("cannot hold the surviving nodes for the requeued job; releasing them", "job", jobID, "nodes", held, "err", err)
+			ours = append(ours, held...)
+		} else {
+			log.Info("holding the surviving nodes for the requeued job's relaunch", "job", jobID, "nodes", held,
+				"lost", note.Lost, "requeued_by", note.By, "until", until)
+			kept = append(kept, held...)
+		}
+	}
+	// a drained node (a rebalance recommendation, an admin) is never kept warm
+	var keepable []string
+	for _, n := range ours {
+		if healthy(states, n) {
+			keepable = append(keepable, n)
+		} else {
+			released = append(released, n)
+		}
+	}
+	if w := r.Cfg.Teardown.WarmReuse.Duration; w > 0 && r.Linger != nil && len(keepable) > 0 {
 		pending, err := waitingJobs(ctx, r.Slurm, jobID)
 		if err != nil {
 			log.Warn("listing pending jobs for warm reuse; releasing", "err", err)
 		}
-		var waiting []uint32
-		kept, released, waiting = r.keepFor(pending, jobID, ours)
-		if len(kept) > 0 {
-			if err := r.Linger(kept, now().Add(w), waiting); err != nil {
+		k, rel, waiting := r.keepFor(pending, jobID, keepable)
+		released = append(released, rel...)
+		if len(k) > 0 {
+			if err := r.Linger(k, now().Add(w), waiting); err != nil {
 				log.Warn("cannot keep nodes warm; releasing them", "err", err)
-				released, kept = append(released, kept...), nil
+				released = append(released, k...)
+			} else {
+				kept = append(kept, k...)
 			}
 		}
 	} else {
-		released = ours
+		released = append(released, keepable...)
 	}
 	if len(released) == 0 {
 		return kept, nil, nil
 	}
-	hl, err := hostlist.Compress(released)
-	if err != nil {
-		hl = strings.Join(released, ",")
+	// a drained node keeps burst's reason for draining it (a spot
+	// interruption, a rebalance recommendation): it says why it left
+	ended := fmt.Sprintf("burst: job %d ended", jobID)
+	byReason := map[string][]string{}
+	var reasons []string
+	for _, n := range released {
+		reason := ended
+		if st, ok := states[n]; ok && st.HasFlag("DRAIN") && strings.HasPrefix(st.Reason, "burst: ") {
+			reason = st.Reason
+		}
+		if _, ok := byReason[reason]; !ok {
+			reasons = append(reasons, reason)
+		}
+		byReason[reason] = append(byReason[reason], n)
 	}
-	err = r.Slurm.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{hl}, State: "POWER_DOWN_ASAP",
-		Reason: fmt.Sprintf("burst: job %d ended", jobID)})
-	log.Info("released at job end", "job", jobID, "nodes", hl, "err", err)
+	var ups []slurm.NodeUpdate
+	for _, reason := range reasons {
+		hl, herr := hostlist.Compress(byReason[reason])
+		if herr != nil {
+			hl = strings.Join(byReason[reason], ",")
+		}
+		ups = append(ups, slurm.NodeUpdate{Names: []string{hl}, State: "POWER_DOWN_ASAP", Reason: reason})
+	}
+	err = r.Slurm.UpdateNodes(ctx, ups...)
+	log.Info("released at job end", "job", jobID, "nodes", strings.Join(released, ","), "err", err)
 	return kept, released, err
 }
 
@@ -198,7 +247,9 @@ func waitingReason(r string) bool {
 // leaves COMPLETING nothing schedules until the next periodic pass (up to
 // 30 s), so the node would sit idle. Updating a waiting job is such an
 // event (`scontrol update jobid=N starttime=now`, harmless for an eligible
-// job).
+// job). A job requeued after a spot interruption is still COMPLETING while
+// its epilog runs; Poke waits for it to be pending again too, and the same
+// update clears the ~120 s BeginTime hold Slurm gives a requeued job.
 func Poke(ctx context.Context, sl interface {
 	Slurm
 	StartNow(ctx context.Context, jobID uint32) error
@@ -214,7 +265,15 @@ func Poke(ctx context.Context, sl interface {
 			}
 		}
 		if idle {
-			break
+			js, err := sl.Jobs(ctx, waiting...)
+			for _, j := range js {
+				if j.State != "PENDING" {
+					idle = false
+				}
+			}
+			if err == nil && idle {
+				break
+			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

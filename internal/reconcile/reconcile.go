@@ -68,8 +68,9 @@ type Reconciler struct {
 	o     Options
 	log   *slog.Logger
 
-	mu  sync.Mutex
-	mem *Memory
+	mu   sync.Mutex
+	mem  *Memory
+	kick chan struct{} // Kick: a pass now (kick.go)
 
 	actions *prometheus.CounterVec
 	runs    *prometheus.CounterVec
@@ -129,7 +130,7 @@ func New(c Cloud, s Slurm, o Options) (*Reconciler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Reconciler{cloud: c, slurm: s, o: o, log: o.Logger, mem: NewMemory()}
+	r := &Reconciler{cloud: c, slurm: s, o: o, log: o.Logger, mem: NewMemory(), kick: make(chan struct{}, 1)}
 	r.actions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_reconcile_actions_total",
 		Help: "Reconciler actions taken (terminate, hand-back) by reason; failed ones are counted in burst_reconcile_action_errors_total too."}, []string{"action", "reason"})
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_reconcile_action_errors_total",
@@ -334,8 +335,8 @@ func (r *Reconciler) waitPending(ctx context.Context, ids []uint32) []uint32 {
 	}
 }
 
-// Run runs a pass every interval until ctx ends; errors are logged, never
-// fatal.
+// Run runs a pass every interval, and at once after Kick, until ctx ends;
+// errors are logged, never fatal.
 func (r *Reconciler) Run(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = 30 * time.Second
@@ -352,6 +353,7 @@ func (r *Reconciler) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-r.kick:
 		}
 	}
 }

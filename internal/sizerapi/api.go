@@ -201,7 +201,7 @@ type JobSummary struct {
 	IdleGPUSeconds float64 `json:"idle_gpu_seconds"`
 }
 
-// Event is a spot interruption (or rebalance) the agent handled.
+// Event is a spot interruption (or rebalance) the agent (or the sizer) handled.
 type Event struct {
 	InstanceID string    `json:"instance_id"`
 	Action     string    `json:"action"` // terminate, stop, hibernate, rebalance
@@ -220,7 +220,9 @@ type JobEvent struct {
 	Waited       time.Duration `json:"waited_ns"`
 	Requeued     bool          `json:"requeued"`
 	Released     bool          `json:"released"`
-	Error        string        `json:"error,omitempty"`
+	// Note says why nothing was done (the job was requeued already).
+	Note  string `json:"note,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // Kind says what a Record carries.

@@ -288,6 +288,18 @@ func TestClientAgainstSlurm(t *testing.T) {
 	if err := cl.Release(ctx, id); err != nil {
 		t.Fatal(err)
 	}
+	// An admin comment on a job that is not held (what burst records before
+	// it requeues a job after a spot interruption).
+	note := "burst-requeue lost=gpu-2 run=2026-12-01T10:00:00Z restart=0: spot interruption"
+	if err := cl.SetAdminComment(ctx, id, note); err != nil {
+		t.Fatal(err)
+	}
+	if j = oneJob(ctx, t, cl, id); j.AdminComment != note || j.Reason == "JobHeldAdmin" {
+		t.Errorf("after SetAdminComment: admin comment %q, reason %q", j.AdminComment, j.Reason)
+	}
+	if err := cl.SetAdminComment(ctx, id, "two\nlines"); err == nil {
+		t.Error("SetAdminComment took a newline")
+	}
 	if err := cl.StartNow(ctx, id); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -29,6 +30,8 @@ import (
 	"github.com/burst-hpc/burst/internal/breaker"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/cloud/cloudfake"
+	"github.com/burst-hpc/burst/internal/ec2events"
+	"github.com/burst-hpc/burst/internal/notices"
 	"github.com/burst-hpc/burst/internal/reconcile"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -71,6 +74,7 @@ func scrapeDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	if rep, _ := rec.RunOnce(ctx); len(rep.Results) != 1 || rep.Results[0].Reason != reconcile.ReasonOrphan {
 		t.Fatalf("the reconciler pass: %+v", rep)
 	}
+	readInterruptionQueue(t, reg, fs)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	post := func(path, cred string, body any) {
@@ -188,8 +192,17 @@ func checkExpr(expr string, fams map[string]*dto.MetricFamily) []string {
 }
 
 // knownValue: label values the scrape did not produce but the code does
-// (the reconciler's reasons: internal/reconcile's constants).
+// (the reconciler's reasons: internal/reconcile's constants; the
+// interruption queue's kinds and outcomes: internal/notices's).
 func knownValue(metric, label, v string) bool {
+	if metric == "burst_sizer_ec2_events_total" {
+		switch label {
+		case "outcome":
+			return slices.Contains(notices.Outcomes, v)
+		case "kind":
+			return slices.Contains([]string{string(ec2events.SpotInterruption), string(ec2events.Rebalance), string(ec2events.StateChange), notices.KindInvalid}, v)
+		}
+	}
 	if strings.HasPrefix(metric, "burst_reconcile_action") && label == "reason" {
 		for _, r := range []reconcile.Reason{reconcile.ReasonOrphan, reconcile.ReasonNoNode, reconcile.ReasonDuplicate, reconcile.ReasonInstanceGone, reconcile.ReasonStopped, reconcile.ReasonResumeTimeout} {
 			if string(r) == v {

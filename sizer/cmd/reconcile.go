@@ -116,17 +116,19 @@ func registerBreakerMetrics(reg prometheus.Registerer, dir string, log *slog.Log
 }
 
 // startReconciler runs the reconciler loop of burst-sizer serve every
-// sizer.reconcile_interval, and exports the launch breaker's state. A
+// sizer.reconcile_interval, and exports the launch breaker's state; it
+// returns the reconciler's Kick (a pass now), nil when none runs. A
 // reconciler that cannot be built (no EC2 credentials, say) is logged and
 // the daemon serves without it.
 func startReconciler(ctx context.Context, st *settings, reg prometheus.Registerer, grace time.Duration,
-	terminated func(context.Context, string, time.Time) error, log *slog.Logger) {
+	terminated func(context.Context, string, time.Time) error, log *slog.Logger) (kick func()) {
 	registerBreakerMetrics(reg, st.cfg.Sizer.StateDir, log)
 	r, err := newReconciler(ctx, st.cfg, reconcile.Options{Grace: grace, Logger: log, Registerer: reg, Terminated: terminated})
 	if err != nil {
 		log.Error("reconciler not started: orphaned instances will not be reaped", "err", err)
-		return
+		return nil
 	}
 	log.Info("reconciler started", "interval", st.cfg.Sizer.ReconcileInterval.Duration, "grace", grace)
 	go r.Run(ctx, st.cfg.Sizer.ReconcileInterval.Duration)
+	return r.Kick
 }

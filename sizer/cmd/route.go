@@ -35,7 +35,7 @@ func routeCommand() *cli.Command {
 		Usage: "choose a node class for a job (what cli_filter.lua calls at sbatch time)",
 		Description: `Takes the job's sbatch options and prints the decision. Metadata goes in
 --comment "burst: params=7B dataset=2TB deadline=8h workload=finetune precision=bf16 checkpoint=30m"
-(keys: params tokens dataset epochs deadline workload precision checkpoint checkpoint_signal capacity).
+(keys: params tokens dataset epochs deadline workload precision checkpoint checkpoint_signal checkpoint_to rebalance capacity).
 Asks the sizer daemon when it is reachable, else decides in-process from burst.yaml and the
 state database (when readable).`,
 		Flags: []cli.Flag{

@@ -27,7 +27,7 @@ import (
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "run the sizer daemon (HTTP API, metrics, state, reconciler, warm pool)",
+		Usage: "run the sizer daemon (HTTP API, metrics, state, reconciler, warm pool, EventBridge interruption queue)",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "no-reconcile", Usage: "do not run the reconciler loop"},
 			&cli.DurationFlag{Name: "reconcile-grace", Value: DefaultReconcileGrace, Usage: "how old an instance must be to count as an orphan or duplicate"},
@@ -59,12 +59,14 @@ func serveCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			var kick func()
 			if !c.Bool("no-reconcile") {
-				startReconciler(ctx, st, o.Registry, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
+				kick = startReconciler(ctx, st, o.Registry, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
 					_, err := srv.Store().RecordTerminate(ctx, id, at)
 					return err
 				}, log)
 			}
+			startNotices(ctx, st, srv.Store(), kick, o.Registry, log)
 			startWarmPool(ctx, st, o.Registry, log)
 			return srv.ListenAndServe(ctx)
 		},

@@ -53,6 +53,12 @@ type Options struct {
 	Emulator ec2emu.Options
 	// NoSizer leaves burst-sizer stopped (resume then ranks in-process).
 	NoSizer bool
+	// EventRule is the EventBridge rule that delivers the emulator's EC2
+	// events to burst.yaml's interruption queue (its Queue is set by the
+	// stack; delays, drops and duplicates as the test wants). NoEvents
+	// leaves the queue unconfigured.
+	EventRule ec2emu.EventRule
+	NoEvents  bool
 	// Boot overrides how an instance becomes a Slurm node; default: run
 	// `burst-agent bootstrap` with the instance's user data in its namespace.
 	Boot func(ctx context.Context, s *Stack, in ec2emu.Instance, node string) error
@@ -221,6 +227,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.Cfg.Cluster.EC2Endpoint = s.Emu.URL()
 	s.Cfg.Cluster.EC2StaticCredentials = true // the emulator checks no credentials
+	if err := s.eventRule(); err != nil {
+		return nil, err
+	}
 	if err := s.startShutdownControl(); err != nil {
 		return nil, err
 	}
@@ -241,6 +250,28 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// eventRule points burst.yaml's interruption queue at the emulator (which
+// serves SQS on its own address) and adds the EventBridge rule that fills
+// it, or turns the queue off with NoEvents.
+func (s *Stack) eventRule() error {
+	if s.opts.NoEvents {
+		s.Cfg.Interruptions = config.Interruptions{AgentWait: s.Cfg.Interruptions.AgentWait}
+		return nil
+	}
+	q, ok := s.Cfg.Interruptions.Queue()
+	if !ok {
+		q = config.Queue{Region: s.Cfg.Cluster.Region, Account: ec2emu.DefaultAccount, Name: "burst-" + s.Cfg.Cluster.Name + "-interruptions"}
+		s.Cfg.Interruptions.QueueURL = "https://sqs." + q.Region + ".amazonaws.com/" + q.Account + "/" + q.Name
+	}
+	rule := s.opts.EventRule
+	rule.Queue = q.Name
+	if _, err := s.Emu.AddEventRule(rule); err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	s.Cfg.Interruptions.SQSEndpoint = s.Emu.URL()
+	return nil
 }
 
 // prepare runs once the cluster's directory and network exist: it points

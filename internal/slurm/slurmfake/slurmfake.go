@@ -80,7 +80,7 @@ func (s *Slurm) Node(name string) (slurm.Node, bool) {
 
 // Calls is the log of changing calls, in order: "update NAMES STATE REASON |
 // COMMENT", "requeue ID", "startnow ID", "hold ID REASON", "release ID",
-// "signal ID SIG [batch]".
+// "signal ID SIG [batch]", "admincomment ID TEXT".
 func (s *Slurm) Calls() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,274 @@
+// Package ec2events parses the EC2 events EventBridge delivers to an SQS
+// queue (the message body is the event, as EventBridge's SQS target sends
+// it): "EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance
+// Recommendation" and "EC2 Instance State-change Notification". One pure
+// parser, which validates everything burst acts on: the body is input from
+// outside (anyone allowed to send to the queue can put anything in it), so
+// sizes are bounded, the source, account and region must be the cluster's,
+// and identifiers must have their exact form. Whether the instance is one
+// of the cluster's is the caller's check (its tags, internal/notices).
+package ec2events
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// MaxBody bounds a message body. EC2's events are well under 1 KiB;
+// EventBridge's own limit is 256 KiB, which burst has no reason to read.
+const MaxBody = 8 << 10
+
+// The detail types burst reads.
+const (
+	DetailSpotInterruption = "EC2 Spot Instance Interruption Warning"
+	DetailRebalance        = "EC2 Instance Rebalance Recommendation"
+	DetailStateChange      = "EC2 Instance State-change Notification"
+)
+
+// Kind is what an event says.
+type Kind string
+
+// Event kinds.
+const (
+	SpotInterruption Kind = "spot-interruption"
+	Rebalance        Kind = "rebalance"
+	StateChange      Kind = "state-change"
+)
+
+// Event is a validated EC2 event.
+type Event struct {
+	ID         string    // EventBridge's event id
+	Kind       Kind      // from the detail type
+	Account    string    // 12 digits
+	Region     string    // e.g. us-east-1
+	Time       time.Time // when EC2 emitted it (UTC)
+	InstanceID string
+	// Action is the interruption's instance-action (terminate, stop or
+	// hibernate); spot interruptions only.
+	Action string
+	// State is the instance's new state (pending, running, stopping,
+	// stopped, shutting-down, terminated); state changes only.
+	State string
+}
+
+// Expect is what an event must match to be the cluster's.
+type Expect struct {
+	Account string // "" accepts any (the queue's own account is then unchecked)
+	Region  string // required
+}
+
+var (
+	accountRe  = regexp.MustCompile(`^[0-9]{12}$`)
+	regionRe   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
+	instanceRe = regexp.MustCompile(`^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$`)
+	idRe       = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+	// arn:aws:ec2:<region or zone>:[account]:instance/<id>
+	resourceRe = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:ec2:([a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}[a-z]?):(?:([0-9]{12}):)?instance/(i-[0-9a-f]+)$`)
+)
+
+var (
+	actions = map[string]bool{"terminate": true, "stop": true, "hibernate": true}
+	states  = map[string]bool{"pending": true, "running": true, "stopping": true, "stopped": true, "shutting-down": true, "terminated": true}
+)
+
+type rawEvent struct {
+	Version    *string         `json:"version"`
+	ID         *string         `json:"id"`
+	DetailType *string         `json:"detail-type"`
+	Source     *string         `json:"source"`
+	Account    *string         `json:"account"`
+	Time       *string         `json:"time"`
+	Region     *string         `json:"region"`
+	Resources  []string        `json:"resources"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+type rawDetail struct {
+	InstanceID     *string `json:"instance-id"`
+	InstanceAction *string `json:"instance-action"`
+	State          *string `json:"state"`
+}
+
+// Error is a message burst will not act on, with why.
+type Error struct {
+	Field string // the event field at fault ("" for the body as a whole)
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return "EC2 event: " + e.Msg
+	}
+	return "EC2 event: " + e.Field + ": " + e.Msg
+}
+
+func bad(field, format string, a ...any) error {
+	return &Error{Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Parse reads and validates one message body.
+func Parse(body []byte, want Expect) (Event, error) {
+	if len(body) > MaxBody {
+		return Event{}, bad("", "message of %d bytes is larger than %d; not an EC2 event", len(body), MaxBody)
+	}
+	var raw rawEvent
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&raw); err != nil {
+		return Event{}, bad("", "not a JSON event object: %v", clip(err.Error()))
+	}
+	if dec.More() {
+		return Event{}, bad("", "trailing data after the event object")
+	}
+	str := func(field string, p *string) (string, error) {
+		if p == nil {
+			return "", bad(field, "missing")
+		}
+		return *p, nil
+	}
+	var ev Event
+	v, err := str("version", raw.Version)
+	if err != nil {
+		return Event{}, err
+	}
+	if v != "0" {
+		return Event{}, bad("version", "%q, want \"0\"", clip(v))
+	}
+	if src, err := str("source", raw.Source); err != nil {
+		return Event{}, err
+	} else if src != "aws.ec2" {
+		return Event{}, bad("source", "%q, want aws.ec2 (an EventBridge rule on EC2's events)", clip(src))
+	}
+	if ev.ID, err = str("id", raw.ID); err != nil {
+		return Event{}, err
+	}
+	if !idRe.MatchString(ev.ID) {
+		return Event{}, bad("id", "%q is not an event id", clip(ev.ID))
+	}
+	dt, err := str("detail-type", raw.DetailType)
+	if err != nil {
+		return Event{}, err
+	}
+	switch dt {
+	case DetailSpotInterruption:
+		ev.Kind = SpotInterruption
+	case DetailRebalance:
+		ev.Kind = Rebalance
+	case DetailStateChange:
+		ev.Kind = StateChange
+	default:
+		return Event{}, bad("detail-type", "%q is not one burst reads (%q, %q, %q)", clip(dt), DetailSpotInterruption, DetailRebalance, DetailStateChange)
+	}
+	if ev.Account, err = str("account", raw.Account); err != nil {
+		return Event{}, err
+	}
+	if !accountRe.MatchString(ev.Account) {
+		return Event{}, bad("account", "%q is not a 12-digit account id", clip(ev.Account))
+	}
+	if want.Account != "" && ev.Account != want.Account {
+		return Event{}, bad("account", "%s is not the cluster's account %s", ev.Account, want.Account)
+	}
+	if ev.Region, err = str("region", raw.Region); err != nil {
+		return Event{}, err
+	}
+	if !regionRe.MatchString(ev.Region) {
+		return Event{}, bad("region", "%q is not a region", clip(ev.Region))
+	}
+	if ev.Region != want.Region {
+		return Event{}, bad("region", "%s is not the cluster's region %s", ev.Region, want.Region)
+	}
+	ts, err := str("time", raw.Time)
+	if err != nil {
+		return Event{}, err
+	}
+	t, err := time.Parse(time.RFC3339, ts)
+	if err != nil {
+		return Event{}, bad("time", "%q is not an RFC 3339 time", clip(ts))
+	}
+	ev.Time = t.UTC()
+	if len(raw.Detail) == 0 || raw.Detail[0] != '{' {
+		return Event{}, bad("detail", "missing, or not an object")
+	}
+	var d rawDetail
+	if err := json.Unmarshal(raw.Detail, &d); err != nil {
+		return Event{}, bad("detail", "%v", clip(err.Error()))
+	}
+	if ev.InstanceID, err = str("detail.instance-id", d.InstanceID); err != nil {
+		return Event{}, err
+	}
+	if !instanceRe.MatchString(ev.InstanceID) {
+		return Event{}, bad("detail.instance-id", "%q is not an instance id", clip(ev.InstanceID))
+	}
+	switch ev.Kind {
+	case SpotInterruption:
+		if ev.Action, err = str("detail.instance-action", d.InstanceAction); err != nil {
+			return Event{}, err
+		}
+		if !actions[ev.Action] {
+			return Event{}, bad("detail.instance-action", "%q, want terminate, stop or hibernate", clip(ev.Action))
+		}
+	case StateChange:
+		if ev.State, err = str("detail.state", d.State); err != nil {
+			return Event{}, err
+		}
+		if !states[ev.State] {
+			return Event{}, bad("detail.state", "%q is not an instance state", clip(ev.State))
+		}
+	}
+	if err := checkResources(raw.Resources, ev); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// checkResources: EC2 names the instance in resources (by zone for
+// interruption warnings and rebalance recommendations, by region and
+// account for state changes); an event whose resources name none, or
+// another instance, or another region or account, is not trusted.
+func checkResources(res []string, ev Event) error {
+	if len(res) == 0 || len(res) > 8 {
+		return bad("resources", "%d entries; want the instance's ARN (1 to 8 entries)", len(res))
+	}
+	for _, r := range res {
+		m := resourceRe.FindStringSubmatch(r)
+		if m == nil {
+			return bad("resources", "%q is not an EC2 instance ARN", clip(r))
+		}
+		if m[1] != ev.Region && !(strings.HasPrefix(m[1], ev.Region) && len(m[1]) == len(ev.Region)+1) {
+			return bad("resources", "%q is not in region %s", clip(r), ev.Region)
+		}
+		if m[2] != "" && m[2] != ev.Account {
+			return bad("resources", "%q is not in account %s", clip(r), ev.Account)
+		}
+		if m[3] != ev.InstanceID {
+			return bad("resources", "%q names another instance than detail.instance-id %s", clip(r), ev.InstanceID)
+		}
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
+// Deadline is when EC2 acts on a spot interruption warning: two minutes
+// after the event (the warning carries no time of its own, unlike IMDS's
+// spot/instance-action).
+func (e Event) Deadline() time.Time {
+	if e.Kind != SpotInterruption {
+		return time.Time{}
+	}
+	return e.Time.Add(2 * time.Minute)
+}
+
+// Gone reports whether a state change means the instance stopped running
+// a node (stopping, stopped, shutting-down, terminated).
+func (e Event) Gone() bool {
+	return e.Kind == StateChange && (e.State == "stopping" || e.State == "stopped" || e.State == "shutting-down" || e.State == "terminated")
+}

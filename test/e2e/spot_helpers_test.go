@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"archive/zip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/test/ec2emu"
+	"github.com/burst-hpc/burst/test/stack"
+)
+
+// jobNow is job id as Slurm shows it now.
+func jobNow(t *testing.T, s *stack.Stack, id string) slurm.Job {
+	t.Helper()
+	n, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := slurmClient(s).Jobs(context.Background(), uint32(n))
+	if err != nil || len(js) != 1 {
+		t.Fatalf("job %s: %v %v", id, js, err)
+	}
+	return js[0]
+}
+
+// nodeInstance is node's live instance ("" when it has none).
+func nodeInstance(s *stack.Stack, node string) ec2emu.Instance {
+	for _, in := range liveInstances(s) {
+		if ec2p.NodeOf(in.Tags) == node {
+			return in
+		}
+	}
+	return ec2emu.Instance{}
+}
+
+// stopAgent kills the node's burst-agent (started by the bootstrap, pid
+// in the node's run directory): a dead agent.
+func stopAgent(t *testing.T, s *stack.Stack, node string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.Dir, "run", node, "agent.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		t.Fatalf("agent pid %q", b)
+	}
+	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if !strings.Contains(string(cmd), "burst-agent") {
+		t.Fatalf("pid %d is not burst-agent: %q", pid, cmd)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the agent gone", func() bool {
+		c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return !strings.Contains(string(c), "burst-agent")
+	})
+}
+
+// metric reads one sample of the sizer's /metrics (-1 when absent).
+func metric(t *testing.T, s *stack.Stack, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.Cfg.Sizer.URL + "/metrics")
+	if err != nil {
+		t.Logf("reading metrics: %v", err)
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` ([0-9.e+]+)$`).FindStringSubmatch(string(b))
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// torchPython is Debian's /usr/bin/python3 with python3-torch where the
+// cluster's Slurm runs (the host, or the Debian root of BURST_SLURM, whose
+// recipe includes python3-torch: scripts/slurm-roots.sh), as jobs see it;
+// skips without torch, fails without it under BURST_REQUIRE_TOOLS=1.
+func torchPython(t *testing.T, s *stack.Stack) string {
+	t.Helper()
+	py := "/usr/bin/python3"
+	cmd := s.Cluster.RootEnv().Command(context.Background(), "", "/", py, "-c", "import torch; print(torch.__version__)")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if !s.Cluster.Slurm().Host() {
+			// The Debian roots carry Slurm, not PyTorch (1.3 GB more per
+			// root and a sid package that may not install on a given day):
+			// the torch tests run on the host's Slurm 22.05.
+			t.Skipf("SKIP: no PyTorch in the Debian root %s (the torch tests run on the host's Slurm)", s.Cluster.Slurm().Root)
+		}
+		where := "the host"
+		if os.Getenv("BURST_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("PyTorch is missing in %s (%s -c 'import torch': %v: %s); scripts/install-deps.sh installs python3-torch", where, py, err, out)
+		}
+		t.Skipf("SKIP: PyTorch is missing in %s (%v)", where, err)
+	}
+	t.Logf("torch %s (%s, %s)", strings.TrimSpace(string(out)), py, s.Cluster.Slurm())
+	return py
+}
+
+// jobFiles copies files of examples/train where users keep their job
+// scripts, the cluster's shared directory (a Debian root's Slurm sees the
+// run directory, not this tree), and returns that directory.
+func jobFiles(t *testing.T, s *stack.Stack, names ...string) string {
+	t.Helper()
+	dir := filepath.Join(s.Cluster.Dir(), "work", "train")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join("..", "..", "examples", "train", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// freeStaticPort is a port free now outside the kernel's ephemeral range
+// (torchrun binds it a moment later; an ephemeral one could be taken by
+// any socket of this busy machine in between).
+func freeStaticPort(t *testing.T) int {
+	t.Helper()
+	lo, hi := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			lo, _ = strconv.Atoi(f[0])
+			hi, _ = strconv.Atoi(f[1])
+		}
+	}
+	start := 20000 + int(rand.Uint32()%10000)
+	for i := 0; i < 45000; i++ {
+		p := 10000 + (start-10000+i)%55000
+		if p >= lo && p <= hi {
+			continue
+		}
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port outside the ephemeral range")
+	return 0
+}
+
+// tensorData reads the raw tensor storages of a torch.save file (a zip
+// whose <archive>/data/<key> entries hold each storage's bytes), as
+// examples/train's tests do.
+func tensorData(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer zr.Close()
+	out := map[string][]byte{}
+	for _, f := range zr.File {
+		_, key, ok := strings.Cut(f.Name, "/data/")
+		if !ok {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[key] = b
+	}
+	return out
+}
+
+// ddpManifest is examples/train's step-N/manifest.json.
+type ddpManifest struct {
+	Step      int    `json:"step"`
+	WorldSize int    `json:"world_size"`
+	Reason    string `json:"reason"`
+	Files     map[string]struct {
+		Size int64 `json:"size"`
+	} `json:"files"`
+}
+
+func readDDPManifest(t *testing.T, dir string, step int) ddpManifest {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("step-%09d", step), "manifest.json"))
+	if err != nil {
+		t.Fatalf("the checkpoint of step %d: %v", step, err)
+	}
+	var m ddpManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range m.Files {
+		fi, err := os.Stat(filepath.Join(dir, fmt.Sprintf("step-%09d", step), name))
+		if err != nil {
+			t.Fatalf("checkpoint of step %d: part %s: %v", step, name, err)
+		}
+		if fi.Size() != f.Size {
+			t.Fatalf("checkpoint of step %d: part %s is %d bytes, its manifest says %d", step, name, fi.Size(), f.Size)
+		}
+	}
+	return m
+}
