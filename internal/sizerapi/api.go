@@ -248,8 +248,14 @@ type InstanceEvent struct {
 	Capacity     string    `json:"capacity,omitempty"`  // spot or on-demand
 	PriceUSD     float64   `json:"price_usd,omitempty"` // per hour; 0: the server prices it from the catalog
 	Account      string    `json:"account,omitempty"`
+	User         string    `json:"user,omitempty"`
 	Time         time.Time `json:"time"`
 	Job          *Job      `json:"job,omitempty"`
+	// Source of a termination's time: SourceBurst (default) when burst saw
+	// TerminateInstances accepted, SourceEC2 for EC2's own transition time.
+	Source string `json:"source,omitempty"`
+	// Reason is EC2's StateReason code of a termination, when known.
+	Reason string `json:"reason,omitempty"`
 }
 
 // BudgetStatus is one account's month so far.
