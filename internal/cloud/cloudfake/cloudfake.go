@@ -220,18 +220,20 @@ func (p *Provider) Terminate(_ context.Context, nodes []string) ([]cloud.Instanc
 }
 
 // TerminateIDs implements cloud.Provider; unknown ids are ignored.
-func (p *Provider) TerminateIDs(_ context.Context, ids []string) error {
+func (p *Provider) TerminateIDs(_ context.Context, ids []string) ([]string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.TerminateErr != nil {
-		return p.TerminateErr
+		return nil, p.TerminateErr
 	}
+	var done []string
 	for i := range p.instances {
 		if slices.Contains(ids, p.instances[i].ID) && p.instances[i].State != "terminated" {
 			p.terminate(i)
+			done = append(done, p.instances[i].ID)
 		}
 	}
-	return nil
+	return done, nil
 }
 
 func (p *Provider) terminate(i int) {

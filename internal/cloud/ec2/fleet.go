@@ -124,7 +124,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	insts, err := p.describeIDs(ctx, ids)
 	if err != nil {
 		// The instances exist but cannot be seen: terminate rather than leak them.
-		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating instances after a failed launch", "ids", ids, "err", terr)
 		}
 		return nil, nil, err
@@ -132,7 +132,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if len(insts) != len(nodes) || !p.identitiesOK(insts, names) {
 		// Never leave a partial all-or-nothing job, nor instances with an
 		// ambiguous identity.
-		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating a partial fleet", "ids", ids, "err", terr)
 		}
 		if len(insts) != len(nodes) {
