@@ -101,5 +101,10 @@ func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageR
 		return sizerapi.UsageReport{}, fmt.Errorf("building report: the daemon is unreachable and %w", err)
 	}
 	defer s.Close()
-	return server.BuildReport(ctx, s, st.budgets, time.Now())
+	now := time.Now()
+	sts, err := server.BudgetStatuses(ctx, s, st.budgetOptions(), now)
+	if err != nil {
+		return sizerapi.UsageReport{}, err
+	}
+	return server.BuildReport(ctx, s, sts, st.cfg.Accounting.IdleOwner, now)
 }

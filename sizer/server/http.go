@@ -41,6 +41,7 @@ func (s *Server) routes() {
 	s.handle("POST "+sizerapi.PathInstanceTerminate, "terminate", roleAdmin, s.terminate)
 	s.handle("GET "+sizerapi.PathBudgets, "budgets", roleAdmin, s.budgets)
 	s.handle("GET "+sizerapi.PathReport, "report", roleAdmin, s.report)
+	s.ledgerRoutes()
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/store"
 )
@@ -29,11 +30,16 @@ type Options struct {
 	Token     string             // admin token itself (tests)
 	StateDir  string             // SQLite database directory
 	Budgets   map[string]float64 // account -> monthly cap in USD
-	Classes   []sizing.Class
-	Region    string
-	Zones     []string         // zones ranked when a rank request names none
-	Catalog   *catalog.Catalog // nil: catalog.Default()
-	Params    sizing.Params    // zero: sizing.DefaultParams()
+	OnUnknown map[string]string  // account -> budgets[].on_unknown (hold or allow)
+	IdleOwner string             // accounting.idle_owner: launching-job (default) or pool
+	// LedgerSync runs a ledger pass against EC2 (POST /v1/ledger/sync);
+	// nil: the endpoint says the sizer has no EC2 access.
+	LedgerSync func(ctx context.Context) (sizerapi.LedgerSync, error)
+	Classes    []sizing.Class
+	Region     string
+	Zones      []string         // zones ranked when a rank request names none
+	Catalog    *catalog.Catalog // nil: catalog.Default()
+	Params     sizing.Params    // zero: sizing.DefaultParams()
 
 	MaxBodyBytes    int64         // request body limit; default 4 MiB
 	AvoidFor        time.Duration // spot offerings of an interrupted (type, zone) are avoided this long; default 30m
@@ -85,6 +91,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.IdleOwner == "" {
+		o.IdleOwner = "launching-job"
 	}
 	if o.StateDir == "" {
 		return nil, errors.New("starting sizer: no state directory; set sizer.state_dir in burst.yaml")
