@@ -175,6 +175,9 @@ func New(o Options) *Controller {
 	return &Controller{o: o, path: filepath.Join(o.Dir, FileName)}
 }
 
+// Configured says whether any budget or limit is configured.
+func (c *Controller) Configured() bool { return len(c.o.Budgets) > 0 || len(c.o.Limits) > 0 }
+
 // Applies says whether admission control has anything to decide for an
 // account and user (a budget or a matching limit).
 func (c *Controller) Applies(account, user string) bool {

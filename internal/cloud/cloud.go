@@ -76,6 +76,10 @@ type LaunchRequest struct {
 	// request; "" keeps the launch template's. See the ec2 package for how a
 	// node learns its own name.
 	UserData string
+	// Intent, when set, is called right before every launch call with the
+	// call's idempotency token, its nodes and offerings (the spend
+	// ledger's write-ahead record). An error stops that launch.
+	Intent func(token string, nodes []NodeSpec, offerings []Offering) error
 }
 
 // Candidates are the offerings a provider tries for req, in order: the

@@ -46,6 +46,7 @@ type Job struct {
 	RestartCount    uint32
 	SubmitTime      time.Time
 	StartTime       time.Time
+	EndTime         time.Time // the expected end while it runs; the end once it ended
 	WorkDir         string
 }
 
@@ -92,6 +93,7 @@ type rawJob struct {
 	RestartCnt    *int64  `json:"restart_cnt"`
 	SubmitTime    *int64  `json:"submit_time"`
 	StartTime     *int64  `json:"start_time"`
+	EndTime       *int64  `json:"end_time"`
 	WorkDir       string  `json:"current_working_directory"`
 }
 
@@ -149,7 +151,7 @@ func ParseSqueueJSON(b []byte) ([]Job, error) {
 		if err != nil {
 			return nil, err
 		}
-		j.SubmitTime, j.StartTime = unixTime(r.SubmitTime), unixTime(r.StartTime)
+		j.SubmitTime, j.StartTime, j.EndTime = unixTime(r.SubmitTime), unixTime(r.StartTime), unixTime(r.EndTime)
 		if j.GRESPerNode, err = ParseGRES(r.TRESPerNode); err != nil {
 			return nil, fmt.Errorf("%s: tres_per_node: %w", where, err)
 		}

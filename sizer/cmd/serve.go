@@ -43,11 +43,19 @@ func serveCommand() *cli.Command {
 			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			var sync func(context.Context) (sizerapi.LedgerSync, error)
+			o.LedgerSync = func(ctx context.Context) (sizerapi.LedgerSync, error) {
+				if sync == nil {
+					return sizerapi.LedgerSync{}, errors.New("the ledger is not running (no EC2 access, or --no-reconcile)")
+				}
+				return sync(ctx)
+			}
 			srv, err := server.New(ctx, o)
 			if err != nil {
 				return err
 			}
 			if !c.Bool("no-reconcile") {
+				sync = startLedger(ctx, st, srv, log)
 				startReconciler(ctx, st, o.Registry, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
 					_, err := srv.Store().RecordTerminate(ctx, id, at)
 					return err

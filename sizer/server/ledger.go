@@ -58,6 +58,18 @@ func (s *Server) spend(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 	return out, nil
 }
 
+// AccountSpend is an account's spend now (admission control inside the
+// sizer: the release of held jobs).
+func (s *Server) AccountSpend(ctx context.Context, account string) (sizerapi.AccountSpend, error) {
+	m, err := s.month(ctx)
+	if err != nil {
+		return sizerapi.AccountSpend{}, err
+	}
+	out := m.Spend(account)
+	out.Source = "sizer"
+	return out, nil
+}
+
 func (s *Server) ledger(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
 	return BuildLedger(r.Context(), s.st, s.o.IdleOwner, s.now())
 }

@@ -212,24 +212,36 @@ func (s *Store) RecordState(ctx context.Context, id, state string, at time.Time)
 }
 
 // RecordRun stores a job's start (End zero) or end on each of its nodes.
-// A new start of a job closes its earlier runs still open (a requeue); an
-// end closes the open run of the job on the node.
+// A start of a job closes its earlier runs still open (a requeue); an end
+// closes the job's open run on the node (whatever start it was recorded
+// with), or records the whole run when its start never arrived.
 func (s *Store) RecordRun(ctx context.Context, r sizerapi.JobRun) error {
 	if r.JobID == "" || len(r.Nodes) == 0 || r.Start.IsZero() {
 		return fmt.Errorf("storing a job run: job id, nodes and start are required")
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		for _, n := range r.Nodes {
-			if _, err := tx.ExecContext(ctx, `UPDATE job_runs SET end = ? WHERE job_id = ? AND end IS NULL AND start < ?`, ms(r.Start), r.JobID, ms(r.Start)); err != nil {
+			if r.End.IsZero() {
+				if _, err := tx.ExecContext(ctx, `UPDATE job_runs SET end = ? WHERE job_id = ? AND end IS NULL AND start < ?`, ms(r.Start), r.JobID, ms(r.Start)); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(job_id, node, account, user, gpus, start) VALUES(?,?,?,?,?,?)
+ON CONFLICT(job_id, node, start) DO UPDATE SET account = excluded.account, user = excluded.user, gpus = max(gpus, excluded.gpus)`,
+					r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start)); err != nil {
+					return err
+				}
+				continue
+			}
+			res, err := tx.ExecContext(ctx, `UPDATE job_runs SET end = max(start, ?) WHERE job_id = ? AND node = ? AND end IS NULL`, ms(r.End), r.JobID, n)
+			if err != nil {
 				return err
 			}
-			var end any
-			if !r.End.IsZero() {
-				end = ms(r.End)
+			if k, _ := res.RowsAffected(); k > 0 {
+				continue
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(job_id, node, account, user, gpus, start, end) VALUES(?,?,?,?,?,?,?)
-ON CONFLICT(job_id, node, start) DO UPDATE SET end = coalesce(excluded.end, end), account = excluded.account, user = excluded.user, gpus = max(gpus, excluded.gpus)`,
-				r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start), end); err != nil {
+ON CONFLICT(job_id, node, start) DO UPDATE SET end = coalesce(end, excluded.end)`,
+				r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start), ms(r.End)); err != nil {
 				return err
 			}
 		}
@@ -418,15 +430,17 @@ func Instances(rows []Row) []budget.Instance {
 }
 
 // Unsettled returns the instances whose end EC2 has not confirmed: still
-// open, or ended by burst's clock or as missing.
-func (s *Store) Unsettled(ctx context.Context) ([]Row, error) {
+// open, or ended (by burst's clock or as missing) after endedAfter. EC2
+// keeps a terminated instance visible for about an hour; after that
+// burst's time is final.
+func (s *Store) Unsettled(ctx context.Context, endedAfter time.Time) ([]Row, error) {
 	all, err := s.Rows(ctx, time.Time{}, time.Time{})
 	if err != nil {
 		return nil, err
 	}
 	var out []Row
 	for _, r := range all {
-		if r.End.IsZero() || r.EndSource != sizerapi.SourceEC2 {
+		if r.End.IsZero() || r.EndSource != sizerapi.SourceEC2 && r.End.After(endedAfter) {
 			out = append(out, r)
 		}
 	}

@@ -76,7 +76,7 @@ func TestLedger(t *testing.T) {
 	if secs != 595 || usd != 595*0.5/3600 {
 		t.Fatalf("bill %d s $%v", secs, usd)
 	}
-	if u, err := s.Unsettled(ctx); err != nil || len(u) != 0 {
+	if u, err := s.Unsettled(ctx, time.Time{}); err != nil || len(u) != 0 {
 		t.Fatalf("unsettled %+v %v", u, err)
 	}
 	in := sizerapi.LaunchIntent{ClientToken: "burst-abc", Nodes: []string{"l4-1"}, JobID: "7", Capacity: "spot", Time: t0.Add(-time.Second)}

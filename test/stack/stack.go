@@ -69,6 +69,9 @@ type Stack struct {
 	Events   *Timeline
 }
 
+// EventsQueue is the SQS queue of EC2's state-change events (the ledger's).
+const EventsQueue = "burst-ec2-events"
+
 // DevGPUs is the number of fake GPU devices made for the cluster.
 const DevGPUs = 8
 
@@ -187,6 +190,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.Emu.Start(); err != nil {
 		return nil, fmt.Errorf("stack: starting the EC2 emulator: %w", err)
 	}
+	// the EventBridge rule an admin creates for the ledger: EC2's state
+	// changes of the account into an SQS queue burst-sizer reads
+	if _, err := s.Emu.AddEventRule(ec2emu.EventRule{Name: "burst-ledger", Queue: EventsQueue, DetailTypes: []string{ec2emu.DetailStateChange}}); err != nil {
+		return nil, fmt.Errorf("stack: the EC2 events rule: %w", err)
+	}
+	s.Cfg.Cluster.EventsQueueURL = s.Emu.URL() + "/" + ec2emu.DefaultAccount + "/" + EventsQueue
+	s.Cfg.Cluster.SQSEndpoint = s.Emu.URL()
 	s.Cfg.Cluster.EC2Endpoint = s.Emu.URL()
 	s.Cfg.Cluster.EC2StaticCredentials = true // the emulator checks no credentials
 	if err := s.writeConfig(); err != nil {
@@ -223,7 +233,7 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	s.Cfg.Sizer.Listen = net.JoinHostPort(c.ControllerAddr().String(), strconv.Itoa(port))
 	s.Cfg.Sizer.URL = "http://" + s.Cfg.Sizer.Listen
 	s.CfgPath = filepath.Join(filepath.Dir(c.ConfPath()), "burst.yaml")
-	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent"} {
+	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent", "burst-sizer"} {
 		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s exec %s \"$@\"\n", s.CfgPath, filepath.Join(s.opts.BinDir, b))
 		if err := os.WriteFile(filepath.Join(s.Dir, "bin", b), []byte(w), 0o755); err != nil {
 			return err

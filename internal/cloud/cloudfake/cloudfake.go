@@ -124,6 +124,11 @@ func (p *Provider) Launch(_ context.Context, req cloud.LaunchRequest) (cloud.Lau
 		zone := res.Instances[0].Zone
 		offs = slices.DeleteFunc(offs, func(o cloud.Offering) bool { return o.Zone != zone })
 	}
+	if req.Intent != nil {
+		if err := req.Intent(fmt.Sprintf("fake-token-%d", len(p.launches)), todo, offs); err != nil {
+			return res, failAll(&res, todo, &cloud.Error{Kind: cloud.KindInvalid, Code: "LaunchIntentNotJournaled", Op: "launching", Message: "not launching without a journaled launch intent: " + err.Error()})
+		}
+	}
 	if p.LaunchErr != nil {
 		return res, failAll(&res, todo, p.LaunchErr)
 	}

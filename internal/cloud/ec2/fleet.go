@@ -78,6 +78,11 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 			SingleInstanceType:     single,
 		}
 	}
+	if req.Intent != nil {
+		if err := req.Intent(aws.ToString(in.ClientToken), nodes, offs); err != nil {
+			return nil, nil, &cloud.Error{Kind: cloud.KindInvalid, Code: "LaunchIntentNotJournaled", Op: op, Message: "not launching without a journaled launch intent: " + err.Error()}
+		}
+	}
 	out, err := p.api.CreateFleet(ctx, in)
 	if err != nil {
 		werr := wrapErr(err, op, offs)
