@@ -88,7 +88,7 @@ func (s *Stack) Resumer() (*lifecycle.Resumer, error) {
 	}
 	return &lifecycle.Resumer{Cfg: s.Cfg, Slurm: s.Slurm, Cloud: s.Cloud, Recorder: s.Recorder, Log: s.Log, UserData: s.UserDataFor,
 		Breaker: s.Breaker(), Admit: s.Admission(), Intents: s.Recorder.Intent,
-		Ranker:  &lifecycle.FallbackRanker{Sizer: s.Sizer, Local: local, Timeout: s.Cfg.Sizer.Timeout.Duration, Log: s.Log}}, nil
+		Ranker: &lifecycle.FallbackRanker{Sizer: s.Sizer, Local: local, Timeout: s.Cfg.Sizer.Timeout.Duration, Log: s.Log}}, nil
 }
 
 // Admission is the admission controller (budgets, limits), reading spend
