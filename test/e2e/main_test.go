@@ -57,6 +57,9 @@ func start(t *testing.T, o stack.Options) *stack.Stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if !o.NoLedgerCheck {
+			ledgerCheck(t, s)
+		}
 		if t.Failed() {
 			dumpLogs(t, s)
 		}

@@ -48,6 +48,10 @@ type Options struct {
 	Boot func(ctx context.Context, s *Stack, in ec2emu.Instance, node string) error
 	// KeepDir keeps the run directories after Stop.
 	KeepDir bool
+	// NoLedgerCheck skips the end-of-test comparison of burst's spend with
+	// the emulator's bill (test/e2e), for tests that bypass burst's ledger
+	// on purpose.
+	NoLedgerCheck bool
 	Logger  *slog.Logger
 }
 
@@ -304,6 +308,9 @@ func (s *Stack) StartSizer(ctx context.Context) error {
 	tail, _ := os.ReadFile(s.sizerLog)
 	return fmt.Errorf("burst-sizer did not listen on %s within 20 s; its log:\n%s", s.Cfg.Sizer.Listen, tail)
 }
+
+// SizerStopped says whether the sizer daemon is not running.
+func (s *Stack) SizerStopped() bool { return s.sizer == nil }
 
 // StopSizer stops the sizer daemon (SIGTERM, as systemd would).
 func (s *Stack) StopSizer() {
