@@ -52,7 +52,7 @@ type Options struct {
 	// the emulator's bill (test/e2e), for tests that bypass burst's ledger
 	// on purpose.
 	NoLedgerCheck bool
-	Logger  *slog.Logger
+	Logger        *slog.Logger
 }
 
 // Stack is a running local burst deployment.
