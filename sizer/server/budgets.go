@@ -39,8 +39,11 @@ func LedgerMonth(ctx context.Context, st *store.Store, owner string, now time.Ti
 	}
 	m := Month{From: from, Now: now, Rows: rows, ByAccount: map[string]float64{}, OnDemand: map[string]float64{}, ByJob: map[string]float64{}}
 	ins := store.Instances(rows)
+	// the month's window ends with the month: a segment's 60 s minimum
+	// reaching past now is part of its bill already
+	to := from.AddDate(0, 1, 0)
 	for _, in := range ins {
-		for _, c := range in.Charges(from, now, now, owner) {
+		for _, c := range in.Charges(from, to, now, owner) {
 			m.Charges = append(m.Charges, c)
 			m.ByAccount[c.Account] += c.USD
 			m.OnDemand[c.Account] += c.OnDemandUSD

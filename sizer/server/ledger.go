@@ -92,7 +92,7 @@ func BuildLedger(ctx context.Context, st *store.Store, owner string, now time.Ti
 	out := sizerapi.Ledger{From: from, To: now, Instances: []sizerapi.LedgerInstance{}, Charges: []sizerapi.Charge{}}
 	for _, r := range rows {
 		out.Instances = append(out.Instances, LedgerInstance(r, now))
-		for _, c := range r.Charges(from, now, now, owner) {
+		for _, c := range r.Charges(from, from.AddDate(0, 1, 0), now, owner) {
 			kind := "job"
 			if c.Idle {
 				kind = "idle"

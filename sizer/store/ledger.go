@@ -213,8 +213,8 @@ func (s *Store) RecordState(ctx context.Context, id, state string, at time.Time)
 
 // RecordRun stores a job's start (End zero) or end on each of its nodes.
 // A start of a job closes its earlier runs still open (a requeue); an end
-// closes the job's open run on the node (whatever start it was recorded
-// with), or records the whole run when its start never arrived.
+// closes the job's open run on the node with Slurm's start and end, or
+// records the whole run when its start never arrived.
 func (s *Store) RecordRun(ctx context.Context, r sizerapi.JobRun) error {
 	if r.JobID == "" || len(r.Nodes) == 0 || r.Start.IsZero() {
 		return fmt.Errorf("storing a job run: job id, nodes and start are required")
@@ -232,7 +232,9 @@ ON CONFLICT(job_id, node, start) DO UPDATE SET account = excluded.account, user 
 				}
 				continue
 			}
-			res, err := tx.ExecContext(ctx, `UPDATE job_runs SET end = max(start, ?) WHERE job_id = ? AND node = ? AND end IS NULL`, ms(r.End), r.JobID, n)
+			// the end carries Slurm's own start (reset when the nodes came
+			// up): it replaces the start the prolog saw
+			res, err := tx.ExecContext(ctx, `UPDATE OR IGNORE job_runs SET start = ?, end = max(?, ?) WHERE job_id = ? AND node = ? AND end IS NULL`, ms(r.Start), ms(r.Start), ms(r.End), r.JobID, n)
 			if err != nil {
 				return err
 			}

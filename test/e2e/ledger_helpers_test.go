@@ -63,11 +63,12 @@ func ledgerCheck(t *testing.T, s *stack.Stack) {
 		time.Sleep(time.Second)
 	}
 	type emuBill struct {
-		secs  int64
-		usd   float64
-		price float64
-		open  bool
-		lines int
+		secs       int64
+		usd        float64
+		price      float64
+		open       bool
+		lines      int
+		start, end time.Time // of the first and last segments
 	}
 	emu := map[string]*emuBill{}
 	for _, b := range s.Emu.Bill() {
@@ -80,6 +81,10 @@ func ledgerCheck(t *testing.T, s *stack.Stack) {
 		e.usd += b.USD
 		e.price = b.USDPerHour
 		e.open = e.open || b.Open
+		if e.lines == 0 {
+			e.start = b.Start
+		}
+		e.end = b.End
 		e.lines++
 	}
 	burst := map[string]sizerapi.LedgerInstance{}
@@ -104,14 +109,23 @@ func ledgerCheck(t *testing.T, s *stack.Stack) {
 		dsecs := float64(b.BilledSeconds - e.secs)
 		dusd := b.USD - e.usd
 		worst = math.Max(worst, math.Abs(dsecs))
-		rows = append(rows, fmt.Sprintf("%s %-10s %-9s ec2 %5d s $%.6f | burst %5d s $%.6f at $%.4f/h (ec2 $%.4f/h) start:%s end:%s/%s%s  d=%+.0fs",
-			in.ID, in.InstanceType, b.Capacity, e.secs, e.usd, b.BilledSeconds, b.USD, b.PriceUSD, e.price, b.StartSource, b.EndSource, b.EndReason, waived(b), dsecs))
+		rows = append(rows, fmt.Sprintf("%s %-10s %-9s ec2 %5d s $%.6f | burst %5d s $%.6f at $%.4f/h (ec2 $%.4f/h) ran %s start:%s end:%s/%s%s  d=%+.0fs",
+			in.ID, in.InstanceType, b.Capacity, e.secs, e.usd, b.BilledSeconds, b.USD, b.PriceUSD, e.price, b.End.Sub(b.BillingStart).Round(time.Second), b.StartSource, b.EndSource, b.EndReason, waived(b), dsecs))
 		tol := math.Max(b.PriceUSD, e.price)/3600 + 1e-9
 		if math.Abs(dsecs) > 1 || math.Abs(dusd) > tol {
 			t.Errorf("ledger: %s: burst bills %d s $%.6f, EC2 %d s $%.6f (off by %+.0f s, $%+.6f)", in.ID, b.BilledSeconds, b.USD, e.secs, e.usd, dsecs, dusd)
 		}
 		if b.Open || e.open {
 			t.Errorf("ledger: %s still open (burst %v, EC2 %v)", in.ID, b.Open, e.open)
+		}
+		// the 60 s minimum hides short differences: the times themselves
+		// must agree too
+		if e.lines > 0 {
+			ds, de := b.BillingStart.Sub(e.start).Seconds(), b.End.Sub(e.end).Seconds()
+			if math.Abs(ds) > 1 || math.Abs(de) > 1 {
+				t.Errorf("ledger: %s: burst bills %v to %v, EC2 %v to %v (start %+.1f s, end %+.1f s)", in.ID, b.BillingStart, b.End, e.start, e.end, ds, de)
+			}
+			worst = math.Max(worst, math.Max(math.Abs(ds), math.Abs(de)))
 		}
 	}
 	for id, b := range burst {
@@ -127,7 +141,7 @@ func ledgerCheck(t *testing.T, s *stack.Stack) {
 		}
 	}
 	sort.Strings(rows)
-	t.Logf("ledger check (%s): %d instances, worst difference %.0f s\n%s", time.Since(t0).Round(time.Second), len(rows), worst, strings.Join(rows, "\n"))
+	t.Logf("ledger check (%s): %d instances, worst difference %.1f s (billed seconds, start, end)\n%s", time.Since(t0).Round(time.Second), len(rows), worst, strings.Join(rows, "\n"))
 }
 
 func waived(b sizerapi.LedgerInstance) string {
