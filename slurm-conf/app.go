@@ -163,8 +163,15 @@ func iamCommand(out io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			doc, err := iampolicy.Render(ec2p.TagCluster, cfg.Cluster.Name, iampolicy.Options{
-				Region: cfg.Cluster.Region, Account: c.String("account"), PassRoleARN: c.String("pass-role")})
+			o := iampolicy.Options{Region: cfg.Cluster.Region, Account: c.String("account"), PassRoleARN: c.String("pass-role")}
+			if q := cfg.Cluster.EventsQueueURL; q != "" {
+				arn, ok := iampolicy.QueueARN(q, "")
+				if !ok {
+					return cmdline.Usagef("cluster.events_queue_url %q is not an SQS queue URL of the form https://sqs.<region>.amazonaws.com/<account>/<queue>", q)
+				}
+				o.EventsQueueARN = arn
+			}
+			doc, err := iampolicy.Render(ec2p.TagCluster, cfg.Cluster.Name, o)
 			if err != nil {
 				return cmdline.Usage(err)
 			}

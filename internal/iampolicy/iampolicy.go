@@ -20,6 +20,7 @@ package iampolicy
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -50,6 +51,27 @@ type Options struct {
 	Partition   string // default "aws"
 	Account     string // account id; "" = any ("*")
 	PassRoleARN string // role of the nodes' instance profile; "" omits iam:PassRole
+	// EventsQueueARN is the SQS queue of EC2's state-change events the
+	// spend ledger reads (cluster.events_queue_url); "" omits it.
+	EventsQueueARN string
+}
+
+// QueueARN turns an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)
+// into its ARN; ok is false for anything else.
+func QueueARN(queueURL, partition string) (string, bool) {
+	u, err := url.Parse(queueURL)
+	if err != nil {
+		return "", false
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	host := strings.Split(u.Hostname(), ".")
+	if len(parts) != 2 || !accountRe.MatchString(parts[0]) || parts[1] == "" || len(host) < 3 || host[0] != "sqs" || !regionRe.MatchString(host[1]) {
+		return "", false
+	}
+	if partition == "" {
+		partition = "aws"
+	}
+	return fmt.Sprintf("arn:%s:sqs:%s:%s:%s", partition, host[1], parts[0], parts[1]), true
 }
 
 // Statement is one IAM policy statement.
@@ -154,6 +176,10 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 	}}
 	if opts.Region != "" {
 		doc.Statement[len(doc.Statement)-1].Condition = map[string]map[string]any{"StringEquals": {"aws:RequestedRegion": opts.Region}}
+	}
+	if opts.EventsQueueARN != "" {
+		doc.Statement = append(doc.Statement, Statement{Sid: "BurstReadEC2Events", Effect: "Allow",
+			Action: []string{"sqs:DeleteMessage", "sqs:ReceiveMessage"}, Resource: []string{opts.EventsQueueARN}})
 	}
 	if opts.PassRoleARN != "" {
 		doc.Statement = append(doc.Statement, Statement{Sid: "BurstPassNodeRole", Effect: "Allow", Action: []string{"iam:PassRole"},

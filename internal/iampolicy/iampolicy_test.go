@@ -137,3 +137,23 @@ func TestRenderRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestEventsQueue(t *testing.T) {
+	arn, ok := iampolicy.QueueARN("https://sqs.us-east-1.amazonaws.com/123456789012/burst-events", "")
+	if !ok || arn != "arn:aws:sqs:us-east-1:123456789012:burst-events" {
+		t.Fatalf("%q %v", arn, ok)
+	}
+	for _, bad := range []string{"http://127.0.0.1:9/123456789012/q", "https://sqs.us-east-1.amazonaws.com/q", "::"} {
+		if _, ok := iampolicy.QueueARN(bad, ""); ok {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	doc, err := iampolicy.Render("burst:cluster", "prod", iampolicy.Options{EventsQueueARN: arn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts, _ := iampolicy.ActionsIn(doc)
+	if !slices.Contains(acts, "sqs:ReceiveMessage") || !slices.Contains(acts, "sqs:DeleteMessage") || !strings.Contains(string(doc), arn) {
+		t.Errorf("policy:\n%s", doc)
+	}
+}
