@@ -174,7 +174,9 @@ type Charge struct {
 // a segment add up to its bill.
 func (in Instance) Charges(from, to, now time.Time, owner string) []Charge {
 	idle := Charge{InstanceID: in.ID, JobID: in.JobID, Account: in.Account, User: in.User, Idle: true}
-	if owner == OwnerPool {
+	if owner == OwnerPool || in.JobID == "" && in.Account == "" {
+		// an instance launched for no job (a manual power-up, the warm
+		// pool) has no launching job to pay for it: its class's pool does
 		idle = Charge{InstanceID: in.ID, Account: PoolAccount(in.Class), Idle: true}
 	}
 	jobs := map[string]*Charge{}
@@ -324,7 +326,7 @@ func Burn(ins []Instance, now time.Time, owner string) map[string]float64 {
 		}
 		if len(on) == 0 {
 			acct := in.Account
-			if owner == OwnerPool {
+			if owner == OwnerPool || in.JobID == "" && in.Account == "" {
 				acct = PoolAccount(in.Class)
 			}
 			out[acct] += in.PriceUSD

@@ -129,3 +129,17 @@ func TestForecast(t *testing.T) {
 		t.Errorf("not this month: %v", f)
 	}
 }
+
+// TestChargesWithoutLaunchingJob: an instance launched for no job (the
+// warm pool, a manual power-up) charges its idle time to its class's pool.
+func TestChargesWithoutLaunchingJob(t *testing.T) {
+	in := Instance{ID: "i-3", Class: "l4", Capacity: "on-demand", PriceUSD: 3.6, States: []StateEvent{{"running", t0}, {"shutting-down", at(10 * time.Minute)}},
+		Runs: []Run{{JobID: "9", Account: "bio", Start: at(2 * time.Minute), End: at(5 * time.Minute)}}}
+	cs := in.Charges(time.Time{}, t0.AddDate(0, 1, 0), t0.AddDate(0, 1, 0), OwnerLaunchingJob)
+	if len(cs) != 2 || cs[0].Account != "bio" || !near(cs[0].Seconds, 180) || cs[1].Account != "pool:l4" || !near(cs[1].Seconds, 420) {
+		t.Fatalf("charges %+v", cs)
+	}
+	if b := Burn([]Instance{{Class: "l4", PriceUSD: 2, States: []StateEvent{{"running", t0}}}}, at(time.Minute), OwnerLaunchingJob); b["pool:l4"] != 2 {
+		t.Fatalf("burn %v", b)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/lifecycle"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
@@ -28,6 +29,13 @@ func ledgerCheck(t *testing.T, s *stack.Stack) {
 	t.Helper()
 	ctx := context.Background()
 	t0 := time.Now()
+	if s.Cfg.Warm.Enabled {
+		// the warm pool would power nodes up again as fast as they go
+		s.StopSizer()
+		if err := s.UpdateConfig(func(c *config.Config) { c.Warm.Enabled = false }); err != nil {
+			t.Errorf("ledger check: turning the warm pool off: %v", err)
+		}
+	}
 	drain(t, s)
 	if s.SizerStopped() {
 		if err := s.StartSizer(ctx); err != nil {
