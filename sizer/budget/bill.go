@@ -350,7 +350,7 @@ func Forecast(capUSD, spentUSD, reservedUSD, burnUSDPerHour float64, now time.Ti
 	if burnUSDPerHour <= 0 {
 		return time.Time{}
 	}
-	at := now.Add(time.Duration(left / burnUSDPerHour * float64(time.Hour)))
+	at := now.Add(time.Duration(left / burnUSDPerHour * float64(time.Hour))).Round(time.Second)
 	if !at.Before(MonthStart(now).AddDate(0, 1, 0)) {
 		return time.Time{}
 	}

@@ -208,3 +208,29 @@ func TestBurstEndCorrected(t *testing.T) {
 		t.Fatalf("sync %+v %v", res, err)
 	}
 }
+
+// TestInstanceInitiatedShutdown: a spot instance that powers itself off
+// (its OS, say a node's own shutdown) is terminated by EC2 with
+// Client.InstanceInitiatedShutdown: closed at that time and charged (the
+// waiver is only for EC2's reclaims).
+func TestInstanceInitiatedShutdown(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	id := e.launch(t, "l4-4", 10, cloud.Spot)
+	e.waitBill(t, id, true)
+	time.Sleep(1100 * time.Millisecond)
+	if err := e.emu.Shutdown(id); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBill(t, id, false)
+	if _, err := e.l.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := e.row(t, id)
+	if r.EndReason != "Client.InstanceInitiatedShutdown" || r.EndSource != "ec2" {
+		t.Fatalf("row %+v", r)
+	}
+	if last := e.compare(t, id, 0); last.Waived || last.USD == 0 {
+		t.Fatalf("self-terminated spot instance not charged: %+v", last)
+	}
+}
