@@ -41,7 +41,18 @@ func (s *spendSrc) fn(_ context.Context, account string) (sizerapi.AccountSpend,
 	return sizerapi.AccountSpend{Account: account, SpentUSD: s.spent, Jobs: s.jobs}, nil
 }
 
-type fakeSlurm struct{ released, started []uint32 }
+type fakeSlurm struct {
+	released, started []uint32
+	notes             map[uint32]string
+}
+
+func (f *fakeSlurm) SetAdminComment(_ context.Context, id uint32, text string) error {
+	if f.notes == nil {
+		f.notes = map[uint32]string{}
+	}
+	f.notes[id] = text
+	return nil
+}
 
 func (f *fakeSlurm) Release(_ context.Context, id uint32) error {
 	f.released = append(f.released, id)
@@ -102,7 +113,7 @@ func TestBudgetReservations(t *testing.T) {
 	jobs[2].Reason, jobs[2].AdminComment = "JobHeldAdmin", HeldPrefix+"x"
 	sl := &fakeSlurm{}
 	got, err := c.ReleaseHeld(ctx, jobs[1:], sl)
-	if err != nil || len(got) != 1 || got[0] != 3 || len(sl.started) != 1 {
+	if err != nil || len(got) != 1 || got[0] != 3 || len(sl.started) != 1 || !strings.HasSuffix(sl.notes[3], ": released: it fits its account's budget and limits now") {
 		t.Fatalf("release %v %v %+v", got, err, sl)
 	}
 	// the released job's resume admits it for real

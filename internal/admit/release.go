@@ -15,6 +15,7 @@ import (
 type Slurm interface {
 	Release(ctx context.Context, jobID uint32) error
 	StartNow(ctx context.Context, jobID uint32) error
+	SetAdminComment(ctx context.Context, jobID uint32, text string) error
 }
 
 // ReleaseHeld releases the jobs burst holds that fit now, oldest hold
@@ -91,6 +92,10 @@ func (c *Controller) ReleaseHeld(ctx context.Context, jobs []slurm.Job, sl Slurm
 			continue
 		}
 		done = append(done, id)
+		note := "burst " + c.o.Now().UTC().Format("2006-01-02T15:04:05Z") + ": released: it fits its account's budget and limits now"
+		if err := sl.SetAdminComment(ctx, id, note); err != nil {
+			c.o.Log.Warn("noting the release on the job", "job", id, "err", err)
+		}
 		if err := sl.StartNow(ctx, id); err != nil {
 			c.o.Log.Warn("making a released job eligible now; Slurm's requeue delay applies", "job", id, "err", err)
 		}

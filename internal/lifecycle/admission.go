@@ -17,8 +17,7 @@ import (
 // Jobs hooks are the Slurm calls of the prolog and epilog bookkeeping.
 type hookSlurm interface {
 	RequeueHold(ctx context.Context, jobID uint32, reason string) error
-	Release(ctx context.Context, jobID uint32) error
-	StartNow(ctx context.Context, jobID uint32) error
+	admit.Slurm
 }
 
 // RunRecorder records jobs' runs on burst nodes (*JournalRecorder).

@@ -315,6 +315,17 @@ func (s *Scontrol) Hold(ctx context.Context, jobID uint32, reason string) error 
 	return nil
 }
 
+// SetAdminComment replaces a job's AdminComment.
+func (s *Scontrol) SetAdminComment(ctx context.Context, jobID uint32, text string) error {
+	if strings.ContainsAny(text, "\r\n\x00") {
+		return fmt.Errorf("setting the admin comment of job %d: %q has a newline or NUL", jobID, text)
+	}
+	if _, err := s.run(ctx, "scontrol", "update", "jobid="+jobArg(jobID), "admincomment="+text); err != nil {
+		return fmt.Errorf("setting the admin comment of job %d: %w", jobID, err)
+	}
+	return nil
+}
+
 // RequeueHold requeues a job that was given nodes and holds it
 // (scontrol requeuehold), recording the reason as its AdminComment.
 func (s *Scontrol) RequeueHold(ctx context.Context, jobID uint32, reason string) error {

@@ -367,7 +367,17 @@ func (s *Store) Rows(ctx context.Context, from, to time.Time) ([]Row, error) {
 		return out, nil
 	}
 	// state events
-	srows, err := s.r.QueryContext(ctx, `SELECT instance_id, state, at FROM instance_states`)
+	sq, rq := `SELECT instance_id, state, at FROM instance_states`, `SELECT job_id, node, account, user, gpus, start, end FROM job_runs`
+	var sargs, rargs []any
+	if !to.IsZero() {
+		// only what the window's instances need
+		sq = `SELECT s.instance_id, s.state, s.at FROM instance_states s JOIN instances i ON i.instance_id = s.instance_id
+WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
+		sargs = []any{ms(to), ms(from)}
+		rq += ` WHERE start < ? AND (end IS NULL OR end >= ?)`
+		rargs = []any{ms(to), ms(from.Add(-time.Hour))}
+	}
+	srows, err := s.r.QueryContext(ctx, sq, sargs...)
 	if err != nil {
 		return nil, fmt.Errorf("reading instance states: %w", err)
 	}
@@ -390,7 +400,7 @@ func (s *Store) Rows(ctx context.Context, from, to time.Time) ([]Row, error) {
 			byNode[r.Node] = append(byNode[r.Node], i)
 		}
 	}
-	rrows, err := s.r.QueryContext(ctx, `SELECT job_id, node, account, user, gpus, start, end FROM job_runs`)
+	rrows, err := s.r.QueryContext(ctx, rq, rargs...)
 	if err != nil {
 		return nil, fmt.Errorf("reading job runs: %w", err)
 	}

@@ -238,7 +238,12 @@ func TestLimitGPUs(t *testing.T) {
 	eventually(t, 120*time.Second, "a job held by the limit", func() bool {
 		for _, id := range ids {
 			if st, reason, comment := jobInfo(s, id); st == "PENDING" && held(reason) && strings.Contains(comment, "account lim holds 2 of its 2 GPUs") {
-				heldJob = id + ": " + comment
+				// what the user runs to see why
+				out, err := s.Cluster.Run(context.Background(), "squeue", "-h", "-j", id, "-O", "jobid,reason,admin_comment:200")
+				heldJob = strings.TrimSpace(out)
+				if err != nil || !strings.Contains(out, "account lim holds 2 of its 2 GPUs") {
+					t.Errorf("squeue -O jobid,reason,admin_comment does not show why: %q %v", out, err)
+				}
 				return true
 			}
 		}

@@ -211,6 +211,17 @@ func (s *Slurm) Hold(_ context.Context, id uint32, reason string) error {
 	return nil
 }
 
+// SetAdminComment replaces a job's AdminComment.
+func (s *Slurm) SetAdminComment(_ context.Context, id uint32, text string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log("admincomment %d %s", id, text)
+	if i := s.jobIndex(id); i >= 0 {
+		s.jobs[i].AdminComment = text
+	}
+	return nil
+}
+
 // RequeueHold requeues a job that has nodes and holds it with the reason.
 func (s *Slurm) RequeueHold(_ context.Context, id uint32, reason string) error {
 	s.mu.Lock()
