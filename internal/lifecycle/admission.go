@@ -14,7 +14,7 @@ import (
 	"github.com/burst-hpc/burst/internal/slurm"
 )
 
-// Jobs hooks are the Slurm calls of the prolog and epilog bookkeeping.
+// hookSlurm is what the prolog's and epilog's bookkeeping asks of Slurm.
 type hookSlurm interface {
 	RequeueHold(ctx context.Context, jobID uint32, reason string) error
 	admit.Slurm

@@ -19,14 +19,14 @@ func ParseTransitionReason(s string) (who string, at time.Time, ok bool) {
 		return "", time.Time{}, false
 	}
 	inner := strings.TrimSuffix(strings.TrimSpace(s[open+1:]), ")")
-	if !strings.HasSuffix(inner, " GMT") && !strings.HasSuffix(inner, " UTC") {
+	if len(inner) != len(transitionLayout) || !strings.HasSuffix(inner, " GMT") && !strings.HasSuffix(inner, " UTC") {
 		return "", time.Time{}, false
 	}
 	t, err := time.Parse(transitionLayout, inner)
-	if err != nil {
-		return "", time.Time{}, false
+	if err != nil || t.UTC().Format("2006-01-02 15:04:05") != inner[:len(inner)-4] {
+		return "", time.Time{}, false // exactly EC2's format, nothing Parse merely tolerates
 	}
-	if w, _, found := strings.Cut(strings.TrimSpace(s[:open]), " initiated"); found {
+	if w, _, found := strings.Cut(strings.TrimSpace(s[:open]), " initiated"); found && w != "" && strings.Trim(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") == "" {
 		who = w
 	}
 	return who, t.UTC(), true
