@@ -306,7 +306,7 @@ func (c *Controller) usage(l Limit, es []Entry, jobs []slurm.Job) (gpus, nodes i
 	// jobs running on burst nodes that bypassed admission (started before
 	// it was configured, or admitted by an entry that was lost)
 	for _, j := range jobs {
-		if have[j.ID] || !l.matches(j.Account, j.User) || !running(j.State) || j.State == "CONFIGURING" {
+		if have[j.ID] || !l.matches(j.Account, j.User) || !running(j.State) || j.HasStateFlag("CONFIGURING") {
 			continue
 		}
 		g, n := c.jobShape(j)

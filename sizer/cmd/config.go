@@ -12,6 +12,7 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/server"
+	"github.com/burst-hpc/burst/sizer/spend"
 )
 
 // settings is what the sizer takes from burst.yaml.
@@ -64,8 +65,8 @@ func settingsFrom(cfg *config.Config, cat *catalog.Catalog) *settings {
 	return s
 }
 
-func (s *settings) budgetOptions() server.BudgetOptions {
-	return server.BudgetOptions{Caps: s.budgets, OnUnknown: s.onUnknown, IdleOwner: s.cfg.Accounting.IdleOwner, StateDir: s.cfg.Sizer.StateDir}
+func (s *settings) budgetOptions() spend.BudgetOptions {
+	return spend.BudgetOptions{Caps: s.budgets, OnUnknown: s.onUnknown, IdleOwner: s.cfg.Accounting.IdleOwner, StateDir: s.cfg.Sizer.StateDir}
 }
 
 func (s *settings) policy() (*sizing.Policy, error) { return compose.Policy(s.cfg) }

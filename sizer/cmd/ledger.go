@@ -20,6 +20,7 @@ import (
 	"github.com/burst-hpc/burst/sizer/budget"
 	"github.com/burst-hpc/burst/sizer/ledger"
 	"github.com/burst-hpc/burst/sizer/server"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -69,7 +70,7 @@ func localSpend(ctx context.Context, st *settings, account string, now time.Time
 		return sizerapi.AccountSpend{}, fmt.Errorf("local spend of account %s: %w", account, err)
 	}
 	defer s.Close()
-	m, err := server.LedgerMonth(ctx, s, st.cfg.Accounting.IdleOwner, now)
+	m, err := spend.Read(ctx, s, st.cfg.Accounting.IdleOwner, now)
 	if err != nil {
 		return sizerapi.AccountSpend{}, fmt.Errorf("local spend of account %s: reading %s: %w", account, s.Path(), err)
 	}
@@ -116,7 +117,7 @@ func ledgerCommand() *cli.Command {
 					return err
 				}
 				defer s.Close()
-				if l, err = server.BuildLedger(c.Context, s, st.cfg.Accounting.IdleOwner, time.Now()); err != nil {
+				if l, err = spend.Ledger(c.Context, s, st.cfg.Accounting.IdleOwner, time.Now()); err != nil {
 					return err
 				}
 			} else {

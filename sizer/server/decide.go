@@ -9,6 +9,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -57,7 +58,7 @@ func AccountBudget(ctx context.Context, st *store.Store, caps map[string]float64
 	if b.CapUSD <= 0 || st == nil {
 		return b, nil
 	}
-	m, err := LedgerMonth(ctx, st, owner, now)
+	m, err := spend.Read(ctx, st, owner, now)
 	if err != nil {
 		return b, fmt.Errorf("reading spend of account %s: %w", account, err)
 	}

@@ -3,12 +3,10 @@ package server
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
-	"github.com/burst-hpc/burst/sizer/store"
+	"github.com/burst-hpc/burst/sizer/spend"
 )
 
 func (s *Server) ledgerRoutes() {
@@ -71,7 +69,7 @@ func (s *Server) AccountSpend(ctx context.Context, account string) (sizerapi.Acc
 }
 
 func (s *Server) ledger(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
-	return BuildLedger(r.Context(), s.st, s.o.IdleOwner, s.now())
+	return spend.Ledger(r.Context(), s.st, s.o.IdleOwner, s.now())
 }
 
 func (s *Server) ledgerSync(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
@@ -79,48 +77,4 @@ func (s *Server) ledgerSync(w http.ResponseWriter, r *http.Request, _ auth.Princ
 		return nil, &apiError{409, sizerapi.CodeBadRequest, "this sizer runs without EC2 access (no reconciler); nothing to sync"}
 	}
 	return s.o.LedgerSync(r.Context())
-}
-
-// BuildLedger lists every instance the ledger has (all time) with its bill,
-// and this month's charges.
-func BuildLedger(ctx context.Context, st *store.Store, owner string, now time.Time) (sizerapi.Ledger, error) {
-	rows, err := st.Rows(ctx, time.Time{}, time.Time{})
-	if err != nil {
-		return sizerapi.Ledger{}, err
-	}
-	from := budget.MonthStart(now)
-	out := sizerapi.Ledger{From: from, To: now, Instances: []sizerapi.LedgerInstance{}, Charges: []sizerapi.Charge{}}
-	for _, r := range rows {
-		out.Instances = append(out.Instances, LedgerInstance(r, now))
-		for _, c := range r.Charges(from, from.AddDate(0, 1, 0), now, owner) {
-			kind := "job"
-			if c.Idle {
-				kind = "idle"
-			}
-			out.Charges = append(out.Charges, sizerapi.Charge{InstanceID: c.InstanceID, JobID: c.JobID, Account: c.Account, User: c.User, Kind: kind,
-				Seconds: c.Seconds, USD: c.USD, OnDemandUSD: c.OnDemandUSD})
-		}
-	}
-	return out, nil
-}
-
-// LedgerInstance is a row's bill as the API shows it.
-func LedgerInstance(r store.Row, now time.Time) sizerapi.LedgerInstance {
-	bs := r.Bill(now)
-	secs, usd, gross := budget.Total(bs)
-	li := sizerapi.LedgerInstance{InstanceID: r.ID, Node: r.Node, InstanceType: r.InstanceType, Zone: r.Zone, Capacity: r.Capacity,
-		PriceUSD: r.PriceUSD, PriceSource: r.PriceSource, OnDemandUSD: r.OnDemandUSD, Account: r.Account, User: r.User, JobID: r.JobID,
-		Source: r.Source, Launched: r.Launched, End: r.End, EndSource: r.EndSource, EndReason: r.EndReason,
-		Segments: len(bs), BilledSeconds: secs, USD: usd, GrossUSD: gross, StartSource: "launch", BillingStart: r.Launched}
-	if len(bs) > 0 {
-		li.BillingStart = bs[0].Start
-		if bs[0].FromEvents {
-			li.StartSource = "ec2-event"
-		}
-		last := bs[len(bs)-1]
-		li.Open, li.Waived = last.Open, last.Waived
-	} else if r.End.IsZero() {
-		li.Open = true // launched, not running yet
-	}
-	return li
 }

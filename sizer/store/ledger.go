@@ -118,6 +118,9 @@ func (s *Store) RecordInstance(ctx context.Context, l Launch) error {
 			if err := upsertJob(ctx, tx, *ev.Job, ev.Time); err != nil {
 				return err
 			}
+			if err := recordAttempt(ctx, tx, jobID, ev.Job.Attempt, ev.Time); err != nil {
+				return err
+			}
 		}
 		if l.User == "" {
 			l.User = ev.User

@@ -33,10 +33,9 @@ func TestSpotInterruption(t *testing.T) {
 			c.Agent.ReportInterval = config.D(2 * time.Second)
 		},
 	})
-	script, err := filepath.Abs("../../examples/train/train.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// the job script goes where users keep theirs: on the cluster's shared
+	// file system (a Debian root's Slurm sees the run dir, not this tree)
+	script := jobScript(t, s, "../../examples/train/train.sh")
 	ctx := context.Background()
 	cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--constraint=a10g", "--account=demo", script)
 	cmd.Env = append(cmd.Env, "TRAIN_STEPS=30", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY="+strconv.Itoa(every),

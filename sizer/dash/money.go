@@ -1,0 +1,219 @@
+package dash
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/spend"
+	"github.com/burst-hpc/burst/sizer/store"
+)
+
+// This file is the dashboard's one source of money figures: the spend
+// ledger (sizer/spend), the same charges the budgets API, the report and
+// admission control read: what EC2 bills each instance, split between the
+// jobs that ran on it and its idle owner (accounting.idle_owner).
+
+// ForecastWindow is the span whose average spend rate the forecast
+// extends to the month's end.
+const ForecastWindow = 7 * 24 * time.Hour
+
+// monthInstances are the scope's instances alive this month.
+func (s *Source) monthInstances(ctx context.Context, sc Scope, now time.Time) ([]store.Instance, time.Time, error) {
+	from := budget.MonthStart(now)
+	ins, err := s.o.Store.Instances(ctx, from, now, sc.Account, false)
+	return ins, from, err
+}
+
+// month is the ledger's month, on-demand prices from the policy's catalog
+// where the ledger has none.
+func (s *Source) month(ctx context.Context, now time.Time) (spend.Month, error) {
+	return spend.ReadPriced(ctx, s.o.Store, s.o.IdleOwner, now, func(typ string) (float64, bool) {
+		return s.o.Policy.HourlyPrice(typ, jobmeta.CapacityOnDemand)
+	})
+}
+
+// scoped keeps the charges the scope may see.
+func scoped(cs []budget.Charge, sc Scope) []budget.Charge {
+	if sc.All() {
+		return cs
+	}
+	var out []budget.Charge
+	for _, c := range cs {
+		if c.Account == sc.Account {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// caps are the budgets the scope may see.
+func (s *Source) caps(sc Scope) map[string]float64 {
+	if sc.All() {
+		return s.o.Budgets
+	}
+	out := map[string]float64{}
+	if c, ok := s.o.Budgets[sc.Account]; ok {
+		out[sc.Account] = c
+	}
+	return out
+}
+
+// budgets is the standing of the accounts the scope may see.
+func (s *Source) budgets(m spend.Month, sc Scope) []sizerapi.BudgetStatus {
+	var out []sizerapi.BudgetStatus
+	for _, b := range m.Budgets(spend.BudgetOptions{Caps: s.caps(sc), OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir}) {
+		if sc.All() || b.Account == sc.Account {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Money is this month's spend per account against its budget (with a
+// forecast), per user and per UTC day, and what it saved against the same
+// instances on demand and against the idle-timeout counterfactual.
+func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error) {
+	now := s.o.Now()
+	m, err := s.month(ctx, now)
+	if err != nil {
+		return sizerapi.MoneyView{}, err
+	}
+	from := m.From
+	v := sizerapi.MoneyView{At: now, Account: sc.Account, From: from, Accounts: []sizerapi.AccountMoney{}, Users: []sizerapi.UserMoney{}, Days: []sizerapi.DayMoney{},
+		IdleTimeout: s.o.IdleTimeout,
+		ForecastMethod: fmt.Sprintf("spent so far + the average hourly spend of the last %s (or of the month, if shorter) x the hours left in the month",
+			shortDur(ForecastWindow))}
+	charges := scoped(m.Charges, sc)
+	// per account, against its cap (the budgets' own figures)
+	winFrom := now.Add(-ForecastWindow)
+	if winFrom.Before(from) {
+		winFrom = from
+	}
+	recent := m.Within(winFrom, now)
+	monthEnd := from.AddDate(0, 1, 0)
+	left := monthEnd.Sub(now).Hours()
+	for _, st := range s.budgets(m, sc) {
+		a := sizerapi.AccountMoney{Account: st.Account, SpentUSD: round4(st.SpentUSD), BudgetUSD: st.MonthlyUSD, RemainingUSD: round4(st.RemainingUSD),
+			Over: st.Over, HourlyUSD: round4(m.Burn[st.Account])}
+		rate := 0.0
+		if h := now.Sub(winFrom).Hours(); h > 0 {
+			rate = recent[st.Account] / h
+		}
+		a.ForecastUSD = round4(st.SpentUSD + rate*left)
+		if st.MonthlyUSD > 0 {
+			a.UsedPct = round1(100 * st.SpentUSD / st.MonthlyUSD)
+			if !st.Over && rate > 0 {
+				at := now.Add(time.Duration((st.MonthlyUSD - st.SpentUSD) / rate * float64(time.Hour)))
+				if at.Before(monthEnd) {
+					at = at.UTC().Truncate(time.Second)
+					a.CapReachedAt = &at
+				}
+			}
+		}
+		v.Accounts = append(v.Accounts, a)
+	}
+	// per user
+	type uk struct{ account, user string }
+	users := map[uk]*sizerapi.UserMoney{}
+	jobs := map[uk]map[string]bool{}
+	for _, c := range charges {
+		k := uk{c.Account, c.User}
+		u := users[k]
+		if u == nil {
+			u = &sizerapi.UserMoney{Account: c.Account, User: c.User}
+			users[k] = u
+			jobs[k] = map[string]bool{}
+		}
+		u.SpentUSD += c.USD
+		if c.JobID != "" {
+			jobs[k][c.JobID] = true
+		}
+	}
+	for k, u := range users {
+		u.SpentUSD = round4(u.SpentUSD)
+		u.Jobs = len(jobs[k])
+		v.Users = append(v.Users, *u)
+	}
+	sort.Slice(v.Users, func(i, j int) bool {
+		if v.Users[i].SpentUSD != v.Users[j].SpentUSD {
+			return v.Users[i].SpentUSD > v.Users[j].SpentUSD
+		}
+		if v.Users[i].Account != v.Users[j].Account {
+			return v.Users[i].Account < v.Users[j].Account
+		}
+		return v.Users[i].User < v.Users[j].User
+	})
+	// per UTC day, from the month's first day to today
+	for d := from; d.Before(now); d = d.AddDate(0, 0, 1) {
+		end := d.AddDate(0, 0, 1)
+		if end.After(now) {
+			end = now
+		}
+		day := sizerapi.DayMoney{Day: d.Format("2006-01-02"), ByAccount: map[string]float64{}}
+		for a, c := range m.Within(d, end) {
+			if c > 0 && (sc.All() || a == sc.Account) {
+				day.ByAccount[a] = round4(c)
+				day.SpentUSD += c
+			}
+		}
+		day.SpentUSD = round4(day.SpentUSD)
+		v.Days = append(v.Days, day)
+	}
+	// savings: the same billed seconds on demand, and the idle-timeout
+	// counterfactual (each instance on demand for its life plus the idle
+	// timeout after it)
+	type perInstance struct{ usd, od, secs float64 }
+	byInst := map[string]*perInstance{}
+	for _, c := range charges {
+		p := byInst[c.InstanceID]
+		if p == nil {
+			p = &perInstance{}
+			byInst[c.InstanceID] = p
+		}
+		p.usd += c.USD
+		p.od += c.OnDemandUSD
+		p.secs += c.Seconds
+	}
+	var total, od, idle, hours float64
+	for _, r := range m.Rows {
+		p := byInst[r.ID]
+		if p == nil {
+			continue
+		}
+		v.Instances++
+		h := p.secs / 3600
+		total += p.usd
+		hours += h
+		od += p.od
+		tail := 0.0
+		if !r.End.IsZero() && r.End.Before(now) {
+			tail = s.o.IdleTimeout.Hours()
+		}
+		idle += r.OnDemandUSD * (h + tail)
+	}
+	v.InstanceHours = round4(hours)
+	v.TotalUSD = round4(total)
+	v.OnDemandUSD = round4(od)
+	v.SavedVsOnDemandUSD = round4(od - total)
+	v.IdleTimeoutUSD = round4(idle)
+	v.SavedVsIdleUSD = round4(idle - total)
+	if od > 0 {
+		v.SavedVsOnDemandPct = round1(100 * (od - total) / od)
+	}
+	if idle > 0 {
+		v.SavedVsIdlePct = round1(100 * (idle - total) / idle)
+	}
+	return v, nil
+}
+
+func shortDur(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", int(d/(24*time.Hour)))
+	}
+	return d.String()
+}
