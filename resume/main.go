@@ -66,13 +66,32 @@ func newApp(getenv compose.Getenv, rf resumeFile, stderr io.Writer) *cli.App {
 
 // prolog waits (PrologSlurmctld) until the job's nodes registered, so Slurm
 // starts the batch job at once instead of on its next 30 s pass.
+// A job that reached its nodes without a resume (a warm node) is admitted
+// here first (budgets, limits); one refused is requeued held. The job's
+// start on burst nodes is recorded for the spend ledger.
 func prolog(ctx context.Context, st *compose.Stack, getenv compose.Getenv) {
 	job, nodes := getenv("SLURM_JOB_ID"), getenv("SLURM_JOB_NODELIST")
 	t0 := time.Now()
 	var jobID uint32
 	fmt.Sscan(job, &jobID)
+	hooks := st.Hooks()
+	gpus := 0
+	if hooks.Admit.Configured() {
+		jobs, err := st.Slurm.Jobs(ctx)
+		if err != nil {
+			st.Log.Warn("prolog: listing jobs for admission control; the job's resume decided", "err", err)
+		} else if !hooks.Prolog(ctx, jobID, nodes, jobs) {
+			return
+		}
+		for _, j := range jobs {
+			if j.ID == jobID {
+				gpus = int(j.GPUsPerNode())
+			}
+		}
+	}
 	ready, err := lifecycle.WaitNodes(ctx, st.Slurm, jobID, nodes, st.Cfg.Slurm.ResumeTimeout.Duration, 200*time.Millisecond, st.Log)
 	st.Log.Info("prolog", "job", job, "nodes", nodes, "ready", ready, "waited_s", time.Since(t0).Seconds(), "err", err)
+	hooks.RunStarted(ctx, jobID, nodes, getenv("SLURM_JOB_ACCOUNT"), getenv("SLURM_JOB_USER"), gpus)
 }
 
 // resume is ResumeProgram: launch the nodes of hostlist, sized from the
@@ -94,6 +113,10 @@ func resume(ctx context.Context, st *compose.Stack, hostlist string, rf resumeFi
 	if _, err := r.Resume(ctx, hostlist, rf.parsed); err != nil {
 		st.Log.Error("resume failed", "nodes", hostlist, "err", err)
 		return err
+	}
+	// the launch intents (and anything the sizer missed) reach it now
+	if n, ferr := st.Recorder.Flush(ctx); n > 0 || ferr != nil {
+		st.Log.Info("replayed journaled events", "sent", n, "err", ferr)
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func App(out io.Writer) *cli.App {
 			}
 			return nil
 		},
-		Commands: []*cli.Command{iamCommand(out), {
+		Commands: []*cli.Command{iamCommand(out), sacctmgrCommand(out), {
 			Name:  "check",
 			Usage: "compare an existing slurm.conf (and its includes) with what burst.yaml needs",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "slurm-conf", Value: "/etc/slurm/slurm.conf", Usage: "slurm.conf to check"}},
@@ -126,13 +126,35 @@ func Files(cfg *config.Config, p *slurmconf.Plan) (map[string][]byte, error) {
 	return files, nil
 }
 
+func sacctmgrCommand(out io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:  "sacctmgr",
+		Usage: "print sacctmgr commands that make Slurm enforce burst.yaml's limits (sites with slurmdbd)",
+		Description: "Association GrpTRES (gres/gpu, node) for every entry of limits: Slurm then keeps jobs over a limit pending " +
+			"before a cloud node powers up; burst-resume checks the same limits itself.",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "cluster", Usage: "Slurm's ClusterName (default cluster.name)"}},
+		Action: func(c *cli.Context) error {
+			cfg, err := compose.Load(cmdline.ConfigPath(c), os.Getenv)
+			if err != nil {
+				return err
+			}
+			cluster := c.String("cluster")
+			if cluster == "" {
+				cluster = cfg.Cluster.Name
+			}
+			_, err = out.Write(slurmconf.Sacctmgr(cfg, cluster))
+			return err
+		},
+	}
+}
+
 func iamCommand(out io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "iam-policy",
 		Usage: "print the least-privilege IAM policy of the head node's burst programs, or with --node of the nodes' instance role",
 		Description: "Covers exactly the EC2 actions burst calls (checked against the EC2 emulator's record of a full run), " +
 			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it, and, with interruptions.queue_url, " +
-				"exactly the SQS actions burst-sizer's reader of EventBridge interruption events calls, on that one queue. " +
+			"exactly the SQS actions burst-sizer's reader of EventBridge interruption events calls, on that one queue. " +
 			"--node: secretsmanager:GetSecretValue on the munge secret (slurm.munge_key_source) and nothing else.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "account", Usage: "AWS account id to scope ARNs to (default any)"},

@@ -75,6 +75,15 @@ func epilog(ctx context.Context, st *compose.Stack, getenv compose.Getenv, env [
 	})
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// the spend ledger learns the job's end; the held jobs that fit now
+	// are released before the node's warm-reuse decision, so one of them
+	// may take it
+	if jobs, err := st.Slurm.Jobs(ctx); err != nil {
+		st.Log.Warn("epilog: listing jobs; the job's end is recorded at the epilog's time", "err", err)
+		st.Hooks().Epilog(ctx, job, getenv("SLURM_JOB_NODELIST"), nil)
+	} else {
+		st.Hooks().Epilog(ctx, job, getenv("SLURM_JOB_NODELIST"), jobs)
+	}
 	if _, _, err := rel.Release(ctx, job, getenv("SLURM_JOB_NODELIST")); err != nil {
 		st.Log.Error("release at job end", "job", job, "err", err)
 	}

@@ -3,7 +3,10 @@
 // runs `burst-sizer route --filter` with the job's options and applies the
 // answer (GRES, --constraint, partition), prints one line to the user,
 // refuses a job the sizer refuses (over budget, bad metadata) and lets the
-// job through unchanged when the sizer fails or times out.
+// job through unchanged when the sizer fails or times out: submission is
+// not where spend happens, so a capped account's job is never refused for
+// an unknown spend; burst-resume holds it before any instance launches
+// until its spend can be known (budgets[].on_unknown, internal/admit).
 //
 // No user-controlled value is ever interpreted by a shell: every argument is
 // passed as one single-quoted word ('...' with ' written as '\”), and the
@@ -229,7 +232,7 @@ function slurm_cli_pre_submit(options, pack_offset)
 	end
 	local ans = ask_sizer(options)
 	if ans == nil then
-		say("burst: the sizer did not answer; submitting the job unchanged")
+		say("burst: the sizer did not answer; submitting the job unchanged (budgets and limits are still enforced before it starts)")
 		return slurm.SUCCESS
 	end
 	if ans["action"] == "refuse" then

@@ -76,6 +76,10 @@ type LaunchRequest struct {
 	// request; "" keeps the launch template's. See the ec2 package for how a
 	// node learns its own name.
 	UserData string
+	// Intent, when set, is called right before every launch call with the
+	// call's idempotency token, its nodes and offerings (the spend
+	// ledger's write-ahead record). An error stops that launch.
+	Intent func(token string, nodes []NodeSpec, offerings []Offering) error
 }
 
 // Candidates are the offerings a provider tries for req, in order: the
@@ -112,9 +116,17 @@ type Instance struct {
 	PrivateIP    string
 	State        string // pending, running, shutting-down, terminated, stopping, stopped
 	Capacity     CapacityType
-	LaunchTime   time.Time
+	LaunchTime   time.Time // when it last entered pending (EC2's LaunchTime)
 	JobID        uint32
 	Tags         map[string]string
+	ClientToken  string
+	// StateReason is EC2's StateReason code of the last stop or
+	// termination ("Client.UserInitiatedShutdown",
+	// "Server.SpotInstanceTermination", ...); "" while it runs.
+	StateReason string
+	// StateChanged is when the instance began its last stop or termination,
+	// from EC2's StateTransitionReason; zero when EC2 gave no time.
+	StateChanged time.Time
 }
 
 // Live reports whether the instance is pending or running (counts as the
@@ -153,11 +165,12 @@ type Provider interface {
 	// the cloud said why. Per-node failures are in LaunchResult.Failed.
 	Launch(ctx context.Context, req LaunchRequest) (LaunchResult, error)
 	// Terminate terminates the live instances of the given nodes and returns
-	// them. Nodes without an instance are ignored.
+	// those the cloud accepted to terminate (never one whose call failed).
+	// Nodes without an instance are ignored.
 	Terminate(ctx context.Context, nodes []string) ([]Instance, error)
-	// TerminateIDs terminates instances by id; ids that no longer exist are
-	// ignored.
-	TerminateIDs(ctx context.Context, ids []string) error
+	// TerminateIDs terminates instances by id and returns the ids the cloud
+	// accepted; ids that no longer exist are ignored (and not returned).
+	TerminateIDs(ctx context.Context, ids []string) ([]string, error)
 	// List returns the cluster's instances that are not terminated.
 	List(ctx context.Context) ([]Instance, error)
 }

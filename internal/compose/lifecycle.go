@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/admit"
 	"github.com/burst-hpc/burst/internal/breaker"
 	"github.com/burst-hpc/burst/internal/cloud"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
@@ -86,8 +87,19 @@ func (s *Stack) Resumer() (*lifecycle.Resumer, error) {
 		return nil, err
 	}
 	return &lifecycle.Resumer{Cfg: s.Cfg, Slurm: s.Slurm, Cloud: s.Cloud, Recorder: s.Recorder, Log: s.Log, UserData: s.UserDataFor,
-		Breaker: s.Breaker(),
-		Ranker:  &lifecycle.FallbackRanker{Sizer: s.Sizer, Local: local, Timeout: s.Cfg.Sizer.Timeout.Duration, Log: s.Log}}, nil
+		Breaker: s.Breaker(), Admit: s.Admission(), Intents: s.Recorder.Intent,
+		Ranker: &lifecycle.FallbackRanker{Sizer: s.Sizer, Local: local, Timeout: s.Cfg.Sizer.Timeout.Duration, Log: s.Log}}, nil
+}
+
+// Admission is the admission controller (budgets, limits), reading spend
+// through the sizer or the local path (see Spend).
+func (s *Stack) Admission() *admit.Controller {
+	return Admission(s.Cfg, s.Spend, s.Log)
+}
+
+// Hooks is the prolog's and epilog's spend and admission bookkeeping.
+func (s *Stack) Hooks() *lifecycle.Hooks {
+	return &lifecycle.Hooks{Cfg: s.Cfg, Slurm: s.Slurm, Admit: s.Admission(), Recorder: s.Recorder, Log: s.Log}
 }
 
 // Suspender is burst-suspend's Suspender.

@@ -46,7 +46,10 @@ type Config struct {
 	// Interruptions: EventBridge notices from SQS (interruptions.go).
 	Interruptions Interruptions `yaml:"interruptions"`
 	Budgets       []Budget      `yaml:"budgets"`
-	Log           Log           `yaml:"log"`
+	// Limits cap the burst GPUs and nodes an account or user holds at once.
+	Limits     []Limit    `yaml:"limits"`
+	Accounting Accounting `yaml:"accounting"`
+	Log        Log        `yaml:"log"`
 
 	// Source is the file the configuration was loaded from ("" for defaults).
 	Source string `yaml:"-"`
@@ -285,10 +288,45 @@ type Warm struct {
 	LeadTime Duration `yaml:"lead_time"`
 }
 
-// Budget caps one Slurm account's monthly spend.
+// Budget caps one Slurm account's monthly spend. The cap is hard: a job of
+// the account launches only when the month's spend, plus what the
+// account's running jobs have reserved, plus this job's reservation (the
+// price of the launch times its time limit) fits under it.
 type Budget struct {
 	Account    string  `yaml:"account"`
 	MonthlyUSD float64 `yaml:"monthly_usd"`
+	// OnUnknown is what happens to the account's jobs when burst cannot
+	// know its spend (the sizer down and its state database unreadable):
+	// "hold" (default) or "allow".
+	OnUnknown string `yaml:"on_unknown"`
+}
+
+// The on_unknown choices of a budget.
+const (
+	OnUnknownHold  = "hold"
+	OnUnknownAllow = "allow"
+)
+
+// Limit caps what one account, one user, or one user within one account
+// holds at once on burst nodes: GPUs and nodes of running and starting
+// jobs. Jobs over it wait, held with the reason, and start as others end.
+type Limit struct {
+	Account  string `yaml:"account"` // "" with user: the user in every account
+	User     string `yaml:"user"`    // "": every user of the account together
+	MaxGPUs  int    `yaml:"max_gpus"`
+	MaxNodes int    `yaml:"max_nodes"`
+}
+
+// Accounting says who pays for what.
+type Accounting struct {
+	// IdleOwner is who pays for an instance's time no job runs on it (boot,
+	// idle, the warm-reuse window, EC2's 60 s minimum): "launching-job"
+	// (default: the job the instance was launched for, its account and
+	// user) or "pool" (the class's pool account, "pool:<class>").
+	IdleOwner string `yaml:"idle_owner"`
+	// DefaultTimeLimit is the time a budget reservation assumes for a job
+	// without a time limit (default 4h).
+	DefaultTimeLimit Duration `yaml:"default_time_limit"`
 }
 
 // Log is where burst writes structured logs.
@@ -343,10 +381,11 @@ func Default() *Config {
 		FSx: FSx{MountPoint: "/fsx", CheckpointDir: "checkpoints"},
 		Sizer: Sizer{Listen: "127.0.0.1:8472", URL: "https://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second),
 			TLS: SizerTLS{CAFile: "/etc/burst/sizer-ca.pem"}, IdentityCert: "/etc/burst/ec2-identity.pem", CredentialTTL: D(time.Hour)},
-		Agent:    Agent{ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
-		Teardown: Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute), RequeueHold: D(2 * time.Minute)},
-		Warm:     Warm{Interval: D(time.Minute), Quantile: 0.95, HalfLife: D(30 * time.Minute), ProfileWeight: 0.5, LeadTime: D(2 * time.Minute)},
-		Log:      Log{File: "/var/log/burst/burst.log", Level: "info"},
+		Agent:      Agent{ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
+		Teardown:   Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute), RequeueHold: D(2 * time.Minute)},
+		Warm:       Warm{Interval: D(time.Minute), Quantile: 0.95, HalfLife: D(30 * time.Minute), ProfileWeight: 0.5, LeadTime: D(2 * time.Minute)},
+		Accounting: Accounting{IdleOwner: "launching-job", DefaultTimeLimit: D(4 * time.Hour)},
+		Log:        Log{File: "/var/log/burst/burst.log", Level: "info"},
 
 		Interruptions: Interruptions{AgentWait: D(10 * time.Second)},
 	}
@@ -395,6 +434,19 @@ func (c *Config) Budget(account string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// BudgetOf returns an account's budget, on_unknown filled in.
+func (c *Config) BudgetOf(account string) (Budget, bool) {
+	for _, b := range c.Budgets {
+		if b.Account == account {
+			if b.OnUnknown == "" {
+				b.OnUnknown = OnUnknownHold
+			}
+			return b, true
+		}
+	}
+	return Budget{}, false
 }
 
 // Line returns the line of a YAML path such as "classes[0].max_nodes" in the

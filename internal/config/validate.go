@@ -22,6 +22,7 @@ var (
 	trailingNumRe = regexp.MustCompile(`-[0-9]+$`)
 	featureRe     = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 	accountRE     = regexp.MustCompile(`^[0-9]{12}$`)
+	slurmNameRe   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$`)
 )
 
 // Validate checks the whole configuration against itself and the catalog
@@ -43,6 +44,8 @@ func (c *Config) ValidateWith(cat *catalog.Catalog) error {
 	v.warm()
 	v.interruptions()
 	v.budgets()
+	v.limits()
+	v.accounting()
 	v.log()
 	if len(v.probs) > 0 {
 		sortProblems(v.probs)
@@ -441,7 +444,51 @@ func (v *validator) budgets() {
 		if b.MonthlyUSD <= 0 {
 			v.add(path+".monthly_usd", "must be a positive amount of US dollars, got %v", b.MonthlyUSD)
 		}
+		switch b.OnUnknown {
+		case "", OnUnknownHold, OnUnknownAllow:
+		default:
+			v.add(path+".on_unknown", "%q: want hold (the account's jobs wait while its spend cannot be known) or allow", b.OnUnknown)
+		}
 	}
+}
+
+func (v *validator) limits() {
+	seen := map[[2]string]bool{}
+	for i, l := range v.c.Limits {
+		path := fmt.Sprintf("limits[%d]", i)
+		if l.Account == "" && l.User == "" {
+			v.add(path, "a limit needs an account, a user, or both")
+		}
+		k := [2]string{l.Account, l.User}
+		if seen[k] && (l.Account != "" || l.User != "") {
+			v.add(path, "a second limit for account %q user %q; keep one", l.Account, l.User)
+		}
+		seen[k] = true
+		if l.MaxGPUs < 0 {
+			v.add(path+".max_gpus", "must not be negative, got %d", l.MaxGPUs)
+		}
+		if l.MaxNodes < 0 {
+			v.add(path+".max_nodes", "must not be negative, got %d", l.MaxNodes)
+		}
+		if l.MaxGPUs == 0 && l.MaxNodes == 0 {
+			v.add(path, "limits nothing: set max_gpus, max_nodes or both")
+		}
+		for _, f := range [][2]string{{"account", l.Account}, {"user", l.User}} {
+			if f[1] != "" && !slurmNameRe.MatchString(f[1]) {
+				v.add(path+"."+f[0], "%q is not a Slurm %s name", f[1], f[0])
+			}
+		}
+	}
+}
+
+func (v *validator) accounting() {
+	a := v.c.Accounting
+	switch a.IdleOwner {
+	case "launching-job", "pool":
+	default:
+		v.add("accounting.idle_owner", "%q: want launching-job (the job the instance was launched for pays for its boot and idle time) or pool (the class's pool account)", a.IdleOwner)
+	}
+	v.positive("accounting.default_time_limit", a.DefaultTimeLimit)
 }
 
 func (v *validator) log() {

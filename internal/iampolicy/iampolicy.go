@@ -44,6 +44,7 @@ var Actions = []string{
 	"ec2:CreateTags",
 	"ec2:DescribeInstances",
 	"ec2:DescribeLaunchTemplates",
+	"ec2:DescribeSpotPriceHistory",
 	"ec2:TerminateInstances",
 }
 
@@ -190,7 +191,7 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 		{Sid: "BurstTerminateClusterInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
 			Resource: arn("instance"), Condition: resource},
 		{Sid: "BurstReadOnly", Effect: "Allow",
-			Action:   []string{"ec2:DescribeInstances", "ec2:DescribeLaunchTemplates"},
+			Action:   []string{"ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ec2:DescribeSpotPriceHistory"},
 			Resource: []string{"*"}},
 	}}
 	if opts.Region != "" {

@@ -58,8 +58,10 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 			return err
 		},
 		func() error { _, err := p.List(ctx); return err },
+		func() error { _, err := p.ListAll(ctx); return err },
+		func() error { _, _, err := p.SpotPrice(ctx, "g5.xlarge", "us-east-1b", time.Now()); return err },
 		func() error { _, err := p.Terminate(ctx, []string{"gpu-1"}); return err },
-		func() error { return p.TerminateIDs(ctx, []string{"i-0000000000000dead"}) },
+		func() error { _, err := p.TerminateIDs(ctx, []string{"i-0000000000000dead"}); return err },
 	}
 	for i, step := range steps {
 		if err := step(); err != nil {

@@ -131,7 +131,7 @@ func TestJournalRecorder(t *testing.T) {
 	dir := t.TempDir()
 	j := &JournalRecorder{Dir: dir}
 	ctx := context.Background()
-	if err := j.Launched(ctx, sizerapi.InstanceEvent{InstanceID: "i-1", Account: "nlp", Time: time.Unix(100, 0)}); err != nil {
+	if err := j.Launched(ctx, sizerapi.InstanceEvent{InstanceID: "i-1", InstanceType: "g6.xlarge", Account: "nlp", Time: time.Unix(100, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Terminated(ctx, "i-1", time.Unix(200, 0)); err != nil {
@@ -222,7 +222,7 @@ func TestJournalReplay(t *testing.T) {
 	ctx := context.Background()
 	down := &JournalRecorder{Dir: dir}
 	for i := 1; i <= 3; i++ {
-		if err := down.Launched(ctx, sizerapi.InstanceEvent{InstanceID: fmt.Sprintf("i-%d", i), Time: time.Unix(int64(i), 0)}); err != nil {
+		if err := down.Launched(ctx, sizerapi.InstanceEvent{InstanceID: fmt.Sprintf("i-%d", i), InstanceType: "g6.xlarge", Time: time.Unix(int64(i), 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/admit"
 	"github.com/burst-hpc/burst/internal/breaker"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cloud"
@@ -35,6 +37,22 @@ type Resumer struct {
 	// Breaker stops launching for a class after repeated launch failures
 	// (may be nil).
 	Breaker *breaker.Breaker
+	// Admit is admission control (budgets, queue limits); nil admits all.
+	Admit Admitter
+	// Intents journals a launch intent before each CreateFleet (may be nil).
+	Intents func(sizerapi.LaunchIntent) error
+
+	jobs    []slurm.Job // Slurm's view of every job, read once per resume
+	jobsErr error
+}
+
+// Admitter is admission control as the lifecycle uses it (*admit.Controller).
+type Admitter interface {
+	Admit(ctx context.Context, need admit.Need, jobs []slurm.Job) (admit.Decision, error)
+	Adjust(jobID uint32, priceUSD float64) error
+	Forget(jobID uint32) error
+	Applies(account, user string) bool
+	Configured() bool
 }
 
 // group is the nodes of one job (or one manually resumed node) in one class.
@@ -135,14 +153,18 @@ func (r *Resumer) plan(ctx context.Context, nodes []string, rf *slurm.ResumeFile
 	}
 	jobs := map[uint32]*slurm.Job{}
 	if len(ids) > 0 {
-		js, err := r.Slurm.Jobs(ctx, ids...)
-		if err != nil {
+		// every job: admission control counts what the others hold
+		r.jobs, r.jobsErr = r.Slurm.Jobs(ctx)
+		if r.jobsErr != nil {
 			// without the job's request burst still launches the class's
-			// cheapest offering: a resume never waits on squeue
-			log.Warn("looking up jobs failed; sizing from node classes only", "jobs", ids, "err", err)
+			// cheapest offering: a resume never waits on squeue (unless
+			// admission control needs the job's account, see launchGroup)
+			log.Warn("looking up jobs failed; sizing from node classes only", "jobs", ids, "err", r.jobsErr)
 		}
-		for i := range js {
-			jobs[js[i].ID] = &js[i]
+		for i := range r.jobs {
+			if slices.Contains(ids, r.jobs[i].ID) {
+				jobs[r.jobs[i].ID] = &r.jobs[i]
+			}
 		}
 	}
 	byKey := map[string]*group{}
@@ -206,11 +228,19 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 		}
 	}
 	jr := jobRequest(g)
+	if r.Admit != nil && g.jobID != 0 && g.job == nil && r.Admit.Configured() {
+		// budgets or limits exist and the job's account is unknown: never
+		// launch blind; Slurm requeues the job and resumes it again
+		reason := fmt.Sprintf("burst: cannot look up job %d (squeue: %v); not launching while budgets or limits apply", g.jobID, r.jobsErr)
+		log.Warn("not launching a job burst cannot look up", "err", r.jobsErr)
+		failed[truncReason(reason)] = g.nodes
+		return nil, failed
+	}
 	offers, source, err := r.Ranker.Rank(ctx, sizerapi.RankRequest{Class: g.class.Name, Job: jr, Zones: g.class.Zones})
 	if err != nil {
 		reason := "burst: " + err.Error()
 		if errors.Is(err, sizing.ErrOverBudget) || strings.Contains(err.Error(), "over_budget") || strings.Contains(err.Error(), "over budget") {
-			reason = "burst: account " + jr.Account + " is over its monthly GPU budget"
+			reason = admit.HeldPrefix + "account " + jr.Account + " is over its monthly GPU budget"
 			if g.jobID != 0 {
 				if herr := r.Slurm.Hold(ctx, g.jobID, reason); herr != nil {
 					log.Error("holding over-budget job", "err", herr)
@@ -220,6 +250,23 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 		log.Warn("no offering for job", "source", source, "reason", reason, "err", err)
 		failed[truncReason(reason)] = g.nodes
 		return nil, failed
+	}
+	if r.Admit != nil && g.job != nil {
+		need := admit.Need{JobID: g.jobID, Account: jr.Account, User: jr.User, GPUs: jr.GPUsPerNode * len(g.nodes), Nodes: len(g.nodes),
+			PriceUSD: maxPrice(offers) * float64(len(g.nodes)), TimeLimit: g.job.TimeLimit}
+		d, err := r.Admit.Admit(ctx, need, r.jobs)
+		if err != nil {
+			d = admit.Decision{Reason: admit.HeldPrefix + "admission control failed: " + err.Error()}
+		}
+		if !d.Admitted {
+			if herr := r.Slurm.Hold(ctx, g.jobID, truncComment(d.Reason)); herr != nil {
+				log.Error("holding a job admission control refused", "err", herr)
+			}
+			log.Warn("job held by admission control", "account", jr.Account, "user", jr.User, "reason", d.Reason)
+			failed[truncReason(fmt.Sprintf("burst: job %d held: %s", g.jobID, strings.TrimPrefix(d.Reason, admit.HeldPrefix)))] = g.nodes
+			return nil, failed
+		}
+		log.Info("job admitted", "account", jr.Account, "user", jr.User, "reserve_usd", d.ReserveUSD, "gpus", need.GPUs, "nodes", need.Nodes)
 	}
 	cofs := make([]cloud.Offering, 0, len(offers))
 	for _, o := range offers {
@@ -269,7 +316,52 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 		}(rs)
 	}
 	wg.Wait()
+	if r.Admit != nil && g.job != nil {
+		if len(insts) == 0 {
+			if err := r.Admit.Forget(g.jobID); err != nil {
+				log.Warn("dropping the admission of a job whose launch failed", "err", err)
+			}
+		} else if price := launchedPrice(insts, cofs); price > 0 {
+			if err := r.Admit.Adjust(g.jobID, price*float64(len(g.nodes))/float64(len(insts))); err != nil {
+				log.Warn("adjusting the job's reservation to its launch", "err", err)
+			}
+		}
+	}
 	return insts, failed
+}
+
+// maxPrice is the most expensive of the ranked offerings (what a launch
+// may cost per hour and node), the catalog's on-demand price when none is
+// priced.
+func maxPrice(offers []sizing.Offering) float64 {
+	p := 0.0
+	for _, o := range offers {
+		p = max(p, o.PriceUSD)
+		if t, ok := catalog.Default().Lookup(o.InstanceType); ok && o.PriceUSD <= 0 {
+			p = max(p, t.OnDemandUSD)
+		}
+	}
+	return p
+}
+
+// launchedPrice is what the launched instances cost per hour together.
+func launchedPrice(insts []cloud.Instance, offers []cloud.Offering) float64 {
+	t := 0.0
+	for _, in := range insts {
+		for _, o := range offers {
+			if o.InstanceType == in.InstanceType && o.Capacity == in.Capacity && (o.Zone == in.Zone || o.Zone == "") {
+				t += o.PriceUSD
+				break
+			}
+		}
+	}
+	return t
+}
+
+// truncComment keeps an AdminComment within what scontrol takes in one word.
+func truncComment(s string) string {
+	s = truncReason(strings.ReplaceAll(s, "\n", " "))
+	return s
 }
 
 func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr sizerapi.JobRequest, specs []cloud.NodeSpec, offers []cloud.Offering, aon bool, attempt int) ([]cloud.Instance, map[string][]string) {
@@ -280,6 +372,19 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 	}
 	failed := map[string][]string{}
 	req := cloud.LaunchRequest{Cluster: r.Cfg.Cluster.Name, Nodes: specs, Offerings: offers, AllOrNothing: aon, Attempt: attempt}
+	if r.Intents != nil {
+		req.Intent = func(token string, nodes []cloud.NodeSpec, offs []cloud.Offering) error {
+			in := sizerapi.LaunchIntent{ClientToken: token, JobID: jr.JobID, Account: jr.Account, User: jr.User, Class: g.class.Name, Time: now()}
+			for _, n := range nodes {
+				in.Nodes = append(in.Nodes, n.Node)
+			}
+			for _, o := range offs {
+				in.Capacity = string(o.Capacity)
+				in.Offerings = append(in.Offerings, sizerapi.IntentOffer{InstanceType: o.InstanceType, Zone: o.Zone, PriceUSD: o.PriceUSD})
+			}
+			return r.Intents(in)
+		}
+	}
 	if aon {
 		req.PlacementGroup = g.class.PlacementGroup
 	}
@@ -307,7 +412,7 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 			"capacity", in.Capacity, "ip", in.PrivateIP)
 		if r.Recorder != nil {
 			ev := sizerapi.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
-				Capacity: string(in.Capacity), Account: jr.Account, Time: in.LaunchTime}
+				Capacity: string(in.Capacity), Account: jr.Account, User: jr.User, Time: in.LaunchTime}
 			if jr.JobID != "" {
 				// what the job asked for: the sizer sets it against what the
 				// agents measure (requested vs used) and charges the spend to it

@@ -122,11 +122,16 @@ func (g *rig) journaled(t *testing.T) []sizerapi.InstanceEvent {
 	}
 	var evs []sizerapi.InstanceEvent
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var e struct{ Event sizerapi.InstanceEvent }
+		var e struct {
+			Kind  string
+			Event sizerapi.InstanceEvent
+		}
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
 			t.Fatal(err)
 		}
-		evs = append(evs, e.Event)
+		if e.Kind == "launch" || e.Kind == "terminate" {
+			evs = append(evs, e.Event)
+		}
 	}
 	return evs
 }
@@ -292,7 +297,7 @@ func TestResumer(t *testing.T) {
 		jobs: []slurm.Job{l4Job(8, "l4-1", 1)}, hostlist: "l4-1",
 		resumeFile: `{"jobs":[{"job_id":8,"nodes":"l4-1"}],"all_nodes":"l4-1"}`,
 		check: func(t *testing.T, g *rig, out lifecycle.Outcome, _ int32) {
-			const reason = "burst: account nlp is over its monthly GPU budget"
+			const reason = "burst: held: account nlp is over its monthly GPU budget"
 			if len(g.cloud.Launches()) != 0 || out.Failed["l4-1"] != reason {
 				t.Fatalf("outcome %+v launches %d", out, len(g.cloud.Launches()))
 			}

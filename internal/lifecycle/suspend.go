@@ -22,7 +22,11 @@ type Suspender struct {
 
 // Suspend handles SuspendProgram and ResumeFailProgram: it terminates the
 // nodes' live instances (batched by the provider) and records the end of
-// each. Nodes with no instance are fine: there is nothing to release.
+// each one EC2 accepted to terminate, at burst's clock (the ledger takes
+// EC2's own transition time when it reads it). An instance whose
+// TerminateInstances failed is not recorded: it still runs, and the ledger
+// closes it when EC2 reports it terminated. Nodes with no instance are
+// fine: there is nothing to release.
 func (s *Suspender) Suspend(ctx context.Context, arg string) ([]cloud.Instance, error) {
 	log, now := logOr(s.Log), nowOr(s.Now)
 	nodes, err := hostlist.Expand(arg)

@@ -14,8 +14,10 @@
 //     checkpoints and requeues its jobs (at once, without the checkpoint
 //     signal, when Slurm cannot reach the node) and hands the node back, or
 //     drains it on a rebalance recommendation;
-//   - a state change to stopping, stopped, shutting-down or terminated
-//     makes the reconciler run a pass at once.
+//   - every state change goes to the spend ledger (Options.StateChange:
+//     EC2 bills from running to stopping or shutting-down), and one to
+//     stopping, stopped, shutting-down or terminated makes the reconciler
+//     run a pass at once.
 //
 // Duplicates (EventBridge and SQS standard queues deliver at least once)
 // are dropped by event; requeueing twice is prevented on Slurm's side (a
@@ -80,6 +82,10 @@ type Options struct {
 	Concurrency int
 	// Kick asks the reconciler for a pass now (may be nil).
 	Kick func()
+	// StateChange records each of EC2's state changes for the spend
+	// ledger (sizer/store's RecordState; may be nil). An error leaves the
+	// message in the queue, to come back after the visibility timeout.
+	StateChange func(ctx context.Context, instanceID, state string, at time.Time) error
 	// Poll is how often the agent's announcement is looked for; default 500 ms.
 	Poll       time.Duration
 	Now        func() time.Time

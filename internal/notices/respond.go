@@ -44,6 +44,11 @@ var spotActions = []string{"terminate", "stop", "hibernate"}
 func (c *Consumer) Handle(ctx context.Context, ev ec2events.Event) (string, error) {
 	log := c.log.With("event", ev.ID, "kind", ev.Kind, "instance_id", ev.InstanceID)
 	if ev.Kind == ec2events.StateChange {
+		if c.o.StateChange != nil {
+			if err := c.o.StateChange(ctx, ev.InstanceID, ev.State, ev.Time); err != nil {
+				return OutcomeRetry, fmt.Errorf("recording %s's state %s for the ledger: %w", ev.InstanceID, ev.State, err)
+			}
+		}
 		if !ev.Gone() {
 			return OutcomeIgnored, nil
 		}

@@ -20,7 +20,7 @@ import (
 // Cloud is the part of cloud.Provider the reconciler uses.
 type Cloud interface {
 	List(ctx context.Context) ([]cloud.Instance, error)
-	TerminateIDs(ctx context.Context, ids []string) error
+	TerminateIDs(ctx context.Context, ids []string) ([]string, error)
 }
 
 // Slurm is the part of slurm.Client the reconciler uses.
@@ -48,7 +48,8 @@ type Options struct {
 	// DryRun plans and reports but changes nothing.
 	DryRun bool
 	// Terminated is told about every instance the reconciler terminated
-	// (spend accounting); may be nil. Its errors are logged.
+	// (spend accounting): only those EC2 accepted; may be nil. Its errors
+	// are logged.
 	Terminated func(ctx context.Context, instanceID string, at time.Time) error
 	// RequeueWait bounds the wait for requeued jobs to be pending again
 	// (default 20 s); PollInterval is how often it looks (default 250 ms).
@@ -210,9 +211,12 @@ func (r *Reconciler) execute(ctx context.Context, a Action, now time.Time) Resul
 	switch a.Kind {
 	case Terminate:
 		if !r.o.DryRun {
-			res.Err = r.cloud.TerminateIDs(ctx, a.InstanceIDs)
-			if res.Err == nil && r.o.Terminated != nil {
-				for _, id := range a.InstanceIDs {
+			var done []string
+			done, res.Err = r.cloud.TerminateIDs(ctx, a.InstanceIDs)
+			if r.o.Terminated != nil {
+				// only what EC2 accepted: the ledger closes the rest when
+				// EC2 reports them terminated
+				for _, id := range done {
 					if err := r.o.Terminated(ctx, id, now); err != nil {
 						log.Warn("recording the termination", "instance_id", id, "err", err)
 					}

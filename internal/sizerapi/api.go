@@ -311,8 +311,14 @@ type InstanceEvent struct {
 	Capacity     string    `json:"capacity,omitempty"`  // spot or on-demand
 	PriceUSD     float64   `json:"price_usd,omitempty"` // per hour; 0: the server prices it from the catalog
 	Account      string    `json:"account,omitempty"`
+	User         string    `json:"user,omitempty"`
 	Time         time.Time `json:"time"`
 	Job          *Job      `json:"job,omitempty"`
+	// Source of a termination's time: SourceBurst (default) when burst saw
+	// TerminateInstances accepted, SourceEC2 for EC2's own transition time.
+	Source string `json:"source,omitempty"`
+	// Reason is EC2's StateReason code of a termination, when known.
+	Reason string `json:"reason,omitempty"`
 }
 
 // BudgetStatus is one account's month so far.
@@ -323,6 +329,18 @@ type BudgetStatus struct {
 	RemainingUSD float64   `json:"remaining_usd"`
 	Over         bool      `json:"over"`
 	Since        time.Time `json:"since"`
+	// ReservedUSD is what admitted running jobs may still spend (their
+	// reservations less what they were charged so far); it counts against
+	// the cap until they end.
+	ReservedUSD    float64 `json:"reserved_usd"`
+	BurnUSDPerHour float64 `json:"burn_usd_per_hour"`
+	// ForecastCapAt is when spend plus reservations reaches the cap at the
+	// current burn rate; absent when it will not this month.
+	ForecastCapAt *time.Time `json:"forecast_cap_at,omitempty"`
+	OnDemandUSD   float64    `json:"on_demand_usd"` // the same seconds at on-demand prices
+	SavingUSD     float64    `json:"saving_usd"`
+	// OnUnknown is the budget's rule when its spend cannot be known: hold or allow.
+	OnUnknown string `json:"on_unknown,omitempty"`
 }
 
 // UsageRow is one account's or one user's month.
@@ -337,8 +355,29 @@ type UsageRow struct {
 	GPUMemUsedGiB float64 `json:"gpu_memory_used_gib_avg"`
 	MeanUtilPct   float64 `json:"mean_util_pct"`
 	SpendUSD      float64 `json:"spend_usd"`
+	OnDemandUSD   float64 `json:"on_demand_usd"` // the same seconds at on-demand prices
+	SavingUSD     float64 `json:"saving_usd"`
 	BudgetUSD     float64 `json:"budget_usd,omitempty"` // accounts only
 	Over          bool    `json:"over_budget,omitempty"`
+	ReservedUSD   float64 `json:"reserved_usd,omitempty"` // accounts only
+	// ForecastCapAt is when the account reaches its cap at the current
+	// burn rate (accounts with a budget only).
+	ForecastCapAt *time.Time `json:"forecast_cap_at,omitempty"`
+}
+
+// JobSpend is one job's charges this month: its runs on burst nodes, plus
+// (with accounting.idle_owner launching-job) the boot and idle time of the
+// instances launched for it.
+type JobSpend struct {
+	JobID       string  `json:"job_id"`
+	Account     string  `json:"account"`
+	User        string  `json:"user,omitempty"`
+	Instances   int     `json:"instances"`
+	RunSeconds  float64 `json:"run_seconds"`
+	IdleSeconds float64 `json:"idle_seconds"`
+	SpendUSD    float64 `json:"spend_usd"`
+	OnDemandUSD float64 `json:"on_demand_usd"`
+	SavingUSD   float64 `json:"saving_usd"`
 }
 
 // Advice is one right-sizing recommendation.
@@ -364,7 +403,12 @@ type UsageReport struct {
 	To       time.Time  `json:"to"`
 	Accounts []UsageRow `json:"accounts"`
 	Users    []UsageRow `json:"users"`
+	Jobs     []JobSpend `json:"jobs"`
 	Advice   []Advice   `json:"advice"`
+	// SpendUSD, OnDemandUSD and SavingUSD are the month's totals.
+	SpendUSD    float64 `json:"spend_usd"`
+	OnDemandUSD float64 `json:"on_demand_usd"`
+	SavingUSD   float64 `json:"saving_usd"`
 }
 
 // Boot phase names in a BootReport, in boot order. The bootstrap's steps

@@ -258,3 +258,39 @@ func (c *Client) UsageReport(ctx context.Context) (sizerapi.UsageReport, error) 
 	err := c.do(ctx, http.MethodGet, sizerapi.PathReport, nil, &out)
 	return out, err
 }
+
+// TerminatedEvent records a termination with its source and EC2 reason.
+func (c *Client) TerminatedEvent(ctx context.Context, ev sizerapi.InstanceEvent) error {
+	return c.do(ctx, http.MethodPost, sizerapi.PathInstanceTerminate, ev, nil)
+}
+
+// Intent records a launch intent (journaled before CreateFleet).
+func (c *Client) Intent(ctx context.Context, in sizerapi.LaunchIntent) error {
+	return c.do(ctx, http.MethodPost, sizerapi.PathInstanceIntent, in, nil)
+}
+
+// Run records a job's start or end on its nodes.
+func (c *Client) Run(ctx context.Context, run sizerapi.JobRun) error {
+	return c.do(ctx, http.MethodPost, sizerapi.PathJobRun, run, nil)
+}
+
+// Spend returns an account's spend this month (admission control).
+func (c *Client) Spend(ctx context.Context, account string) (sizerapi.AccountSpend, error) {
+	var out sizerapi.AccountSpend
+	err := c.do(ctx, http.MethodGet, sizerapi.PathSpend+"?account="+url.QueryEscape(account), nil, &out)
+	return out, err
+}
+
+// Ledger returns every instance's bill this month and its charges.
+func (c *Client) Ledger(ctx context.Context) (sizerapi.Ledger, error) {
+	var out sizerapi.Ledger
+	err := c.do(ctx, http.MethodGet, sizerapi.PathLedger, nil, &out)
+	return out, err
+}
+
+// LedgerSync runs a ledger pass against EC2 now.
+func (c *Client) LedgerSync(ctx context.Context) (sizerapi.LedgerSync, error) {
+	var out sizerapi.LedgerSync
+	err := c.do(ctx, http.MethodPost, sizerapi.PathLedgerSync, nil, &out)
+	return out, err
+}

@@ -312,6 +312,23 @@ func (s *Scontrol) Hold(ctx context.Context, jobID uint32, reason string) error 
 	return nil
 }
 
+// RequeueHold requeues a job that was given nodes and holds it
+// (scontrol requeuehold), recording the reason as its AdminComment.
+func (s *Scontrol) RequeueHold(ctx context.Context, jobID uint32, reason string) error {
+	if strings.ContainsAny(reason, "\r\n\x00") {
+		return fmt.Errorf("requeueing job %d held: reason %q has a newline or NUL", jobID, reason)
+	}
+	if _, err := s.run(ctx, "scontrol", "requeuehold", jobArg(jobID)); err != nil {
+		return fmt.Errorf("requeueing job %d held: %w", jobID, err)
+	}
+	if reason != "" {
+		if _, err := s.run(ctx, "scontrol", "update", "jobid="+jobArg(jobID), "admincomment="+reason); err != nil {
+			return fmt.Errorf("recording hold reason of job %d: %w", jobID, err)
+		}
+	}
+	return nil
+}
+
 // Release implements Client.
 func (s *Scontrol) Release(ctx context.Context, jobID uint32) error {
 	if _, err := s.run(ctx, "scontrol", "release", jobArg(jobID)); err != nil {

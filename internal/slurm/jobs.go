@@ -50,6 +50,7 @@ type Job struct {
 	RestartCount    uint32
 	SubmitTime      time.Time
 	StartTime       time.Time
+	EndTime         time.Time // the expected end while it runs; the end once it ended
 	WorkDir         string
 }
 
@@ -138,6 +139,7 @@ type rawJob struct {
 	RestartCnt   num     `json:"restart_cnt"`
 	SubmitTime   num     `json:"submit_time"`
 	StartTime    num     `json:"start_time"`
+	EndTime      num     `json:"end_time"`
 	WorkDir      string  `json:"current_working_directory"`
 }
 
@@ -193,6 +195,7 @@ func ParseJobsJSON(b []byte) ([]Job, error) {
 		j.TimeLimit = c.minutes("time_limit", r.TimeLimit)
 		j.SubmitTime = c.unix("submit_time", r.SubmitTime)
 		j.StartTime = c.unix("start_time", r.StartTime)
+		j.EndTime = c.unix("end_time", r.EndTime)
 		if c.err != nil {
 			return nil, c.err
 		}

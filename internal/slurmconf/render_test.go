@@ -43,6 +43,22 @@ func examplePlan(t *testing.T) *Plan {
 	return p
 }
 
+func TestSacctmgrGolden(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("..", "..", "examples", "burst.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Source = "examples/burst.yaml"
+	if len(cfg.Limits) < 3 {
+		t.Fatalf("the example has %d limits; it should show an account, a user and a user within an account", len(cfg.Limits))
+	}
+	golden(t, "example.sacctmgr.sh", Sacctmgr(cfg, "ml-prod"))
+	cfg.Limits = nil
+	if got := string(Sacctmgr(cfg, "x")); !strings.Contains(got, "nothing to set") || strings.Contains(got, "sacctmgr -i") {
+		t.Errorf("no limits: %s", got)
+	}
+}
+
 func TestGolden(t *testing.T) {
 	p := examplePlan(t)
 	golden(t, "example.burst.conf", p.Include())

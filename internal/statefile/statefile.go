@@ -97,16 +97,46 @@ func Update(path string, perm os.FileMode, f func(old []byte) (data []byte, writ
 	return WriteAtomic(path, data, perm)
 }
 
+// ReadLocked is Read under the file's lock: for files that are appended to
+// (Append), where a read without the lock could see an append in progress.
+func ReadLocked(path string, perm os.FileMode) ([]byte, error) {
+	unlock, err := Lock(path, perm)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return Read(path)
+}
+
 // Append adds data at the end of the file under its lock and fsyncs it.
 func Append(path string, perm os.FileMode, data []byte) error {
+	return appendData(path, perm, data, false)
+}
+
+// AppendLine is Append for line-oriented files: when the file does not end
+// with a newline (a crash cut its last write short), one is written first,
+// so the cut line stays a line of its own and data stays whole.
+func AppendLine(path string, perm os.FileMode, data []byte) error {
+	return appendData(path, perm, data, true)
+}
+
+func appendData(path string, perm os.FileMode, data []byte, line bool) error {
 	unlock, err := Lock(path, perm)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, perm)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, perm)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	if line {
+		if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+			last := make([]byte, 1)
+			if _, err := f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+				data = append([]byte{'\n'}, data...)
+			}
+		}
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/journal"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/budget"
@@ -182,6 +184,15 @@ func TestRouteCommand(t *testing.T) {
 	if d.Class == "" || d.Capacity != jobmeta.CapacityOnDemand || d.GPUsPerNode != 1 || len(d.InstanceTypes) == 0 || d.EstHours <= 0 || d.EstCostUSD <= 0 || d.Reason == "" {
 		t.Errorf("decision %+v", d)
 	}
+	// the demo account is capped and no state database exists: the job is
+	// not refused for it, and is told it waits for its spend at start
+	out.Reset()
+	if code := runSizer(&out, &errb, "--config", p, "route", "--json", "--gres=gpu:1", "--account=demo"); code != 0 {
+		t.Fatalf("exit status %d\n%s", code, errb.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &d); err != nil || d.Refused || !strings.Contains(d.Reason, "account demo's budget cannot be checked now") {
+		t.Errorf("capped account without a spend figure: %+v %v", d, err)
+	}
 	out.Reset()
 	if code := runSizer(&out, &errb, "--config", p, "route", "--json", "--gres=gpu:h100:8"); code != ExitNoClass {
 		t.Errorf("no h100 class: exit %d (%s)", code, errb.String())
@@ -245,6 +256,36 @@ func TestReportCommand(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Accounts) != 1 || rep.Accounts[0].BudgetUSD != 100 || len(rep.Advice) != 1 || rep.Advice[0].SaveUSDPerMonth <= 0 {
 		t.Errorf("json report %s: %v", out.String(), err)
+	}
+	// the local spend path (what burst-resume runs with the sizer down):
+	// two on-demand instances at $13.35/h since start, and a launch still in
+	// the journal
+	out.Reset()
+	if err := journal.In(filepath.Join(dir, "state"), nil).Append(journal.Entry{Kind: journal.KindLaunch, Event: &sizerapi.InstanceEvent{
+		InstanceID: "i-3", InstanceType: "g6.xlarge", Account: "demo", PriceUSD: 36, Time: now.Add(-100 * time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := runSizer(&out, &errb, "--config", p, "spend", "--local", "--json", "--account", "demo"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var sp sizerapi.AccountSpend
+	if err := json.Unmarshal(out.Bytes(), &sp); err != nil {
+		t.Fatal(err)
+	}
+	hours := time.Since(start).Hours()
+	if want := 2*13.35*hours + 1.0; sp.Source != "local" || math.Abs(sp.SpentUSD-want) > 0.1 || sp.BurnUSDPerHour != 26.7 {
+		t.Errorf("local spend %+v, want about $%.2f", sp, want)
+	}
+	out.Reset()
+	if code := runSizer(&out, &errb, "--config", p, "ledger", "--local"); code != 0 || !strings.Contains(out.String(), "i-1") || !strings.Contains(out.String(), "billed from launch") {
+		t.Errorf("ledger --local: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if code := runSizer(&out, &errb, "--config", filepath.Join(dir, "burst.yaml"), "spend", "--local", "--account", "demo"); code != 0 {
+		t.Errorf("text spend: exit %d", code)
+	}
+	os.Remove(filepath.Join(dir, "state", store.FileName))
+	if code := runSizer(&out, &errb, "--config", p, "spend", "--local", "--json", "--account", "demo"); code == 0 {
+		t.Error("local spend without a state database succeeded")
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/identity"
 	"github.com/burst-hpc/burst/sizer/server"
+	"github.com/burst-hpc/burst/sizer/spend"
 )
 
 // settings is what the sizer takes from burst.yaml.
@@ -23,6 +24,7 @@ type settings struct {
 	classes          []sizing.Class
 	classPartitions  map[string][]string // class -> partitions that hold it
 	budgets          map[string]float64
+	onUnknown        map[string]string
 	zones            []string
 	burstPartitions  []string
 	defaultPartition string
@@ -38,7 +40,7 @@ func loadSettings(c *cli.Context) (*settings, error) {
 
 // settingsFrom maps burst.yaml onto the sizer's own option types.
 func settingsFrom(cfg *config.Config, cat *catalog.Catalog) *settings {
-	s := &settings{cfg: cfg, classPartitions: compose.ClassPartitions(cfg), budgets: map[string]float64{},
+	s := &settings{cfg: cfg, classPartitions: compose.ClassPartitions(cfg), budgets: map[string]float64{}, onUnknown: map[string]string{},
 		classes: compose.SizingClasses(cfg, cat)}
 	for _, p := range cfg.Slurm.Partitions {
 		s.burstPartitions = append(s.burstPartitions, p.Name)
@@ -58,8 +60,16 @@ func settingsFrom(cfg *config.Config, cat *catalog.Catalog) *settings {
 	sort.Strings(s.zones)
 	for _, b := range cfg.Budgets {
 		s.budgets[b.Account] = b.MonthlyUSD
+		s.onUnknown[b.Account] = b.OnUnknown
+		if b.OnUnknown == "" {
+			s.onUnknown[b.Account] = config.OnUnknownHold
+		}
 	}
 	return s
+}
+
+func (s *settings) budgetOptions() spend.BudgetOptions {
+	return spend.BudgetOptions{Caps: s.budgets, OnUnknown: s.onUnknown, IdleOwner: s.cfg.Accounting.IdleOwner, StateDir: s.cfg.Sizer.StateDir}
 }
 
 func (s *settings) policy() (*sizing.Policy, error) { return compose.Policy(s.cfg) }
@@ -70,6 +80,8 @@ func (s *settings) serverOptions() server.Options {
 		TokenFile:     s.cfg.Sizer.TokenFile,
 		StateDir:      s.cfg.Sizer.StateDir,
 		Budgets:       s.budgets,
+		OnUnknown:     s.onUnknown,
+		IdleOwner:     s.cfg.Accounting.IdleOwner,
 		Classes:       s.classes,
 		Region:        s.cfg.Cluster.Region,
 		Zones:         s.zones,

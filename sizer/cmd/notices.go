@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	sizerstore "github.com/burst-hpc/burst/sizer/store"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ import (
 // here, through the agent's own sequence; state changes kick the
 // reconciler (nil: none runs). A reader that cannot be built is logged and
 // the daemon serves without it.
-func startNotices(ctx context.Context, st *settings, store notices.Store, kick func(), reg prometheus.Registerer, log *slog.Logger) {
+func startNotices(ctx context.Context, st *settings, store *sizerstore.Store, kick func(), reg prometheus.Registerer, log *slog.Logger) {
 	cfg := st.cfg
 	q, ok := cfg.Interruptions.Queue()
 	if !ok {
@@ -50,7 +51,7 @@ func startNotices(ctx context.Context, st *settings, store notices.Store, kick f
 	}
 	c, err := notices.New(sqsc, prov, store, h, ops, notices.Options{QueueURL: cfg.Interruptions.QueueURL,
 		Expect: ec2events.Expect{Account: q.Account, Region: cfg.Cluster.Region}, AgentWait: cfg.Interruptions.AgentWait.Duration,
-		Kick: kick, Logger: log, Registerer: reg})
+		Kick: kick, StateChange: store.RecordState, Logger: log, Registerer: reg})
 	if err != nil {
 		log.Error("interruption queue reader not started", "err", err)
 		return

@@ -193,6 +193,12 @@ func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout 
 		sto = s
 	}
 	d, err := server.Decide(ctx, p, sto, st.budgets, job, time.Now(), 0)
+	if err == nil && sto == nil && st.budgets[job.Account] > 0 && !d.Refused {
+		// submission never decides a capped account's spend blind, and does
+		// not refuse for it either: burst-resume holds the job at start
+		// until its spend can be known (budgets[].on_unknown)
+		d.Reason += fmt.Sprintf("; account %s's budget cannot be checked now (sizer down, no state database): the job waits held at start until it can", job.Account)
+	}
 	return d, "local", err
 }
 

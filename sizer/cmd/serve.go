@@ -21,6 +21,7 @@ import (
 	"github.com/burst-hpc/burst/sizer/dash"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/server"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -55,12 +56,20 @@ func serveCommand() *cli.Command {
 			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			var sync func(context.Context) (sizerapi.LedgerSync, error)
+			o.LedgerSync = func(ctx context.Context) (sizerapi.LedgerSync, error) {
+				if sync == nil {
+					return sizerapi.LedgerSync{}, errors.New("the ledger is not running (no EC2 access, or --no-reconcile)")
+				}
+				return sync(ctx)
+			}
 			srv, err := server.New(ctx, o)
 			if err != nil {
 				return err
 			}
 			var kick func()
 			if !c.Bool("no-reconcile") {
+				sync = startLedger(ctx, st, srv, log)
 				kick = startReconciler(ctx, st, o.Registry, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
 					_, err := srv.Store().RecordTerminate(ctx, id, at)
 					return err
@@ -116,5 +125,10 @@ func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageR
 		return sizerapi.UsageReport{}, fmt.Errorf("building report: the daemon is unreachable and %w", err)
 	}
 	defer s.Close()
-	return server.BuildReport(ctx, s, st.budgets, time.Now())
+	now := time.Now()
+	sts, err := spend.BudgetStatuses(ctx, s, st.budgetOptions(), now)
+	if err != nil {
+		return sizerapi.UsageReport{}, err
+	}
+	return server.BuildReport(ctx, s, sts, st.cfg.Accounting.IdleOwner, now)
 }

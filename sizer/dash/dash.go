@@ -21,6 +21,7 @@ import (
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/sizer/budget"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -66,6 +67,10 @@ type Options struct {
 	Store   *store.Store
 	Policy  *sizing.Policy     // classes and prices
 	Budgets map[string]float64 // account -> monthly cap (USD)
+	// OnUnknown and IdleOwner are budgets[].on_unknown and
+	// accounting.idle_owner (who pays for boot and idle time).
+	OnUnknown map[string]string
+	IdleOwner string
 	// StateDir holds the launch breaker's and the unavailable-offerings
 	// state files (burst-resume writes them); "" shows neither.
 	StateDir string
@@ -106,6 +111,9 @@ func New(o Options) (*Source, error) {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.IdleOwner == "" {
+		o.IdleOwner = budget.OwnerLaunchingJob
 	}
 	if o.JobsWindow <= 0 {
 		o.JobsWindow = 30 * 24 * time.Hour

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/report"
@@ -107,7 +108,7 @@ func (s *Source) rows(ctx context.Context, us []report.JobUsage, detail bool) ([
 	if err != nil {
 		return nil, err
 	}
-	spend, err := s.o.Store.JobSpend(ctx, ids, now)
+	spend, err := s.o.Store.JobSpend(ctx, ids, s.o.IdleOwner, now.Add(-s.o.JobsWindow-31*24*time.Hour), now)
 	if err != nil {
 		return nil, err
 	}

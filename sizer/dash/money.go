@@ -9,13 +9,14 @@ import (
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
-// This file is the dashboard's one source of money figures. Today it
-// prices the store's instance intervals (launch to termination at the
-// recorded hourly price, the same rule as the budgets); it is the part to
-// re-point at a spend ledger with per-job attribution.
+// This file is the dashboard's one source of money figures: the spend
+// ledger (sizer/spend), the same charges the budgets API, the report and
+// admission control read: what EC2 bills each instance, split between the
+// jobs that ran on it and its idle owner (accounting.idle_owner).
 
 // ForecastWindow is the span whose average spend rate the forecast
 // extends to the month's end.
@@ -26,6 +27,28 @@ func (s *Source) monthInstances(ctx context.Context, sc Scope, now time.Time) ([
 	from := budget.MonthStart(now)
 	ins, err := s.o.Store.Instances(ctx, from, now, sc.Account, false)
 	return ins, from, err
+}
+
+// month is the ledger's month, on-demand prices from the policy's catalog
+// where the ledger has none.
+func (s *Source) month(ctx context.Context, now time.Time) (spend.Month, error) {
+	return spend.ReadPriced(ctx, s.o.Store, s.o.IdleOwner, now, func(typ string) (float64, bool) {
+		return s.o.Policy.HourlyPrice(typ, jobmeta.CapacityOnDemand)
+	})
+}
+
+// scoped keeps the charges the scope may see.
+func scoped(cs []budget.Charge, sc Scope) []budget.Charge {
+	if sc.All() {
+		return cs
+	}
+	var out []budget.Charge
+	for _, c := range cs {
+		if c.Account == sc.Account {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // caps are the budgets the scope may see.
@@ -40,40 +63,43 @@ func (s *Source) caps(sc Scope) map[string]float64 {
 	return out
 }
 
+// budgets is the standing of the accounts the scope may see.
+func (s *Source) budgets(m spend.Month, sc Scope) []sizerapi.BudgetStatus {
+	var out []sizerapi.BudgetStatus
+	for _, b := range m.Budgets(spend.BudgetOptions{Caps: s.caps(sc), OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir}) {
+		if sc.All() || b.Account == sc.Account {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Money is this month's spend per account against its budget (with a
 // forecast), per user and per UTC day, and what it saved against the same
 // instances on demand and against the idle-timeout counterfactual.
 func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error) {
 	now := s.o.Now()
-	ins, from, err := s.monthInstances(ctx, sc, now)
+	m, err := s.month(ctx, now)
 	if err != nil {
 		return sizerapi.MoneyView{}, err
 	}
+	from := m.From
 	v := sizerapi.MoneyView{At: now, Account: sc.Account, From: from, Accounts: []sizerapi.AccountMoney{}, Users: []sizerapi.UserMoney{}, Days: []sizerapi.DayMoney{},
 		IdleTimeout: s.o.IdleTimeout,
 		ForecastMethod: fmt.Sprintf("spent so far + the average hourly spend of the last %s (or of the month, if shorter) x the hours left in the month",
 			shortDur(ForecastWindow))}
-	ivs := make([]budget.Interval, len(ins))
-	for i, in := range ins {
-		ivs[i] = in.Interval()
-	}
-	// per account, against its cap (the budgets' own rule)
+	charges := scoped(m.Charges, sc)
+	// per account, against its cap (the budgets' own figures)
 	winFrom := now.Add(-ForecastWindow)
 	if winFrom.Before(from) {
 		winFrom = from
 	}
-	recent := budget.SpendByAccount(ivs, winFrom, now)
-	hourly := map[string]float64{}
-	for _, in := range ins {
-		if in.Terminated.IsZero() {
-			hourly[in.Account] += in.PriceUSD
-		}
-	}
+	recent := m.Within(winFrom, now)
 	monthEnd := from.AddDate(0, 1, 0)
 	left := monthEnd.Sub(now).Hours()
-	for _, st := range budget.Statuses(s.caps(sc), ivs, now) {
+	for _, st := range s.budgets(m, sc) {
 		a := sizerapi.AccountMoney{Account: st.Account, SpentUSD: round4(st.SpentUSD), BudgetUSD: st.MonthlyUSD, RemainingUSD: round4(st.RemainingUSD),
-			Over: st.Over, HourlyUSD: round4(hourly[st.Account])}
+			Over: st.Over, HourlyUSD: round4(m.Burn[st.Account])}
 		rate := 0.0
 		if h := now.Sub(winFrom).Hours(); h > 0 {
 			rate = recent[st.Account] / h
@@ -95,17 +121,17 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 	type uk struct{ account, user string }
 	users := map[uk]*sizerapi.UserMoney{}
 	jobs := map[uk]map[string]bool{}
-	for _, iv := range ivs {
-		k := uk{iv.Account, iv.User}
+	for _, c := range charges {
+		k := uk{c.Account, c.User}
 		u := users[k]
 		if u == nil {
-			u = &sizerapi.UserMoney{Account: iv.Account, User: iv.User}
+			u = &sizerapi.UserMoney{Account: c.Account, User: c.User}
 			users[k] = u
 			jobs[k] = map[string]bool{}
 		}
-		u.SpentUSD += iv.Cost(from, now)
-		if iv.JobID != "" {
-			jobs[k][iv.JobID] = true
+		u.SpentUSD += c.USD
+		if c.JobID != "" {
+			jobs[k][c.JobID] = true
 		}
 	}
 	for k, u := range users {
@@ -129,43 +155,47 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 			end = now
 		}
 		day := sizerapi.DayMoney{Day: d.Format("2006-01-02"), ByAccount: map[string]float64{}}
-		for _, iv := range ivs {
-			if c := iv.Cost(d, end); c > 0 {
-				day.ByAccount[iv.Account] += c
+		for a, c := range m.Within(d, end) {
+			if c > 0 && (sc.All() || a == sc.Account) {
+				day.ByAccount[a] = round4(c)
 				day.SpentUSD += c
 			}
-		}
-		for a, c := range day.ByAccount {
-			day.ByAccount[a] = round4(c)
 		}
 		day.SpentUSD = round4(day.SpentUSD)
 		v.Days = append(v.Days, day)
 	}
-	// savings
+	// savings: the same billed seconds on demand, and the idle-timeout
+	// counterfactual (each instance on demand for its life plus the idle
+	// timeout after it)
+	type perInstance struct{ usd, od, secs float64 }
+	byInst := map[string]*perInstance{}
+	for _, c := range charges {
+		p := byInst[c.InstanceID]
+		if p == nil {
+			p = &perInstance{}
+			byInst[c.InstanceID] = p
+		}
+		p.usd += c.USD
+		p.od += c.OnDemandUSD
+		p.secs += c.Seconds
+	}
 	var total, od, idle, hours float64
-	for _, in := range ins {
-		iv := in.Interval()
-		c := iv.Cost(from, now)
-		h := 0.0
-		if iv.PriceUSD > 0 {
-			h = c / iv.PriceUSD
+	for _, r := range m.Rows {
+		p := byInst[r.ID]
+		if p == nil {
+			continue
 		}
-		odp, ok := s.o.Policy.HourlyPrice(in.InstanceType, jobmeta.CapacityOnDemand)
-		if !ok {
-			odp = in.PriceUSD // unknown to the catalog: no saving claimed
-		}
-		total += c
+		v.Instances++
+		h := p.secs / 3600
+		total += p.usd
 		hours += h
-		od += odp * h
-		// the counterfactual keeps the same instance on demand for its
-		// life plus the idle timeout after it (the demo's comparison)
+		od += p.od
 		tail := 0.0
-		if !in.Terminated.IsZero() && in.Terminated.Before(now) {
+		if !r.End.IsZero() && r.End.Before(now) {
 			tail = s.o.IdleTimeout.Hours()
 		}
-		idle += odp * (h + tail)
+		idle += r.OnDemandUSD * (h + tail)
 	}
-	v.Instances = len(ins)
 	v.InstanceHours = round4(hours)
 	v.TotalUSD = round4(total)
 	v.OnDemandUSD = round4(od)

@@ -30,11 +30,11 @@ func (s *Source) report(ctx context.Context, sc Scope) (sizerapi.UsageReport, []
 	if err != nil {
 		return sizerapi.UsageReport{}, nil, nil, err
 	}
-	ivs := make([]budget.Interval, len(ins))
-	for i, in := range ins {
-		ivs[i] = in.Interval()
+	m, err := s.month(ctx, now)
+	if err != nil {
+		return sizerapi.UsageReport{}, nil, nil, err
 	}
-	rep := report.Build(jobs, ivs, s.caps(sc), now, report.Options{})
+	rep := report.Build(jobs, scoped(m.Charges, sc), s.budgets(m, sc), now, report.Options{})
 	if rep.Accounts == nil {
 		rep.Accounts = []sizerapi.UsageRow{}
 	}
@@ -56,6 +56,15 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 	rep, jobs, ins, err := s.report(ctx, sc)
 	if err != nil {
 		return sizerapi.RightSizingView{}, err
+	}
+	m, err := s.month(ctx, now)
+	if err != nil {
+		return sizerapi.RightSizingView{}, err
+	}
+	billed := map[string][2]float64{} // instance -> USD, billed hours this month
+	for _, c := range scoped(m.Charges, sc) {
+		b := billed[c.InstanceID]
+		billed[c.InstanceID] = [2]float64{b[0] + c.USD, b[1] + c.Seconds/3600}
 	}
 	v := sizerapi.RightSizingView{At: now, Account: sc.Account, From: rep.From, UsedFraction: 0.5, Items: []sizerapi.RightSizingItem{}}
 	type gk struct{ account, user, name string }
@@ -81,10 +90,9 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 			p = &price{}
 			prices[k] = p
 		}
-		c := in.Interval().Cost(rep.From, now)
-		if in.PriceUSD > 0 {
-			h := c / in.PriceUSD
-			p.usd += c
+		if b := billed[in.InstanceID]; b[1] > 0 {
+			h := b[1]
+			p.usd += b[0]
 			p.hours += h
 			if in.Capacity == string(jobmeta.CapacitySpot) {
 				p.spotHours += h

@@ -72,58 +72,86 @@ func (a *acc) row() sizerapi.UsageRow {
 		r.GPUMemReqGiB, r.GPUMemUsedGiB = round1(a.memReq/n), round1(a.memUsed/n)
 		r.MeanUtilPct = round1(a.util / n)
 	}
-	r.SpendUSD = round2(r.SpendUSD)
+	r.SpendUSD, r.OnDemandUSD = round4(r.SpendUSD), round4(r.OnDemandUSD)
+	r.SavingUSD = round4(r.OnDemandUSD - r.SpendUSD)
 	return r
 }
 
-// Build makes the report for the month containing now. Spend per job is the
-// cost of the instances launched for it; savings are the spend of the
-// oversized jobs scaled by the unused share of GPUs ((asked-used)/asked),
-// projected to a whole month from the part of the month elapsed.
-func Build(jobs []JobUsage, ivs []budget.Interval, caps map[string]float64, now time.Time, o Options) sizerapi.UsageReport {
+// Build makes the report for the month containing now from the jobs'
+// usage, the ledger's charges for the month (budget.Instance.Charges) and
+// the budgets' standing. Spend per account, user and job is the sum of
+// their charges, with the on-demand equivalent of the same seconds and the
+// saving; savings advice is the spend of the oversized jobs scaled by the
+// unused share of GPUs ((asked-used)/asked), projected to a whole month
+// from the part of the month elapsed.
+func Build(jobs []JobUsage, charges []budget.Charge, budgets []sizerapi.BudgetStatus, now time.Time, o Options) sizerapi.UsageReport {
 	if o.UsedFraction <= 0 {
 		o.UsedFraction = 0.5
 	}
 	from := budget.MonthStart(now)
 	rep := sizerapi.UsageReport{From: from, To: now}
-	jobSpend := map[string]float64{}
-	for _, iv := range ivs {
-		if iv.JobID != "" {
-			jobSpend[iv.JobID] += iv.Cost(from, now)
-		}
-	}
 	accounts := map[string]*acc{}
 	users := map[[2]string]*acc{}
+	getAcct := func(a string) *acc {
+		if accounts[a] == nil {
+			accounts[a] = &acc{UsageRow: sizerapi.UsageRow{Account: a}}
+		}
+		return accounts[a]
+	}
+	getUser := func(a, u string) *acc {
+		k := [2]string{a, u}
+		if users[k] == nil {
+			users[k] = &acc{UsageRow: sizerapi.UsageRow{Account: a, User: u}}
+		}
+		return users[k]
+	}
+	jobSpend := map[string]float64{}
+	perJob := map[string]*sizerapi.JobSpend{}
+	jobInst := map[string]map[string]bool{}
+	for _, c := range charges {
+		a := getAcct(c.Account)
+		a.SpendUSD += c.USD
+		a.OnDemandUSD += c.OnDemandUSD
+		rep.SpendUSD += c.USD
+		rep.OnDemandUSD += c.OnDemandUSD
+		if c.User != "" {
+			u := getUser(c.Account, c.User)
+			u.SpendUSD += c.USD
+			u.OnDemandUSD += c.OnDemandUSD
+		}
+		if c.JobID == "" {
+			continue
+		}
+		jobSpend[c.JobID] += c.USD
+		j := perJob[c.JobID]
+		if j == nil {
+			j = &sizerapi.JobSpend{JobID: c.JobID, Account: c.Account, User: c.User}
+			perJob[c.JobID] = j
+			jobInst[c.JobID] = map[string]bool{}
+		}
+		if !c.Idle {
+			j.Account, j.User = c.Account, c.User
+			j.RunSeconds += c.Seconds
+		} else {
+			j.IdleSeconds += c.Seconds
+		}
+		j.SpendUSD += c.USD
+		j.OnDemandUSD += c.OnDemandUSD
+		jobInst[c.JobID][c.InstanceID] = true
+	}
 	type gkey struct{ account, user, name string }
 	groups := map[gkey][]JobUsage{}
 	for _, j := range jobs {
-		a := accounts[j.Account]
-		if a == nil {
-			a = &acc{UsageRow: sizerapi.UsageRow{Account: j.Account}}
-			accounts[j.Account] = a
-		}
-		a.add(j, jobSpend[j.JobID])
-		uk := [2]string{j.Account, j.User}
-		u := users[uk]
-		if u == nil {
-			u = &acc{UsageRow: sizerapi.UsageRow{Account: j.Account, User: j.User}}
-			users[uk] = u
-		}
-		u.add(j, jobSpend[j.JobID])
+		getAcct(j.Account).add(j, 0)
+		getUser(j.Account, j.User).add(j, 0)
 		if j.Reported && j.JobName != "" {
 			k := gkey{j.Account, j.User, j.JobName}
 			groups[k] = append(groups[k], j)
 		}
 	}
-	// Accounts with budgets and spend from instances with no registered job.
-	for _, st := range budget.Statuses(caps, ivs, now) {
-		a := accounts[st.Account]
-		if a == nil {
-			a = &acc{UsageRow: sizerapi.UsageRow{Account: st.Account}}
-			accounts[st.Account] = a
-		}
-		a.BudgetUSD, a.Over = st.MonthlyUSD, st.Over
-		a.SpendUSD = st.SpentUSD
+	for _, b := range budgets {
+		a := getAcct(b.Account)
+		a.BudgetUSD, a.Over, a.ReservedUSD, a.ForecastCapAt = b.MonthlyUSD, b.Over, round2(b.ReservedUSD), b.ForecastCapAt
 	}
 	for _, a := range accounts {
 		rep.Accounts = append(rep.Accounts, a.row())
@@ -131,12 +159,27 @@ func Build(jobs []JobUsage, ivs []budget.Interval, caps map[string]float64, now 
 	for _, u := range users {
 		rep.Users = append(rep.Users, u.row())
 	}
+	for id, j := range perJob {
+		j.Instances = len(jobInst[id])
+		j.SpendUSD, j.OnDemandUSD = round4(j.SpendUSD), round4(j.OnDemandUSD)
+		j.SavingUSD = round4(j.OnDemandUSD - j.SpendUSD)
+		j.RunSeconds, j.IdleSeconds = round1(j.RunSeconds), round1(j.IdleSeconds)
+		rep.Jobs = append(rep.Jobs, *j)
+	}
+	rep.SpendUSD, rep.OnDemandUSD = round4(rep.SpendUSD), round4(rep.OnDemandUSD)
+	rep.SavingUSD = round4(rep.OnDemandUSD - rep.SpendUSD)
 	sort.Slice(rep.Accounts, func(i, j int) bool { return rep.Accounts[i].Account < rep.Accounts[j].Account })
 	sort.Slice(rep.Users, func(i, j int) bool {
 		if rep.Users[i].Account != rep.Users[j].Account {
 			return rep.Users[i].Account < rep.Users[j].Account
 		}
 		return rep.Users[i].User < rep.Users[j].User
+	})
+	sort.Slice(rep.Jobs, func(i, j int) bool {
+		if rep.Jobs[i].SpendUSD != rep.Jobs[j].SpendUSD {
+			return rep.Jobs[i].SpendUSD > rep.Jobs[j].SpendUSD
+		}
+		return rep.Jobs[i].JobID < rep.Jobs[j].JobID
 	})
 
 	elapsed := now.Sub(from).Hours()
@@ -183,25 +226,39 @@ func WriteText(w io.Writer, r sizerapi.UsageReport) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "burst GPU report %s to %s (UTC)\n\n", r.From.Format("2006-01-02"), r.To.UTC().Format("2006-01-02 15:04"))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tJOBS\tGPUS ASKED\tGPUS USED\tGPU MEM ASKED GiB\tGPU MEM USED GiB\tUTIL %\tSPENT $\tBUDGET $\tSTATUS")
+	fmt.Fprintln(tw, "ACCOUNT\tJOBS\tGPUS ASKED\tGPUS USED\tGPU MEM ASKED GiB\tGPU MEM USED GiB\tUTIL %\tSPENT $\tON-DEMAND $\tSAVED $\tRESERVED $\tBUDGET $\tSTATUS")
 	for _, a := range r.Accounts {
-		status, bud := "ok", "-"
+		status, bud, res := "ok", "-", "-"
 		if a.BudgetUSD > 0 {
 			bud = fmt.Sprintf("%.2f", a.BudgetUSD)
+			res = fmt.Sprintf("%.2f", a.ReservedUSD)
+			if a.ForecastCapAt != nil {
+				status = "cap at " + a.ForecastCapAt.UTC().Format("01-02 15:04") + " UTC"
+			}
 		}
 		if a.Over {
 			status = "OVER BUDGET"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t%s\n", a.Account, a.Jobs, a.GPUsRequested, a.GPUsUsed, a.GPUMemReqGiB, a.GPUMemUsedGiB, a.MeanUtilPct, a.SpendUSD, bud, status)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.4f\t%.4f\t%.4f\t%s\t%s\t%s\n", a.Account, a.Jobs, a.GPUsRequested, a.GPUsUsed, a.GPUMemReqGiB, a.GPUMemUsedGiB, a.MeanUtilPct,
+			a.SpendUSD, a.OnDemandUSD, a.SavingUSD, res, bud, status)
 	}
 	tw.Flush()
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tUSER\tJOBS\tGPUS ASKED\tGPUS USED\tGPU MEM ASKED GiB\tGPU MEM USED GiB\tUTIL %\tSPENT $")
+	fmt.Fprintln(tw, "ACCOUNT\tUSER\tJOBS\tGPUS ASKED\tGPUS USED\tGPU MEM ASKED GiB\tGPU MEM USED GiB\tUTIL %\tSPENT $\tON-DEMAND $\tSAVED $")
 	for _, u := range r.Users {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\n", u.Account, u.User, u.Jobs, u.GPUsRequested, u.GPUsUsed, u.GPUMemReqGiB, u.GPUMemUsedGiB, u.MeanUtilPct, u.SpendUSD)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.4f\t%.4f\t%.4f\n", u.Account, u.User, u.Jobs, u.GPUsRequested, u.GPUsUsed, u.GPUMemReqGiB, u.GPUMemUsedGiB, u.MeanUtilPct,
+			u.SpendUSD, u.OnDemandUSD, u.SavingUSD)
 	}
 	tw.Flush()
+	b.WriteString("\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tACCOUNT\tUSER\tINSTANCES\tRUN s\tIDLE+BOOT s\tSPENT $\tON-DEMAND $\tSAVED $")
+	for _, j := range r.Jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%.0f\t%.4f\t%.4f\t%.4f\n", j.JobID, j.Account, j.User, j.Instances, j.RunSeconds, j.IdleSeconds, j.SpendUSD, j.OnDemandUSD, j.SavingUSD)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nTotal: spent $%.4f; the same seconds on-demand $%.4f; saved $%.4f\n", r.SpendUSD, r.OnDemandUSD, r.SavingUSD)
 	b.WriteString("\nRight-sizing advice:\n")
 	if len(r.Advice) == 0 {
 		b.WriteString("  none: every job name used more than half of what it asked for\n")
@@ -215,3 +272,4 @@ func WriteText(w io.Writer, r sizerapi.UsageReport) error {
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
+func round4(f float64) float64 { return math.Round(f*1e4) / 1e4 }

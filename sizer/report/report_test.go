@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/budget"
 )
 
@@ -17,19 +18,34 @@ func TestBuild(t *testing.T) {
 		{JobID: "3", JobName: "train", User: "eve", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 81920, Reported: true, GPUsUsed: 8, PeakMemMiB: 600 * 1024, MeanUtilPct: 90},
 		{JobID: "4", JobName: "x", User: "fay", Account: "bio", GPUsPerNode: 1, GPUMemoryMiB: 22888},
 	}
-	start := now.Add(-10 * time.Hour)
-	ivs := []budget.Interval{
-		{InstanceID: "a", JobID: "1", Account: "phys", PriceUSD: 10, Start: start, End: start.Add(2 * time.Hour)},
-		{InstanceID: "b", JobID: "2", Account: "phys", PriceUSD: 10, Start: start, End: start.Add(4 * time.Hour)},
-		{InstanceID: "c", JobID: "3", Account: "phys", PriceUSD: 50, Start: start, End: start.Add(time.Hour)},
+	charges := []budget.Charge{
+		{InstanceID: "a", JobID: "1", Account: "phys", User: "dan", Seconds: 7000, USD: 19, OnDemandUSD: 50},
+		{InstanceID: "a", JobID: "1", Account: "phys", User: "dan", Idle: true, Seconds: 200, USD: 1, OnDemandUSD: 2},
+		{InstanceID: "b", JobID: "2", Account: "phys", User: "dan", Seconds: 14400, USD: 40, OnDemandUSD: 100},
+		{InstanceID: "c", JobID: "3", Account: "phys", User: "eve", Seconds: 3600, USD: 50, OnDemandUSD: 60},
+		{InstanceID: "d", Account: "pool:l4", Idle: true, Seconds: 60, USD: 0.5, OnDemandUSD: 1},
 	}
-	r := Build(jobs, ivs, map[string]float64{"phys": 100, "bio": 10}, now, Options{})
-	if len(r.Accounts) != 2 || len(r.Users) != 3 {
+	forecast := now.Add(time.Hour)
+	budgets := []sizerapi.BudgetStatus{{Account: "phys", MonthlyUSD: 100, SpentUSD: 110, Over: true}, {Account: "bio", MonthlyUSD: 10, ReservedUSD: 2, ForecastCapAt: &forecast}}
+	r := Build(jobs, charges, budgets, now, Options{})
+	if len(r.Accounts) != 3 || len(r.Users) != 3 || len(r.Jobs) != 3 {
 		t.Fatalf("rows: %+v %+v", r.Accounts, r.Users)
 	}
 	phys := r.Accounts[1]
-	if phys.Account != "phys" || phys.SpendUSD != 110 || !phys.Over || phys.Jobs != 3 || phys.GPUsRequested != 8 || phys.GPUsUsed != 3.7 {
+	if phys.Account != "phys" || phys.SpendUSD != 110 || phys.OnDemandUSD != 212 || phys.SavingUSD != 102 || !phys.Over || phys.Jobs != 3 || phys.GPUsRequested != 8 || phys.GPUsUsed != 3.7 {
 		t.Errorf("phys row %+v", phys)
+	}
+	if pool := r.Accounts[2]; pool.Account != "pool:l4" || pool.SpendUSD != 0.5 {
+		t.Errorf("pool row %+v", pool)
+	}
+	if j := r.Jobs[0]; j.JobID != "3" || j.SpendUSD != 50 || j.SavingUSD != 10 {
+		t.Errorf("jobs %+v", r.Jobs)
+	}
+	if j := r.Jobs[2]; j.JobID != "1" || j.SpendUSD != 20 || j.RunSeconds != 7000 || j.IdleSeconds != 200 || j.Instances != 1 {
+		t.Errorf("job 1 %+v", j)
+	}
+	if r.SpendUSD != 110.5 || r.OnDemandUSD != 213 || r.SavingUSD != 102.5 {
+		t.Errorf("totals %v %v %v", r.SpendUSD, r.OnDemandUSD, r.SavingUSD)
 	}
 	if len(r.Advice) != 1 {
 		t.Fatalf("advice %+v", r.Advice)
@@ -47,7 +63,7 @@ func TestBuild(t *testing.T) {
 	if err := WriteText(&buf, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"OVER BUDGET", "dan", "ask for 2", "phys"} {
+	for _, s := range []string{"OVER BUDGET", "dan", "ask for 2", "phys", "cap at 03-16 01:00 UTC", "saved $102.5000"} {
 		if !strings.Contains(buf.String(), s) {
 			t.Errorf("text report lacks %q:\n%s", s, buf.String())
 		}

@@ -8,37 +8,48 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/budget"
 	"github.com/burst-hpc/burst/sizer/report"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
+func (s *Server) budgetOptions() spend.BudgetOptions {
+	return spend.BudgetOptions{Caps: s.o.Budgets, OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir, Log: s.log}
+}
+
+func (s *Server) month(ctx context.Context) (spend.Month, error) {
+	return spend.ReadPriced(ctx, s.st, s.o.IdleOwner, s.now(), s.onDemand)
+}
+
+func (s *Server) onDemand(typ string) (float64, bool) { return s.pol.HourlyPrice(typ, jobmeta.CapacityOnDemand) }
+
 func (s *Server) budgetStatuses(ctx context.Context) ([]sizerapi.BudgetStatus, error) {
-	now := s.now()
-	ivs, err := s.st.Intervals(ctx, budget.MonthStart(now), now)
+	m, err := s.month(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []sizerapi.BudgetStatus
-	for _, b := range budget.Statuses(s.o.Budgets, ivs, now) {
-		out = append(out, sizerapi.BudgetStatus{Account: b.Account, MonthlyUSD: b.MonthlyUSD, SpentUSD: b.SpentUSD, RemainingUSD: b.RemainingUSD, Over: b.Over, Since: b.Since})
-	}
-	return out, nil
+	return m.Budgets(s.budgetOptions()), nil
 }
 
+// budgets is every account's standing the principal may read: spend,
+// reservations, burn rate, forecast, on-demand equivalent and saving.
 func (s *Server) budgets(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
 	sc, err := scope(r, p)
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.dash.Money(r.Context(), sc)
+	all, err := s.budgetStatuses(r.Context())
 	if err != nil {
 		return nil, err
 	}
 	out := []sizerapi.BudgetStatus{}
-	for _, a := range m.Accounts {
-		out = append(out, sizerapi.BudgetStatus{Account: a.Account, MonthlyUSD: a.BudgetUSD, SpentUSD: a.SpentUSD, RemainingUSD: a.RemainingUSD, Over: a.Over, Since: m.From})
+	for _, b := range all {
+		if sc.All() || b.Account == sc.Account {
+			out = append(out, b)
+		}
 	}
 	return out, nil
 }
@@ -51,34 +62,37 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, p auth.Principal
 	return s.dash.Report(r.Context(), sc)
 }
 
-// BuildReport builds the monthly report from a store (shared with
-// `burst-sizer report` reading the database directly).
-func BuildReport(ctx context.Context, st *store.Store, caps map[string]float64, now time.Time) (sizerapi.UsageReport, error) {
+// BuildReport builds the monthly report from a store and the budgets'
+// standing (`burst-sizer report --local`, reading the database directly;
+// the daemon's report is the dashboard's, over the same ledger).
+func BuildReport(ctx context.Context, st *store.Store, budgets []sizerapi.BudgetStatus, owner string, now time.Time) (sizerapi.UsageReport, error) {
 	from := budget.MonthStart(now)
 	jobs, err := st.Jobs(ctx, from, "", "", 0)
 	if err != nil {
 		return sizerapi.UsageReport{}, err
 	}
-	ivs, err := st.Intervals(ctx, from, now)
+	m, err := spend.Read(ctx, st, owner, now)
 	if err != nil {
 		return sizerapi.UsageReport{}, err
 	}
-	return report.Build(jobs, ivs, caps, now, report.Options{}), nil
+	return report.Build(jobs, m.Charges, budgets, now, report.Options{}), nil
 }
 
 // budgetCollector exports per-account spend and caps at scrape time.
 type budgetCollector struct{ s *Server }
 
 var (
-	spendDesc = prometheus.NewDesc("burst_sizer_account_spend_usd", "Spend this month by account (USD).", []string{"account"}, nil)
-	capDesc   = prometheus.NewDesc("burst_sizer_account_budget_usd", "Monthly budget by account (USD).", []string{"account"}, nil)
-	overDesc  = prometheus.NewDesc("burst_sizer_account_over_budget", "1 when the account has spent its budget.", []string{"account"}, nil)
+	spendDesc    = prometheus.NewDesc("burst_sizer_account_spend_usd", "Spend this month by account (USD).", []string{"account"}, nil)
+	capDesc      = prometheus.NewDesc("burst_sizer_account_budget_usd", "Monthly budget by account (USD).", []string{"account"}, nil)
+	overDesc     = prometheus.NewDesc("burst_sizer_account_over_budget", "1 when the account has spent its budget.", []string{"account"}, nil)
+	reservedDesc = prometheus.NewDesc("burst_sizer_account_reserved_usd", "What the account's admitted jobs may still spend (USD).", []string{"account"}, nil)
+	burnDesc     = prometheus.NewDesc("burst_sizer_account_burn_usd_per_hour", "What the account's running instances cost per hour now.", []string{"account"}, nil)
 )
 
 func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- spendDesc
-	ch <- capDesc
-	ch <- overDesc
+	for _, d := range []*prometheus.Desc{spendDesc, capDesc, overDesc, reservedDesc, burnDesc} {
+		ch <- d
+	}
 }
 
 func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
@@ -91,8 +105,10 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, b := range sts {
 		ch <- prometheus.MustNewConstMetric(spendDesc, prometheus.GaugeValue, b.SpentUSD, b.Account)
+		ch <- prometheus.MustNewConstMetric(burnDesc, prometheus.GaugeValue, b.BurnUSDPerHour, b.Account)
 		if b.MonthlyUSD > 0 {
 			ch <- prometheus.MustNewConstMetric(capDesc, prometheus.GaugeValue, b.MonthlyUSD, b.Account)
+			ch <- prometheus.MustNewConstMetric(reservedDesc, prometheus.GaugeValue, b.ReservedUSD, b.Account)
 			over := 0.0
 			if b.Over {
 				over = 1

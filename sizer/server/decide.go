@@ -9,7 +9,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -43,7 +43,7 @@ func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, caps map[str
 		}
 		in.History = h
 	}
-	b, err := AccountBudget(ctx, st, caps, req.Account, now)
+	b, err := AccountBudget(ctx, st, caps, "", req.Account, now)
 	if err != nil {
 		return sizing.Decision{}, err
 	}
@@ -52,18 +52,17 @@ func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, caps map[str
 }
 
 // AccountBudget returns an account's cap and spend this month (spend 0 when
-// st is nil).
-func AccountBudget(ctx context.Context, st *store.Store, caps map[string]float64, account string, now time.Time) (sizing.Budget, error) {
+// st is nil); owner is accounting.idle_owner.
+func AccountBudget(ctx context.Context, st *store.Store, caps map[string]float64, owner, account string, now time.Time) (sizing.Budget, error) {
 	b := sizing.Budget{Account: account, CapUSD: caps[account]}
 	if b.CapUSD <= 0 || st == nil {
 		return b, nil
 	}
-	from := budget.MonthStart(now)
-	ivs, err := st.Intervals(ctx, from, now)
+	m, err := spend.Read(ctx, st, owner, now)
 	if err != nil {
 		return b, fmt.Errorf("reading spend of account %s: %w", account, err)
 	}
-	b.SpentUSD = budget.SpendByAccount(ivs, from, now)[account]
+	b.SpentUSD = m.ByAccount[account]
 	return b, nil
 }
 

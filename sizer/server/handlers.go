@@ -11,6 +11,7 @@ import (
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/sizer/store"
 )
 
 func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
@@ -43,7 +44,7 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) 
 		in.Unavailable = append(in.Unavailable, sizing.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: jobmeta.CapacitySpot, Reason: reason})
 		resp.Avoided = append(resp.Avoided, sizerapi.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: string(jobmeta.CapacitySpot), Reason: reason})
 	}
-	if in.Budget, err = AccountBudget(r.Context(), s.st, s.o.Budgets, req.Account, now); err != nil {
+	if in.Budget, err = AccountBudget(r.Context(), s.st, s.o.Budgets, s.o.IdleOwner, req.Account, now); err != nil {
 		return nil, err
 	}
 	offers, err := s.pol.Rank(in)
@@ -232,7 +233,14 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal
 		}
 		price = p
 	}
-	return struct{}{}, s.st.RecordLaunch(context.WithoutCancel(r.Context()), ev, price)
+	l := store.Launch{Event: ev, PriceUSD: price, PriceSource: store.PriceResume, Source: "resume"}
+	if ev.PriceUSD <= 0 {
+		l.PriceSource = store.PriceCatalog
+	}
+	if od, ok := s.pol.HourlyPrice(ev.InstanceType, jobmeta.CapacityOnDemand); ok {
+		l.OnDemandUSD = od
+	}
+	return struct{}{}, s.st.RecordInstance(context.WithoutCancel(r.Context()), l)
 }
 
 func (s *Server) terminate(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
@@ -246,7 +254,12 @@ func (s *Server) terminate(w http.ResponseWriter, r *http.Request, _ auth.Princi
 	if ev.Time.IsZero() {
 		ev.Time = s.now()
 	}
-	known, err := s.st.RecordTerminate(context.WithoutCancel(r.Context()), ev.InstanceID, ev.Time)
+	switch ev.Source {
+	case "", sizerapi.SourceBurst, sizerapi.SourceEC2:
+	default:
+		return nil, badRequest("terminate source %q: want burst or ec2", ev.Source)
+	}
+	known, err := s.st.RecordEnd(context.WithoutCancel(r.Context()), ev.InstanceID, ev.Time, ev.Source, ev.Reason)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/dash"
 	"github.com/burst-hpc/burst/sizer/store"
@@ -36,11 +37,16 @@ type Options struct {
 	Token     string             // admin token itself (tests)
 	StateDir  string             // SQLite database directory
 	Budgets   map[string]float64 // account -> monthly cap in USD
-	Classes   []sizing.Class
-	Region    string
-	Zones     []string         // zones ranked when a rank request names none
-	Catalog   *catalog.Catalog // nil: catalog.Default()
-	Params    sizing.Params    // zero: sizing.DefaultParams()
+	OnUnknown map[string]string  // account -> budgets[].on_unknown (hold or allow)
+	IdleOwner string             // accounting.idle_owner: launching-job (default) or pool
+	// LedgerSync runs a ledger pass against EC2 (POST /v1/ledger/sync);
+	// nil: the endpoint says the sizer has no EC2 access.
+	LedgerSync func(ctx context.Context) (sizerapi.LedgerSync, error)
+	Classes    []sizing.Class
+	Region     string
+	Zones      []string         // zones ranked when a rank request names none
+	Catalog    *catalog.Catalog // nil: catalog.Default()
+	Params     sizing.Params    // zero: sizing.DefaultParams()
 
 	// TLS: the server certificate and key (PEM; `burst-sizer tls init`
 	// writes them). ListenAndServe refuses to serve without them.
@@ -157,6 +163,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.NodeMaxRecords <= 0 {
 		o.NodeMaxRecords = 2000
 	}
+	if o.IdleOwner == "" {
+		o.IdleOwner = "launching-job"
+	}
 	if o.StateDir == "" {
 		return nil, errors.New("starting sizer: no state directory; set sizer.state_dir in burst.yaml")
 	}
@@ -185,7 +194,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	if s.dash, err = dash.New(dash.Options{Store: st, Policy: pol, Budgets: o.Budgets, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now}); err != nil {
+	if s.dash, err = dash.New(dash.Options{Store: st, Policy: pol, Budgets: o.Budgets, OnUnknown: o.OnUnknown, IdleOwner: o.IdleOwner, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now}); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}

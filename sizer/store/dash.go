@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
 )
 
 // What the dashboard reads besides usage and spend: the sizer's decision
@@ -82,11 +81,6 @@ type Instance struct {
 	JobID        string    `json:"job_id"`
 	Launched     time.Time `json:"launched"`
 	Terminated   time.Time `json:"terminated,omitzero"`
-}
-
-// Interval is the instance as budget sees it.
-func (in Instance) Interval() budget.Interval {
-	return budget.Interval{InstanceID: in.InstanceID, Account: in.Account, User: in.User, JobID: in.JobID, PriceUSD: in.PriceUSD, Start: in.Launched, End: in.Terminated}
 }
 
 // Instances returns the instances alive at some point in [from, to) (all
@@ -311,26 +305,29 @@ func (s *Store) CountJobs(ctx context.Context, q JobQuery) (int, error) {
 	return n, nil
 }
 
-// JobSpend is each job's spend over its instances' whole lives (a live
-// instance up to now), by budget.Interval.Cost.
-func (s *Store) JobSpend(ctx context.Context, ids []string, now time.Time) (map[string]float64, error) {
+// JobSpend is each job's charges in the ledger (its runs on burst nodes,
+// and under owner launching-job the idle time of the instances launched
+// for it), over the instances alive since since.
+func (s *Store) JobSpend(ctx context.Context, ids []string, owner string, since, now time.Time) (map[string]float64, error) {
 	out := map[string]float64{}
 	if len(ids) == 0 {
 		return out, nil
 	}
-	b, _ := json.Marshal(ids)
-	err := s.each(ctx, `SELECT job_id, price, launched, terminated FROM instances WHERE job_id IN (SELECT value FROM json_each(?))`, []any{string(b)}, func(r *sql.Rows) error {
-		var iv budget.Interval
-		var l, t sql.NullInt64
-		if err := r.Scan(&iv.JobID, &iv.PriceUSD, &l, &t); err != nil {
-			return err
-		}
-		iv.Start, iv.End = fromMS(l), fromMS(t)
-		out[iv.JobID] += iv.Cost(iv.Start, now)
-		return nil
-	})
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	rows, err := s.Rows(ctx, since, now)
 	if err != nil {
 		return nil, fmt.Errorf("reading the jobs' spend: %w", err)
+	}
+	far := now.AddDate(1, 0, 0)
+	for _, r := range rows {
+		for _, c := range r.Charges(since, far, now, owner) {
+			if want[c.JobID] {
+				out[c.JobID] += c.USD
+			}
+		}
 	}
 	return out, nil
 }

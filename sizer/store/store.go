@@ -109,6 +109,10 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("creating sizer schema in %s: %w", path, err)
 	}
+	if err := migrateLedger(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("creating the spend ledger's schema in %s: %w", path, err)
+	}
 	for _, suf := range []string{"-wal", "-shm"} {
 		if err := os.Chmod(path+suf, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			w.Close()

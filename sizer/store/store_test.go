@@ -111,13 +111,13 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	if known, _ := s.RecordTerminate(ctx, "i-nope", now); known {
 		t.Error("unknown instance reported known")
 	}
-	ivs, err := s.Intervals(ctx, now, now.Add(24*time.Hour))
-	if err != nil || len(ivs) != 2 {
-		t.Fatalf("intervals %+v %v", ivs, err)
+	rows, err := s.Rows(ctx, now, now.Add(24*time.Hour))
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows %+v %v", rows, err)
 	}
-	for _, iv := range ivs {
-		if iv.InstanceID == "i-101" && (iv.End.Sub(iv.Start) != 2*time.Hour || iv.Account != "phys" || iv.User != "dan") {
-			t.Errorf("interval %+v", iv)
+	for _, r := range rows {
+		if r.ID == "i-101" && (r.End.Sub(r.Launched) != 2*time.Hour || r.Account != "phys" || r.User != "dan" || r.EndSource != "burst") {
+			t.Errorf("row %+v", r)
 		}
 	}
 	// A bad record kind rolls the whole batch back.

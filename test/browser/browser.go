@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -43,6 +44,10 @@ func Available() error {
 type Options struct {
 	// Width and Height of the window (default 1280 x 1000).
 	Width, Height int
+	// TrustSPKI: base64 SHA-256 hashes of the public keys whose
+	// certificates Chromium accepts without a known CA (the sizer's own;
+	// --ignore-certificate-errors-spki-list: a pin, not "ignore all").
+	TrustSPKI []string
 	// LogFile receives chromedriver's log ("" discards it).
 	LogFile string
 }
@@ -110,7 +115,8 @@ func Start(ctx context.Context, o Options) (*Browser, error) {
 			"binary": Chromium,
 			"args": []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
 				"--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--hide-scrollbars",
-				"--user-data-dir=" + filepath.Join(profile, "profile"), fmt.Sprintf("--window-size=%d,%d", o.Width, o.Height)},
+				"--user-data-dir=" + filepath.Join(profile, "profile"), fmt.Sprintf("--window-size=%d,%d", o.Width, o.Height),
+				"--ignore-certificate-errors-spki-list=" + strings.Join(o.TrustSPKI, ",")},
 		},
 	}}}
 	var sess struct {

@@ -3,7 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"image/png"
 	"io"
@@ -18,6 +22,7 @@ import (
 	"github.com/burst-hpc/burst/internal/auth"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/tlspin"
 	"github.com/burst-hpc/burst/sizer/ui/uitest"
 	"github.com/burst-hpc/burst/test/browser"
 	"github.com/burst-hpc/burst/test/ec2emu"
@@ -127,13 +132,21 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := s.Cfg.Sizer.URL
+	hc, err := tlspin.LoadHTTPClient(s.Cfg.Sizer.TLS.CAFile, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki, err := certSPKI(s.Cfg.Sizer.CertPath())
+	if err != nil {
+		t.Fatal(err)
+	}
 	api := func(t *testing.T, tok, path string) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", base+path, nil)
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +157,7 @@ func TestDashboard(t *testing.T) {
 
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	br, err := browser.Start(bctx, browser.Options{Width: 1280, Height: 900, LogFile: filepath.Join(s.Dir, "chromedriver.log")})
+	br, err := browser.Start(bctx, browser.Options{Width: 1280, Height: 900, TrustSPKI: []string{spki}, LogFile: filepath.Join(s.Dir, "chromedriver.log")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,4 +507,23 @@ func writePNG(path string, b []byte) error {
 		return err
 	}
 	return os.WriteFile(path, out.Bytes(), 0o644)
+}
+
+// certSPKI is the base64 SHA-256 of the public key of the first
+// certificate in a PEM file (Chromium's pin format).
+func certSPKI(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return "", fmt.Errorf("%s: no PEM certificate", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+	return base64.StdEncoding.EncodeToString(sum[:]), nil
 }

@@ -66,6 +66,9 @@ func start(t *testing.T, o stack.Options) *stack.Stack {
 	}
 	t.Logf("%s (cluster %s, run dir %s)", s.Cluster.Slurm(), s.Cluster.Name(), s.Cluster.Dir())
 	t.Cleanup(func() {
+		if !o.NoLedgerCheck {
+			ledgerCheck(t, s)
+		}
 		if t.Failed() {
 			dumpLogs(t, s)
 		}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,14 +75,12 @@ func stopAgent(t *testing.T, s *stack.Stack, node string) {
 // metric reads one sample of the sizer's /metrics (-1 when absent).
 func metric(t *testing.T, s *stack.Stack, sample string) float64 {
 	t.Helper()
-	resp, err := http.Get(s.Cfg.Sizer.URL + "/metrics")
+	b, err := s.Metrics()
 	if err != nil {
 		t.Logf("reading metrics: %v", err)
 		return -1
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` ([0-9.e+]+)$`).FindStringSubmatch(string(b))
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` ([0-9.e+]+)$`).FindStringSubmatch(b)
 	if m == nil {
 		return -1
 	}

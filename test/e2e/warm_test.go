@@ -1,28 +1,34 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
 // TestWarmReuse: with one a10g node and two short jobs, the node that
 // finishes the first job is handed to the waiting second job instead of
 // being released (one instance for both), and the warm-reuse timer then
-// releases it once no job wants it.
+// releases it once no job wants it. The instance's bill is split by
+// Slurm's start and end of each job on the node: the second job (another
+// account) pays for its own run, the first for its run and the boot and
+// idle time (accounting.idle_owner: launching-job).
 func TestWarmReuse(t *testing.T) {
 	s := start(t, stack.Options{Configure: func(c *config.Config) {
 		c.Classes[1].MaxNodes = 1
 		c.Teardown.WarmReuse = config.D(8 * time.Second)
 	}})
-	a := sbatch(t, s, "--gres=gpu:1", "--constraint=a10g", "--wrap", "sleep 2")
-	b := sbatch(t, s, "--gres=gpu:1", "--constraint=a10g", "--wrap", "sleep 2")
+	a := sbatch(t, s, "--account=nlp", "--gres=gpu:1", "--constraint=a10g", "--wrap", "sleep 2")
+	b := sbatch(t, s, "--account=bio", "--gres=gpu:1", "--constraint=a10g", "--wrap", "sleep 2")
 	waitJob(t, s, a, 90*time.Second, "COMPLETED")
 	waitJob(t, s, b, 60*time.Second, "COMPLETED")
 	if n := len(s.Emu.Instances()); n != 1 {
@@ -37,6 +43,55 @@ func TestWarmReuse(t *testing.T) {
 	if !strings.Contains(string(log), "warm-reuse window over") && !strings.Contains(string(log), "released at job end") {
 		t.Errorf("no release after the warm-reuse window in the log")
 	}
+	checkWarmCharges(t, s, a, b)
+}
+
+// checkWarmCharges: after the instance ended, job b's charge is its run as
+// Slurm timed it (to the second), the idle owner is job a, and the
+// charges add up to the instance's bill.
+func checkWarmCharges(t *testing.T, s *stack.Stack, a, b string) {
+	t.Helper()
+	ctx := context.Background()
+	c, _ := s.SizerClient(s.Token)
+	var l sizerapi.Ledger
+	eventually(t, 60*time.Second, "the instance closed in the ledger", func() bool {
+		if _, err := c.LedgerSync(ctx); err != nil {
+			return false
+		}
+		var err error
+		l, err = c.Ledger(ctx)
+		return err == nil && len(l.Instances) == 1 && !l.Instances[0].Open
+	})
+	in := l.Instances[0]
+	got := map[string]sizerapi.Charge{}
+	sum := 0.0
+	for _, ch := range l.Charges {
+		got[ch.Kind+":"+ch.JobID] = ch
+		sum += ch.USD
+	}
+	if math.Abs(sum-in.USD) > 1e-9 {
+		t.Errorf("charges add up to $%.6f, the bill is $%.6f: %+v", sum, in.USD, l.Charges)
+	}
+	jb, ja, idle := got["job:"+b], got["job:"+a], got["idle:"+a]
+	if jb.Account != "bio" || ja.Account != "nlp" || idle.Account != "nlp" {
+		t.Errorf("charges %+v", l.Charges)
+	}
+	// Slurm's own start and end of job b
+	out, _ := s.Cluster.Run(ctx, "scontrol", "show", "job", "-o", b)
+	var st, en time.Time
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "StartTime="); ok {
+			st, _ = time.ParseInLocation("2006-01-02T15:04:05", v, time.Local)
+		}
+		if v, ok := strings.CutPrefix(f, "EndTime="); ok {
+			en, _ = time.ParseInLocation("2006-01-02T15:04:05", v, time.Local)
+		}
+	}
+	if run := en.Sub(st).Seconds(); st.IsZero() || math.Abs(jb.Seconds-run) > 2 {
+		t.Errorf("job %s charged %.1f s; Slurm ran it %.0f s (%v to %v)", b, jb.Seconds, run, st, en)
+	}
+	t.Logf("instance %s: %d s $%.6f; job %s (nlp) %.1f s, job %s (bio) %.1f s, idle and boot (job %s) %.1f s",
+		in.InstanceID, in.BilledSeconds, in.USD, a, ja.Seconds, b, jb.Seconds, a, idle.Seconds)
 }
 
 // TestWarmReuseExactClass: warm reuse matches classes exactly. Classes a10

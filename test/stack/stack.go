@@ -67,7 +67,11 @@ type Options struct {
 	NodeEnv []string
 	// KeepDir keeps the run directories after Stop.
 	KeepDir bool
-	Logger  *slog.Logger
+	// NoLedgerCheck skips the end-of-test comparison of burst's spend with
+	// the emulator's bill (test/e2e), for tests that bypass burst's ledger
+	// on purpose.
+	NoLedgerCheck bool
+	Logger        *slog.Logger
 }
 
 // Stack is a running local burst deployment.
@@ -300,7 +304,7 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	// the nodes share one file system and have no /run/burst of their own:
 	// the Prolog and TaskProlog learn the checkpoint root here
 	ckpt := filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir)
-	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent"} {
+	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent", "burst-sizer"} {
 		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s BURST_CHECKPOINT_ROOT=%s exec %s \"$@\"\n", s.CfgPath, ckpt, filepath.Join(s.opts.BinDir, b))
 		if err := os.WriteFile(filepath.Join(s.Dir, "bin", b), []byte(w), 0o755); err != nil {
 			return err
@@ -371,6 +375,9 @@ func (s *Stack) StartSizer(ctx context.Context) error {
 	tail, _ := os.ReadFile(s.sizerLog)
 	return fmt.Errorf("burst-sizer did not listen on %s within 20 s; its log:\n%s", s.Cfg.Sizer.Listen, tail)
 }
+
+// SizerStopped says whether the sizer daemon is not running.
+func (s *Stack) SizerStopped() bool { return s.sizer == nil }
 
 // StopSizer stops the sizer daemon (SIGTERM, as systemd would).
 func (s *Stack) StopSizer() {

@@ -124,6 +124,11 @@ func (p *Provider) Launch(_ context.Context, req cloud.LaunchRequest) (cloud.Lau
 		zone := res.Instances[0].Zone
 		offs = slices.DeleteFunc(offs, func(o cloud.Offering) bool { return o.Zone != zone })
 	}
+	if req.Intent != nil {
+		if err := req.Intent(fmt.Sprintf("fake-token-%d", len(p.launches)), todo, offs); err != nil {
+			return res, failAll(&res, todo, &cloud.Error{Kind: cloud.KindInvalid, Code: "LaunchIntentNotJournaled", Op: "launching", Message: "not launching without a journaled launch intent: " + err.Error()})
+		}
+	}
 	if p.LaunchErr != nil {
 		return res, failAll(&res, todo, p.LaunchErr)
 	}
@@ -220,18 +225,20 @@ func (p *Provider) Terminate(_ context.Context, nodes []string) ([]cloud.Instanc
 }
 
 // TerminateIDs implements cloud.Provider; unknown ids are ignored.
-func (p *Provider) TerminateIDs(_ context.Context, ids []string) error {
+func (p *Provider) TerminateIDs(_ context.Context, ids []string) ([]string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.TerminateErr != nil {
-		return p.TerminateErr
+		return nil, p.TerminateErr
 	}
+	var done []string
 	for i := range p.instances {
 		if slices.Contains(ids, p.instances[i].ID) && p.instances[i].State != "terminated" {
 			p.terminate(i)
+			done = append(done, p.instances[i].ID)
 		}
 	}
-	return nil
+	return done, nil
 }
 
 func (p *Provider) terminate(i int) {

@@ -75,6 +75,24 @@ func (p *Provider) List(ctx context.Context) ([]cloud.Instance, error) {
 	})
 }
 
+// ListAll is List with the terminated instances EC2 still shows (for
+// about an hour after they end), with their state reasons and transition
+// times: what the spend ledger reconciles against.
+func (p *Provider) ListAll(ctx context.Context) ([]cloud.Instance, error) {
+	return p.describe(ctx, []types.Filter{{Name: aws.String("tag:" + TagCluster), Values: []string{p.opts.Cluster}}})
+}
+
+// Describe returns the given instances as EC2 shows them now (terminated
+// ones included while EC2 keeps them); ids EC2 no longer knows are left
+// out.
+func (p *Provider) Describe(ctx context.Context, ids []string) ([]cloud.Instance, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return p.describe(ctx, []types.Filter{{Name: aws.String("instance-id"), Values: ids},
+		{Name: aws.String("tag:" + TagCluster), Values: []string{p.opts.Cluster}}})
+}
+
 func (p *Provider) describe(ctx context.Context, filters []types.Filter) ([]cloud.Instance, error) {
 	pg := ec2.NewDescribeInstancesPaginator(p.api, &ec2.DescribeInstancesInput{Filters: filters, MaxResults: aws.Int32(1000)})
 	var out []cloud.Instance
@@ -107,6 +125,15 @@ func convert(in types.Instance) cloud.Instance {
 	}
 	if in.State != nil {
 		c.State = string(in.State.Name)
+	}
+	c.ClientToken = aws.ToString(in.ClientToken)
+	if in.StateReason != nil {
+		c.StateReason = aws.ToString(in.StateReason.Code)
+	}
+	if c.State != "pending" && c.State != "running" {
+		if _, at, ok := ParseTransitionReason(aws.ToString(in.StateTransitionReason)); ok {
+			c.StateChanged = at
+		}
 	}
 	if in.InstanceLifecycle == types.InstanceLifecycleTypeSpot {
 		c.Capacity = cloud.Spot

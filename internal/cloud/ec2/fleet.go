@@ -79,6 +79,11 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 			SingleInstanceType:     single,
 		}
 	}
+	if req.Intent != nil {
+		if err := req.Intent(aws.ToString(in.ClientToken), nodes, offs); err != nil {
+			return nil, nil, &cloud.Error{Kind: cloud.KindInvalid, Code: "LaunchIntentNotJournaled", Op: op, Message: "not launching without a journaled launch intent: " + err.Error()}
+		}
+	}
 	out, err := p.api.CreateFleet(ctx, in)
 	if err != nil {
 		werr := wrapErr(err, op, offs)
@@ -125,14 +130,14 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	insts, err := p.describeIDs(ctx, ids)
 	if err != nil {
 		// The instances exist but cannot be seen: terminate rather than leak them.
-		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating instances after a failed launch", "ids", ids, "err", terr)
 		}
 		return nil, nil, err
 	}
 	if len(insts) != len(nodes) {
 		// Never leave a partial all-or-nothing job.
-		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating a partial fleet", "ids", ids, "err", terr)
 		}
 		ferrs = append(ferrs, &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
@@ -145,14 +150,14 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 		// from the sizer, which reads this tag from EC2; launch indexes,
 		// which EC2 does not promise to be 0..n-1, play no part.
 		if err := p.nameFleet(ctx, insts, names); err != nil {
-			if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+			if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 				p.log.Error("terminating a fleet whose instances could not be named", "ids", ids, "err", terr)
 			}
 			return nil, nil, wrapErr(err, op+": tagging each instance with its node", offs)
 		}
 	}
 	if !p.identitiesOK(insts, names) {
-		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating a fleet with ambiguous identities", "ids", ids, "err", terr)
 		}
 		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousNodeTags", Op: op,

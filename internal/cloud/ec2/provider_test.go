@@ -367,8 +367,12 @@ func TestTerminate2500InThreeCalls(t *testing.T) {
 		ids[i] = in.ID
 	}
 	ids = append(ids, "i-0fffffffffffffff0") // already gone: ignored
-	if err := e.prov.TerminateIDs(ctx(t), ids); err != nil {
+	done, err := e.prov.TerminateIDs(ctx(t), ids)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(done) != 2500 {
+		t.Errorf("%d ids accepted, want the 2500 live ones (not the one already gone)", len(done))
 	}
 	if live := e.srv.Live(); len(live) != 0 {
 		t.Errorf("%d instances still live", len(live))

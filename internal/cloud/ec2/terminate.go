@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/burst-hpc/burst/internal/cloud"
 )
 
-// Terminate implements cloud.Provider.
+// Terminate implements cloud.Provider: it returns only the instances EC2
+// accepted to terminate (TerminateInstances answered for them), so a
+// failed call never counts as a termination; the error says what failed.
 func (p *Provider) Terminate(ctx context.Context, nodes []string) ([]cloud.Instance, error) {
 	want := map[string]bool{}
 	for _, n := range nodes {
@@ -20,21 +23,25 @@ func (p *Provider) Terminate(ctx context.Context, nodes []string) ([]cloud.Insta
 	if err != nil {
 		return nil, err
 	}
-	var out []cloud.Instance
+	byID := map[string]cloud.Instance{}
 	var ids []string
 	for _, in := range insts {
 		if want[in.Node] && in.State != "shutting-down" {
-			out = append(out, in)
+			byID[in.ID] = in
 			ids = append(ids, in.ID)
 		}
 	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	if err := p.TerminateIDs(ctx, ids); err != nil {
-		return out, err
+	done, err := p.TerminateIDs(ctx, ids)
+	out := make([]cloud.Instance, 0, len(done))
+	for _, id := range done {
+		if in, ok := byID[id]; ok {
+			out = append(out, in)
+		}
 	}
-	return out, nil
+	return out, err
 }
 
 // TerminateBatch is the most ids one TerminateInstances call takes.
@@ -42,13 +49,24 @@ const TerminateBatch = 1000
 
 // TerminateIDs implements cloud.Provider: batches of TerminateBatch; ids
 // EC2 no longer knows are dropped and the batch is retried without them.
-func (p *Provider) TerminateIDs(ctx context.Context, ids []string) error {
+// It returns the ids EC2 accepted (listed in TerminateInstances' answer).
+func (p *Provider) TerminateIDs(ctx context.Context, ids []string) ([]string, error) {
 	var errs []error
+	var done []string
 	for start := 0; start < len(ids); start += TerminateBatch {
 		batch := ids[start:min(start+TerminateBatch, len(ids))]
 		for len(batch) > 0 {
-			_, err := p.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: batch})
+			out, err := p.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: batch})
 			if err == nil {
+				asked := map[string]bool{}
+				for _, id := range batch {
+					asked[id] = true
+				}
+				for _, sc := range out.TerminatingInstances {
+					if id := aws.ToString(sc.InstanceId); asked[id] {
+						done = append(done, id)
+					}
+				}
 				break
 			}
 			gone := missingInstanceIDs(err)
@@ -73,5 +91,5 @@ func (p *Provider) TerminateIDs(ctx context.Context, ids []string) error {
 			batch = kept
 		}
 	}
-	return errors.Join(errs...)
+	return done, errors.Join(errs...)
 }

@@ -238,6 +238,21 @@ func (s *Slurm) Hold(_ context.Context, id uint32, reason string) error {
 	return nil
 }
 
+// RequeueHold requeues a job that has nodes and holds it with the reason.
+func (s *Slurm) RequeueHold(_ context.Context, id uint32, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log("requeuehold %d %s", id, reason)
+	if i := s.jobIndex(id); i >= 0 {
+		s.jobs[i].State, s.jobs[i].Nodes, s.jobs[i].Reason = "PENDING", "", "JobHeldAdmin"
+		s.jobs[i].RestartCount++
+		if reason != "" {
+			s.jobs[i].AdminComment = reason
+		}
+	}
+	return nil
+}
+
 // Release implements slurm.Client.
 func (s *Slurm) Release(_ context.Context, id uint32) error {
 	s.mu.Lock()

@@ -1,0 +1,517 @@
+// Package admit is burst's admission control for jobs on burst nodes: hard
+// monthly budgets and queue limits (concurrent GPUs and nodes per account
+// and per user), decided before an instance is launched (burst-resume) or
+// a warm node is handed to a job (PrologSlurmctld), and the release of the
+// jobs it held once they fit (EpilogSlurmctld and burst-sizer's loop).
+//
+// Its state is one small file in sizer.state_dir, admissions.json, shared
+// by every hook process and the sizer (internal/statefile: flock, atomic
+// rewrite). Every decision reads, decides and writes under the file's
+// lock, so concurrent resumes cannot overshoot a cap together:
+//
+//   - admitted: a job that may run, with its reservation (the price of
+//     its launch per hour times its time limit, or
+//     accounting.default_time_limit) and its GPUs and nodes;
+//   - held: a job burst held (scontrol hold; squeue shows JobHeldAdmin and
+//     its AdminComment says why), with what it needs, so a release pass
+//     can tell when it fits;
+//   - released: a held job released because it now fits; it counts as
+//     admitted until its resume admits it for real (or for ReleasedTTL).
+//
+// An entry leaves the file when Slurm no longer has its job running (after
+// a grace period that covers the moment between a decision and Slurm's
+// next view), or when the job ends (the epilog says so).
+//
+// Budgets count, for an account: the month's spend (the sizer's ledger,
+// or the state database read-only plus the journal when the sizer is
+// down), plus for each admitted job what is left of its reservation
+// (reservation less what the job was charged so far, never below zero),
+// plus the new job's reservation. When the spend cannot be known the
+// budget's on_unknown decides: hold (default) or allow.
+package admit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/hostlist"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/statefile"
+)
+
+// FileName is the admissions file in the state directory.
+const FileName = "admissions.json"
+
+// HeldPrefix starts the AdminComment of every job burst holds.
+const HeldPrefix = "burst: held: "
+
+// Entry states.
+const (
+	StateAdmitted = "admitted"
+	StateHeld     = "held"
+	StateReleased = "released"
+)
+
+// Entry is one job in the admissions file.
+type Entry struct {
+	JobID      uint32    `json:"job_id"`
+	Account    string    `json:"account"`
+	User       string    `json:"user"`
+	GPUs       int       `json:"gpus"`
+	Nodes      int       `json:"nodes"`
+	ReserveUSD float64   `json:"reserve_usd"`
+	PriceUSD   float64   `json:"price_usd_per_hour"` // all its nodes
+	Hours      float64   `json:"hours"`
+	State      string    `json:"state"`
+	Reason     string    `json:"reason,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+type doc struct {
+	Version int     `json:"version"`
+	Entries []Entry `json:"entries"`
+}
+
+// Need is what a job asks for.
+type Need struct {
+	JobID   uint32
+	Account string
+	User    string
+	GPUs    int // all nodes
+	Nodes   int
+	// PriceUSD is what the job's instances cost per hour, all nodes (the
+	// most expensive offering its launch may land in).
+	PriceUSD  float64
+	TimeLimit time.Duration // 0: none
+}
+
+// Budget is one account's cap.
+type Budget struct {
+	CapUSD    float64
+	OnUnknown string // hold (default) or allow
+}
+
+// Limit caps concurrent GPUs and nodes of an account, a user, or a user
+// within an account (empty fields match everyone).
+type Limit struct {
+	Account  string
+	User     string
+	MaxGPUs  int
+	MaxNodes int
+}
+
+func (l Limit) matches(account, user string) bool {
+	return (l.Account == "" || l.Account == account) && (l.User == "" || l.User == user)
+}
+
+func (l Limit) String() string {
+	switch {
+	case l.Account != "" && l.User != "":
+		return fmt.Sprintf("user %s in account %s", l.User, l.Account)
+	case l.User != "":
+		return "user " + l.User
+	}
+	return "account " + l.Account
+}
+
+// SpendFunc returns an account's spend this month (see sizerapi.AccountSpend).
+type SpendFunc func(ctx context.Context, account string) (sizerapi.AccountSpend, error)
+
+// Options configure a Controller.
+type Options struct {
+	Dir     string // state directory
+	Budgets map[string]Budget
+	Limits  []Limit
+	// DefaultTimeLimit is the reservation's time for a job without a time
+	// limit (default 4h).
+	DefaultTimeLimit time.Duration
+	Spend            SpendFunc
+	// Owned says whether a node is a burst node (jobs on others never count).
+	Owned func(node string) bool
+	// Grace: an entry whose job Slurm does not show running stays this
+	// long after it was written (default 1 minute). ReleasedTTL bounds a
+	// released entry whose job did not start (default 5 minutes).
+	Grace       time.Duration
+	ReleasedTTL time.Duration
+	Now         func() time.Time
+	Log         *slog.Logger
+}
+
+// Controller decides admissions.
+type Controller struct {
+	o    Options
+	path string
+}
+
+// New returns a Controller.
+func New(o Options) *Controller {
+	if o.DefaultTimeLimit <= 0 {
+		o.DefaultTimeLimit = 4 * time.Hour
+	}
+	if o.Grace <= 0 {
+		o.Grace = time.Minute
+	}
+	if o.ReleasedTTL <= 0 {
+		o.ReleasedTTL = 5 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Owned == nil {
+		o.Owned = func(string) bool { return true }
+	}
+	return &Controller{o: o, path: filepath.Join(o.Dir, FileName)}
+}
+
+// Configured says whether any budget or limit is configured.
+func (c *Controller) Configured() bool { return len(c.o.Budgets) > 0 || len(c.o.Limits) > 0 }
+
+// Applies says whether admission control has anything to decide for an
+// account and user (a budget or a matching limit).
+func (c *Controller) Applies(account, user string) bool {
+	if b, ok := c.o.Budgets[account]; ok && b.CapUSD > 0 {
+		return true
+	}
+	for _, l := range c.o.Limits {
+		if l.matches(account, user) {
+			return true
+		}
+	}
+	return false
+}
+
+// Decision is the outcome of Admit.
+type Decision struct {
+	Admitted bool
+	// Reason is the hold reason (AdminComment, HeldPrefix first) when not
+	// admitted; for an admitted job over an unknown spend with on_unknown
+	// allow, what was not checked.
+	Reason string
+	// Unknown: the account's spend could not be known.
+	Unknown    bool
+	ReserveUSD float64
+}
+
+// hours is the reservation's time for a job.
+func (c *Controller) hours(tl time.Duration) float64 {
+	if tl <= 0 {
+		tl = c.o.DefaultTimeLimit
+	}
+	return tl.Hours()
+}
+
+// Admit decides whether the job may run now and records it: admitted
+// (with its reservation) or held (with what it needs). jobs is Slurm's
+// view of every job, taken before the call. A job already admitted is
+// admitted again without a second reservation.
+func (c *Controller) Admit(ctx context.Context, need Need, jobs []slurm.Job) (Decision, error) {
+	if !c.Applies(need.Account, need.User) {
+		return Decision{Admitted: true}, nil
+	}
+	hours := c.hours(need.TimeLimit)
+	e := Entry{JobID: need.JobID, Account: need.Account, User: need.User, GPUs: need.GPUs, Nodes: need.Nodes,
+		PriceUSD: need.PriceUSD, Hours: hours, ReserveUSD: need.PriceUSD * hours}
+	var d Decision
+	var spends map[string]spendResult
+	// the spend figure is read before the lock (it may take a process
+	// start); reservations are decided under it
+	if b, ok := c.o.Budgets[need.Account]; ok && b.CapUSD > 0 {
+		spends = map[string]spendResult{need.Account: c.spend(ctx, need.Account)}
+	}
+	err := c.update(func(es []Entry, now time.Time) ([]Entry, bool) {
+		es = c.prune(es, jobs, now)
+		if i := slices.IndexFunc(es, func(x Entry) bool { return x.JobID == need.JobID && x.State == StateAdmitted }); i >= 0 {
+			d = Decision{Admitted: true, ReserveUSD: es[i].ReserveUSD}
+			return es, false
+		}
+		others := slices.DeleteFunc(slices.Clone(es), func(x Entry) bool { return x.JobID == need.JobID })
+		ok, reason, unknown := c.fits(e, others, jobs, spends)
+		e.At = now
+		d = Decision{Admitted: ok, Reason: reason, Unknown: unknown, ReserveUSD: e.ReserveUSD}
+		if ok {
+			e.State = StateAdmitted
+		} else {
+			e.State, e.Reason = StateHeld, reason
+		}
+		return append(others, e), true
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	if d.Admitted && d.Unknown {
+		c.o.Log.Warn("admitting a job whose account's spend is unknown (budgets[].on_unknown: allow)", "job", need.JobID, "account", need.Account, "why", d.Reason)
+	}
+	return d, nil
+}
+
+// Adjust sets an admitted job's price per hour (all nodes) to what its
+// launch actually costs; its reservation follows.
+func (c *Controller) Adjust(jobID uint32, priceUSD float64) error {
+	return c.update(func(es []Entry, _ time.Time) ([]Entry, bool) {
+		for i := range es {
+			if es[i].JobID == jobID && es[i].State == StateAdmitted && priceUSD > 0 {
+				es[i].PriceUSD, es[i].ReserveUSD = priceUSD, priceUSD*es[i].Hours
+				return es, true
+			}
+		}
+		return es, false
+	})
+}
+
+// Forget drops a job's entry: its launch failed, or it ended.
+func (c *Controller) Forget(jobID uint32) error {
+	return c.update(func(es []Entry, _ time.Time) ([]Entry, bool) {
+		n := len(es)
+		es = slices.DeleteFunc(es, func(x Entry) bool { return x.JobID == jobID && x.State != StateHeld })
+		return es, len(es) != n
+	})
+}
+
+type spendResult struct {
+	s   sizerapi.AccountSpend
+	err error
+}
+
+func (c *Controller) spend(ctx context.Context, account string) spendResult {
+	if c.o.Spend == nil {
+		return spendResult{err: fmt.Errorf("no spend source")}
+	}
+	s, err := c.o.Spend(ctx, account)
+	return spendResult{s, err}
+}
+
+// usage is what the entries and Slurm's running jobs hold for a limit.
+func (c *Controller) usage(l Limit, es []Entry, jobs []slurm.Job) (gpus, nodes int) {
+	have := map[uint32]bool{}
+	for _, e := range es {
+		if e.State == StateHeld || !l.matches(e.Account, e.User) {
+			continue
+		}
+		have[e.JobID] = true
+		gpus += e.GPUs
+		nodes += e.Nodes
+	}
+	// jobs running on burst nodes that bypassed admission (started before
+	// it was configured, or admitted by an entry that was lost)
+	for _, j := range jobs {
+		if have[j.ID] || !l.matches(j.Account, j.User) || !running(j.State) || j.HasStateFlag("CONFIGURING") {
+			continue
+		}
+		g, n := c.jobShape(j)
+		gpus += g
+		nodes += n
+	}
+	return gpus, nodes
+}
+
+// jobShape is a Slurm job's GPUs and nodes on burst nodes.
+func (c *Controller) jobShape(j slurm.Job) (gpus, nodes int) {
+	ns := nodeNames(j.Nodes)
+	for _, n := range ns {
+		if c.o.Owned(n) {
+			nodes++
+		}
+	}
+	if nodes == 0 {
+		return 0, 0
+	}
+	per := int(j.GPUsPerNode())
+	if per == 0 && len(j.GRESPerJob) > 0 {
+		return int(slurm.GPUs(j.GRESPerJob)), nodes
+	}
+	return per * nodes, nodes
+}
+
+func nodeNames(hl string) []string {
+	if hl == "" {
+		return nil
+	}
+	if ns, err := hostlist.Expand(hl); err == nil {
+		return ns
+	}
+	return strings.Split(hl, ",")
+}
+
+func running(state string) bool {
+	switch state {
+	case "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED":
+		return true
+	}
+	return false
+}
+
+// fits checks e against the limits and the budget, given the other
+// entries. spends holds the spend of e's account when it has a budget.
+func (c *Controller) fits(e Entry, others []Entry, jobs []slurm.Job, spends map[string]spendResult) (ok bool, reason string, unknown bool) {
+	for _, l := range c.o.Limits {
+		if !l.matches(e.Account, e.User) {
+			continue
+		}
+		if l.MaxGPUs > 0 && e.GPUs > l.MaxGPUs || l.MaxNodes > 0 && e.Nodes > l.MaxNodes {
+			return false, fmt.Sprintf("%sjob needs %d GPUs on %d nodes, more than the limit of %s (%s): it cannot run until the limit is raised (burst.yaml limits)",
+				HeldPrefix, e.GPUs, e.Nodes, l, limitText(l)), false
+		}
+		g, n := c.usage(l, others, jobs)
+		if l.MaxGPUs > 0 && g+e.GPUs > l.MaxGPUs {
+			return false, fmt.Sprintf("%s%s holds %d of its %d GPUs, this job needs %d; it starts when others end", HeldPrefix, l, g, l.MaxGPUs, e.GPUs), false
+		}
+		if l.MaxNodes > 0 && n+e.Nodes > l.MaxNodes {
+			return false, fmt.Sprintf("%s%s holds %d of its %d nodes, this job needs %d; it starts when others end", HeldPrefix, l, n, l.MaxNodes, e.Nodes), false
+		}
+	}
+	b, capped := c.o.Budgets[e.Account]
+	if !capped || b.CapUSD <= 0 {
+		return true, "", false
+	}
+	sp := spends[e.Account]
+	if sp.err != nil {
+		why := fmt.Sprintf("%sthe spend of account %s cannot be known now (%v); its jobs wait until it can (budgets[].on_unknown: %s)", HeldPrefix, e.Account, trim(sp.err.Error(), 160), orHold(b.OnUnknown))
+		return b.OnUnknown == "allow", why, true
+	}
+	committed := sp.s.SpentUSD + reserved(e.Account, others, sp.s.Jobs)
+	if committed+e.ReserveUSD > b.CapUSD+1e-9 {
+		return false, fmt.Sprintf("%saccount %s has $%.2f of its $%.2f monthly budget spent or reserved; this job reserves $%.2f ($%.4f/h x %s); it starts when the budget allows",
+			HeldPrefix, e.Account, committed, b.CapUSD, e.ReserveUSD, e.PriceUSD, hoursText(e.Hours)), false
+	}
+	return true, "", false
+}
+
+// reserved is what is left of the reservations of an account's admitted
+// and released jobs, given what each was charged so far.
+func reserved(account string, es []Entry, charged map[string]float64) float64 {
+	t := 0.0
+	for _, x := range es {
+		if x.Account != account || x.State == StateHeld {
+			continue
+		}
+		t += math.Max(x.ReserveUSD-charged[fmt.Sprint(x.JobID)], 0)
+	}
+	return t
+}
+
+func limitText(l Limit) string {
+	var p []string
+	if l.MaxGPUs > 0 {
+		p = append(p, fmt.Sprintf("%d GPUs", l.MaxGPUs))
+	}
+	if l.MaxNodes > 0 {
+		p = append(p, fmt.Sprintf("%d nodes", l.MaxNodes))
+	}
+	return strings.Join(p, ", ")
+}
+
+func hoursText(h float64) string {
+	return (time.Duration(h * float64(time.Hour))).Round(time.Second).String()
+}
+
+func orHold(s string) string {
+	if s == "" {
+		return "hold"
+	}
+	return s
+}
+
+func trim(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
+}
+
+// prune drops entries whose jobs Slurm no longer runs (past the grace
+// period), released entries past their TTL, and held entries whose job is
+// no longer held pending (cancelled, or released by someone else).
+func (c *Controller) prune(es []Entry, jobs []slurm.Job, now time.Time) []Entry {
+	byID := map[uint32]slurm.Job{}
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	return slices.DeleteFunc(es, func(e Entry) bool {
+		j, known := byID[e.JobID]
+		switch e.State {
+		case StateHeld:
+			return now.Sub(e.At) > c.o.Grace && (!known || !heldByBurst(j))
+		case StateReleased:
+			if known && running(j.State) {
+				return false
+			}
+			return now.Sub(e.At) > c.o.ReleasedTTL || known && heldByBurst(j)
+		}
+		return now.Sub(e.At) > c.o.Grace && (!known || !running(j.State))
+	})
+}
+
+// heldByBurst: the job is pending on a hold burst placed.
+func heldByBurst(j slurm.Job) bool {
+	return j.State == "PENDING" && strings.HasPrefix(j.Reason, "JobHeld") && strings.HasPrefix(j.AdminComment, HeldPrefix)
+}
+
+// Reservations returns the admitted and released entries (what counts
+// against the caps now), for the API and the forecast.
+func (c *Controller) Reservations() ([]Entry, error) {
+	es, err := c.read()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(es, func(e Entry) bool { return e.State == StateHeld }), nil
+}
+
+// Reserved sums what is left of an account's reservations (see Admit).
+func Reserved(es []Entry, account string, charged map[string]float64) float64 {
+	return reserved(account, es, charged)
+}
+
+func (c *Controller) read() ([]Entry, error) {
+	b, err := statefile.ReadLocked(c.path, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return decode(b), nil
+}
+
+// decode reads the file; a corrupt file counts as empty (its jobs are
+// then re-decided: a held one is released by the next pass, see
+// ReleaseHeld).
+func decode(b []byte) []Entry {
+	var d doc
+	if len(b) == 0 || json.Unmarshal(b, &d) != nil {
+		return nil
+	}
+	return slices.DeleteFunc(d.Entries, func(e Entry) bool {
+		return e.JobID == 0 || (e.State != StateAdmitted && e.State != StateHeld && e.State != StateReleased)
+	})
+}
+
+func (c *Controller) update(f func([]Entry, time.Time) ([]Entry, bool)) error {
+	err := statefile.Update(c.path, 0o600, func(old []byte) ([]byte, bool, error) {
+		es, write := f(decode(old), c.o.Now())
+		if !write {
+			return nil, false, nil
+		}
+		sort.SliceStable(es, func(i, j int) bool { return es[i].At.Before(es[j].At) })
+		b, err := json.MarshalIndent(doc{Version: 1, Entries: es}, "", "  ")
+		return b, err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("updating the admissions file %s: %w", c.path, err)
+	}
+	return nil
+}

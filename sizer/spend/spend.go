@@ -1,0 +1,196 @@
+// Package spend is the month's money as every reader sees it: the budgets
+// API, `burst-sizer report` and `spend --local`, and the dashboard read the
+// same ledger (sizer/store) through the same arithmetic (sizer/budget) and
+// admission state (internal/admit), so no two of them show different
+// figures.
+package spend
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/admit"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/store"
+)
+
+// Month is the ledger's view of the month containing Now: every
+// instance's charges, by account and by job.
+type Month struct {
+	From, Now time.Time
+	Rows      []store.Row
+	Charges   []budget.Charge
+	ByAccount map[string]float64
+	OnDemand  map[string]float64
+	ByJob     map[string]float64
+	Burn      map[string]float64
+	Owner     string
+}
+
+// To is the month's end (a segment's 60 s minimum reaching past now is
+// part of its bill already).
+func (m Month) To() time.Time { return m.From.AddDate(0, 1, 0) }
+
+// Read reads the month's ledger from a store; owner is
+// accounting.idle_owner.
+func Read(ctx context.Context, st *store.Store, owner string, now time.Time) (Month, error) {
+	return ReadPriced(ctx, st, owner, now, nil)
+}
+
+// OnDemandPrice is an instance type's on-demand price per hour.
+type OnDemandPrice func(instanceType string) (float64, bool)
+
+// ReadPriced is Read with the on-demand price of instances the ledger has
+// none for taken from od (the sizing policy's catalog).
+func ReadPriced(ctx context.Context, st *store.Store, owner string, now time.Time, od OnDemandPrice) (Month, error) {
+	from := budget.MonthStart(now)
+	rows, err := st.Rows(ctx, from, now)
+	if err != nil {
+		return Month{}, err
+	}
+	for i := range rows {
+		if rows[i].OnDemandUSD <= 0 && od != nil {
+			if p, ok := od(rows[i].InstanceType); ok {
+				rows[i].OnDemandUSD = p
+			}
+		}
+	}
+	m := Month{From: from, Now: now, Rows: rows, Owner: owner, ByAccount: map[string]float64{}, OnDemand: map[string]float64{}, ByJob: map[string]float64{}}
+	ins := store.Instances(rows)
+	for _, in := range ins {
+		for _, c := range in.Charges(from, m.To(), now, owner) {
+			m.Charges = append(m.Charges, c)
+			m.ByAccount[c.Account] += c.USD
+			m.OnDemand[c.Account] += c.OnDemandUSD
+			if c.JobID != "" {
+				m.ByJob[c.JobID] += c.USD
+			}
+		}
+	}
+	m.Burn = budget.Burn(ins, now, owner)
+	return m, nil
+}
+
+// Spend is an account's figure for admission control.
+func (m Month) Spend(account string) sizerapi.AccountSpend {
+	out := sizerapi.AccountSpend{Account: account, SpentUSD: m.ByAccount[account], Jobs: map[string]float64{}, BurnUSDPerHour: m.Burn[account], AsOf: m.Now}
+	for _, c := range m.Charges {
+		if c.Account == account && c.JobID != "" {
+			out.Jobs[c.JobID] += c.USD
+		}
+	}
+	return out
+}
+
+// Within returns the charges of the instances in [from, to) (a day, a
+// forecast window), by account.
+func (m Month) Within(from, to time.Time) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range m.Rows {
+		for _, c := range r.Charges(from, to, m.Now, m.Owner) {
+			out[c.Account] += c.USD
+		}
+	}
+	return out
+}
+
+// BudgetOptions say how to read budgets' standing.
+type BudgetOptions struct {
+	Caps      map[string]float64
+	OnUnknown map[string]string
+	IdleOwner string
+	StateDir  string // the admissions file (reservations)
+	Log       *slog.Logger
+}
+
+// Budgets is every account's standing in the month: capped accounts and
+// accounts with spend, with reservations, burn rate and forecast.
+func (m Month) Budgets(o BudgetOptions) []sizerapi.BudgetStatus {
+	var res []admit.Entry
+	if o.StateDir != "" {
+		var err error
+		res, err = admit.New(admit.Options{Dir: o.StateDir}).Reservations()
+		if err != nil && o.Log != nil {
+			o.Log.Warn("reading admissions for budget reservations", "err", err)
+		}
+	}
+	names := map[string]bool{}
+	for a := range o.Caps {
+		names[a] = true
+	}
+	for a := range m.ByAccount {
+		names[a] = true
+	}
+	out := []sizerapi.BudgetStatus{}
+	for a := range names {
+		b := sizerapi.BudgetStatus{Account: a, MonthlyUSD: o.Caps[a], SpentUSD: m.ByAccount[a], Since: m.From,
+			BurnUSDPerHour: m.Burn[a], OnDemandUSD: m.OnDemand[a], SavingUSD: m.OnDemand[a] - m.ByAccount[a], OnUnknown: o.OnUnknown[a]}
+		b.ReservedUSD = admit.Reserved(res, a, m.Spend(a).Jobs)
+		if b.MonthlyUSD > 0 {
+			b.RemainingUSD = max(b.MonthlyUSD-b.SpentUSD-b.ReservedUSD, 0)
+			b.Over = b.SpentUSD >= b.MonthlyUSD
+			if f := budget.Forecast(b.MonthlyUSD, b.SpentUSD, b.ReservedUSD, b.BurnUSDPerHour, m.Now); !f.IsZero() {
+				b.ForecastCapAt = &f
+			}
+		}
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
+	return out
+}
+
+// BudgetStatuses reads the month and returns Budgets.
+func BudgetStatuses(ctx context.Context, st *store.Store, o BudgetOptions, now time.Time) ([]sizerapi.BudgetStatus, error) {
+	m, err := Read(ctx, st, o.IdleOwner, now)
+	if err != nil {
+		return nil, err
+	}
+	return m.Budgets(o), nil
+}
+
+// Ledger lists every instance the store has (all time) with its bill, and
+// this month's charges.
+func Ledger(ctx context.Context, st *store.Store, owner string, now time.Time) (sizerapi.Ledger, error) {
+	rows, err := st.Rows(ctx, time.Time{}, time.Time{})
+	if err != nil {
+		return sizerapi.Ledger{}, err
+	}
+	from := budget.MonthStart(now)
+	out := sizerapi.Ledger{From: from, To: now, Instances: []sizerapi.LedgerInstance{}, Charges: []sizerapi.Charge{}}
+	for _, r := range rows {
+		out.Instances = append(out.Instances, Instance(r, now))
+		for _, c := range r.Charges(from, from.AddDate(0, 1, 0), now, owner) {
+			kind := "job"
+			if c.Idle {
+				kind = "idle"
+			}
+			out.Charges = append(out.Charges, sizerapi.Charge{InstanceID: c.InstanceID, JobID: c.JobID, Account: c.Account, User: c.User, Kind: kind,
+				Seconds: c.Seconds, USD: c.USD, OnDemandUSD: c.OnDemandUSD})
+		}
+	}
+	return out, nil
+}
+
+// Instance is a row's bill as the API shows it.
+func Instance(r store.Row, now time.Time) sizerapi.LedgerInstance {
+	bs := r.Bill(now)
+	secs, usd, gross := budget.Total(bs)
+	li := sizerapi.LedgerInstance{InstanceID: r.ID, Node: r.Node, InstanceType: r.InstanceType, Zone: r.Zone, Capacity: r.Capacity,
+		PriceUSD: r.PriceUSD, PriceSource: r.PriceSource, OnDemandUSD: r.OnDemandUSD, Account: r.Account, User: r.User, JobID: r.JobID,
+		Source: r.Source, Launched: r.Launched, End: r.End, EndSource: r.EndSource, EndReason: r.EndReason,
+		Segments: len(bs), BilledSeconds: secs, USD: usd, GrossUSD: gross, StartSource: "launch", BillingStart: r.Launched}
+	if len(bs) > 0 {
+		li.BillingStart = bs[0].Start
+		if bs[0].FromEvents {
+			li.StartSource = "ec2-event"
+		}
+		last := bs[len(bs)-1]
+		li.Open, li.Waived = last.Open, last.Waived
+	} else if r.End.IsZero() {
+		li.Open = true // launched, not running yet
+	}
+	return li
+}

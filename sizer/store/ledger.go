@@ -1,0 +1,487 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/sizer/budget"
+)
+
+// The spend ledger's tables, beside instances (see docs/LEDGER.md):
+//
+//   - instances: one row per EC2 instance: what it is, its price, the job
+//     it was launched for, its launch (pending) time and its end (when it
+//     began shutting down) with the end's source (ec2 > burst > missing)
+//     and EC2's StateReason;
+//   - instance_states: every EC2 state-change event seen (deduplicated),
+//     from which the running segments EC2 bills are computed;
+//   - job_runs: each job's run on each node, by Slurm's start and end;
+//   - launch_intents: what burst-resume journaled before each CreateFleet.
+const ledgerSchema = `
+CREATE TABLE IF NOT EXISTS instance_states(instance_id TEXT NOT NULL, state TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY(instance_id, state, at)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS job_runs(job_id TEXT NOT NULL, node TEXT NOT NULL, account TEXT NOT NULL DEFAULT '', user TEXT NOT NULL DEFAULT '', gpus INTEGER NOT NULL DEFAULT 0, start INTEGER NOT NULL, end INTEGER, PRIMARY KEY(job_id, node, start)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS job_runs_node ON job_runs(node, start);
+CREATE TABLE IF NOT EXISTS launch_intents(client_token TEXT NOT NULL, at INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY(client_token, at)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS instances_terminated ON instances(terminated);
+`
+
+// ledgerColumns are the instances columns added after the first release
+// (added in place to an older database).
+var ledgerColumns = [][2]string{
+	{"user", "TEXT NOT NULL DEFAULT ''"},
+	{"class", "TEXT NOT NULL DEFAULT ''"},
+	{"client_token", "TEXT NOT NULL DEFAULT ''"},
+	{"od_price", "REAL NOT NULL DEFAULT 0"},
+	{"price_source", "TEXT NOT NULL DEFAULT ''"},
+	{"source", "TEXT NOT NULL DEFAULT 'resume'"},
+	{"end_source", "TEXT NOT NULL DEFAULT ''"},
+	{"end_reason", "TEXT NOT NULL DEFAULT ''"},
+}
+
+func migrateLedger(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, ledgerSchema); err != nil {
+		return err
+	}
+	rows, err := db.QueryContext(ctx, `PRAGMA table_info(instances)`)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var cid, notnull, pk int
+		var name, typ string
+		var dflt sql.NullString
+		if err := rows.Scan(&cid, &name, &typ, &notnull, &dflt, &pk); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	rows.Close()
+	for _, c := range ledgerColumns {
+		if !have[c[0]] {
+			if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE instances ADD COLUMN %s %s", c[0], c[1])); err != nil {
+				return fmt.Errorf("adding instances.%s: %w", c[0], err)
+			}
+		}
+	}
+	return nil
+}
+
+// Price sources of an instance's hourly price.
+const (
+	PriceResume      = "resume"           // the offering's price burst-resume ranked with (spot: an estimate)
+	PriceCatalog     = "catalog"          // the catalog's on-demand price (or spot estimate)
+	PriceSpotHistory = "ec2-spot-history" // the pool's price from EC2's spot price history at billing start
+)
+
+// Launch is one instance record.
+type Launch struct {
+	Event       sizerapi.InstanceEvent
+	PriceUSD    float64
+	OnDemandUSD float64
+	PriceSource string
+	Source      string // "resume" or "backfill"
+	ClientToken string
+	Class       string
+	User        string
+}
+
+// RecordInstance stores an instance launch, or completes one: the first
+// launch time stays, a backfilled row takes burst-resume's job details when
+// they arrive, and a price from EC2's spot history is never replaced by an
+// estimate.
+func (s *Store) RecordInstance(ctx context.Context, l Launch) error {
+	ev := l.Event
+	if l.Source == "" {
+		l.Source = "resume"
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		jobID := ""
+		if ev.Job != nil {
+			jobID = ev.Job.JobID
+			if ev.Account == "" {
+				ev.Account = ev.Job.Account
+			}
+			if l.User == "" {
+				l.User = ev.Job.User
+			}
+			if l.Class == "" {
+				l.Class = ev.Job.Class
+			}
+			if err := upsertJob(ctx, tx, *ev.Job, ev.Time); err != nil {
+				return err
+			}
+			if err := recordAttempt(ctx, tx, jobID, ev.Job.Attempt, ev.Time); err != nil {
+				return err
+			}
+		}
+		if l.User == "" {
+			l.User = ev.User
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO instances(instance_id, node, instance_type, zone, capacity, price, account, job_id, launched, user, class, client_token, od_price, price_source, source)
+VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT(instance_id) DO UPDATE SET
+ node = CASE WHEN excluded.source='resume' OR node='' OR node IS NULL THEN excluded.node ELSE node END,
+ instance_type = coalesce(nullif(excluded.instance_type,''), instance_type),
+ zone = coalesce(nullif(excluded.zone,''), zone),
+ capacity = coalesce(nullif(excluded.capacity,''), capacity),
+ account = CASE WHEN excluded.source='resume' OR account='' OR account IS NULL THEN excluded.account ELSE account END,
+ job_id = CASE WHEN excluded.source='resume' OR job_id='' OR job_id IS NULL THEN excluded.job_id ELSE job_id END,
+ user = CASE WHEN excluded.source='resume' OR user='' THEN excluded.user ELSE user END,
+ class = CASE WHEN excluded.class!='' THEN excluded.class ELSE class END,
+ client_token = CASE WHEN excluded.client_token!='' THEN excluded.client_token ELSE client_token END,
+ od_price = CASE WHEN excluded.od_price>0 THEN excluded.od_price ELSE od_price END,
+ price = CASE WHEN price_source='ec2-spot-history' OR excluded.price<=0 THEN price ELSE excluded.price END,
+ price_source = CASE WHEN price_source='ec2-spot-history' OR excluded.price<=0 THEN price_source ELSE excluded.price_source END,
+ launched = min(launched, excluded.launched),
+ source = CASE WHEN excluded.source='resume' THEN 'resume' ELSE source END`,
+			ev.InstanceID, ev.Node, ev.InstanceType, ev.Zone, ev.Capacity, l.PriceUSD, ev.Account, jobID, ms(ev.Time),
+			l.User, l.Class, l.ClientToken, l.OnDemandUSD, l.PriceSource, l.Source)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("storing launch of %s: %w", ev.InstanceID, err)
+	}
+	return nil
+}
+
+func endRank(src string) int {
+	switch src {
+	case sizerapi.SourceEC2:
+		return 3
+	case sizerapi.SourceBurst, "":
+		return 2
+	case sizerapi.SourceMissing:
+		return 1
+	}
+	return 0
+}
+
+// RecordEnd stores when an instance began shutting down. A stronger
+// source replaces a weaker one (EC2's transition time over burst's clock
+// over "missing"); within one source the first time stays. known is false
+// for an instance the ledger does not have.
+func (s *Store) RecordEnd(ctx context.Context, id string, at time.Time, source, reason string) (known bool, err error) {
+	if source == "" {
+		source = sizerapi.SourceBurst
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		var cur sql.NullInt64
+		var curSrc string
+		err := tx.QueryRowContext(ctx, `SELECT terminated, end_source FROM instances WHERE instance_id = ?`, id).Scan(&cur, &curSrc)
+		if err == sql.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		known = true
+		if cur.Valid && curSrc == "" {
+			curSrc = sizerapi.SourceBurst // rows from before sources were kept
+		}
+		if !cur.Valid || endRank(source) > endRank(curSrc) {
+			_, err = tx.ExecContext(ctx, `UPDATE instances SET terminated = ?, end_source = ?, end_reason = CASE WHEN ? != '' THEN ? ELSE end_reason END WHERE instance_id = ?`,
+				ms(at), source, reason, reason, id)
+			return err
+		}
+		if reason != "" {
+			_, err = tx.ExecContext(ctx, `UPDATE instances SET end_reason = ? WHERE instance_id = ?`, reason, id)
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("storing the end of %s: %w", id, err)
+	}
+	return known, nil
+}
+
+// RecordState stores an EC2 state-change event (duplicates are ignored).
+func (s *Store) RecordState(ctx context.Context, id, state string, at time.Time) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO instance_states(instance_id, state, at) VALUES(?,?,?)`, id, state, ms(at))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("storing state %s of %s: %w", state, id, err)
+	}
+	return nil
+}
+
+// RecordRun stores a job's start (End zero) or end on each of its nodes.
+// A start of a job closes its earlier runs still open (a requeue); an end
+// closes the job's open run on the node with Slurm's start and end, or
+// records the whole run when its start never arrived.
+func (s *Store) RecordRun(ctx context.Context, r sizerapi.JobRun) error {
+	if r.JobID == "" || len(r.Nodes) == 0 || r.Start.IsZero() {
+		return fmt.Errorf("storing a job run: job id, nodes and start are required")
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		for _, n := range r.Nodes {
+			if r.End.IsZero() {
+				if _, err := tx.ExecContext(ctx, `UPDATE job_runs SET end = ? WHERE job_id = ? AND end IS NULL AND start < ?`, ms(r.Start), r.JobID, ms(r.Start)); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(job_id, node, account, user, gpus, start) VALUES(?,?,?,?,?,?)
+ON CONFLICT(job_id, node, start) DO UPDATE SET account = excluded.account, user = excluded.user, gpus = max(gpus, excluded.gpus)`,
+					r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start)); err != nil {
+					return err
+				}
+				continue
+			}
+			// the end carries Slurm's own start (reset when the nodes came
+			// up): it replaces the start the prolog saw
+			res, err := tx.ExecContext(ctx, `UPDATE OR IGNORE job_runs SET start = ?, end = max(?, ?) WHERE job_id = ? AND node = ? AND end IS NULL`, ms(r.Start), ms(r.Start), ms(r.End), r.JobID, n)
+			if err != nil {
+				return err
+			}
+			if k, _ := res.RowsAffected(); k > 0 {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(job_id, node, account, user, gpus, start, end) VALUES(?,?,?,?,?,?,?)
+ON CONFLICT(job_id, node, start) DO UPDATE SET end = coalesce(end, excluded.end)`,
+				r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start), ms(r.End)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storing the run of job %s: %w", r.JobID, err)
+	}
+	return nil
+}
+
+// RecordIntent stores a launch intent.
+func (s *Store) RecordIntent(ctx context.Context, in sizerapi.LaunchIntent) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO launch_intents(client_token, at, body) VALUES(?,?,?)`, in.ClientToken, ms(in.Time), string(b))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("storing launch intent %s: %w", in.ClientToken, err)
+	}
+	return nil
+}
+
+// IntentFor finds the launch intent of an instance: by its client token
+// (EC2 reports the fleet's), else the newest intent naming its node issued
+// before it launched (within an hour).
+func (s *Store) IntentFor(ctx context.Context, token, node string, launched time.Time) (sizerapi.LaunchIntent, bool, error) {
+	var body string
+	err := s.r.QueryRowContext(ctx, `SELECT body FROM launch_intents WHERE client_token = ? ORDER BY at DESC LIMIT 1`, token).Scan(&body)
+	if err == sql.ErrNoRows && node != "" {
+		rows, qerr := s.r.QueryContext(ctx, `SELECT body FROM launch_intents WHERE at <= ? AND at >= ? ORDER BY at DESC`, ms(launched.Add(time.Minute)), ms(launched.Add(-time.Hour)))
+		if qerr != nil {
+			return sizerapi.LaunchIntent{}, false, qerr
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var b string
+			var in sizerapi.LaunchIntent
+			if rows.Scan(&b) == nil && json.Unmarshal([]byte(b), &in) == nil {
+				for _, n := range in.Nodes {
+					if n == node {
+						return in, true, nil
+					}
+				}
+			}
+		}
+		return sizerapi.LaunchIntent{}, false, rows.Err()
+	}
+	if err == sql.ErrNoRows {
+		return sizerapi.LaunchIntent{}, false, nil
+	}
+	if err != nil {
+		return sizerapi.LaunchIntent{}, false, err
+	}
+	var in sizerapi.LaunchIntent
+	if err := json.Unmarshal([]byte(body), &in); err != nil {
+		return sizerapi.LaunchIntent{}, false, err
+	}
+	return in, true, nil
+}
+
+// SetPrice replaces an instance's hourly price (EC2's spot history).
+func (s *Store) SetPrice(ctx context.Context, id string, price float64, source string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE instances SET price = ?, price_source = ? WHERE instance_id = ?`, price, source, id)
+		return err
+	})
+}
+
+// Row is an instance as the ledger has it.
+type Row struct {
+	budget.Instance
+	Zone        string
+	PriceSource string
+	Source      string
+	EndSource   string
+	ClientToken string
+}
+
+// Rows returns the instances alive at some point in [from, to) (all when
+// from and to are zero), with their state events and the job runs on their
+// nodes.
+func (s *Store) Rows(ctx context.Context, from, to time.Time) ([]Row, error) {
+	q := `SELECT instance_id, coalesce(node,''), coalesce(instance_type,''), coalesce(zone,''), coalesce(capacity,''), price, od_price, coalesce(account,''), user, coalesce(job_id,''), class,
+ launched, terminated, end_source, end_reason, price_source, source, client_token FROM instances`
+	var args []any
+	if !to.IsZero() {
+		q += ` WHERE launched < ? AND (terminated IS NULL OR terminated >= ?)`
+		args = append(args, ms(to), ms(from))
+	}
+	rows, err := s.r.QueryContext(ctx, q+` ORDER BY launched, instance_id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledger: %w", err)
+	}
+	var out []Row
+	idx := map[string]int{}
+	for rows.Next() {
+		var r Row
+		var l, t sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Node, &r.InstanceType, &r.Zone, &r.Capacity, &r.PriceUSD, &r.OnDemandUSD, &r.Account, &r.User, &r.JobID, &r.Class,
+			&l, &t, &r.EndSource, &r.EndReason, &r.PriceSource, &r.Source, &r.ClientToken); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("reading the ledger: %w", err)
+		}
+		r.Launched, r.End = fromMS(l), fromMS(t)
+		if !r.End.IsZero() && r.EndSource == "" {
+			r.EndSource = sizerapi.SourceBurst
+		}
+		idx[r.ID] = len(out)
+		out = append(out, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	// state events
+	sq, rq := `SELECT instance_id, state, at FROM instance_states`, `SELECT job_id, node, account, user, gpus, start, end FROM job_runs`
+	var sargs, rargs []any
+	if !to.IsZero() {
+		// only what the window's instances need
+		sq = `SELECT s.instance_id, s.state, s.at FROM instance_states s JOIN instances i ON i.instance_id = s.instance_id
+WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
+		sargs = []any{ms(to), ms(from)}
+		rq += ` WHERE start < ? AND (end IS NULL OR end >= ?)`
+		rargs = []any{ms(to), ms(from.Add(-time.Hour))}
+	}
+	srows, err := s.r.QueryContext(ctx, sq, sargs...)
+	if err != nil {
+		return nil, fmt.Errorf("reading instance states: %w", err)
+	}
+	for srows.Next() {
+		var id, st string
+		var at int64
+		if err := srows.Scan(&id, &st, &at); err != nil {
+			srows.Close()
+			return nil, err
+		}
+		if i, ok := idx[id]; ok {
+			out[i].States = append(out[i].States, budget.StateEvent{State: st, At: time.UnixMilli(at).UTC()})
+		}
+	}
+	srows.Close()
+	// job runs by node
+	byNode := map[string][]int{}
+	for i, r := range out {
+		if r.Node != "" {
+			byNode[r.Node] = append(byNode[r.Node], i)
+		}
+	}
+	rrows, err := s.r.QueryContext(ctx, rq, rargs...)
+	if err != nil {
+		return nil, fmt.Errorf("reading job runs: %w", err)
+	}
+	defer rrows.Close()
+	for rrows.Next() {
+		var run budget.Run
+		var node string
+		var st int64
+		var en sql.NullInt64
+		if err := rrows.Scan(&run.JobID, &node, &run.Account, &run.User, &run.GPUs, &st, &en); err != nil {
+			return nil, err
+		}
+		run.Start, run.End = time.UnixMilli(st).UTC(), fromMS(en)
+		for _, i := range byNode[node] {
+			in := &out[i]
+			// a run belongs to the instances of its node alive during it
+			if !in.End.IsZero() && !run.Start.Before(in.End) {
+				continue
+			}
+			if !run.End.IsZero() && !run.End.After(in.Launched) {
+				continue
+			}
+			in.Runs = append(in.Runs, run)
+		}
+	}
+	for i := range out {
+		sort.Slice(out[i].Runs, func(a, b int) bool { return out[i].Runs[a].Start.Before(out[i].Runs[b].Start) })
+	}
+	return out, rrows.Err()
+}
+
+// Instances is Rows as budget instances.
+func Instances(rows []Row) []budget.Instance {
+	out := make([]budget.Instance, len(rows))
+	for i, r := range rows {
+		out[i] = r.Instance
+	}
+	return out
+}
+
+// Unsettled returns the instances whose end EC2 has not confirmed: still
+// open, or ended (by burst's clock or as missing) after endedAfter. EC2
+// keeps a terminated instance visible for about an hour; after that
+// burst's time is final.
+func (s *Store) Unsettled(ctx context.Context, endedAfter time.Time) ([]Row, error) {
+	all, err := s.Rows(ctx, time.Time{}, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	var out []Row
+	for _, r := range all {
+		if r.End.IsZero() || r.EndSource != sizerapi.SourceEC2 && r.End.After(endedAfter) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Known reports which of the ids the ledger has.
+func (s *Store) Known(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for start := 0; start < len(ids); start += 500 {
+		batch := ids[start:min(start+500, len(ids))]
+		args := make([]any, len(batch))
+		for i, id := range batch {
+			args[i] = id
+		}
+		rows, err := s.r.QueryContext(ctx, `SELECT instance_id FROM instances WHERE instance_id IN (?`+strings.Repeat(",?", len(batch)-1)+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				out[id] = true
+			}
+		}
+		rows.Close()
+	}
+	return out, nil
+}

@@ -1,0 +1,51 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/sizer/budget"
+)
+
+// BenchmarkLedgerMonth: a month of 5,000 instances (three state events
+// each, one job run each): reading the ledger and splitting every bill,
+// what every budget check and report does.
+func BenchmarkLedgerMonth(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(b.TempDir(), "s"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 3, 28, 0, 0, 0, 0, time.UTC)
+	const n = 5000
+	for i := range n {
+		t0 := budget.MonthStart(now).Add(time.Duration(i) * 7 * time.Minute)
+		id, node, job := fmt.Sprintf("i-%06d", i), fmt.Sprintf("l4-%d", i%64+1), fmt.Sprint(i)
+		if err := s.RecordLaunch(ctx, sizerapi.InstanceEvent{InstanceID: id, Node: node, InstanceType: "g6.xlarge", Capacity: "spot", Account: fmt.Sprint("acct", i%20), Time: t0,
+			Job: &sizerapi.Job{JobID: job, Account: fmt.Sprint("acct", i%20), User: "u"}}, 0.4); err != nil {
+			b.Fatal(err)
+		}
+		for _, st := range []struct {
+			s string
+			d time.Duration
+		}{{"pending", 0}, {"running", 20 * time.Second}, {"shutting-down", 5 * time.Minute}} {
+			s.RecordState(ctx, id, st.s, t0.Add(st.d))
+		}
+		s.RecordRun(ctx, sizerapi.JobRun{JobID: job, Nodes: []string{node}, Account: fmt.Sprint("acct", i%20), Start: t0.Add(time.Minute), End: t0.Add(4 * time.Minute)})
+		s.RecordEnd(ctx, id, t0.Add(5*time.Minute), sizerapi.SourceEC2, "")
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		rows, err := s.Rows(ctx, budget.MonthStart(now), now)
+		if err != nil || len(rows) != n {
+			b.Fatalf("%d rows %v", len(rows), err)
+		}
+		budget.Spend(Instances(rows), budget.MonthStart(now), budget.MonthStart(now).AddDate(0, 1, 0), now, budget.OwnerLaunchingJob)
+	}
+	b.ReportMetric(float64(n), "instances")
+}

@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/sizer/budget"
+)
+
+// TestLedger: ends by source (EC2's time wins over burst's, never the
+// reverse), state events deduplicated, a backfilled row completed by the
+// resume's record arriving late, runs closed on requeue, intents found by
+// token or by node.
+func TestLedger(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	// the reconciler backfills an instance before the journaled launch arrives
+	if err := s.RecordInstance(ctx, Launch{Event: sizerapi.InstanceEvent{InstanceID: "i-1", Node: "l4-1", InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: "spot", Account: "nlp", Time: t0},
+		PriceUSD: 0.5, PriceSource: PriceSpotHistory, Source: "backfill", ClientToken: "burst-abc"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordLaunch(ctx, sizerapi.InstanceEvent{InstanceID: "i-1", Node: "l4-1", InstanceType: "g6.xlarge", Capacity: "spot", Account: "nlp", PriceUSD: 0.4, Time: t0.Add(time.Second),
+		Job: &sizerapi.Job{JobID: "7", User: "ann", Account: "nlp", Class: "l4", GPUsPerNode: 1, Nodes: 1}}, 0.4); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{"pending", "running", "running"} {
+		at := t0
+		if st == "running" {
+			at = t0.Add(5 * time.Second)
+		}
+		if err := s.RecordState(ctx, "i-1", st, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if known, err := s.RecordEnd(ctx, "i-1", t0.Add(10*time.Minute+300*time.Millisecond), sizerapi.SourceBurst, ""); err != nil || !known {
+		t.Fatal(known, err)
+	}
+	if _, err := s.RecordEnd(ctx, "i-1", t0.Add(10*time.Minute), sizerapi.SourceEC2, "Client.UserInitiatedShutdown"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordEnd(ctx, "i-1", t0.Add(11*time.Minute), sizerapi.SourceBurst, ""); err != nil {
+		t.Fatal(err)
+	}
+	// a run, requeued: the second start closes the first
+	for _, r := range []sizerapi.JobRun{
+		{JobID: "7", Account: "nlp", User: "ann", Nodes: []string{"l4-1"}, GPUsPerNode: 1, Start: t0.Add(10 * time.Second)},
+		{JobID: "7", Account: "nlp", User: "ann", Nodes: []string{"l4-1"}, GPUsPerNode: 1, Start: t0.Add(5 * time.Minute)},
+		{JobID: "7", Account: "nlp", User: "ann", Nodes: []string{"l4-1"}, GPUsPerNode: 1, Start: t0.Add(5 * time.Minute), End: t0.Add(9 * time.Minute)},
+	} {
+		if err := s.RecordRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := s.Rows(ctx, budget.MonthStart(t0), t0.Add(time.Hour))
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %+v %v", rows, err)
+	}
+	r := rows[0]
+	if r.Source != "resume" || r.JobID != "7" || r.User != "ann" || r.Class != "l4" || r.PriceUSD != 0.5 || r.PriceSource != PriceSpotHistory ||
+		!r.Launched.Equal(t0) || !r.End.Equal(t0.Add(10*time.Minute)) || r.EndSource != "ec2" || r.EndReason != "Client.UserInitiatedShutdown" || len(r.States) != 2 {
+		t.Fatalf("row %+v", r)
+	}
+	if len(r.Runs) != 2 || !r.Runs[0].End.Equal(t0.Add(5*time.Minute)) || !r.Runs[1].End.Equal(t0.Add(9*time.Minute)) {
+		t.Fatalf("runs %+v", r.Runs)
+	}
+	secs, usd, _ := budget.Total(r.Bill(t0.Add(time.Hour)))
+	if secs != 595 || usd != 595*0.5/3600 {
+		t.Fatalf("bill %d s $%v", secs, usd)
+	}
+	if u, err := s.Unsettled(ctx, time.Time{}); err != nil || len(u) != 0 {
+		t.Fatalf("unsettled %+v %v", u, err)
+	}
+	in := sizerapi.LaunchIntent{ClientToken: "burst-abc", Nodes: []string{"l4-1"}, JobID: "7", Capacity: "spot", Time: t0.Add(-time.Second)}
+	if err := s.RecordIntent(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.IntentFor(ctx, "burst-abc", "", t0); !ok || err != nil || got.JobID != "7" {
+		t.Fatalf("by token: %+v %v %v", got, ok, err)
+	}
+	if got, ok, _ := s.IntentFor(ctx, "fleet-other", "l4-1", t0); !ok || got.ClientToken != "burst-abc" {
+		t.Fatalf("by node: %+v %v", got, ok)
+	}
+	known, _ := s.Known(ctx, []string{"i-1", "i-2"})
+	if !known["i-1"] || known["i-2"] {
+		t.Fatalf("known %v", known)
+	}
+}
