@@ -22,6 +22,8 @@ const (
 	EnvReportInterval = "BURST_REPORT_INTERVAL"
 	EnvCheckpointRoot = "BURST_CHECKPOINT_ROOT"
 	EnvLogLevel       = "BURST_LOG_LEVEL"
+	EnvGPUSource      = "BURST_GPU_SOURCE"
+	EnvSimMemory      = "BURST_SIM_MEMORY_PERCENT"
 )
 
 // AgentEnv returns the environment (KEY=value) burst-agent run gets. The
@@ -40,6 +42,12 @@ func AgentEnv(u userdata.UserData, credentialFile string) []string {
 	}
 	if u.Agent.LogLevel != "" {
 		env = append(env, EnvLogLevel+"="+u.Agent.LogLevel)
+	}
+	if u.Agent.GPUSource != "" {
+		env = append(env, EnvGPUSource+"="+u.Agent.GPUSource)
+	}
+	if u.Agent.SimMemoryPercent > 0 {
+		env = append(env, fmt.Sprintf("%s=%d", EnvSimMemory, u.Agent.SimMemoryPercent))
 	}
 	return env
 }

@@ -34,7 +34,8 @@ func RenderUserData(cfg *config.Config, adminToken string, nodes []cloud.NodeSpe
 		FSx: userdata.FSx{DNSName: cfg.FSx.DNSName, MountName: cfg.FSx.MountName, MountPoint: cfg.FSx.MountPoint,
 			CheckpointRoot: filepath.Join(cfg.FSx.MountPoint, cfg.FSx.CheckpointDir)},
 		Agent: userdata.Agent{SizerURL: cfg.Sizer.URL, IMDSEndpoint: cfg.Agent.IMDSEndpoint,
-			ReportInterval: userdata.Duration(cfg.Agent.ReportInterval.Duration), LogLevel: cfg.Log.Level},
+			ReportInterval: userdata.Duration(cfg.Agent.ReportInterval.Duration), LogLevel: cfg.Log.Level,
+			GPUSource: cfg.Agent.GPUSource, SimMemoryPercent: cfg.Agent.SimMemoryPercent},
 	}
 	if cfg.Slurm.NodeConf == "configless" {
 		u.Slurm.ConfMode = userdata.ConfConfigless

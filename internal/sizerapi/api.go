@@ -7,10 +7,12 @@
 //
 //	POST /v1/rank                 admin  RankRequest -> RankResponse
 //	POST /v1/route                admin  RouteRequest -> sizing.Decision
-//	POST /v1/reports              node   ReportBatch -> ReportResult (idempotent by node+seq)
+//	POST /v1/reports              node   ReportBatch -> ReportResult (idempotent by instance+node+seq)
 //	POST /v1/interruptions        node   Interruption -> {}
 //	POST /v1/instances/launch     admin  InstanceEvent -> {}
 //	POST /v1/instances/terminate  admin  InstanceEvent (instance_id, time) -> {}
+//	POST /v1/jobs/start           admin  JobRun -> {} (every job that starts on a burst node: PrologSlurmctld)
+//	POST /v1/jobs/end             admin  JobEnd -> {} (its exit, and whether it ran out of GPU memory: EpilogSlurmctld)
 //	GET  /v1/budgets              admin  -> []BudgetStatus
 //	GET  /v1/report               admin  -> UsageReport
 //	GET  /metrics                 none   Prometheus text format
@@ -34,6 +36,8 @@ const (
 	PathInterruptions     = "/v1/interruptions"
 	PathInstanceLaunch    = "/v1/instances/launch"
 	PathInstanceTerminate = "/v1/instances/terminate"
+	PathJobStart          = "/v1/jobs/start"
+	PathJobEnd            = "/v1/jobs/end"
 	PathBudgets           = "/v1/budgets"
 	PathReport            = "/v1/report"
 )
@@ -73,6 +77,11 @@ type JobRequest struct {
 	TimeLimitSeconds float64 `json:"time_limit_seconds,omitempty"`
 	NoRequeue        bool    `json:"no_requeue,omitempty"`
 	UserConstraint   string  `json:"constraint,omitempty"` // the job's own --constraint
+	// What the user set explicitly (sizing keeps it): --gres/--gpus/
+	// --gpus-per-node, --nodes, --partition.
+	ExplicitGPUs      bool `json:"explicit_gpus,omitempty"`
+	ExplicitNodes     bool `json:"explicit_nodes,omitempty"`
+	ExplicitPartition bool `json:"explicit_partition,omitempty"`
 	// Comment is the job's --comment; its "burst:" metadata is parsed by the server.
 	Comment string `json:"comment,omitempty"`
 }
@@ -86,7 +95,15 @@ func (j JobRequest) Policy() (sizing.Request, []error) {
 		CPUsPerNode: j.CPUsPerNode, MemoryMiBPerNode: j.MemoryMiBPerNode,
 		TimeLimit: time.Duration(j.TimeLimitSeconds * float64(time.Second)),
 		NoRequeue: j.NoRequeue, Metadata: md,
+		Explicit: sizing.Explicit{GPUs: j.ExplicitGPUs, Nodes: j.ExplicitNodes, Partition: j.ExplicitPartition},
 	}, errs
+}
+
+// Key is the job's recurring-job key (sizing.RecurringKey of its user, job
+// name and metadata).
+func (j JobRequest) Key() string {
+	md, _ := jobmeta.ParseMetadata(j.Comment)
+	return sizing.RecurringKey(j.User, j.JobName, md)
 }
 
 // Unavailable is an offering the caller knows it cannot get.
@@ -197,10 +214,25 @@ type Record struct {
 	Event   *Event       `json:"event,omitempty"`
 }
 
+// GPU sources of a report batch (ReportBatch.GPUSource).
+const (
+	GPUSourceNVML = "nvml" // real GPUs read through NVML
+	GPUSourceSim  = "sim"  // simulated GPUs (burst-agent --gpu-source sim): never learned from unless the sizer is a test stack
+)
+
 // ReportBatch is what an agent posts: records in Seq order.
 type ReportBatch struct {
-	Node       string `json:"node"`
+	Node string `json:"node"`
+	// InstanceID is the EC2 instance the records come from. Records are
+	// deduplicated by instance, node and seq (seq restarts on a new
+	// instance that reuses the node name). The server attaches the
+	// identity it trusts (the node credential's, once credentials carry
+	// it) before storing.
 	InstanceID string `json:"instance_id,omitempty"`
+	// GPUSource says where the GPU readings come from: GPUSourceNVML or
+	// GPUSourceSim. Anything else (an agent older than the field) is
+	// treated as not real.
+	GPUSource string `json:"gpu_source,omitempty"`
 	// Dropped counts records this node ever dropped because its on-disk
 	// buffer was full (their Seqs never arrive).
 	Dropped uint64   `json:"dropped"`
@@ -212,6 +244,9 @@ type ReportBatch struct {
 type ReportResult struct {
 	Accepted   int `json:"accepted"`
 	Duplicates int `json:"duplicates"`
+	// Ignored counts accepted GPU records not used for learning because
+	// they are simulated (the sizer learns from real GPUs only).
+	Ignored int `json:"ignored,omitempty"`
 }
 
 // Interruption is a spot interruption (or rebalance) notice for an instance.
@@ -237,6 +272,30 @@ type Job struct {
 	Nodes       int    `json:"nodes,omitempty"`
 	// GPUMemoryMiB is the memory of one of the job's GPUs.
 	GPUMemoryMiB int `json:"gpu_memory_mib,omitempty"`
+	// Comment is the job's --comment (its burst: metadata), for the
+	// recurring-job key.
+	Comment string `json:"comment,omitempty"`
+}
+
+// JobRun is a job starting on burst nodes (PrologSlurmctld; a warm-reused
+// node's job too): it enters the history of its recurring job.
+type JobRun struct {
+	Job
+	NodeList string    `json:"node_list,omitempty"` // Slurm hostlist
+	Start    time.Time `json:"start"`
+	Restarts int       `json:"restarts,omitempty"`
+}
+
+// JobEnd is how a job ended (EpilogSlurmctld).
+type JobEnd struct {
+	JobID    string    `json:"job_id"`
+	End      time.Time `json:"end"`
+	ExitCode int       `json:"exit_code"`
+	Signal   int       `json:"signal,omitempty"`
+	// OOM is set when the job's output shows it ran out of GPU memory
+	// (Evidence says what was found where).
+	OOM      bool   `json:"oom,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
 }
 
 // InstanceEvent is a launch (all fields) or a termination (InstanceID, Time).

@@ -47,6 +47,11 @@ type Job struct {
 	SubmitTime      time.Time
 	StartTime       time.Time
 	WorkDir         string
+	// StdOut and StdErr are the job's --output/--error as Slurm stores
+	// them (patterns such as %j unexpanded; "" for the default
+	// slurm-%j.out in WorkDir).
+	StdOut string
+	StdErr string
 }
 
 // GPUsPerNode is the GPU count of the job's per-node GRES request.
@@ -93,6 +98,8 @@ type rawJob struct {
 	SubmitTime    *int64  `json:"submit_time"`
 	StartTime     *int64  `json:"start_time"`
 	WorkDir       string  `json:"current_working_directory"`
+	StdOut        string  `json:"standard_output"`
+	StdErr        string  `json:"standard_error"`
 }
 
 // ParseSqueueJSON parses `squeue --json` output (Slurm 22.05, openapi
@@ -125,6 +132,7 @@ func ParseSqueueJSON(b []byte) ([]Job, error) {
 			BatchHost: r.BatchHost, Comment: r.Comment, AdminComment: r.AdminComment,
 			Features: r.Features, TRESPerNode: r.TRESPerNode, TRESPerJob: r.TRESPerJob,
 			TRESPerTask: r.TRESPerTask, Requeue: r.Requeue, WorkDir: r.WorkDir,
+			StdOut: r.StdOut, StdErr: r.StdErr,
 		}
 		where := fmt.Sprintf("parsing squeue --json: job %d", j.ID)
 		var err error

@@ -70,5 +70,8 @@ func (s *settings) serverOptions() server.Options {
 		Classes:   s.classes,
 		Region:    s.cfg.Cluster.Region,
 		Zones:     s.zones,
+		Params:    compose.SizingParams(s.cfg),
+
+		AcceptSimulatedGPUs: s.cfg.Sizer.AcceptSimulatedGPUs,
 	}
 }

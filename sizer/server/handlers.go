@@ -72,6 +72,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 		outcome = "refused"
 	} else if d.Downsized {
 		outcome = "downsized"
+	} else if d.Upsized {
+		outcome = "upsized"
 	}
 	s.decisions.WithLabelValues("route", outcome).Inc()
 	return d, nil
@@ -104,6 +106,9 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 			return nil, badRequest("records[%d]: kind %s without its %s field", i, rec.Kind, map[sizerapi.Kind]string{sizerapi.KindJobSummary: "summary", sizerapi.KindInterruption: "event"}[rec.Kind])
 		}
 	}
+	// Records are deduplicated by the instance they come from. Until node
+	// credentials carry the instance (issue 13), it is the one the body
+	// names; then the server attaches the credential's.
 	// Commit even if the client goes away: it will resend and dedup keeps it once.
 	res, err := s.st.AddBatch(context.WithoutCancel(r.Context()), b)
 	if err != nil {
@@ -111,6 +116,7 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 	}
 	s.records.WithLabelValues("accepted").Add(float64(res.Accepted))
 	s.records.WithLabelValues("duplicate").Add(float64(res.Duplicates))
+	s.records.WithLabelValues("ignored").Add(float64(res.Ignored))
 	for _, rec := range b.Records {
 		if rec.Kind == sizerapi.KindInterruption {
 			s.interrupt.Inc()
@@ -163,7 +169,17 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal
 		}
 		price = p
 	}
-	return struct{}{}, s.st.RecordLaunch(context.WithoutCancel(r.Context()), ev, price)
+	if err := s.st.RecordLaunch(context.WithoutCancel(r.Context()), ev, price); err != nil {
+		return nil, err
+	}
+	if ev.Job != nil && ev.Job.JobID != "" && ev.Job.User != "" {
+		// the job enters its history at launch too (PrologSlurmctld records
+		// every start, warm-reused nodes included)
+		if err := s.st.StartRun(context.WithoutCancel(r.Context()), runKey(*ev.Job), sizerapi.JobRun{Job: *ev.Job, Start: ev.Time}); err != nil {
+			return nil, err
+		}
+	}
+	return struct{}{}, nil
 }
 
 func (s *Server) terminate(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {

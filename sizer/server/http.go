@@ -39,6 +39,8 @@ func (s *Server) routes() {
 	s.handle("POST "+sizerapi.PathInterruptions, "interruptions", roleNode, s.interruption)
 	s.handle("POST "+sizerapi.PathInstanceLaunch, "launch", roleAdmin, s.launch)
 	s.handle("POST "+sizerapi.PathInstanceTerminate, "terminate", roleAdmin, s.terminate)
+	s.handle("POST "+sizerapi.PathJobStart, "job_start", roleAdmin, s.jobStart)
+	s.handle("POST "+sizerapi.PathJobEnd, "job_end", roleAdmin, s.jobEnd)
 	s.handle("GET "+sizerapi.PathBudgets, "budgets", roleAdmin, s.budgets)
 	s.handle("GET "+sizerapi.PathReport, "report", roleAdmin, s.report)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))

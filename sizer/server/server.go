@@ -34,6 +34,9 @@ type Options struct {
 	Zones     []string         // zones ranked when a rank request names none
 	Catalog   *catalog.Catalog // nil: catalog.Default()
 	Params    sizing.Params    // zero: sizing.DefaultParams()
+	// AcceptSimulatedGPUs learns from simulated GPU reports too (a test
+	// stack: sizer.accept_simulated_gpus); otherwise only NVML reports count.
+	AcceptSimulatedGPUs bool
 
 	MaxBodyBytes    int64         // request body limit; default 4 MiB
 	AvoidFor        time.Duration // spot offerings of an interrupted (type, zone) are avoided this long; default 30m
@@ -61,6 +64,7 @@ type Server struct {
 	records   *prometheus.CounterVec
 	interrupt prometheus.Counter
 	decisions *prometheus.CounterVec
+	runs      *prometheus.CounterVec
 }
 
 // New loads the token, builds the policy and opens the store.
@@ -100,7 +104,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
-	st, err := store.Open(ctx, o.StateDir)
+	var sopts []store.Option
+	if o.AcceptSimulatedGPUs {
+		sopts = append(sopts, store.AcceptSimulatedGPUs())
+		o.Logger.Warn("learning from simulated GPU reports (sizer.accept_simulated_gpus): a test stack, never production")
+	}
+	st, err := store.Open(ctx, o.StateDir, sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
@@ -111,10 +120,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_requests_total", Help: "HTTP requests by endpoint and status code."}, []string{"endpoint", "code"})
 	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_sizer_request_duration_seconds", Help: "HTTP request latency by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16)}, []string{"endpoint"})
-	s.records = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_report_records_total", Help: "Agent report records by result (accepted, duplicate)."}, []string{"result"})
+	s.records = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_report_records_total", Help: "Agent report records by result (accepted, duplicate, ignored: simulated GPUs, not learned from)."}, []string{"result"})
 	s.interrupt = prometheus.NewCounter(prometheus.CounterOpts{Name: "burst_sizer_interruptions_total", Help: "Spot interruption notices recorded."})
 	s.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_decisions_total", Help: "Policy decisions by kind (route, rank) and outcome."}, []string{"kind", "outcome"})
-	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(&budgetCollector{s: s})); err != nil {
+	s.runs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_job_runs_total", Help: "Job runs recorded for learning, by event (started, ended, oom)."}, []string{"event"})
+	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(s.runs), s.reg.Register(&budgetCollector{s: s})); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: registering metrics: %w", err)
 	}

@@ -98,7 +98,7 @@ func (f *fixture) client(t testing.TB, tok string) *sizerclient.Client {
 }
 
 func gpuBatch(node string, seq0 uint64, n int, job uint32, t time.Time) sizerapi.ReportBatch {
-	b := sizerapi.ReportBatch{Node: node}
+	b := sizerapi.ReportBatch{Node: node, GPUSource: sizerapi.GPUSourceNVML}
 	for i := 0; i < n; i++ {
 		rec := sizerapi.Record{Seq: seq0 + uint64(i), Time: t.Add(time.Duration(i) * time.Second), Kind: sizerapi.KindGPU}
 		for g := 0; g < 8; g++ {

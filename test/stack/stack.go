@@ -25,6 +25,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/clifilter"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/slurmconf"
@@ -223,6 +224,24 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	s.Cfg.Sizer.Listen = net.JoinHostPort(c.ControllerAddr().String(), strconv.Itoa(port))
 	s.Cfg.Sizer.URL = "http://" + s.Cfg.Sizer.Listen
 	s.CfgPath = filepath.Join(filepath.Dir(c.ConfPath()), "burst.yaml")
+	if s.Cfg.Slurm.CliFilter {
+		// what burst-slurm-conf writes beside slurm.conf, pointing at this
+		// run's burst.yaml
+		o := clifilter.Options{SizerPath: filepath.Join(s.opts.BinDir, "burst-sizer"), GlobalArgs: []string{"--config", s.CfgPath}, Timeout: 20 * time.Second}
+		for _, p := range s.Cfg.Slurm.Partitions {
+			o.Partitions = append(o.Partitions, p.Name)
+			if p.Default {
+				o.DefaultPartition = p.Name
+			}
+		}
+		lua, err := clifilter.Render(o)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(c.ConfPath()), "cli_filter.lua"), lua, 0o644); err != nil {
+			return err
+		}
+	}
 	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent"} {
 		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s exec %s \"$@\"\n", s.CfgPath, filepath.Join(s.opts.BinDir, b))
 		if err := os.WriteFile(filepath.Join(s.Dir, "bin", b), []byte(w), 0o755); err != nil {
