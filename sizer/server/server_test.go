@@ -358,3 +358,42 @@ func TestGracefulShutdownLosesNoAcceptedReport(t *testing.T) {
 	}
 	t.Logf("acknowledged %d, stored %d", acked.Load(), stored)
 }
+
+// TestJobRunsDriveLearning: job starts and ends (PrologSlurmctld and
+// EpilogSlurmctld) make the history route learns from; only the admin may
+// post them; the recurring-job key comes from the job's user, name and
+// metadata, computed by the server.
+func TestJobRunsDriveLearning(t *testing.T) {
+	f := start(t, nil)
+	ctx := context.Background()
+	admin := f.client(t, f.token)
+	node := f.client(t, auth.NodeToken(f.token, "gpu-1"))
+	comment := "burst: params=1B workload=finetune"
+	run := sizerapi.JobRun{Job: sizerapi.Job{JobID: "41", JobName: "ft.sh", User: "ann", Account: "bio", Class: "l4-1x", GPUModel: "l4", GPUsPerNode: 1, Nodes: 1, GPUMemoryMiB: 22888, Comment: comment}, Start: f.clk.Now()}
+	if err := node.JobStarted(ctx, run); !errors.Is(err, sizerclient.ErrUnauthorized) {
+		t.Errorf("a node credential posted a job start: %v", err)
+	}
+	if err := admin.JobStarted(ctx, sizerapi.JobRun{}); !isStatus(err, 400) {
+		t.Errorf("empty job start: %v", err)
+	}
+	if err := admin.JobStarted(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.JobEnded(ctx, sizerapi.JobEnd{JobID: "41", ExitCode: 1, OOM: true, Evidence: `"CUDA out of memory" in slurm-41.out`}); err != nil {
+		t.Fatal(err)
+	}
+	job := sizerapi.JobRequest{JobName: "ft.sh", User: "ann", Account: "bio", Comment: comment}
+	d, err := admin.Route(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Upsized || d.HistoryKey != job.Key() || !strings.Contains(d.Reason, "ended out of GPU memory") || d.Nodes == 1 && d.GPUsPerNode == 1 && d.GPUModel == "l4" {
+		t.Errorf("after an OOM run: %+v", d)
+	}
+	// another user's job of the same name learns nothing from it
+	other := job
+	other.User = "bob"
+	if d, _ := admin.Route(ctx, other); d.Upsized {
+		t.Errorf("bob's job upsized from ann's run: %+v", d)
+	}
+}
