@@ -234,6 +234,11 @@ function slurm_cli_setup_defaults(options, early_pass)
 end
 
 function slurm_cli_pre_submit(options, pack_offset)
+	-- a job step inside an allocation (srun in a batch script) is the job's
+	-- own business: it was sized when the job was submitted
+	if options.type == "srun" and os.getenv("SLURM_JOB_ID") ~= nil then
+		return slurm.SUCCESS
+	end
 	if not bound_for_burst(options) then
 		return slurm.SUCCESS
 	end
