@@ -59,7 +59,7 @@ Deterministic for a given --seed.`,
 			&cli.StringFlag{Name: "sweep-checkpoint", Value: "10m,30m,2h,none", Usage: "checkpoint intervals for --sweep"},
 		},
 		Action: runCommand,
-		Subcommands: []*cli.Command{{
+		Subcommands: []*cli.Command{learningCommand(), {
 			Name:      "convert-sacct",
 			Usage:     "convert `" + trace.SacctCommand + "` output into the simple trace CSV",
 			ArgsUsage: " ",

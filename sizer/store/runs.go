@@ -101,8 +101,9 @@ type run struct {
 
 // HistoryByKey summarises the last limit runs of a recurring job for the
 // sizing policy (newest first): usage of the runs with real GPU reports,
-// and the newest ended run if it ran out of GPU memory (its output said
-// so, or it failed with a GPU at least OOMFullFraction full).
+// and the newest run in that window that ran out of GPU memory (its output
+// said so, or it failed with a GPU at least OOMFullFraction full): every
+// later run gets more GPU memory than it had, until it leaves the window.
 func (s *Store) HistoryByKey(ctx context.Context, key string, limit int) (sizing.History, error) {
 	h := sizing.History{Key: key}
 	if key == "" {
@@ -133,24 +134,21 @@ FROM job_runs WHERE job_key = ? ORDER BY started DESC LIMIT ?`, key, limit)
 		return h, fmt.Errorf("reading history of %s: %w", key, err)
 	}
 	var util float64
-	decided := false
 	for i := range runs {
 		r := &runs[i]
 		if err := s.measure(ctx, r); err != nil {
 			return h, err
 		}
-		if !decided && r.ended {
-			// the newest ended run decides whether the job ran out of memory
-			decided = true
-			if r.ended && !r.oom && r.exit != 0 && r.reported && r.totalMem > 0 && float64(r.peakGPU) >= OOMFullFraction*float64(r.totalMem) {
-				r.oom = true
-				r.evidence = fmt.Sprintf("exit code %d with a GPU at %.1f of %.1f GiB (NVML)", r.exit, float64(r.peakGPU)/1024, float64(r.totalMem)/1024)
-			}
-			if r.ended && r.oom {
-				h.LastOOM = &sizing.OOMRun{JobID: r.jobID, Class: r.class, Nodes: r.nodes, GPUsPerNode: r.gpn, GPUMemoryMiB: r.memMiB, Evidence: r.evidence}
-				if h.LastOOM.GPUMemoryMiB == 0 {
-					h.LastOOM.GPUMemoryMiB = r.totalMem
-				}
+		if r.ended && !r.oom && r.exit != 0 && r.reported && r.totalMem > 0 && float64(r.peakGPU) >= OOMFullFraction*float64(r.totalMem) {
+			r.oom = true
+			r.evidence = fmt.Sprintf("exit code %d with a GPU at %.1f of %.1f GiB (NVML)", r.exit, float64(r.peakGPU)/1024, float64(r.totalMem)/1024)
+		}
+		if r.ended && r.oom && h.LastOOM == nil {
+			// the newest run that ran out of memory: later runs keep more
+			// than it had while it is in the window
+			h.LastOOM = &sizing.OOMRun{JobID: r.jobID, Class: r.class, Nodes: r.nodes, GPUsPerNode: r.gpn, GPUMemoryMiB: r.memMiB, Evidence: r.evidence}
+			if h.LastOOM.GPUMemoryMiB == 0 {
+				h.LastOOM.GPUMemoryMiB = r.totalMem
 			}
 		}
 		if !r.reported || r.oom {

@@ -116,14 +116,19 @@ func TestHistoryByKey(t *testing.T) {
 	if o := h.LastOOM; o == nil || o.JobID != "3" || o.TotalMiB() != 22<<10 || o.Evidence == "" || h.Jobs != 2 {
 		t.Errorf("after an OOM run: %+v %+v", h, h.LastOOM)
 	}
-	// a run that is still going does not hide it; a later clean run clears it
+	// a run that is still going does not hide it, nor does a later clean
+	// (larger) run: the job keeps more than the OOM run had
 	start("4", t0.Add(6*time.Hour), 2)
 	if h, _ = s.HistoryByKey(ctx, "k", 10); h.LastOOM == nil {
 		t.Error("a running job hid the last run's OOM")
 	}
 	s.EndRun(ctx, sizerapi.JobEnd{JobID: "4", End: t0.Add(7 * time.Hour)})
-	if h, _ = s.HistoryByKey(ctx, "k", 10); h.LastOOM != nil {
-		t.Errorf("a clean run after the OOM: %+v", h.LastOOM)
+	if h, _ = s.HistoryByKey(ctx, "k", 10); h.LastOOM == nil || h.LastOOM.JobID != "3" {
+		t.Errorf("a clean run after the OOM dropped it: %+v", h.LastOOM)
+	}
+	// out of the window, it is forgotten
+	if h, _ = s.HistoryByKey(ctx, "k", 1); h.LastOOM != nil {
+		t.Errorf("an OOM outside the window: %+v", h.LastOOM)
 	}
 	// a failure with a GPU at 21.5 of 22 GiB (>= 97%) counts as out of memory
 	start("5", t0.Add(8*time.Hour), 1)
