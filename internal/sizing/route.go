@@ -3,6 +3,7 @@ package sizing
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/burst-hpc/burst/internal/jobmeta"
@@ -376,7 +377,7 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 		d.Sharding = pl.mem.Sharding
 	}
 	if pl.eff > 0 && pl.eff < 1 {
-		d.ScalingEfficiency = round2(pl.eff)
+		d.ScalingEfficiency = math.Round(pl.eff*1000) / 1000
 	}
 	if pl.decode != nil {
 		d.TokenLatencyMS = round2(pl.decode.TokenLatencySec * 1000)

@@ -56,7 +56,7 @@ func Efficiency(f Fabric, nodes, gpn int, v float64) (float64, string) {
 	var why []string
 	if gpn > 1 && !f.NVLink {
 		intra = 1 - (1-PCIeEfficiency)*v
-		why = append(why, fmt.Sprintf("PCIe between GPUs %.2f", intra))
+		why = append(why, fmt.Sprintf("PCIe between GPUs %.3g", intra))
 	}
 	if nodes > 1 {
 		fe, name := TCPEfficiency, "no EFA (TCP)"
@@ -67,13 +67,13 @@ func Efficiency(f Fabric, nodes, gpn int, v float64) (float64, string) {
 			fe, name = EFAEfficiency, fmt.Sprintf("EFA %d Gbps", f.Gbps)
 		}
 		inter = 1 - (1-fe)*v
-		why = append(why, fmt.Sprintf("%s between nodes %.2f", name, inter))
+		why = append(why, fmt.Sprintf("%s between nodes %.3g", name, inter))
 	}
 	e := intra * inter
 	if len(why) == 0 {
 		return e, ""
 	}
-	s := fmt.Sprintf("scaling efficiency %.2f (", e)
+	s := fmt.Sprintf("scaling efficiency %.3g (", e)
 	for i, w := range why {
 		if i > 0 {
 			s += ", "
