@@ -206,6 +206,7 @@ type Node struct {
 	CPUs           uint32
 	RealMemoryMB   uint64
 	BootTime       time.Time
+	SlurmdStart    time.Time // when the node's slurmd started (on a cloud node: its boot)
 	SlurmdVersion  string
 }
 
@@ -241,6 +242,7 @@ type rawNode struct {
 	CPUs           *int64   `json:"cpus"`
 	RealMemory     *int64   `json:"real_memory"`
 	BootTime       *int64   `json:"boot_time"`
+	SlurmdStart    *int64   `json:"slurmd_start_time"`
 	SlurmdVersion  string   `json:"slurmd_version"`
 }
 
@@ -269,7 +271,7 @@ func ParseSinfoJSON(b []byte) ([]Node, error) {
 			Name: r.Name, State: strings.ToUpper(r.State), Flags: r.StateFlags, Addr: r.Address,
 			Hostname: r.Hostname, Features: splitList(r.Features), ActiveFeatures: splitList(r.ActiveFeatures),
 			GRESUsed: r.GRESUsed, Reason: r.Reason, Comment: r.Comment, Extra: r.Extra,
-			Partitions: r.Partitions, SlurmdVersion: r.SlurmdVersion, BootTime: unixTime(r.BootTime),
+			Partitions: r.Partitions, SlurmdVersion: r.SlurmdVersion, BootTime: unixTime(r.BootTime), SlurmdStart: unixTime(r.SlurmdStart),
 		}
 		if r.CPUs != nil && *r.CPUs > 0 && *r.CPUs <= math.MaxUint32 {
 			n.CPUs = uint32(*r.CPUs)

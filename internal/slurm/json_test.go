@@ -76,7 +76,8 @@ func TestParseSinfoJSONSample(t *testing.T) {
 	}
 	u := by["gpu-2"]
 	if u.State != "ALLOCATED" || u.HasFlag("POWERED_DOWN") || !u.HasFlag("cloud") || !strings.HasPrefix(u.Addr, "10.") ||
-		u.Hostname != "vm" || u.GRESUsed != "gpu:a10g:1(IDX:0)" || u.BootTime.IsZero() || u.SlurmdVersion != "22.05.8" {
+		u.Hostname != "vm" || u.GRESUsed != "gpu:a10g:1(IDX:0)" || u.BootTime.IsZero() || u.SlurmdVersion != "22.05.8" ||
+		!u.SlurmdStart.Equal(time.Unix(1795963484, 0)) || !b.SlurmdStart.IsZero() {
 		t.Errorf("gpu-2: %+v", u)
 	}
 }
