@@ -207,3 +207,18 @@ func TestEveryGPUModelHasBandwidth(t *testing.T) {
 		}
 	}
 }
+
+func TestEfficiencyAgreesWithItsAccount(t *testing.T) {
+	for _, f := range []Fabric{fabricOf("p5", "p5.48xlarge", 3200000), fabricOf("g5", "g5.12xlarge", 40000), fabricOf("g6", "g6.xlarge", 2500)} {
+		for _, nodes := range []int{1, 2, 7} {
+			for _, gpn := range []int{1, 4} {
+				for _, v := range []float64{0.01, 1, 1.5} {
+					e, _ := Efficiency(f, nodes, gpn, v)
+					if e2 := efficiency(f, nodes, gpn, v); !near(e, e2) {
+						t.Errorf("%+v %d x %d v=%v: %v vs %v", f, nodes, gpn, v, e, e2)
+					}
+				}
+			}
+		}
+	}
+}

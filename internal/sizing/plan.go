@@ -32,7 +32,6 @@ type plan struct {
 	mem        *Memory // model's estimate, when there is a model
 	sharding   jobmeta.Sharding
 	eff        float64
-	effNote    string
 	hours      float64 // compute hours; 0 unknown
 	decode     *Decode
 	offers     []Offering
@@ -41,9 +40,16 @@ type plan struct {
 	expHours   float64
 	hourly     float64
 	cost       float64
-	meets      bool // meets every target (true when there is none)
-	shortfall  string
-	learnedMem bool // memory came from measured use
+	meets      bool          // meets every target (true when there is none)
+	short      func() string // why the plan cannot hold the job; nil when it can
+	learnedMem bool          // memory came from measured use
+}
+
+func (pl *plan) shortfall() string {
+	if pl.short == nil {
+		return ""
+	}
+	return pl.short()
 }
 
 func (pl *plan) gpus() int { return pl.nodes * pl.gpn }
@@ -151,11 +157,11 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 			hi = lo // nothing to scale for
 		}
 		var first, chosen, last *plan
-		var short string
+		var short func() string
 		for nodes := lo; nodes <= hi; nodes++ {
 			pl := p.shape(c, fab, memMiB, nodes, gpn, n)
-			if pl.shortfall != "" {
-				short = pl.shortfall
+			if pl.short != nil {
+				short = pl.short
 				continue
 			}
 			if first == nil {
@@ -164,6 +170,9 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 			last = pl
 			if !tg.any() || !p.timed(pl, n) {
 				break
+			}
+			if tg.deadlineH > 0 && pl.hours > tg.deadlineH && nodes < hi {
+				continue // spot rework only adds time: this plan cannot meet it
 			}
 			p.price(pl, r, unavail)
 			if pl.offers == nil {
@@ -175,7 +184,7 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 			}
 		}
 		if first == nil {
-			res.memShort = append(res.memShort, fmt.Sprintf("%s: %s", c.Name, short))
+			res.memShort = append(res.memShort, fmt.Sprintf("%s: %s", c.Name, short()))
 			continue
 		}
 		if chosen == nil {
@@ -272,7 +281,7 @@ func (p *Policy) shape(c Class, fab Fabric, memMiB, nodes, gpn int, n need) *pla
 	var pl *plan
 	for _, sh := range shardings {
 		pl = p.shapeWith(c, fab, memMiB, nodes, gpn, n, sh)
-		if pl.shortfall == "" {
+		if pl.short == nil {
 			break
 		}
 	}
@@ -299,26 +308,32 @@ func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, 
 		}
 	}
 	if pl.needMiB > pl.usableMiB {
-		what := fmt.Sprintf("%.1f GiB per GPU", pl.needMiB/1024)
-		if pl.mem != nil && !pl.learnedMem {
-			what = pl.mem.String()
+		pl.short = func() string {
+			what := fmt.Sprintf("%.1f GiB per GPU", pl.needMiB/1024)
+			if pl.mem != nil && !pl.learnedMem {
+				what = pl.mem.String()
+			}
+			return fmt.Sprintf("%d node(s) x %d GPU(s) need %s; a %s GPU holds %.1f GiB usable", nodes, gpn, what, c.GPUModel, pl.usableMiB/1024)
 		}
-		pl.shortfall = fmt.Sprintf("%d node(s) x %d GPU(s) need %s; a %s GPU holds %.1f GiB usable", nodes, gpn, what, c.GPUModel, pl.usableMiB/1024)
 		return pl
 	}
 	if l := n.learn; l != nil && l.floorTotalMiB > 0 {
 		if total := N * memMiB; total <= l.floorTotalMiB {
-			pl.shortfall = fmt.Sprintf("%d node(s) x %d GPU(s) have %.0f GiB; the last run ran out of GPU memory with %.0f GiB", nodes, gpn, float64(total)/1024, float64(l.floorTotalMiB)/1024)
+			pl.short = func() string {
+				return fmt.Sprintf("%d node(s) x %d GPU(s) have %.0f GiB; the last run ran out of GPU memory with %.0f GiB", nodes, gpn, float64(total)/1024, float64(l.floorTotalMiB)/1024)
+			}
 			return pl
 		}
 		replicated := n.model == nil || n.model.Training() && sh == jobmeta.ShardingReplicated
 		if replicated && memMiB <= l.floorPerGPUMiB {
-			pl.shortfall = fmt.Sprintf("each %s GPU has %.0f GiB; the last run ran out of GPU memory with %.0f GiB per GPU and nothing is sharded", c.GPUModel, float64(memMiB)/1024, float64(l.floorPerGPUMiB)/1024)
+			pl.short = func() string {
+				return fmt.Sprintf("each %s GPU has %.0f GiB; the last run ran out of GPU memory with %.0f GiB per GPU and nothing is sharded", c.GPUModel, float64(memMiB)/1024, float64(l.floorPerGPUMiB)/1024)
+			}
 			return pl
 		}
 	}
 	if m := n.model; m != nil {
-		pl.eff, pl.effNote = Efficiency(fab, nodes, gpn, m.CommVolume(sh))
+		pl.eff = efficiency(fab, nodes, gpn, m.CommVolume(sh))
 		if m.Training() && n.flops > 0 {
 			pl.hours = ComputeHours(n.flops, c.GPUModel, N, pl.eff)
 		}

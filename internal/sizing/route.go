@@ -419,8 +419,8 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 	if n.flops > 0 && pl.hours > 0 {
 		pf := PerfOf(c.GPUModel)
 		s := fmt.Sprintf("%.2g FLOPs at %.0f%% of %.0f TFLOPS x %d GPUs", n.flops, pf.MFU*100, pf.PeakTFLOPS, pl.gpus())
-		if pl.effNote != "" {
-			s += " x " + pl.effNote
+		if _, note := Efficiency(pl.fabric, pl.nodes, pl.gpn, n.model.CommVolume(pl.sharding)); note != "" {
+			s += " x " + note
 		}
 		parts = append(parts, fmt.Sprintf("%s = %.1f h", s, pl.hours))
 	} else if pl.decode != nil {

@@ -48,6 +48,25 @@ const (
 	EFAFastGbps       = 400
 )
 
+// efficiency is Efficiency without the account (the planner's hot path).
+func efficiency(f Fabric, nodes, gpn int, v float64) float64 {
+	e := 1.0
+	if gpn > 1 && !f.NVLink {
+		e *= 1 - (1-PCIeEfficiency)*v
+	}
+	if nodes > 1 {
+		fe := TCPEfficiency
+		switch {
+		case f.EFA && f.Gbps >= EFAFastGbps:
+			fe = EFAFastEfficiency
+		case f.EFA:
+			fe = EFAEfficiency
+		}
+		e *= 1 - (1-fe)*v
+	}
+	return e
+}
+
 // Efficiency is the scaling efficiency of a job with communication volume
 // v on nodes nodes of gpn GPUs joined by fabric f, and a short account of
 // it.

@@ -226,6 +226,33 @@ func TestSizing(t *testing.T) {
 		s.Cluster.Run(ctx, "scancel", id2)
 	})
 
+	t.Run("attack: output symlinked to another file is not read for OOM markers", func(t *testing.T) {
+		// a job could point its output at a file it may not read, hoping
+		// the epilog (SlurmUser) reports what it contains
+		work := filepath.Join(s.Cluster.Dir(), "work")
+		secret := filepath.Join(s.Dir, "secret")
+		if err := os.WriteFile(secret, []byte("torch.OutOfMemoryError: CUDA out of memory\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, filepath.Join(work, "evil.out")); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"--job-name=evil", "--comment=burst: params=1B workload=finetune"}
+		id, _ := submit(t, append(args, "--output=evil.out", "--open-mode=append", "--wrap", "exit 1")...)
+		waitJob(t, s, id, 3*time.Minute, "FAILED", "COMPLETED")
+		log, _ := os.ReadFile(s.LogPath())
+		eventually(t, 30*time.Second, "the job's end recorded", func() bool {
+			log, _ = os.ReadFile(s.LogPath())
+			return regexp.MustCompile(`job end recorded for learning.*"job":` + id + `\b`).Match(log)
+		})
+		if regexp.MustCompile(`"job":` + id + `,.*"oom":true`).Match(log) {
+			t.Errorf("the epilog followed the symlink and reported an OOM")
+		}
+		if d := routeJSON(t, args...); d.Upsized {
+			t.Errorf("sized up from a file the job pointed at: %+v", d)
+		}
+	})
+
 	t.Run("d: an explicit --gres=gpu:8 stays at 8 GPUs", func(t *testing.T) {
 		args := []string{"--gres=gpu:8", "--comment=burst: params=1B workload=finetune"}
 		d := routeJSON(t, args...)
