@@ -390,6 +390,15 @@ func TestJobRunsDriveLearning(t *testing.T) {
 	if !d.Upsized || d.HistoryKey != job.Key() || !strings.Contains(d.Reason, "ended out of GPU memory") || d.Nodes == 1 && d.GPUsPerNode == 1 && d.GPUModel == "l4" {
 		t.Errorf("after an OOM run: %+v", d)
 	}
+	// a launch carrying the job (burst-resume's) files it under the same key
+	ev := sizerapi.InstanceEvent{InstanceID: "i-42", Node: "l4-1", InstanceType: "g6.xlarge", Capacity: "spot", Time: f.clk.Now(),
+		Job: &sizerapi.Job{JobID: "42", JobName: "ft.sh", User: "ann", Account: "bio", GPUsPerNode: 1, Nodes: 1, Comment: comment}}
+	if err := admin.Launched(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := f.srv.Store().HistoryByKey(ctx, job.Key(), 10); err != nil || h.LastOOM == nil || h.LastOOM.JobID != "41" {
+		t.Errorf("history after the launch: %+v %v", h, err)
+	}
 	// another user's job of the same name learns nothing from it
 	other := job
 	other.User = "bob"
