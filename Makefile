@@ -10,14 +10,20 @@ CMDS := resume suspend sizer agent slurm-conf
 LDFLAGS := -s -w
 # the fuzz targets run briefly by `make test` (package:FuzzName)
 FUZZTIME ?= 3s
+# Slurm versions `make test` runs the real-Slurm tests on (22.05: the host's
+# Debian 12 packages; 24.11, 26.05: Debian roots built by scripts/slurm-roots.sh)
+SLURM_VERSIONS ?= 22.05 24.11 26.05
+# the version `make demo` (and a plain `go test`) runs
+BURST_SLURM ?= 22.05
+export BURST_SLURM
 
-.PHONY: help deps build test test-unit test-fuzz bench demo install lint image test-gpu generate clean
+.PHONY: help deps build test test-unit test-fuzz bench demo screenshots install lint image test-gpu generate clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## install the Debian packages the demo and tests need (as root)
-	@scripts/install-deps.sh
+deps: ## install the Debian packages and Slurm roots the demo and tests need (as root)
+	@scripts/install-deps.sh $(DEPS_SLURM)
 
 build: ## build the five burst binaries into bin/
 	@mkdir -p $(BIN)
@@ -26,11 +32,12 @@ build: ## build the five burst binaries into bin/
 	done
 	@ls -1 $(BIN)
 
-test: deps ## install what is missing, then vet, build, run every test (real Slurm, EC2 emulator) and fuzz briefly
+test: DEPS_SLURM = $(SLURM_VERSIONS)
+test: deps ## install what is missing, then vet, build, run every test (real Slurm of each version, EC2 emulator) and fuzz briefly
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) vet ./internal/... ./resume/... ./suspend/... ./slurm-conf/... ./test/...
 	$(MAKE) build
-	BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
+	BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) GO=$(GO) scripts/test-matrix.sh $(SLURM_VERSIONS)
 	$(MAKE) test-fuzz
 
 test-unit: ## tests that need no root and no Slurm daemons (fast)
@@ -48,8 +55,12 @@ test-fuzz: ## run every fuzz target for FUZZTIME (default 3s)
 bench: ## run the benchmarks and print their figures
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./... | grep -E 'Benchmark|ok|FAIL|^[a-z]'
 
-demo: deps build ## run the local demo cluster: real Slurm, burst, the EC2 emulator (as root)
-	$(GO) run ./test/demo -bin $(CURDIR)/$(BIN)
+demo: DEPS_SLURM = $(BURST_SLURM)
+demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24.11|26.05), burst, the EC2 emulator (as root); KEEP=1 keeps it and the dashboard up until Ctrl-C
+	$(GO) run ./test/demo -bin $(CURDIR)/$(BIN) $(if $(KEEP),-stay)
+
+screenshots: deps build ## refresh the dashboard screenshots in docs/img (the browser end-to-end test, as root)
+	BURST_SCREENSHOTS=docs/img BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run TestDashboard -v ./test/e2e
 
 install: build ## install the binaries into PREFIX/bin (default /usr/local/bin)
 	install -d $(DESTDIR)$(PREFIX)/bin

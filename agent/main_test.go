@@ -21,24 +21,27 @@ import (
 
 // TestRunSpotInterruption runs `burst-agent run` in-process with simulated
 // GPUs against a sizer stub, an IMDSv2 stub and stand-in Slurm commands
-// (scripts that log their arguments; squeue prints a real 22.05 sample with
-// job 4 running on gpu-2; scancel plays the job writing its marker). It
-// checks the wiring: reports attributed to job 4 reach the sizer, and a spot
+// (scripts that log their arguments; scontrol --version says 24.11, squeue
+// prints a real 24.11 sample with job 5 running on gpu-1, and that job's
+// state lines: running on gpu-1, then pending once requeued; scancel plays
+// the job writing its marker). It
+// checks the wiring: reports attributed to job 5 reach the sizer, and a spot
 // notice drains, signals, requeues, releases and powers the node down, in
 // that order, and is reported. Real Slurm is exercised by the e2e tests.
 func TestRunSpotInterruption(t *testing.T) {
 	dir := t.TempDir()
 	bin, root, calls := filepath.Join(dir, "bin"), filepath.Join(dir, "ckpt"), filepath.Join(dir, "calls.log")
 	os.MkdirAll(bin, 0o755)
-	fixture, err := filepath.Abs("../internal/slurm/testdata/squeue-22.05.json")
+	fixture, err := filepath.Abs("../internal/slurm/testdata/24.11/squeue.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	scripts := map[string]string{
-		"squeue":   fmt.Sprintf("#!/bin/bash\ncat %q\n", fixture),
-		"scontrol": fmt.Sprintf("#!/bin/bash\necho \"scontrol $*\" >> %q\n", calls),
+		"squeue": fmt.Sprintf("#!/bin/bash\ncase \" $* \" in\n*\" -o \"*\" -j \"*) echo '5|PENDING|1||BeginTime' ;;\n"+
+			"*\" -o \"*) echo '5|RUNNING|1|gpu-1|None' ;;\n*) cat %q ;;\nesac\n", fixture),
+		"scontrol": fmt.Sprintf("#!/bin/bash\n[ \"$1\" = --version ] && { echo 'slurm 24.11.5'; exit 0; }\necho \"scontrol $*\" >> %q\n", calls),
 		"scancel": fmt.Sprintf("#!/bin/bash\necho \"scancel $*\" >> %q\nmkdir -p %q && echo step=3 > %q\n",
-			calls, filepath.Join(root, "4"), filepath.Join(root, "4", ".checkpointed-0")),
+			calls, filepath.Join(root, "5"), filepath.Join(root, "5", ".checkpointed-0")),
 	}
 	for name, body := range scripts {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
@@ -100,7 +103,7 @@ func TestRunSpotInterruption(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"burst-agent", "run", "--node", "gpu-2", "--sizer-url", sizer.URL,
+		done <- run(ctx, []string{"burst-agent", "run", "--node", "gpu-1", "--sizer-url", sizer.URL,
 			"--credential-file", cred, "--imds-endpoint", imdsSrv.URL, "--imds-poll", "50ms", "--sample-interval", "50ms",
 			"--interval", "100ms", "--state-dir", filepath.Join(dir, "state"), "--gpu-source", "sim", "--sim-gpus", "2",
 			"--checkpoint-root", root, "--grace", "20s", "--slurm-bin-dir", bin}, os.Environ(), io.Discard, os.Stderr)
@@ -119,17 +122,17 @@ func TestRunSpotInterruption(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	hasJob4 := func() bool {
+	hasJob5 := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range recs {
-			if r.Kind == sizerapi.KindGPU && len(r.GPUs) == 2 && len(r.GPUs[0].JobIDs) == 1 && r.GPUs[0].JobIDs[0] == 4 {
+			if r.Kind == sizerapi.KindGPU && len(r.GPUs) == 2 && len(r.GPUs[0].JobIDs) == 1 && r.GPUs[0].JobIDs[0] == 5 {
 				return true
 			}
 		}
 		return false
 	}
-	waitFor("a report attributing GPU 0 to job 4", hasJob4)
+	waitFor("a report attributing GPU 0 to job 5", hasJob5)
 	action.Store("doc", fmt.Sprintf(`{"action":"terminate","time":%q}`, time.Now().Add(2*time.Minute).UTC().Format(time.RFC3339)))
 	waitFor("an interruption report", func() bool {
 		mu.Lock()
@@ -141,17 +144,22 @@ func TestRunSpotInterruption(t *testing.T) {
 		}
 		return false
 	})
+	// the report leaves before the hand-back (which ends the instance)
+	waitFor("the node handed back", func() bool {
+		b, _ := os.ReadFile(calls)
+		return strings.Contains(string(b), "state=POWER_DOWN_FORCE")
+	})
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("agent exit status %d", code)
 	}
 	b, _ := os.ReadFile(calls)
 	want := []string{
-		"scontrol update nodename=gpu-2 state=DRAIN reason=burst: spot interruption i-0test",
-		"scancel --signal=USR1 --batch 4",
-		"scontrol requeue 4",
-		"scontrol update jobid=4 starttime=now",
-		"scontrol update nodename=gpu-2 state=POWER_DOWN_FORCE reason=burst: spot interruption i-0test",
+		"scontrol update nodename=gpu-1 state=DRAIN reason=burst: spot interruption i-0test",
+		"scancel --signal=USR1 --batch 5",
+		"scontrol requeue 5",
+		"scontrol update jobid=5 starttime=now",
+		"scontrol update nodename=gpu-1 state=POWER_DOWN_FORCE reason=burst: spot interruption i-0test",
 	}
 	if got := strings.Split(strings.TrimSpace(string(b)), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("Slurm calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -174,8 +182,8 @@ func TestRunSpotInterruption(t *testing.T) {
 			ev = r.Event
 		}
 	}
-	if len(notices) != 1 || notices[0].InstanceID != "i-0test" || notices[0].Node != "gpu-2" || notices[0].Action != "terminate" {
-		t.Fatalf("notices to the sizer = %+v, want one terminate for i-0test on gpu-2", notices)
+	if len(notices) != 1 || notices[0].InstanceID != "i-0test" || notices[0].Node != "gpu-1" || notices[0].Action != "terminate" {
+		t.Fatalf("notices to the sizer = %+v, want one terminate for i-0test on gpu-1", notices)
 	}
 	if ev == nil || ev.InstanceID != "i-0test" || len(ev.Jobs) != 1 || !ev.Jobs[0].Checkpointed || !ev.Jobs[0].Released || ev.Error != "" {
 		t.Fatalf("interruption report = %+v", ev)

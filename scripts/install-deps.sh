@@ -1,7 +1,26 @@
 #!/usr/bin/env bash
 # Installs what burst's demo and tests need on a fresh Debian machine, and
 # nothing that is already there. Run as root (make demo / make test do).
+#
+#   scripts/install-deps.sh [SLURM_VERSION...]
+#
+# The Slurm versions to run (default: all of 22.05 24.11 26.05): 22.05 is
+# the host's own Debian 12 packages; 24.11 and 26.05 run from Debian roots
+# that scripts/slurm-roots.sh builds once per machine and refreshes when the
+# mirror has new Slurm packages.
 set -euo pipefail
+cd "$(dirname "$0")"
+
+versions=("$@")
+[ ${#versions[@]} -gt 0 ] || versions=(22.05 24.11 26.05)
+roots=()
+for v in "${versions[@]}"; do
+  case "$v" in
+    22.05) ;;
+    24.11 | 26.05) roots+=("$v") ;;
+    *) echo "install-deps: unknown Slurm version \"$v\" (supported: 22.05 24.11 26.05)" >&2; exit 1 ;;
+  esac
+done
 
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -16,6 +35,14 @@ have ip || need+=(iproute2)
 have nsenter || need+=(util-linux)
 have perl || need+=(perl)
 have curl || need+=(curl)
+# headless Chromium and its WebDriver for the dashboard's browser test
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
+if [ ${#roots[@]} -gt 0 ]; then
+  have debootstrap || need+=(debootstrap)
+  have xz || need+=(xz-utils)
+  have flock || need+=(util-linux)
+fi
 # PyTorch 1.13 (CPU, gloo) for examples/train's real training job; about
 # 185 packages, under a minute from the Debian mirror. It runs under
 # Debian's /usr/bin/python3, whatever python3 is first on PATH.
@@ -44,4 +71,7 @@ if ! have go; then
   fi
   exit 1
 fi
-echo "install-deps: ok ($(slurmctld -V), $(packer version | head -1), $(go version | cut -d' ' -f3), python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo "(not from Debian)"))"
+if [ ${#roots[@]} -gt 0 ]; then
+  ./slurm-roots.sh "${roots[@]}"
+fi
+echo "install-deps: ok ($(slurmctld -V) on the host${roots[*]:+, Debian roots for ${roots[*]}}, $(packer version | head -1), $(go version | cut -d' ' -f3), python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo "(not from Debian)"))"

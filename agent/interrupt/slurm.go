@@ -23,7 +23,16 @@ var _ SlurmOps = SlurmClient{}
 // checkpoint_signal of their burst metadata (invalid metadata is ignored:
 // the default signal is used).
 func (s SlurmClient) JobsOnNode(ctx context.Context, node string) ([]Job, error) {
-	jobs, err := s.C.Jobs(ctx)
+	// the node's running jobs first (one small call), then only those in full
+	states, err := s.C.JobStates(ctx, slurm.JobFilter{Nodes: []string{node}, States: []string{"RUNNING", "CONFIGURING"}})
+	if err != nil || len(states) == 0 {
+		return nil, err
+	}
+	ids := make([]uint32, 0, len(states))
+	for _, st := range states {
+		ids = append(ids, st.ID)
+	}
+	jobs, err := s.C.Jobs(ctx, ids...)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +70,7 @@ func (s SlurmClient) Requeue(ctx context.Context, id uint32) error { return s.C.
 func (s SlurmClient) StartNow(ctx context.Context, id uint32) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		js, err := s.C.Jobs(ctx, id)
+		js, err := s.C.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}})
 		if err == nil && (len(js) == 0 || js[0].State == "PENDING") {
 			break
 		}

@@ -15,14 +15,18 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/userdata"
+	"github.com/burst-hpc/burst/test/harness"
 )
 
 // realCluster is a minimal real slurmctld (configless enabled) on loopback
-// with two cloud nodes, plus the munged both sides share.
+// with two cloud nodes, plus the munged both sides share. Its Slurm is the
+// version BURST_SLURM selects; every Slurm process runs in env (for a
+// Debian root, the root's private mount namespace; see harness.Env).
 type realCluster struct {
 	dir, conf, sock string
 	ctldPort        int
 	ctld, munged    *exec.Cmd
+	env             *harness.Env
 }
 
 func freePort(t *testing.T) int {
@@ -34,24 +38,45 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func needSlurm(t *testing.T) {
+func needSlurm(t *testing.T) harness.Slurm {
 	needRoot(t)
-	for _, p := range []string{"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/scontrol"} {
-		if _, err := os.Stat(p); err != nil {
-			if os.Getenv("BURST_REQUIRE_SLURM") == "1" {
-				t.Fatalf("%s missing and BURST_REQUIRE_SLURM=1 (apt-get install slurmctld slurmd slurm-client munge)", p)
+	sl, err := harness.SelectedSlurm()
+	if err == nil {
+		for _, p := range []string{"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/scontrol"} {
+			if _, serr := os.Stat(sl.Path(p)); serr != nil {
+				err = fmt.Errorf("%s missing from %s (apt-get install slurmctld slurmd slurm-client munge)", p, sl)
 			}
-			t.Skipf("SKIPPING: %s missing (apt-get install slurmctld slurmd slurm-client munge)", p)
 		}
 	}
+	if err != nil {
+		// a version asked for by name never skips
+		if os.Getenv("BURST_REQUIRE_SLURM") == "1" || os.Getenv("BURST_SLURM") != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("SKIPPING: %v", err)
+	}
+	t.Logf("%s", sl)
+	return sl
 }
 
 func startRealCluster(t *testing.T) *realCluster {
-	needSlurm(t)
+	sl := needSlurm(t)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	os.Chmod(filepath.Dir(dir), 0o755)
 	c := &realCluster{dir: dir, conf: filepath.Join(dir, "etc", "slurm.conf"), sock: filepath.Join(dir, "munge", "munge.socket.2"), ctldPort: freePort(t)}
+	// t.TempDir and this test binary (runIsolated) are under os.TempDir,
+	// which every environment binds
+	env, err := sl.Enter(context.Background(), harness.EnvOptions{Environ: append(os.Environ(), "SLURM_CONF="+c.conf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Close(); err != nil {
+			t.Errorf("closing the Slurm environment: %v", err)
+		}
+	})
+	c.env = env
 	for _, d := range []string{"etc", "munge", "key", "state", "spool", "log", "run"} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
@@ -85,21 +110,22 @@ AccountingStorageType=accounting_storage/none
 PrivateData=cloud
 MailProg=/bin/true
 ReturnToService=2
-ResumeProgram=/bin/true
+ResumeProgram=%s/resume.sh
 SuspendProgram=%s/suspend.sh
 ResumeTimeout=60
 SuspendTimeout=10
 SuspendTime=300
-SlurmctldParameters=enable_configless,idle_on_node_suspend,cloud_reg_addrs,power_save_min_interval=0,power_save_interval=1
+SlurmctldParameters=enable_configless,%s
 NodeName=gpu-7 NodeAddr=127.0.0.1 Port=%d CPUs=1 RealMemory=100 State=CLOUD
 NodeName=gpu-8 NodeAddr=127.0.0.1 Port=%d CPUs=1 RealMemory=100 State=CLOUD
 PartitionName=cloud Nodes=gpu-[7-8] Default=YES MaxTime=INFINITE State=UP
-`, c.ctldPort%100000, host, c.ctldPort, c.sock, dir, dir, dir, dir, dir, dir, dir, freePort(t), freePort(t))
+`, c.ctldPort%100000, host, c.ctldPort, c.sock, dir, dir, dir, dir, dir, dir, dir, dir, strings.Join(sl.CloudCtldParameters(), ","), freePort(t), freePort(t))
 	// Slurm runs SuspendProgram without PATH: builtins and absolute paths only.
 	os.WriteFile(filepath.Join(dir, "suspend.sh"), []byte("#!/bin/sh\necho \"$1\" >> "+dir+"/suspended\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "resume.sh"), []byte("#!/bin/sh\necho \"$1\" >> "+dir+"/resumed\n"), 0o755)
 	os.WriteFile(c.conf, []byte(conf), 0o644)
 
-	c.munged = exec.Command("/usr/sbin/munged", "--foreground", "--key-file="+filepath.Join(dir, "key", "munge.key"),
+	c.munged = c.env.Command(context.Background(), "", dir, "/usr/sbin/munged", "--foreground", "--key-file="+filepath.Join(dir, "key", "munge.key"),
 		"--socket="+c.sock, "--pid-file="+filepath.Join(dir, "run", "munged.pid"), "--seed-file="+filepath.Join(dir, "key", "seed"),
 		"--log-file="+filepath.Join(dir, "log", "munged.log"))
 	c.munged.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -110,8 +136,7 @@ PartitionName=cloud Nodes=gpu-[7-8] Default=YES MaxTime=INFINITE State=UP
 	if err := waitFor(context.Background(), 10*time.Second, func() bool { return socketLive(c.sock) }); err != nil {
 		t.Fatalf("munged did not start: %s", tailFile(filepath.Join(dir, "log", "munged.log"), 3))
 	}
-	c.ctld = exec.Command("/usr/sbin/slurmctld", "-D", "-c", "-f", c.conf)
-	c.ctld.Dir = dir
+	c.ctld = c.env.Command(context.Background(), "", dir, "/usr/sbin/slurmctld", "-D", "-c", "-f", c.conf)
 	c.ctld.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := c.ctld.Start(); err != nil {
 		t.Fatal(err)
@@ -139,10 +164,27 @@ func stopCmd(cmd *exec.Cmd) {
 }
 
 func (c *realCluster) scontrol(args ...string) (string, error) {
-	cmd := exec.Command("/usr/bin/scontrol", args...)
+	cmd := c.env.Command(context.Background(), "", c.dir, append([]string{"/usr/bin/scontrol"}, args...)...)
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+c.conf)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// powerUp asks slurmctld to power node up and waits until it has run the
+// ResumeProgram for it, which is when a cloud instance would start booting.
+// (Slurm 24.11 takes a POWER_DOWN_FORCE that arrives before that for a
+// cancelled power-up and leaves the node POWERING_UP until ResumeTimeout.)
+func (c *realCluster) powerUp(t *testing.T, node string) {
+	t.Helper()
+	if out, err := c.scontrol("update", "NodeName="+node, "State=POWER_UP"); err != nil {
+		t.Fatalf("power up: %v %s", err, out)
+	}
+	if err := waitFor(context.Background(), 30*time.Second, func() bool {
+		data, _ := os.ReadFile(filepath.Join(c.dir, "resumed"))
+		return strings.Contains(string(data), node)
+	}); err != nil {
+		t.Fatalf("slurmctld did not run the ResumeProgram for %s within 30 s", node)
+	}
 }
 
 func (c *realCluster) nodeField(t *testing.T, node, field string) string {
@@ -197,8 +239,10 @@ func (c *realCluster) runIsolated(t *testing.T, o Options) (Report, error) {
 		}
 	}
 	cfg, _ := json.Marshal(o)
-	cmd := exec.Command(unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-		`mount --bind "$0" /run/munge && exec "$@"`, filepath.Dir(c.sock), os.Args[0], "-test.run=^TestHelperBootstrap$", "-test.count=1")
+	// inside a Debian root's namespace /run is a private tmpfs: make the mount point there
+	argv := c.env.Argv("", c.dir, unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+		`mkdir -p /run/munge && mount --bind "$0" /run/munge && exec "$@"`, filepath.Dir(c.sock), os.Args[0], "-test.run=^TestHelperBootstrap$", "-test.count=1")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "BURST_TEST_BOOTSTRAP="+string(cfg))
 	out, runErr := cmd.CombinedOutput()
 	var rep Report
@@ -233,9 +277,7 @@ func TestRealSlurmConfiglessJoinAndHandBack(t *testing.T) {
 	ctx := context.Background()
 
 	// gpu-7: power up as burst-resume would, then boot it.
-	if out, err := c.scontrol("update", "NodeName=gpu-7", "State=POWER_UP"); err != nil {
-		t.Fatalf("power up: %v %s", err, out)
-	}
+	c.powerUp(t, "gpu-7")
 	ud, o, dir := c.nodeEnv(t, "gpu-7")
 	ud.IssuedAt = time.Now()
 	c.writeUD(t, dir, ud, &o)
@@ -273,9 +315,7 @@ func TestRealSlurmConfiglessJoinAndHandBack(t *testing.T) {
 		ms(toRegistered), ms(waited), ms(toRegistered-waited), ms(bootDone), ms(registered))
 
 	// gpu-8: the mount fails; the bootstrap hands the node back.
-	if out, err := c.scontrol("update", "NodeName=gpu-8", "State=POWER_UP"); err != nil {
-		t.Fatalf("power up: %v %s", err, out)
-	}
+	c.powerUp(t, "gpu-8")
 	ud8, o8, dir8 := c.nodeEnv(t, "gpu-8")
 	ud8.Test.LocalFSDir = filepath.Join(dir8, "missing")
 	o8.BootGuard = -1
@@ -297,7 +337,8 @@ func TestRealSlurmConfiglessJoinAndHandBack(t *testing.T) {
 		data, _ := os.ReadFile(filepath.Join(c.dir, "suspended"))
 		return strings.Contains(string(data), "gpu-8")
 	}); err != nil {
-		t.Fatalf("slurmctld did not call SuspendProgram for gpu-8 after POWER_DOWN_FORCE (state %s)", c.nodeField(t, "gpu-8", "State"))
+		t.Fatalf("slurmctld did not call SuspendProgram for gpu-8 after POWER_DOWN_FORCE (state %s); slurmctld.log:\n%s",
+			c.nodeField(t, "gpu-8", "State"), tailFile(filepath.Join(c.dir, "log", "slurmctld.log"), 25))
 	}
 	t.Logf("gpu-8 handed back: SuspendProgram called %.0f ms after the bootstrap failed; Reason=%s", ms(time.Since(t0)), reason)
 	if _, err := os.Stat(filepath.Join(o8.RunDir, "slurm-client.conf")); err != nil {

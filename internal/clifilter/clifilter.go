@@ -167,7 +167,8 @@ local function shquote(s)
 end
 
 local function say(msg)
-	if type(slurm.log_user) == "function" then
+	-- 26.05's cli_filter has slurm.log_user but not the slurm.user_msg it calls
+	if type(slurm.log_user) == "function" and type(slurm.user_msg) == "function" then
 		slurm.log_user("%s", msg)
 	else
 		io.stderr:write(msg .. "\n")

@@ -22,6 +22,7 @@ import (
 // Slurm is the part of slurm.Client the lifecycle uses.
 type Slurm interface {
 	Jobs(ctx context.Context, ids ...uint32) ([]slurm.Job, error)
+	JobStates(ctx context.Context, f slurm.JobFilter) ([]slurm.JobState, error)
 	Nodes(ctx context.Context, names ...string) ([]slurm.Node, error)
 	UpdateNodes(ctx context.Context, updates ...slurm.NodeUpdate) error
 	Hold(ctx context.Context, jobID uint32, reason string) error

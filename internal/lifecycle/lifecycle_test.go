@@ -171,6 +171,38 @@ func TestReleaseKeepsHandBackReason(t *testing.T) {
 	}
 }
 
+// TestWaitingJobsReadsOnlyCandidates: warm reuse lists pending jobs' states
+// and reads in full only those that could take a node now (multi-node jobs
+// too: they may take several), in squeue's order.
+func TestWaitingJobsReadsOnlyCandidates(t *testing.T) {
+	var held []slurm.Job
+	for id := uint32(1); id <= 1000; id++ {
+		held = append(held, slurm.Job{ID: id, State: "PENDING", Reason: "JobHeldUser", NodeCount: 1})
+	}
+	sl := slurmfake.New(append(slices.Clone(held),
+		slurm.Job{ID: 2001, State: "PENDING", Reason: "BeginTime", NodeCount: 1},
+		slurm.Job{ID: 2002, State: "PENDING", Reason: "Resources", NodeCount: 2},
+		slurm.Job{ID: 2003, State: "PENDING", Reason: "Priority", NodeCount: 1},
+		slurm.Job{ID: 2004, State: "RUNNING", Reason: "None", NodeCount: 1, Nodes: "l4-2"},
+		slurm.Job{ID: 2005, State: "PENDING", Reason: "Resources", NodeCount: 1},
+		slurm.Job{ID: 2006, State: "PENDING", Reason: "None", NodeCount: 1}, // the job that ended: skipped
+	), nil)
+	jobs, err := waitingJobs(context.Background(), sl, 2006)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 3 || jobs[0].ID != 2002 || jobs[1].ID != 2003 || jobs[2].ID != 2005 {
+		t.Errorf("waiting jobs %+v, want 2002, 2003, 2005", jobs)
+	}
+	if r := sl.JobReads(); len(r) != 1 || !slices.Equal(r[0], []uint32{2002, 2003, 2005}) {
+		t.Errorf("Jobs calls %v, want one for 2002, 2003 and 2005", r)
+	}
+	sl = slurmfake.New(held, nil)
+	if jobs, err := waitingJobs(context.Background(), sl, 1); err != nil || len(jobs) != 0 || len(sl.JobReads()) != 0 {
+		t.Errorf("only held jobs: %+v %v, Jobs calls %v", jobs, err, sl.JobReads())
+	}
+}
+
 func TestWaitNodesStopsWhenJobRequeued(t *testing.T) {
 	sl := slurmfake.New([]slurm.Job{{ID: 3, State: "PENDING"}}, []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWERING_UP"}}})
 	ready, err := WaitNodes(context.Background(), sl, 3, "l4-1", 10*time.Second, time.Millisecond, nil)

@@ -32,7 +32,7 @@ func WaitNodes(ctx context.Context, sl Slurm, jobID uint32, nodelist string, tim
 		if jobID != 0 && i%5 == 4 {
 			// a node handed back (failed launch) requeues the job: stop
 			// waiting once the job is no longer being configured
-			if js, err := sl.Jobs(ctx, jobID); err == nil && (len(js) == 0 || js[0].State != "CONFIGURING" && js[0].State != "RUNNING") {
+			if js, err := sl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{jobID}}); err == nil && (len(js) == 0 || js[0].State != "CONFIGURING" && js[0].State != "RUNNING") {
 				log.Info("the job left CONFIGURING while its nodes came up; leaving it to Slurm", "job", jobID)
 				return false, nil
 			}

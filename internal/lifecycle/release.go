@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,7 +68,7 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 		return nil, nil, nil
 	}
 	if w := r.Cfg.Teardown.WarmReuse.Duration; w > 0 && r.Linger != nil {
-		pending, err := r.Slurm.Jobs(ctx)
+		pending, err := waitingJobs(ctx, r.Slurm, jobID)
 		if err != nil {
 			log.Warn("listing pending jobs for warm reuse; releasing", "err", err)
 		}
@@ -123,9 +124,7 @@ func (r *Releaser) keepFor(jobs []slurm.Job, done uint32, nodes []string) (kept,
 			if j.ID == done || claimed[j.ID] || j.State != "PENDING" || j.Nodes != "" {
 				continue
 			}
-			switch j.Reason {
-			case "Resources", "Priority", "None", "":
-			default:
+			if !waitingReason(j.Reason) {
 				continue // held, dependency, begin time, ...
 			}
 			if ok, why := classmatch.Fits(r.Cfg, cl, j); !ok {
@@ -144,6 +143,54 @@ func (r *Releaser) keepFor(jobs []slurm.Job, done uint32, nodes []string) (kept,
 		released = append(released, free...)
 	}
 	return kept, released, waiting
+}
+
+// maxWarmCandidates bounds the jobs Release reads in full for warm reuse.
+const maxWarmCandidates = 200
+
+// waitingJobs returns the pending jobs that could take a warm node: waiting
+// for resources or priority, no nodes yet, not the job that ended. It lists
+// pending jobs' states first (one small call, however many jobs are held or
+// waiting for their begin time) and reads only those candidates in full
+// (at most maxWarmCandidates, in squeue's order: highest priority first).
+func waitingJobs(ctx context.Context, sl Slurm, done uint32) ([]slurm.Job, error) {
+	states, err := sl.JobStates(ctx, slurm.JobFilter{States: []string{"PENDING"}})
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint32
+	for _, s := range states {
+		if s.ID == done || s.Nodes != "" || !waitingReason(s.Reason) {
+			continue
+		}
+		if ids = append(ids, s.ID); len(ids) == maxWarmCandidates {
+			break
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	jobs, err := sl.Jobs(ctx, ids...)
+	if err != nil {
+		return nil, err
+	}
+	// keep squeue's order
+	pos := map[uint32]int{}
+	for i, id := range ids {
+		pos[id] = i
+	}
+	slices.SortStableFunc(jobs, func(a, b slurm.Job) int { return pos[a.ID] - pos[b.ID] })
+	return jobs, nil
+}
+
+// waitingReason: a pending job with this reason would start on a free node
+// (not held, not waiting for a dependency or its begin time).
+func waitingReason(r string) bool {
+	switch r {
+	case "Resources", "Priority", "None", "":
+		return true
+	}
+	return false
 }
 
 // Poke makes Slurm schedule the waiting jobs as soon as the warm nodes are

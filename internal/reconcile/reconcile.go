@@ -26,7 +26,7 @@ type Cloud interface {
 // Slurm is the part of slurm.Client the reconciler uses.
 type Slurm interface {
 	Nodes(ctx context.Context, names ...string) ([]slurm.Node, error)
-	Jobs(ctx context.Context, ids ...uint32) ([]slurm.Job, error)
+	JobStates(ctx context.Context, f slurm.JobFilter) ([]slurm.JobState, error)
 	UpdateNodes(ctx context.Context, updates ...slurm.NodeUpdate) error
 	Requeue(ctx context.Context, jobID uint32) error
 	StartNow(ctx context.Context, jobID uint32) error
@@ -240,20 +240,13 @@ func (r *Reconciler) execute(ctx context.Context, a Action, now time.Time) Resul
 // once) and then powers the node down with the reason, so Slurm runs
 // SuspendProgram and the jobs get new nodes.
 func (r *Reconciler) handBack(ctx context.Context, a Action, log *slog.Logger) ([]uint32, error) {
-	jobs, err := r.slurm.Jobs(ctx)
+	jobs, err := r.slurm.JobStates(ctx, slurm.JobFilter{Nodes: []string{a.Node},
+		States: []string{"RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING"}})
 	if err != nil {
 		return nil, fmt.Errorf("handing back %s: listing its jobs: %w", a.Node, err)
 	}
 	var ids []uint32
 	for _, j := range jobs {
-		if j.Nodes == "" {
-			continue
-		}
-		switch j.State {
-		case "RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING":
-		default:
-			continue
-		}
 		ns, err := hostlist.Expand(j.Nodes)
 		if err != nil || !slices.Contains(ns, a.Node) {
 			continue
@@ -316,7 +309,7 @@ func (r *Reconciler) waitPending(ctx context.Context, ids []uint32) []uint32 {
 	}
 	deadline := time.Now().Add(r.o.RequeueWait)
 	for {
-		jobs, err := r.slurm.Jobs(ctx, ids...)
+		jobs, err := r.slurm.JobStates(ctx, slurm.JobFilter{IDs: ids})
 		var pending, other []uint32
 		if err == nil {
 			for _, j := range jobs {

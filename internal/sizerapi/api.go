@@ -3,7 +3,8 @@
 // both ends).
 //
 // Endpoints (all JSON; "admin" needs the admin bearer token, "node" accepts a
-// node credential for the named node too):
+// node credential for the named node too, "read" an account credential,
+// answered for its own account only; the dashboard's views are in dash.go):
 //
 //	POST /v1/rank                 admin  RankRequest -> RankResponse
 //	POST /v1/route                admin  RouteRequest -> sizing.Decision
@@ -13,8 +14,10 @@
 //	POST /v1/instances/terminate  admin  InstanceEvent (instance_id, time) -> {}
 //	POST /v1/jobs/start           admin  JobRun -> {} (every job that starts on a burst node: PrologSlurmctld)
 //	POST /v1/jobs/end             admin  JobEnd -> {} (its exit, and whether it ran out of GPU memory: EpilogSlurmctld)
-//	GET  /v1/budgets              admin  -> []BudgetStatus
-//	GET  /v1/report               admin  -> UsageReport
+//	GET  /v1/budgets              read   -> []BudgetStatus
+//	GET  /v1/report               read   -> UsageReport
+//	GET  /v1/fleet, /v1/jobs[/ID], /v1/money, /v1/rightsizing  read (dash.go)
+//	GET  /ui/                     the dashboard (login with the admin or an account token)
 //	GET  /metrics                 none   Prometheus text format
 //	GET  /healthz                 none   "ok"
 //
@@ -55,6 +58,7 @@ const (
 	CodeUnknownClass = "unknown_class"
 	CodeInternal     = "internal"
 	CodeShuttingDown = "shutting_down"
+	CodeNotFound     = "not_found"
 )
 
 // ErrorResponse is the body of every non-2xx answer.
@@ -273,6 +277,8 @@ type Job struct {
 	Nodes       int    `json:"nodes,omitempty"`
 	// GPUMemoryMiB is the memory of one of the job's GPUs.
 	GPUMemoryMiB int `json:"gpu_memory_mib,omitempty"`
+	// Attempt is Slurm's restart count of the job + 1 (requeues = attempts - 1).
+	Attempt int `json:"attempt,omitempty"`
 	// Comment is the job's --comment (its burst: metadata), for the
 	// recurring-job key.
 	Comment string `json:"comment,omitempty"`

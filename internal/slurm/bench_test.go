@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// bigSqueue replicates the jobs of the real 22.05 sample to n jobs.
-func bigSqueue(b *testing.B, n int) []byte {
+// bigSqueue replicates the jobs of a release's real sample to n jobs.
+func bigSqueue(b *testing.B, rel string, n int) []byte {
 	var doc map[string]any
-	if err := json.Unmarshal(readTestdata(b, "squeue-22.05.json"), &doc); err != nil {
+	if err := json.Unmarshal(readTestdata(b, rel+"/squeue.json"), &doc); err != nil {
 		b.Fatal(err)
 	}
 	src := doc["jobs"].([]any)
@@ -32,34 +32,38 @@ func bigSqueue(b *testing.B, n int) []byte {
 	return out
 }
 
-// BenchmarkParseSqueueJSON parses 1000 real-shaped jobs and reports the
-// cost per job and the ratio to a generic json.Unmarshal into
+// BenchmarkParseJobsJSON parses 1000 real-shaped jobs of each release and
+// reports the cost per job and the ratio to a generic json.Unmarshal into
 // map[string]any of the same bytes, measured in the same run.
-func BenchmarkParseSqueueJSON(b *testing.B) {
-	data := bigSqueue(b, 1000)
-	b.SetBytes(int64(len(data)))
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		jobs, err := ParseSqueueJSON(data)
-		if err != nil || len(jobs) != 1000 {
-			b.Fatal(err, len(jobs))
-		}
+func BenchmarkParseJobsJSON(b *testing.B) {
+	for _, rel := range releases {
+		b.Run(rel, func(b *testing.B) {
+			data := bigSqueue(b, rel, 1000)
+			b.SetBytes(int64(len(data)))
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				jobs, err := ParseJobsJSON(data)
+				if err != nil || len(jobs) != 1000 {
+					b.Fatal(err, len(jobs))
+				}
+			}
+			per := time.Since(start) / time.Duration(b.N)
+			b.StopTimer()
+			// Baseline, same bytes and iteration count, same run (testing.Benchmark
+			// cannot be nested inside a benchmark).
+			start = time.Now()
+			for range b.N {
+				var v map[string]any
+				if err := json.Unmarshal(data, &v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			base := time.Since(start) / time.Duration(b.N)
+			b.ReportMetric(float64(per.Nanoseconds())/1000, "ns/job")
+			b.ReportMetric(float64(per.Nanoseconds())/float64(base.Nanoseconds()), "x_generic_unmarshal")
+		})
 	}
-	per := time.Since(start) / time.Duration(b.N)
-	b.StopTimer()
-	// Baseline, same bytes and iteration count, same run (testing.Benchmark
-	// cannot be nested inside a benchmark).
-	start = time.Now()
-	for range b.N {
-		var v map[string]any
-		if err := json.Unmarshal(data, &v); err != nil {
-			b.Fatal(err)
-		}
-	}
-	base := time.Since(start) / time.Duration(b.N)
-	b.ReportMetric(float64(per.Nanoseconds())/1000, "ns/job")
-	b.ReportMetric(float64(per.Nanoseconds())/float64(base.Nanoseconds()), "x_generic_unmarshal")
 }
 
 func BenchmarkParseGRES(b *testing.B) {

@@ -1,7 +1,8 @@
 // Package slurm talks to Slurm for burst: a narrow Client interface with an
 // implementation over the Slurm command-line tools (scontrol, squeue, sinfo,
-// scancel), and pure parsers for the formats burst reads: squeue/sinfo
-// --json, SLURM_RESUME_FILE and GRES strings.
+// scancel) of every supported release (22.05 to 26.05, see dialectFor), and
+// one pure parser per format burst reads: job JSON, node JSON, 22.05's
+// scontrol node lines, squeue job states, SLURM_RESUME_FILE and GRES.
 package slurm
 
 import (
@@ -23,11 +24,15 @@ import (
 type Client interface {
 	// Ping succeeds when the primary slurmctld answers.
 	Ping(ctx context.Context) error
-	// Jobs returns the given jobs (all jobs slurmctld still knows when ids
-	// is empty). Unknown ids are left out, not an error.
+	// Jobs returns the given jobs, in any state (all jobs slurmctld still
+	// knows when ids is empty). Unknown ids are left out, not an error.
 	Jobs(ctx context.Context, ids ...uint32) ([]Job, error)
-	// Nodes returns the named nodes (all nodes when names is empty).
-	// Unknown names are left out, not an error.
+	// JobStates returns the ID, state, reason and nodes of the jobs f
+	// selects, in one small call on every release: for polls, and to pick
+	// the jobs worth a Jobs call. Unknown ids are left out.
+	JobStates(ctx context.Context, f JobFilter) ([]JobState, error)
+	// Nodes returns the named nodes (plain names; all nodes when names is
+	// empty). Unknown names are left out, not an error.
 	Nodes(ctx context.Context, names ...string) ([]Node, error)
 	// UpdateNodes applies updates, one scontrol call per distinct update.
 	UpdateNodes(ctx context.Context, updates ...NodeUpdate) error
@@ -88,7 +93,7 @@ func (e *CommandError) Error() string {
 
 func (e *CommandError) Unwrap() []error {
 	errs := []error{e.Err}
-	if s := e.Stderr; strings.Contains(s, "Invalid job id specified") || strings.Contains(s, "Invalid node name specified") {
+	if s := e.Stderr; strings.Contains(s, "Invalid job id specified") || strings.Contains(s, "Invalid node name") {
 		errs = append(errs, ErrNotFound)
 	}
 	return errs
@@ -105,6 +110,21 @@ type ScontrolOptions struct {
 	Timeout time.Duration
 	// Logger logs each command at debug level; default slog.Default().
 	Logger *slog.Logger
+	// Version skips the detection of the Slurm release (`scontrol
+	// --version`, once per process) and uses this one.
+	Version Version
+	// Observe, when set, is called after each command (benchmarks count
+	// calls and bytes with it).
+	Observe func(Call)
+}
+
+// Call is one Slurm command a Scontrol ran.
+type Call struct {
+	Name   string // scontrol, squeue, sinfo, scancel
+	Args   []string
+	Stdout int // bytes
+	Took   time.Duration
+	Err    error
 }
 
 // Scontrol implements Client with the Slurm command-line tools. Commands are
@@ -115,13 +135,16 @@ type Scontrol struct {
 	conf    string
 	timeout time.Duration
 	log     *slog.Logger
+	version Version
+	observe func(Call)
 }
 
 var _ Client = (*Scontrol)(nil)
 
 // NewScontrol returns a Client over the Slurm command-line tools.
 func NewScontrol(opts ScontrolOptions) *Scontrol {
-	s := &Scontrol{bin: opts.BinDir, conf: opts.Conf, timeout: opts.Timeout, log: opts.Logger}
+	s := &Scontrol{bin: opts.BinDir, conf: opts.Conf, timeout: opts.Timeout, log: opts.Logger,
+		version: opts.Version, observe: opts.Observe}
 	if s.bin == "" {
 		s.bin = "/usr/bin"
 	}
@@ -137,9 +160,11 @@ func NewScontrol(opts ScontrolOptions) *Scontrol {
 	return s
 }
 
+func (s *Scontrol) path(name string) string { return filepath.Join(s.bin, name) }
+
 // run executes BinDir/name args and returns stdout.
 func (s *Scontrol) run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	path := filepath.Join(s.bin, name)
+	path := s.path(name)
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
@@ -161,7 +186,11 @@ func (s *Scontrol) run(ctx context.Context, name string, args ...string) ([]byte
 	if err == nil {
 		err = cmd.Wait()
 	}
-	s.log.Debug("slurm command", "cmd", path, "args", args, "took", time.Since(t0), "err", err)
+	took := time.Since(t0)
+	s.log.Debug("slurm command", "cmd", path, "args", args, "stdout_bytes", stdout.Len(), "took", took, "err", err)
+	if s.observe != nil {
+		s.observe(Call{Name: name, Args: args, Stdout: stdout.Len(), Took: took, Err: err})
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (timeout %s)", ctx.Err(), s.timeout)
@@ -181,38 +210,6 @@ func (s *Scontrol) Ping(ctx context.Context) error {
 		return fmt.Errorf("pinging slurmctld: %s", strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// Jobs implements Client with squeue --json.
-func (s *Scontrol) Jobs(ctx context.Context, ids ...uint32) ([]Job, error) {
-	out, err := s.run(ctx, "squeue", "--json")
-	if err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", err)
-	}
-	jobs, err := ParseSqueueJSON(out)
-	if err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", err)
-	}
-	if len(ids) == 0 {
-		return jobs, nil
-	}
-	return slices.DeleteFunc(jobs, func(j Job) bool { return !slices.Contains(ids, j.ID) }), nil
-}
-
-// Nodes implements Client with sinfo --json.
-func (s *Scontrol) Nodes(ctx context.Context, names ...string) ([]Node, error) {
-	out, err := s.run(ctx, "sinfo", "--json")
-	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	nodes, err := ParseSinfoJSON(out)
-	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	if len(names) == 0 {
-		return nodes, nil
-	}
-	return slices.DeleteFunc(nodes, func(n Node) bool { return !slices.Contains(names, n.Name) }), nil
 }
 
 // UpdateNodes implements Client. Updates that differ only in Names are

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,19 +19,33 @@ import (
 	"github.com/burst-hpc/burst/test/harness"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*-22.05.json from the real cluster (TestClientAgainstSlurm)")
+var update = flag.Bool("update", false, "rewrite testdata/<release>/ from the real cluster (TestCaptureSamples)")
 
+// e2eFragment: the nodes of the fixture scenario (fixtures_test.go). The
+// ResumeProgram keeps a copy of each SLURM_RESUME_FILE (slurmctld removes
+// it once the program has run).
 const e2eFragment = `
-NodeName=gpu-[1-2] CPUs=1 RealMemory=1000 State=CLOUD Feature=g5.xlarge,a10g Gres=gpu:a10g:2
-NodeName=big-1 CPUs=1 RealMemory=1000 State=CLOUD Feature=p4d.24xlarge,a100 Gres=gpu:a100:8
-PartitionName=cloud Nodes=gpu-[1-2],big-1 Default=YES MaxTime=INFINITE State=UP
+NodeName=gpu-[1-6] CPUs=2 RealMemory=1000 State=CLOUD Feature=g5.xlarge,a10g Gres=gpu:a10g:2
+NodeName=big-1 CPUs=2 RealMemory=1000 State=CLOUD Feature=p4d.24xlarge,a100 Gres=gpu:a100:8
+PartitionName=cloud Nodes=gpu-[1-6],big-1 Default=YES MaxTime=INFINITE State=UP
 SuspendTime=600
+ResumeTimeout=600
+ResumeProgram={{DIR}}/work/keep-resume-file
+MaxJobCount=20000
 `
 
-const e2eGres = "AutoDetect=off\nNodeName=gpu-[1-2] Name=gpu Type=a10g File={{DEVDIR}}/nvidia[0-1]\nNodeName=big-1 Name=gpu Type=a100 File={{DEVDIR}}/nvidia[0-7]\n"
+const e2eGres = "AutoDetect=off\nNodeName=gpu-[1-6] Name=gpu Type=a10g File={{DEVDIR}}/nvidia[0-1]\nNodeName=big-1 Name=gpu Type=a100 File={{DEVDIR}}/nvidia[0-7]\n"
 
-func startCluster(t *testing.T) *harness.Cluster {
-	return harness.New(t, harness.Options{Fragment: e2eFragment, GresConf: e2eGres, GPUs: 8})
+func startCluster(t testing.TB) *harness.Cluster {
+	return harness.New(t, harness.Options{Fragment: e2eFragment, GresConf: e2eGres, GPUs: 8, Prepare: func(c *harness.Cluster) error {
+		dir := filepath.Join(c.Dir(), "work")
+		if err := os.MkdirAll(filepath.Join(dir, "resume"), 0o755); err != nil {
+			return err
+		}
+		// slurmctld runs it without PATH
+		script := "#!/bin/sh\n/bin/cat \"$SLURM_RESUME_FILE\" > " + dir + "/resume/$(/bin/date +%s%N).json\n"
+		return os.WriteFile(filepath.Join(dir, "keep-resume-file"), []byte(script), 0o755)
+	}})
 }
 
 func capture(t *testing.T, c *harness.Cluster, ctx context.Context, name string, args ...string) []byte {
@@ -41,54 +57,125 @@ func capture(t *testing.T, c *harness.Cluster, ctx context.Context, name string,
 	return []byte(out)
 }
 
+// clusterVersion is the release of the cluster's Slurm tools.
+func clusterVersion(t testing.TB, c *harness.Cluster) slurm.Version {
+	t.Helper()
+	out, err := c.Run(context.Background(), "scontrol", "--version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := slurm.ParseVersion(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestCaptureSamples runs the fixture scenario (fixtures_test.go) on the real
+// daemons and, with -update, writes what they print to testdata/<release>/.
 func TestCaptureSamples(t *testing.T) {
 	if !*update {
 		t.Skip("only with -update")
 	}
 	c := startCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	v := clusterVersion(t, c)
+	rel := fmt.Sprintf("%02d.%02d", v.Major, v.Minor)
+	t.Logf("Slurm %s: writing testdata/%s/", v, rel)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	if _, err := c.Sbatch(ctx, "-J", "train-7b", "--gres=gpu:a10g:2", "--comment", "burst: params=7B ckpt=/fsx/ck", "-C", "a10g", "--mem=500", "-t", "30", "--requeue", "--begin=now+1hour", "--wrap", "sleep 100"); err != nil {
+	sbatch := func(args ...string) string {
+		t.Helper()
+		id, err := c.Sbatch(ctx, append(args, "-o", "/dev/null")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	run := func(name string, args ...string) {
+		t.Helper()
+		if _, err := c.Run(ctx, name, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func(id string, states ...string) {
+		t.Helper()
+		if _, err := c.WaitJobState(ctx, id, states...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sbatch("-J", "train-7b", "--gres=gpu:a10g:2", "--comment", "burst: params=7B ckpt=/fsx/ck", "-C", "a10g", "--mem=500", "-t", "30", "--requeue", "--begin=now+1hour", "--wrap", "sleep 100")
+	sbatch("-J", "gpus-per-job", "--gpus=2", "--mem-per-cpu=100", "--hold", "--no-requeue", "--wrap", "true")
+	sbatch("-J", "sweep", "--array=0-3", "--hold", "--gres=gpu:1", "--wrap", "true")
+	run("scontrol", "update", "nodename=gpu-1", "state=POWER_UP")
+	if _, err := c.StartSlurmd(ctx, "gpu-1", netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Sbatch(ctx, "-J", "gpus-per-job", "--gpus=2", "--mem-per-cpu=100", "--hold", "--no-requeue", "--wrap", "true"); err != nil {
+	if _, err := c.WaitNodeState(ctx, "gpu-1", "idle"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Run(ctx, "scontrol", "update", "nodename=gpu-2", "state=POWER_UP"); err != nil {
-		t.Fatal(err)
+	wait(sbatch("-J", "done", "-w", "gpu-1", "--gres=gpu:1", "--wrap", "true"), "COMPLETED")
+	wait(sbatch("-J", "running", "-w", "gpu-1", "-c", "2", "--gres=gpu:a10g:1", "--wrap", "sleep 3000"), "RUNNING")
+	// powers gpu-2 up and waits for it: nothing starts its slurmd
+	wait(sbatch("-J", "booting", "-w", "gpu-2", "--gres=gpu:a10g:2", "-t", "60", "--wrap", "sleep 10"), "CONFIGURING")
+	multi := []string{"-J", "multi", "-N2", "-w", "gpu-[3-4]", "--gres=gpu:a10g:2", "--wrap", "sleep 10"}
+	if v.AtLeast(23, 2) {
+		multi = append(multi, "--extra", "burst=1")
 	}
-	if _, err := c.StartSlurmd(ctx, "gpu-2", netip.Addr{}); err != nil {
-		t.Fatal(err)
+	wait(sbatch(multi...), "CONFIGURING")
+	if v.AtLeast(23, 11) {
+		run("scontrol", "update", "nodename=gpu-1", "instanceid=i-0123456789abcdef0", "instancetype=g5.xlarge")
 	}
-	if _, err := c.WaitNodeState(ctx, "gpu-2", "idle"); err != nil {
-		t.Fatal(err)
-	}
-	j, err := c.Sbatch(ctx, "-J", "done", "-w", "gpu-2", "--gres=gpu:1", "--wrap", "true")
+	run("scontrol", "update", "nodename=big-1", "state=DRAIN", "reason=capacity test")
+	run("scontrol", "update", "nodename=big-1", "comment=i-0abc", `extra={"instance_id":"i-0abc"}`)
+	time.Sleep(2 * time.Second) // let slurmctld run the ResumePrograms
+
+	j, err := slurm.JSONFlag(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WaitJobState(ctx, j, "COMPLETED"); err != nil {
-		t.Fatal(err)
+	files := map[string][]byte{
+		"version.txt":       capture(t, c, ctx, "scontrol", "--version"),
+		"squeue.json":       capture(t, c, ctx, "squeue", j, "-t", "all"),
+		"squeue-j.json":     capture(t, c, ctx, "squeue", j, "-t", "all", "-j", "6,7,999999"),
+		"squeue-states.txt": capture(t, c, ctx, "squeue", "-h", "-t", "all", "-o", "%A|%T|%D|%N|%r"),
 	}
-	r, err := c.Sbatch(ctx, "-J", "running", "-w", "gpu-2", "--gres=gpu:a10g:1", "--wrap", "sleep 60")
+	if v.AtLeast(23, 2) {
+		files["scontrol-show-job.json"] = capture(t, c, ctx, "scontrol", j, "show", "job", "6")
+		files["scontrol-show-node.json"] = capture(t, c, ctx, "scontrol", j, "show", "node")
+		files["scontrol-show-node-named.json"] = capture(t, c, ctx, "scontrol", j, "show", "node", "gpu-2,big-1,nope-1")
+		files["sinfo.json"] = capture(t, c, ctx, "sinfo", j)
+		files["squeue-default.json"] = capture(t, c, ctx, "squeue", "--json", "-t", "all")
+	} else {
+		files["sinfo.json"] = capture(t, c, ctx, "sinfo", "--json")
+		files["scontrol-show-node.txt"] = capture(t, c, ctx, "scontrol", "show", "node", "-o", "-d")
+		// exits 1 for the unknown node, printing the others
+		out, _ := c.Run(ctx, "scontrol", "show", "node", "-o", "-d", "gpu-2,big-1,nope-1")
+		files["scontrol-show-node-named.txt"] = []byte(out)
+	}
+	kept, err := filepath.Glob(filepath.Join(c.Dir(), "work", "resume", "*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WaitJobState(ctx, r, "RUNNING"); err != nil {
+	slices.Sort(kept)
+	for i, p := range kept {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[fmt.Sprintf("resume-%d.json", i+1)] = b
+	}
+	dir := filepath.Join("testdata", rel)
+	old, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, p := range old {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Run(ctx, "scontrol", "update", "nodename=big-1", "state=DRAIN", "reason=capacity test"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Run(ctx, "scontrol", "update", "nodename=big-1", "comment=i-0abc", "extra={\"instance_id\":\"i-0abc\"}"); err != nil {
-		t.Fatal(err)
-	}
-	for name, b := range map[string][]byte{
-		"squeue-22.05.json":            capture(t, c, ctx, "squeue", "--json"),
-		"sinfo-22.05.json":             capture(t, c, ctx, "sinfo", "--json"),
-		"scontrol-show-node-22.05.txt": capture(t, c, ctx, "scontrol", "show", "node", "-o"),
-	} {
-		if err := os.WriteFile(filepath.Join("testdata", name), b, 0o644); err != nil {
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,10 +185,11 @@ func TestClientAgainstSlurm(t *testing.T) {
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
-	cl := slurm.NewScontrol(slurm.ScontrolOptions{Conf: c.ConfPath(), Timeout: 20 * time.Second})
+	cl := slurm.NewScontrol(slurm.ScontrolOptions{Conf: c.ConfPath(), BinDir: c.ClientBin(), Timeout: 20 * time.Second})
 	if err := cl.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("Slurm %s", clusterVersion(t, c))
 
 	// A pending GRES job with burst metadata.
 	js, err := c.Sbatch(ctx, "-J", "train-7b", "--gres=gpu:a10g:2", "--comment", "burst: params=7B", "-C", "a10g",
@@ -124,6 +212,47 @@ func TestClientAgainstSlurm(t *testing.T) {
 		j.Name != "train-7b" || j.User != "root" || j.Partition != "cloud" || !reflect.DeepEqual(j.GRESPerNode, want) {
 		t.Errorf("Jobs(%d) = %+v", id, j)
 	}
+	if js, err := cl.Jobs(ctx, id, 999999); err != nil || len(js) != 1 || js[0].ID != id {
+		t.Errorf("Jobs(%d, 999999) = %+v, %v; want job %d only", id, js, err, id)
+	}
+	st, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id, 999999}})
+	if err != nil || len(st) != 1 || st[0] != (slurm.JobState{ID: id, State: "PENDING", Reason: "BeginTime", NodeCount: 1}) {
+		t.Errorf("JobStates(%d, 999999) = %+v, %v", id, st, err)
+	}
+	if st, err := cl.JobStates(ctx, slurm.JobFilter{States: []string{"PENDING"}}); err != nil || len(st) != 1 || st[0].ID != id {
+		t.Errorf("JobStates(PENDING) = %+v, %v", st, err)
+	}
+
+	// A job whose node is powering up: CONFIGURING (23.11+: RUNNING with
+	// the CONFIGURING and POWER_UP_NODE flags), the node POWERING_UP.
+	jc, err := c.Sbatch(ctx, "-w", "gpu-3", "--gres=gpu:a10g:1", "--wrap", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitJobState(ctx, jc, "CONFIGURING"); err != nil {
+		t.Fatal(err)
+	}
+	if j := oneJob(ctx, t, cl, mustID(t, jc)); j.State != "CONFIGURING" || !j.HasStateFlag("CONFIGURING") || j.Nodes != "gpu-3" {
+		t.Errorf("configuring job: %+v", j)
+	}
+	// slurmctld flags the node once its power-save pass ran ResumeProgram
+	for n := oneNode(ctx, t, cl, "gpu-3"); !n.HasFlag("POWERING_UP"); n = oneNode(ctx, t, cl, "gpu-3") {
+		if ctx.Err() != nil || !n.HasFlag("POWERED_DOWN") {
+			t.Fatalf("gpu-3 of a configuring job: %s, want it POWERED_DOWN, then POWERING_UP", n.StateString())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st, err := cl.JobStates(ctx, slurm.JobFilter{Nodes: []string{"gpu-3"}, States: []string{"CONFIGURING", "RUNNING"}}); err != nil ||
+		len(st) != 1 || st[0].ID != mustID(t, jc) || st[0].State != "CONFIGURING" || st[0].Nodes != "gpu-3" {
+		t.Errorf("JobStates(gpu-3) = %+v, %v", st, err)
+	}
+	if _, err := c.Run(ctx, "scancel", jc); err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := cl.Nodes(ctx, "big-1", "nope-1"); err != nil || len(ns) != 1 || ns[0].Name != "big-1" {
+		t.Errorf("Nodes(big-1, nope-1) = %+v, %v", ns, err)
+	}
+
 	// Figures: mean latency of one client call on this machine.
 	for _, call := range []struct {
 		name string
@@ -131,7 +260,10 @@ func TestClientAgainstSlurm(t *testing.T) {
 	}{
 		{"Ping", func() error { return cl.Ping(ctx) }},
 		{"Jobs", func() error { _, err := cl.Jobs(ctx); return err }},
+		{"Jobs(id)", func() error { _, err := cl.Jobs(ctx, id); return err }},
+		{"JobStates(id)", func() error { _, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}}); return err }},
 		{"Nodes", func() error { _, err := cl.Nodes(ctx); return err }},
+		{"Nodes(name)", func() error { _, err := cl.Nodes(ctx, "big-1"); return err }},
 	} {
 		t0 := time.Now()
 		for range 5 {
@@ -256,6 +388,10 @@ func TestClientAgainstSlurm(t *testing.T) {
 	}
 	if j := oneJob(ctx, t, cl, rid); j.Nodes != "big-1" || j.BatchHost != "big-1" {
 		t.Errorf("running job nodes %q batch host %q, want big-1", j.Nodes, j.BatchHost)
+	}
+	if st, err := cl.JobStates(ctx, slurm.JobFilter{Nodes: []string{"big-1"}, States: []string{"RUNNING"}}); err != nil ||
+		len(st) != 1 || st[0].ID != rid || st[0].Nodes != "big-1" {
+		t.Errorf("JobStates(big-1, RUNNING) = %+v, %v", st, err)
 	}
 }
 

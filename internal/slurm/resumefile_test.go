@@ -109,6 +109,7 @@ func TestReadResumeFile(t *testing.T) {
 }
 
 func FuzzParseResumeFile(f *testing.F) {
+	seedFixtures(f, "resume-*.json")
 	for _, s := range []string{
 		`{"jobs":[{"job_id":2,"nodes":"gpu-[1-2]"},{"job_id":3,"nodes":"gpu-3"}],"all_nodes":"gpu-[1-3]"}`,
 		`{"jobs":[],"all_nodes":"gpu-2"}`,

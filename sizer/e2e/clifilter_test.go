@@ -1,4 +1,4 @@
-// Package e2e drives real sbatch (Slurm 22.05 from test/harness) through the
+// Package e2e drives real sbatch (the Slurm version test/harness runs) through the
 // cli_filter.lua that internal/clifilter generates and the burst-sizer
 // binary built from this tree.
 package e2e
@@ -75,8 +75,12 @@ func freeURL(t *testing.T) string {
 }
 
 func TestSbatchThroughCliFilter(t *testing.T) {
-	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/slurm-wlm/cli_filter_lua.so"); err != nil {
-		t.Skip("SKIPPING: Slurm's cli_filter/lua plugin is not installed (Debian slurm-wlm-basic-plugins)")
+	sl, err := harness.SelectedSlurm()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sl.Path("/usr/lib/x86_64-linux-gnu/slurm-wlm/cli_filter_lua.so")); err != nil {
+		t.Skipf("SKIPPING: Slurm's cli_filter/lua plugin is not installed in %s (Debian slurm-wlm-basic-plugins)", sl)
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "burst-sizer")
@@ -153,7 +157,7 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		}
 		job := show(id)
 		t.Logf("sbatch said: %s\njob: %s", strings.TrimSpace(se), job)
-		if !strings.Contains(job, "TresPerNode=gres:"+want.Gres) && !strings.Contains(job, "TresPerNode="+want.Gres) {
+		if !hasGres(job, "TresPerNode=", want.Gres) && !strings.Contains(job, "TresPerNode="+want.Gres) {
 			t.Errorf("job %s lacks GRES %s", id, want.Gres)
 		}
 		if !strings.Contains(job, "Features="+want.Constraint+" ") {
@@ -185,7 +189,7 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 			}
 			job := show(id)
 			t.Logf("%s: %s", opt, job)
-			if !strings.Contains(job, "Features="+want.Constraint+" ") || !strings.Contains(job, "gres:gpu:"+want.GPUModel+":1") {
+			if !strings.Contains(job, "Features="+want.Constraint+" ") || !hasGres(job, "", "gpu:"+want.GPUModel+":1") {
 				t.Errorf("sbatch %s: constraint or GPU type not applied", opt)
 			}
 			c.Run(ctx, "scancel", id)
@@ -305,7 +309,7 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		if err != nil {
 			t.Fatalf("sbatch: %v\n%s", err, se)
 		}
-		if job := show(id); !strings.Contains(job, "Features=l4 ") || !strings.Contains(job, "TresPerNode=gres:gpu:l4:1") {
+		if job := show(id); !strings.Contains(job, "Features=l4 ") || !hasGres(job, "TresPerNode=", "gpu:l4:1") {
 			t.Errorf("daemon's decision not applied: %s", job)
 		}
 		c.Run(ctx, "scancel", id)
@@ -315,4 +319,10 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		}
 		t.Logf("refusal as the user sees it:\n%s", se)
 	})
+}
+
+// hasGres reports whether scontrol's job text has field (e.g. "TresPerNode=")
+// followed by the GRES: "gres:gpu:l4:1" in 22.05, "gres/gpu:l4:1" from 23.02.
+func hasGres(job, field, gres string) bool {
+	return strings.Contains(job, field+"gres:"+gres) || strings.Contains(job, field+"gres/"+gres)
 }

@@ -1,5 +1,6 @@
 // Command demo is `make demo`: a local burst cluster on real parts (Slurm
-// 22.05, burst's binaries as Slurm runs them, the EC2 emulator with nodes
+// 22.05, or 24.11/26.05 from a Debian root with BURST_SLURM, burst's
+// binaries as Slurm runs them, the EC2 emulator with nodes
 // booted by burst's bootstrap in network namespaces) running a short
 // scripted scenario, with a live timeline and a cost table at the end.
 package main
@@ -24,15 +25,17 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/test/ec2emu"
+	"github.com/burst-hpc/burst/test/harness"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
 func main() {
 	bin := flag.String("bin", "", "directory with the burst binaries (make build)")
 	keep := flag.Bool("keep", false, "keep the run directories for inspection")
+	stay := flag.Bool("stay", false, "after the scenario keep the stack and the dashboard up until Ctrl-C (make demo KEEP=1)")
 	idle := flag.Duration("idle-timeout", 10*time.Minute, "idle timeout of the comparison policy (ParallelCluster's default)")
 	flag.Parse()
-	if err := run(*bin, *keep, *idle); err != nil {
+	if err := run(*bin, *keep, *stay, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -44,7 +47,7 @@ type job struct {
 	state     string
 }
 
-func run(bin string, keep bool, idleTimeout time.Duration) error {
+func run(bin string, keep, stay bool, idleTimeout time.Duration) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the demo starts slurmctld, munged and network namespaces: run it as root (sudo make demo)")
 	}
@@ -54,7 +57,11 @@ func run(bin string, keep bool, idleTimeout time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fmt.Println("burst demo: starting real slurmctld, burst-sizer and the EC2 emulator ...")
+	sv, err := harness.SelectedSlurm()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("burst demo: starting real slurmctld (%s), burst-sizer and the EC2 emulator ...\n", sv)
 	st, err := stack.Start(ctx, stack.Options{BinDir: bin, KeepDir: keep, Logger: quiet,
 		Emulator: ec2emu.Options{BootDelay: 2 * time.Second, ShutdownDelay: time.Second, Logger: quiet},
 		Configure: func(c *config.Config) {
@@ -100,7 +107,7 @@ func run(bin string, keep bool, idleTimeout time.Duration) error {
 		}
 	}
 	// follow Slurm and burst's log from the start, in the background
-	sl := slurm.NewScontrol(slurm.ScontrolOptions{Conf: st.Cluster.ConfPath()})
+	sl := slurm.NewScontrol(slurm.ScontrolOptions{Conf: st.Cluster.ConfPath(), BinDir: st.Cluster.ClientBin()})
 	var mu sync.Mutex
 	allDone := func() bool {
 		mu.Lock()
@@ -149,8 +156,31 @@ func run(bin string, keep bool, idleTimeout time.Duration) error {
 		}
 		<-polled
 	}()
-	// 4. the L4 spot pools run dry: the next L4 job falls back to on-demand
-	time.Sleep(25 * time.Second)
+	// 4. the L4 spot pools run dry: the next L4 job falls back to on-demand.
+	// That happens at 25 s, or later, once the first two (L4) jobs are done
+	// and their instances terminated: a terminated instance gives its capacity back
+	// to the pool, and how long jobs take depends on the Slurm version.
+	l4Done := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range order[:2] {
+			if s := jobs[id].state; s != "COMPLETED" && s != "FAILED" && s != "CANCELLED" {
+				return false
+			}
+		}
+		for _, in := range st.Emu.Instances() {
+			if strings.HasPrefix(in.InstanceType, "g6.") && in.State != "terminated" {
+				return false
+			}
+		}
+		return true
+	}
+	for wait := time.Now().Add(2 * time.Minute); time.Since(t0) < 25*time.Second || !l4Done() && time.Now().Before(wait); {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	for _, typ := range []string{"g6.xlarge", "g6.2xlarge"} {
 		for z := range st.Cfg.Network.Subnets {
 			st.Emu.SetCapacity(typ, z, "spot", 0)
@@ -183,6 +213,26 @@ func run(bin string, keep bool, idleTimeout time.Duration) error {
 	<-polled
 	fmt.Printf("\nall %d jobs done and every instance released after %.0f s\n\n", len(jobs), time.Since(t0).Seconds())
 	printCosts(st, idleTimeout)
+	if stay {
+		return stayUp(ctx, st, bin)
+	}
+	return nil
+}
+
+// stayUp keeps the stack (Slurm, the emulator, the sizer and its
+// dashboard) running until Ctrl-C, and says how to log in.
+func stayUp(ctx context.Context, st *stack.Stack, bin string) error {
+	ui := st.Cfg.Sizer.URL + "/ui/"
+	fmt.Printf(`
+The stack stays up until Ctrl-C.
+  dashboard   %s
+  log in with the admin token:     cat %s
+  or as account demo (read-only):  %s/burst-sizer --config %s token account demo
+  the same figures as JSON:        curl -H "Authorization: Bearer $(cat %s)" %s/v1/money
+  submit more jobs:                SLURM_CONF=%s sbatch --gres=gpu:1 --account=demo --wrap "sleep 30"
+`, ui, st.Cfg.Sizer.TokenFile, bin, st.CfgPath, st.Cfg.Sizer.TokenFile, st.Cfg.Sizer.URL, st.Cluster.ConfPath())
+	<-ctx.Done()
+	fmt.Println("\nstopping the stack ...")
 	return nil
 }
 

@@ -10,7 +10,7 @@ import (
 
 // TestGeneratedConfigAccepted: the slurm.conf include and gres.conf that
 // burst-slurm-conf generates from the demo burst.yaml are accepted by a
-// real slurmctld 22.05, which lists every cloud node powered down (idle~)
+// real slurmctld of each version, which lists every cloud node powered down (idle~)
 // with the class's GRES and features.
 func TestGeneratedConfigAccepted(t *testing.T) {
 	s := start(t, stack.Options{NoSizer: true})

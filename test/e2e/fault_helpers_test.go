@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,7 +60,7 @@ func faultStart(t *testing.T, interval time.Duration, o stack.Options) *stack.St
 
 // slurmClient talks to the test cluster's slurmctld.
 func slurmClient(s *stack.Stack) *slurm.Scontrol {
-	return slurm.NewScontrol(slurm.ScontrolOptions{Conf: s.Cluster.ConfPath(), BinDir: s.Cfg.Slurm.BinDir, Timeout: 20 * time.Second})
+	return slurm.NewScontrol(slurm.ScontrolOptions{Conf: s.Cluster.ConfPath(), BinDir: s.Cluster.ClientBin(), Timeout: 20 * time.Second})
 }
 
 // emuEC2 is a plain SDK client on the emulator: an admin's or another
@@ -249,8 +248,8 @@ func restartSlurmctld(t *testing.T, s *stack.Stack) {
 		t.Fatal(err)
 	}
 	defer lf.Close()
-	cmd := exec.Command("/usr/sbin/slurmctld", "-D", "-f", s.Cluster.ConfPath()) // no -c: recover the saved state
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = s.Cluster.Environ(), s.Cluster.Dir(), lf, lf
+	cmd := s.Cluster.Command(context.Background(), "/usr/sbin/slurmctld", "-D", "-f", s.Cluster.ConfPath()) // no -c: recover the saved state
+	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := slurm.StartUnblocked(cmd); err != nil {
 		t.Fatalf("starting slurmctld again: %v", err)

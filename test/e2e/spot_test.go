@@ -33,8 +33,14 @@ func TestSpotInterruption(t *testing.T) {
 			c.Agent.ReportInterval = config.D(2 * time.Second)
 		},
 	})
-	script, err := filepath.Abs("../../examples/train/train.sh")
+	// the job script goes where users keep theirs: on the cluster's shared
+	// file system (a Debian root's Slurm sees the run dir, not this tree)
+	src, err := os.ReadFile("../../examples/train/train.sh")
 	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(s.Cluster.Dir(), "work", "train.sh")
+	if err := os.WriteFile(script, src, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

@@ -82,7 +82,7 @@ func (c *Cluster) baseConf(fragment string) string {
 		{"ResumeRate", "0"},
 		{"SuspendRate", "0"},
 		// not cloud_dns: srun then needs node names in DNS.
-		{"SlurmctldParameters", "idle_on_node_suspend,cloud_reg_addrs,power_save_min_interval=0,power_save_interval=1"},
+		{"SlurmctldParameters", strings.Join(c.slurm.CloudCtldParameters(), ",")},
 	}
 	set := confKeys(fragment)
 	var b strings.Builder
@@ -96,6 +96,19 @@ func (c *Cluster) baseConf(fragment string) string {
 	}
 	fmt.Fprintf(&b, "Include %s\n", c.FragmentPath())
 	return b.String()
+}
+
+// CloudCtldParameters is the SlurmctldParameters the harness gives cloud
+// clusters on this version: nodes idle as soon as they are powered down,
+// the power-save thread runs every second, and nodes register with their
+// own address (22.05: cloud_reg_addrs; from 23.11 that is Slurm's default
+// and the option is defunct: slurmctld logs an error for it).
+func (s Slurm) CloudCtldParameters() []string {
+	p := []string{"idle_on_node_suspend", "power_save_min_interval=0", "power_save_interval=1"}
+	if s.Version == "22.05" {
+		p = append(p, "cloud_reg_addrs")
+	}
+	return p
 }
 
 // expand replaces the harness placeholders in caller-supplied text.

@@ -1,6 +1,13 @@
-// Package harness runs a real, private Slurm 22.05 cluster for end-to-end
-// tests and demos: its own munged, slurmctld (and optionally slurmrestd) on a
-// per-run bridge, and slurmd "nodes" each in a network namespace of its own.
+// Package harness runs a real, private Slurm cluster for end-to-end tests and
+// demos: its own munged, slurmctld (and optionally slurmrestd) on a per-run
+// bridge, and slurmd "nodes" each in a network namespace of its own.
+//
+// Slurm versions: 22.05 runs from the host's Debian 12 packages; 24.11 and
+// 26.05 from Debian roots (trixie, sid) that scripts/slurm-roots.sh builds
+// once per machine. Options.Slurm (default: BURST_SLURM) selects one. A
+// root's processes (daemons, clients, the hooks slurmctld runs) all run in
+// one private mount namespace per cluster (see Env); paths under the run
+// dir, os.TempDir() and Options.Binds are the same inside and outside.
 //
 // Everything a run creates is unique to it (temp dir, munge key and socket,
 // TCP ports, bridge, 10.x.y.0/24 subnet, namespaces, veths), so several runs
@@ -77,12 +84,21 @@ type Options struct {
 	StopGrace time.Duration
 	// Logger receives the harness's own log; default slog.Default().
 	Logger *slog.Logger
+	// Slurm is the installation to run; default SelectedSlurm() (BURST_SLURM).
+	Slurm *Slurm
+	// Binds are host directories that processes of a Debian root must see
+	// at their own path (e.g. burst's binaries, which slurmctld runs as
+	// hooks); os.TempDir() and the run dir always are.
+	Binds []string
 }
 
 // Cluster is a running private Slurm cluster.
 type Cluster struct {
 	opts     Options
 	log      *slog.Logger
+	slurm    Slurm
+	env      *Env
+	client   string // ClientBin
 	id       string
 	name     string
 	dir      string
@@ -130,6 +146,10 @@ type runRecord struct {
 	Conf        string `json:"conf"`
 	Bridge      string `json:"bridge"`
 	SubnetClaim string `json:"subnet_claim"`
+	// a Slurm root's namespace (Env): its anchor and mount namespace
+	AnchorPID   int    `json:"anchor_pid,omitempty"`
+	AnchorStart uint64 `json:"anchor_start,omitempty"`
+	MntNS       string `json:"mnt_ns,omitempty"`
 }
 
 // Start brings a cluster up: run dir, munge key and munged, bridge,
@@ -165,11 +185,23 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	for _, b := range []string{o.BinDir + "/scontrol", o.BinDir + "/sinfo", o.BinDir + "/squeue", o.BinDir + "/sbatch",
-		o.SbinDir + "/slurmctld", o.SbinDir + "/slurmd", o.SbinDir + "/munged", "/usr/bin/nsenter"} {
-		if _, err := os.Stat(b); err != nil {
-			return nil, fmt.Errorf("starting slurm harness: %s missing; install the Debian packages slurmctld slurmd slurm-client munge slurmrestd (util-linux for nsenter)", b)
+	var sl Slurm
+	if o.Slurm != nil {
+		sl = *o.Slurm
+	} else {
+		var err error
+		if sl, err = SelectedSlurm(); err != nil {
+			return nil, fmt.Errorf("starting slurm harness: %w", err)
 		}
+	}
+	for _, b := range []string{o.BinDir + "/scontrol", o.BinDir + "/sinfo", o.BinDir + "/squeue", o.BinDir + "/sbatch",
+		o.SbinDir + "/slurmctld", o.SbinDir + "/slurmd", o.SbinDir + "/munged"} {
+		if _, err := os.Stat(sl.Path(b)); err != nil {
+			return nil, fmt.Errorf("starting slurm harness: %s missing from %s; install the Debian packages slurmctld slurmd slurm-client munge slurmrestd (make deps)", b, sl)
+		}
+	}
+	if _, err := os.Stat("/usr/bin/nsenter"); err != nil {
+		return nil, errors.New("starting slurm harness: /usr/bin/nsenter missing; install util-linux")
 	}
 	ipBin, err := findIP()
 	if err != nil {
@@ -182,7 +214,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	host, _, _ = strings.Cut(host, ".")
 	id := randomID()
 	c := &Cluster{
-		opts: o, id: id, name: o.Name, hostname: host, ipBin: ipBin,
+		opts: o, id: id, name: o.Name, hostname: host, ipBin: ipBin, slurm: sl,
 		log:   o.Logger.With("harness", id),
 		ips:   map[netip.Addr]bool{},
 		bound: map[netip.Addr]bool{},
@@ -235,7 +267,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return fmt.Errorf("writing run record: %w", err)
 	}
 
-	for _, d := range []string{"etc", "state", "spool", "log", "run", "dev", "work", "munge/key", "munge/run"} {
+	for _, d := range []string{"etc", "state", "spool", "log", "run", "dev", "work", "munge/key", "munge/run", "root"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return fmt.Errorf("creating run dir layout: %w", err)
 		}
@@ -250,6 +282,13 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 	}
 
+	if c.env, err = c.slurm.Enter(ctx, EnvOptions{ID: c.id, Binds: append([]string{filepath.Dir(dir)}, c.opts.Binds...),
+		MountDir: filepath.Join(dir, "root"), LogPath: filepath.Join(dir, "log", "anchor.log"), Environ: c.Environ()}); err != nil {
+		return err
+	}
+	if err := c.writeClientBin(); err != nil {
+		return err
+	}
 	if err := c.startMunge(ctx); err != nil {
 		return err
 	}
@@ -278,7 +317,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return fmt.Errorf("writing gres.conf: %w", err)
 	}
 
-	c.slurmctld, err = startProc("slurmctld", filepath.Join(dir, "log", "slurmctld.stdout"), c.Environ(), dir,
+	c.slurmctld, err = c.startProc("slurmctld", filepath.Join(dir, "log", "slurmctld.stdout"), c.Environ(), "",
 		c.opts.SbinDir+"/slurmctld", "-D", "-c", "-f", c.ConfPath())
 	if err != nil {
 		return err
@@ -291,7 +330,7 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
-	c.log.Info("slurm cluster up", "dir", dir, "conf", c.ConfPath(), "bridge", c.net.Bridge,
+	c.log.Info("slurm cluster up", "slurm", c.slurm.String(), "dir", dir, "conf", c.ConfPath(), "bridge", c.net.Bridge,
 		"subnet", c.net.Prefix, "ctld_port", c.ctldPort, "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
@@ -311,7 +350,7 @@ func freePort() (int, error) {
 
 func (c *Cluster) startMunge(ctx context.Context) error {
 	key := filepath.Join(c.dir, "munge/key/munge.key")
-	if out, err := exec.CommandContext(ctx, c.opts.SbinDir+"/mungekey", "--create", "--keyfile="+key, "--bits=1024").CombinedOutput(); err != nil {
+	if out, err := c.env.Command(ctx, "", c.dir, c.opts.SbinDir+"/mungekey", "--create", "--keyfile="+key, "--bits=1024").CombinedOutput(); err != nil {
 		c.log.Debug("mungekey failed, using random bytes", "err", err, "out", string(out))
 		b := make([]byte, 128)
 		_, _ = rand.Read(b)
@@ -324,7 +363,7 @@ func (c *Cluster) startMunge(ctx context.Context) error {
 	}
 	c.mungeSocket = filepath.Join(c.dir, "munge/run/munge.sock")
 	var err error
-	c.munged, err = startProc("munged", filepath.Join(c.dir, "log", "munged.stdout"), c.Environ(), c.dir,
+	c.munged, err = c.startProc("munged", filepath.Join(c.dir, "log", "munged.stdout"), c.Environ(), "",
 		c.opts.SbinDir+"/munged", "--foreground", "--key-file="+key, "--socket="+c.mungeSocket,
 		"--pid-file="+filepath.Join(c.dir, "munge/run/munged.pid"),
 		"--seed-file="+filepath.Join(c.dir, "munge/key/munged.seed"),
@@ -340,10 +379,27 @@ func (c *Cluster) startMunge(ctx context.Context) error {
 
 func (c *Cluster) startRest(ctx context.Context) error {
 	c.restSocket = filepath.Join(c.dir, "run", "slurmrestd.sock")
-	env := append(c.Environ(), "SLURMRESTD_SECURITY=disable_user_check")
+	env := c.Environ()
+	argv := []string{c.opts.SbinDir + "/slurmrestd", "-f", c.ConfPath(), "-a", "rest_auth/local", "-s", c.slurm.RestPlugin()}
+	if c.slurm.Version == "22.05" {
+		// slurmrestd refuses to run as root unless told it is a test
+		env = append(env, "SLURMRESTD_SECURITY=disable_user_check")
+	} else {
+		// 26.05 refuses that too: run it as nobody, as a site would run it
+		// as an unprivileged user; rest_auth/local still sees the client
+		// (root) through the socket's peer credentials
+		rest := filepath.Join(c.dir, "run", "rest")
+		if err := os.Mkdir(rest, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chown(rest, 65534, 65534); err != nil { // nobody:nogroup in Debian
+			return err
+		}
+		c.restSocket = filepath.Join(rest, "slurmrestd.sock")
+		argv = append([]string{"/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"}, argv...)
+	}
 	var err error
-	c.slurmrestd, err = startProc("slurmrestd", filepath.Join(c.dir, "log", "slurmrestd.log"), env, c.dir,
-		c.opts.SbinDir+"/slurmrestd", "-f", c.ConfPath(), "-a", "rest_auth/local", "-s", "openapi/v0.0.38", "unix:"+c.restSocket)
+	c.slurmrestd, err = c.startProc("slurmrestd", filepath.Join(c.dir, "log", "slurmrestd.log"), env, "", append(argv, "unix:"+c.restSocket)...)
 	if err != nil {
 		return err
 	}
@@ -418,7 +474,7 @@ func (c *Cluster) MungeSocket() string { return c.mungeSocket }
 func (c *Cluster) RestSocket() string { return c.restSocket }
 
 // RestClient returns an HTTP client whose every request goes to slurmrestd's
-// socket: client.Get("http://slurm/slurm/v0.0.38/jobs").
+// socket: client.Get("http://slurm/slurm/" + c.Slurm().RestVersion() + "/jobs").
 func (c *Cluster) RestClient() *http.Client {
 	sock := c.restSocket
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
@@ -457,16 +513,75 @@ func (c *Cluster) Environ() []string {
 
 // Command returns an exec.Cmd for a Slurm client (name relative to BinDir,
 // or an absolute path) with Environ() and Dir()/work as working directory
-// (where sbatch puts slurm-N.out).
+// (where sbatch puts slurm-N.out). It runs where the cluster's Slurm runs
+// (inside a Debian root's namespace), so absolute paths are paths there:
+// burst's binaries too (they call the root's scontrol).
 func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	if !filepath.IsAbs(name) {
 		name = filepath.Join(c.opts.BinDir, name)
 	}
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := c.env.Command(ctx, "", filepath.Join(c.dir, "work"), append([]string{name}, args...)...)
 	cmd.Env = c.Environ()
-	cmd.Dir = filepath.Join(c.dir, "work")
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
+}
+
+// NodeCommand is Command inside node name's network namespace (argv[0] an
+// absolute path), for one-off commands; NodeExec runs daemons.
+func (c *Cluster) NodeCommand(ctx context.Context, name string, argv ...string) (*exec.Cmd, error) {
+	c.mu.Lock()
+	n, ok := c.nodes[name]
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("running in node %s: node not started (StartNode first)", name)
+	}
+	cmd := c.env.Command(ctx, n.Netns(), filepath.Join(c.dir, "work"), argv...)
+	cmd.Env = c.Environ()
+	cmd.WaitDelay = 5 * time.Second
+	return cmd, nil
+}
+
+// Slurm is the installation the cluster runs.
+func (c *Cluster) Slurm() Slurm { return c.slurm }
+
+// RootEnv is where the cluster's Slurm processes run (see Env).
+func (c *Cluster) RootEnv() *Env { return c.env }
+
+// ClientBin is a directory of Slurm clients (scontrol, squeue, sinfo,
+// sbatch, scancel, ...) that host-side code runs, e.g. as
+// slurm.ScontrolOptions.BinDir: BinDir for the host's Slurm, else wrappers
+// that run the root's clients inside the cluster's namespace.
+func (c *Cluster) ClientBin() string { return c.client }
+
+// slurmClients are the programs ClientBin wraps (those the root has).
+var slurmClients = []string{"sacct", "sacctmgr", "salloc", "sattach", "sbatch", "sbcast", "scancel", "scontrol", "scrontab",
+	"sdiag", "sinfo", "sprio", "squeue", "sreport", "srun", "sshare", "sstat", "strigger"}
+
+func (c *Cluster) writeClientBin() error {
+	if c.slurm.Host() {
+		c.client = c.opts.BinDir
+		return nil
+	}
+	c.client = filepath.Join(c.dir, "slurm-bin")
+	if err := os.MkdirAll(c.client, 0o755); err != nil {
+		return err
+	}
+	for _, name := range slurmClients {
+		prog := filepath.Join(c.opts.BinDir, name)
+		if _, err := os.Stat(c.slurm.Path(prog)); err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(c.client, name), []byte(c.env.Wrapper(prog, filepath.Join(c.dir, "work"))), 0o755); err != nil {
+			return fmt.Errorf("writing client wrapper: %w", err)
+		}
+	}
+	return nil
+}
+
+// startProc starts a long-running process of the cluster where its Slurm
+// runs (in node namespace netns unless ""), working directory the run dir.
+func (c *Cluster) startProc(name, logPath string, env []string, netns string, argv ...string) (*proc, error) {
+	return startProc(name, logPath, env, c.dir, c.env.Argv(netns, c.dir, argv...)...)
 }
 
 // Run runs a Slurm client and returns its stdout; the error carries the
@@ -643,8 +758,7 @@ func (c *Cluster) NodeExec(ctx context.Context, name string, argv ...string) err
 	if !ok {
 		return fmt.Errorf("running in node %s: node not started (StartNode first)", name)
 	}
-	args := append([]string{"/usr/bin/nsenter", "--net=" + n.Netns(), "--"}, argv...)
-	p, err := startProc(name+":"+filepath.Base(argv[0]), filepath.Join(c.dir, "log", "node-"+name+".out"), c.Environ(), c.dir, args...)
+	p, err := c.startProc(name+":"+filepath.Base(argv[0]), filepath.Join(c.dir, "log", "node-"+name+".out"), c.Environ(), n.Netns(), argv...)
 	if err != nil {
 		return fmt.Errorf("running in node %s: %w", name, err)
 	}
@@ -748,7 +862,7 @@ func (c *Cluster) Stop() error {
 	if c.dir != "" {
 		var list []int
 		for _, pid := range pidsWithEnv("SLURM_CONF=" + c.ConfPath()) {
-			if c.munged == nil || pid != c.munged.cmd.Process.Pid {
+			if (c.munged == nil || pid != c.munged.cmd.Process.Pid) && (c.env == nil || pid != c.env.AnchorPID()) {
 				list = append(list, pid)
 			}
 		}
@@ -760,6 +874,11 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	stopAll(c.opts.StopGrace, c.munged)
+	if c.env != nil {
+		if err := c.env.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.bridgeMade {
 		if err := c.ip(context.Background(), "link", "del", c.net.Bridge); err != nil {
 			errs = append(errs, err)

@@ -337,8 +337,10 @@ func TestNodeAddresses(t *testing.T) {
 		t.Error("address outside the subnet accepted")
 	}
 	// The node reaches the controller over the bridge, from its own namespace.
-	cmd := exec.Command("/usr/bin/nsenter", "--net="+n.Netns(), "--", c.opts.BinDir+"/scontrol", "ping")
-	cmd.Env = c.Environ()
+	cmd, err := c.NodeCommand(ctx, "n1", c.opts.BinDir+"/scontrol", "ping")
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "is UP") {
 		t.Errorf("scontrol ping from node namespace: %v: %s", err, out)
@@ -356,7 +358,8 @@ func TestNodeAddresses(t *testing.T) {
 
 func TestRestAPI(t *testing.T) {
 	c := New(t, Options{Fragment: "NodeName=n1 CPUs=1 State=CLOUD\nPartitionName=p Nodes=n1 State=UP\n", GPUs: 1, RestAPI: true})
-	for _, path := range []string{"/slurm/v0.0.38/ping", "/slurm/v0.0.38/nodes"} {
+	v := c.Slurm().RestVersion()
+	for _, path := range []string{"/slurm/" + v + "/ping", "/slurm/" + v + "/nodes"} {
 		resp, err := c.RestClient().Get("http://slurm" + path)
 		if err != nil {
 			t.Fatal(err)
@@ -366,7 +369,7 @@ func TestRestAPI(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Errorf("GET %s: %s: %s", path, resp.Status, body)
 		}
-		if path == "/slurm/v0.0.38/nodes" && !strings.Contains(string(body), `"name": "n1"`) {
+		if strings.HasSuffix(path, "/nodes") && !strings.Contains(string(body), `"name": "n1"`) {
 			t.Errorf("GET %s: node n1 missing from %s", path, body)
 		}
 	}

@@ -69,6 +69,11 @@ func CleanupStale(ctx context.Context, log *slog.Logger) ([]string, error) {
 			continue
 		}
 		log.Info("cleaning up crashed harness run", "id", r.ID, "pid", r.PID, "dir", r.Dir)
+		if list, err := killEnvOf(r); err != nil {
+			errs = append(errs, err)
+		} else if len(list) > 0 {
+			removed = append(removed, fmt.Sprintf("processes %v in the Slurm root namespace of run %s", list, r.ID))
+		}
 		if r.Conf != "" {
 			if list := pidsWithEnv("SLURM_CONF=" + r.Conf); len(list) > 0 {
 				if err := killPids(list); err != nil {

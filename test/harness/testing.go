@@ -37,6 +37,7 @@ func New(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatalf("starting slurm harness: %v", err)
 	}
+	t.Logf("%s (cluster %s, run dir %s)", c.Slurm(), c.Name(), c.Dir())
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("slurm harness %s (dir %s) after failure:\n--- slurmctld.log (tail) ---\n%s", c.id, c.dir, tail(c.SlurmctldLog(), 40))

@@ -1,8 +1,14 @@
 // Package stack brings up burst's whole local stack on real parts: a real
-// Slurm 22.05 cluster (test/harness), the EC2 emulator (test/ec2emu) whose
+// Slurm cluster (test/harness; the version BURST_SLURM selects, default
+// 22.05), the EC2 emulator (test/ec2emu) whose
 // instances boot as network namespaces through burst's own node bootstrap,
 // burst-sizer as a daemon, and burst.yaml/burst.conf generated exactly as an
 // admin would. The end-to-end tests and `make demo` both use it.
+//
+// Everything that talks to Slurm runs where the cluster's Slurm runs (for
+// 24.11 and 26.05 inside the Debian root's namespace, see harness.Env):
+// the hooks slurmctld starts, the nodes' burst-agent bootstrap and slurmd,
+// and burst-sizer serve (its reconciler calls scontrol).
 package stack
 
 import (
@@ -77,6 +83,9 @@ const DevGPUs = 8
 func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.BinDir == "" {
 		return nil, errors.New("stack: BinDir (burst binaries) is required")
+	}
+	if abs, err := filepath.Abs(opts.BinDir); err == nil {
+		opts.BinDir = abs // bind-mounted at this path into a Slurm root
 	}
 	need := []string{"burst-resume", "burst-suspend", "burst-sizer"}
 	if opts.Boot == nil {
@@ -156,7 +165,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 
 	s.Cluster, err = harness.Start(ctx, harness.Options{
 		Fragment: fragment, GresConf: string(plan.GresConf()), KeepDir: opts.KeepDir, Logger: log,
-		SlurmdDelay: -1, // the bootstrap keeps the 2 s boot guard itself
+		Binds:       []string{opts.BinDir, dir}, // Slurm runs burst's binaries as hooks
+		SlurmdDelay: -1,                         // the bootstrap keeps the 2 s boot guard itself
 		Prepare:     func(c *harness.Cluster) error { return s.prepare(c) },
 	})
 	if err != nil {
@@ -294,9 +304,9 @@ func (s *Stack) StartSizer(ctx context.Context) error {
 		return err
 	}
 	defer lf.Close()
-	cmd := exec.Command(filepath.Join(s.opts.BinDir, "burst-sizer"), "--config", s.CfgPath, "serve")
+	// not bound to ctx: the daemon outlives the start-up; StopSizer ends it
+	cmd := s.Cluster.Command(context.Background(), filepath.Join(s.opts.BinDir, "burst-sizer"), "--config", s.CfgPath, "serve")
 	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.Env = append(os.Environ(), s.Cluster.Env()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting burst-sizer: %w", err)

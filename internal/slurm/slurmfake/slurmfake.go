@@ -26,6 +26,7 @@ type Slurm struct {
 	nodes []slurm.Node
 	calls []string
 	ups   []slurm.NodeUpdate
+	reads [][]uint32 // the ids of each Jobs call
 
 	// PingErr, JobsErr, NodesErr and UpdateErr are returned by their method
 	// when set (UpdateErr after recording the call).
@@ -86,6 +87,14 @@ func (s *Slurm) Calls() []string {
 	return slices.Clone(s.calls)
 }
 
+// JobReads are the ids each Jobs call asked for (nil: all jobs), in order:
+// what full job records the code under test read.
+func (s *Slurm) JobReads() [][]uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reads)
+}
+
 // Updates are the node updates asked for, in order.
 func (s *Slurm) Updates() []slurm.NodeUpdate {
 	s.mu.Lock()
@@ -109,6 +118,7 @@ func (s *Slurm) Ping(context.Context) error { return s.PingErr }
 func (s *Slurm) Jobs(_ context.Context, ids ...uint32) ([]slurm.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads = append(s.reads, slices.Clone(ids))
 	if s.JobsErr != nil {
 		return nil, s.JobsErr
 	}
@@ -116,6 +126,23 @@ func (s *Slurm) Jobs(_ context.Context, ids ...uint32) ([]slurm.Job, error) {
 	for _, j := range s.jobs {
 		if len(ids) == 0 || slices.Contains(ids, j.ID) {
 			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// JobStates implements slurm.Client: the brief states of the jobs q
+// selects, as they are now (a requeued job is PENDING).
+func (s *Slurm) JobStates(_ context.Context, q slurm.JobFilter) ([]slurm.JobState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.JobsErr != nil {
+		return nil, s.JobsErr
+	}
+	var out []slurm.JobState
+	for _, j := range s.jobs {
+		if q.Matches(j) {
+			out = append(out, j.Brief())
 		}
 	}
 	return out, nil
