@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/config/configtest"
 	"github.com/burst-hpc/burst/internal/sizerapi"
@@ -223,5 +224,26 @@ func TestRunRejectsBadFlags(t *testing.T) {
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 	if missing := cmdline.MissingEnvVars(newApp(io.Discard, io.Discard)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
+	}
+}
+
+// TestNoSimulationFallback: the agent simulates GPUs only when told to;
+// "auto" is gone, and without NVML (this test binary or machine has none)
+// the agent fails with exit status 3 instead of reporting made-up GPUs.
+func TestNoSimulationFallback(t *testing.T) {
+	var stderr strings.Builder
+	code := run(context.Background(), []string{"burst-agent", "run", "--node", "n", "--sizer-url", "http://127.0.0.1:1", "--gpu-source", "auto"}, nil, io.Discard, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "want nvml (real GPUs) or sim") {
+		t.Errorf("--gpu-source auto: exit %d\n%s", code, stderr.String())
+	}
+	if _, err := gpu.Open(); err == nil {
+		t.Skip("this machine has a working NVML")
+	}
+	stderr.Reset()
+	dir := t.TempDir()
+	code = run(context.Background(), []string{"burst-agent", "run", "--node", "n", "--sizer-url", "https://127.0.0.1:1", "--no-imds", "--dead-man-after", "0",
+		"--state-dir", dir, "--slurm-bin-dir", dir}, nil, io.Discard, &stderr)
+	if code != 3 || !strings.Contains(stderr.String(), "opening GPUs") || !strings.Contains(stderr.String(), "drain") {
+		t.Errorf("no NVML: exit %d, want 3 and a drain attempt\n%s", code, stderr.String())
 	}
 }

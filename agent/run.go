@@ -27,6 +27,7 @@ import (
 	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/tlspin"
 )
 
@@ -55,8 +56,9 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "interval", Value: 15 * time.Second, EnvVars: []string{"BURST_REPORT_INTERVAL"}, Usage: "report interval (batches are sent this often)"},
 			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/burst-agent", EnvVars: []string{"BURST_STATE_DIR"}, Usage: "directory of the on-disk report buffer"},
 			&cli.Int64Flag{Name: "buffer-max-bytes", Value: 64 << 20, EnvVars: []string{"BURST_BUFFER_MAX_BYTES"}, Usage: "cap of the on-disk report buffer; the oldest records are dropped (and counted) beyond it"},
-			&cli.StringFlag{Name: "gpu-source", Value: "auto", EnvVars: []string{"BURST_GPU_SOURCE"}, Usage: "auto (NVML if the driver loads, else simulated), nvml, or sim"},
+			&cli.StringFlag{Name: "gpu-source", Value: "nvml", EnvVars: []string{"BURST_GPU_SOURCE"}, Usage: "nvml (real GPUs; if NVML fails the agent drains the node with the reason and exits 3) or sim (simulated GPUs for demos and tests: reports say so and the sizer does not learn from them)"},
 			&cli.IntFlag{Name: "sim-gpus", Value: 8, EnvVars: []string{"BURST_SIM_GPUS"}, Usage: "number of simulated GPUs"},
+			&cli.IntFlag{Name: "sim-memory-percent", EnvVars: []string{"BURST_SIM_MEMORY_PERCENT"}, Usage: "simulated GPUs: memory a job uses, % of each GPU (0: follows the utilisation curve)"},
 			&cli.Uint64Flag{Name: "sim-seed", Value: 1, EnvVars: []string{"BURST_SIM_SEED"}, Usage: "seed of the simulated utilisation curves"},
 			&cli.StringFlag{Name: "checkpoint-root", Value: "/fsx/burst/checkpoints", EnvVars: []string{"BURST_CHECKPOINT_ROOT"}, Usage: "jobs checkpoint into <root>/<job id> ($BURST_CHECKPOINT_DIR)"},
 			&cli.StringFlag{Name: "checkpoint-signal", Value: "USR1", EnvVars: []string{"BURST_CHECKPOINT_SIGNAL"}, Usage: "default checkpoint signal, sent to the batch shell"},
@@ -86,9 +88,12 @@ func runConfig(c *cli.Context) error {
 		errs = append(errs, fmt.Errorf("--sizer-url %q: want an https://host[:port] URL (the sizer serves HTTPS only)", u))
 	}
 	switch c.String("gpu-source") {
-	case "auto", "nvml", "sim":
+	case "nvml", "sim":
 	default:
-		errs = append(errs, fmt.Errorf("--gpu-source %q: want auto, nvml or sim", c.String("gpu-source")))
+		errs = append(errs, fmt.Errorf("--gpu-source %q: want nvml (real GPUs) or sim (simulated, for demos and tests)", c.String("gpu-source")))
+	}
+	if p := c.Int("sim-memory-percent"); p < 0 || p > 100 {
+		errs = append(errs, fmt.Errorf("--sim-memory-percent %d: want 0..100", p))
 	}
 	for _, d := range []string{"sample-interval", "interval", "imds-poll", "grace", "reserve"} {
 		if c.Duration(d) <= 0 {
@@ -111,20 +116,36 @@ func runConfig(c *cli.Context) error {
 	return nil
 }
 
-// openGPUs picks the GPU source. auto uses NVML when the driver loads.
-func openGPUs(source string, simGPUs int, simMemBytes, seed uint64, log *slog.Logger) (gpu.Reader, *sim.Reader, error) {
-	if source != "sim" {
-		r, err := gpu.Open()
-		if err == nil {
-			return r, nil, nil
-		}
-		if source == "nvml" || !errors.Is(err, gpu.ErrNoDriver) {
-			return nil, nil, err
-		}
-		log.Warn("no NVIDIA driver; using simulated GPUs", "err", err)
+// openGPUs opens the GPU source: NVML, or simulated GPUs only when asked
+// (--gpu-source sim). A failing NVML is an error, never a fallback: the
+// sizer must not learn from made-up readings that look real.
+func openGPUs(source string, so sim.Options) (gpu.Reader, *sim.Reader, error) {
+	if source == "sim" {
+		s, err := sim.New(so)
+		return s, s, err
 	}
-	s, err := sim.New(sim.Options{GPUs: simGPUs, Seed: seed, MemoryTotalBytes: simMemBytes})
-	return s, s, err
+	r, err := gpu.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, nil, nil
+}
+
+// drainForGPUs takes the node out of service with the reason when its GPUs
+// cannot be read (a node whose GPUs the agent cannot see must not run GPU
+// jobs, and the admin sees why in sinfo -R).
+func drainForGPUs(ctx context.Context, sc *slurm.Scontrol, node string, cause error, log *slog.Logger) {
+	reason := "burst-agent: cannot read GPUs through NVML: " + cause.Error()
+	if len(reason) > 120 {
+		reason = reason[:117] + "..."
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sc.UpdateNodes(dctx, slurm.NodeUpdate{Names: []string{node}, State: "DRAIN", Reason: reason}); err != nil {
+		log.Error("draining the node after the GPU failure", "err", err)
+		return
+	}
+	log.Error("drained the node: its GPUs cannot be read", "reason", reason)
 }
 
 func runAgent(c *cli.Context) error {
@@ -161,13 +182,22 @@ func runAgent(c *cli.Context) error {
 		}
 		cancel()
 	}
-	reader, simReader, err := openGPUs(c.String("gpu-source"), simGPUs, simMem, c.Uint64("sim-seed"), log)
+	sc := compose.SlurmAt(c.String("slurm-bin-dir"), c.String("slurm-conf"), log)
+	source := c.String("gpu-source")
+	reader, simReader, err := openGPUs(source, sim.Options{GPUs: simGPUs, Seed: c.Uint64("sim-seed"), MemoryTotalBytes: simMem, MemoryUsedPercent: c.Int("sim-memory-percent")})
 	if err != nil {
+		if source == "nvml" {
+			drainForGPUs(ctx, sc, node, err, log)
+		}
 		return cli.Exit(fmt.Sprintf("opening GPUs: %v", err), 3)
 	}
 	defer reader.Close()
 	devs, _ := reader.Devices()
-	log.Info("burst-agent starting", "gpus", len(devs), "gpu_source", c.String("gpu-source"), "simulated", simReader != nil)
+	gpuSource := sizerapi.GPUSourceNVML
+	if simReader != nil {
+		gpuSource = sizerapi.GPUSourceSim
+	}
+	log.Info("burst-agent starting", "gpus", len(devs), "gpu_source", gpuSource)
 
 	base := strings.TrimRight(c.String("sizer-url"), "/")
 	ca, err := os.ReadFile(c.String("sizer-ca-file"))
@@ -179,12 +209,11 @@ func runAgent(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("%s: %v", c.String("sizer-ca-file"), err), 2)
 	}
 	sink := &report.HTTPSink{URL: base + ReportPath, CredentialFile: c.String("credential-file"), Client: hc}
-	rep, err := report.New(sink, report.Options{Node: node, InstanceID: instanceID, Dir: filepath.Clean(c.String("state-dir")),
+	rep, err := report.New(sink, report.Options{Node: node, InstanceID: instanceID, GPUSource: gpuSource, Dir: filepath.Clean(c.String("state-dir")),
 		Interval: c.Duration("interval"), Spool: report.SpoolOptions{MaxBytes: c.Int64("buffer-max-bytes")}, Logger: log})
 	if err != nil {
 		return cli.Exit(err.Error(), 3)
 	}
-	sc := compose.SlurmAt(c.String("slurm-bin-dir"), c.String("slurm-conf"), log)
 	ops := interrupt.SlurmClient{C: sc}
 
 	var resolver sampler.JobResolver = &attrib.Resolver{}

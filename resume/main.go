@@ -92,6 +92,13 @@ func prolog(ctx context.Context, st *compose.Stack, getenv compose.Getenv) {
 	ready, err := lifecycle.WaitNodes(ctx, st.Slurm, jobID, nodes, st.Cfg.Slurm.ResumeTimeout.Duration, 200*time.Millisecond, st.Log)
 	st.Log.Info("prolog", "job", job, "nodes", nodes, "ready", ready, "waited_s", time.Since(t0).Seconds(), "err", err)
 	hooks.RunStarted(ctx, jobID, nodes, getenv("SLURM_JOB_ACCOUNT"), getenv("SLURM_JOB_USER"), gpus)
+	if st.Sizer != nil {
+		// every job that starts on burst nodes enters the learning history
+		// (warm-reused nodes' jobs too: no launch announced them)
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		lifecycle.RecordStart(rctx, st.Cfg, st.Slurm, st.Sizer, jobID, nodes, time.Now(), st.Log)
+		cancel()
+	}
 }
 
 // resume is ResumeProgram: launch the nodes of hostlist, sized from the

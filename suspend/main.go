@@ -16,6 +16,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/compose"
+	"github.com/burst-hpc/burst/internal/lifecycle"
 )
 
 const prog = "burst-suspend"
@@ -86,6 +87,13 @@ func epilog(ctx context.Context, st *compose.Stack, getenv compose.Getenv, env [
 	}
 	if _, _, err := rel.Release(ctx, job, getenv("SLURM_JOB_NODELIST")); err != nil {
 		st.Log.Error("release at job end", "job", job, "err", err)
+	}
+	if st.Sizer != nil {
+		// how the job ended, and whether it ran out of GPU memory: its next
+		// run is sized up
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		lifecycle.RecordEnd(rctx, st.Cfg, st.Slurm, st.Sizer, job, getenv("SLURM_JOB_NODELIST"), getenv("SLURM_JOB_EXIT_CODE2"), time.Now(), st.Log)
+		cancel()
 	}
 }
 

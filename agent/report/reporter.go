@@ -15,6 +15,9 @@ import (
 type Options struct {
 	Node       string
 	InstanceID string
+	// GPUSource is sizerapi.GPUSourceNVML or GPUSourceSim, sent with every
+	// batch so the sizer learns from real GPUs only.
+	GPUSource string
 	// Dir is the state directory of the on-disk buffer (see Spool).
 	Dir   string
 	Spool SpoolOptions
@@ -111,7 +114,7 @@ func (r *Reporter) Flush(ctx context.Context) error {
 		if len(recs) == 0 {
 			return nil
 		}
-		b := sizerapi.ReportBatch{Node: r.opts.Node, InstanceID: r.opts.InstanceID, Dropped: r.spool.Dropped(), Records: recs}
+		b := sizerapi.ReportBatch{Node: r.opts.Node, InstanceID: r.opts.InstanceID, GPUSource: r.opts.GPUSource, Dropped: r.spool.Dropped(), Records: recs}
 		sctx, cancel := context.WithTimeout(ctx, r.opts.SendTimeout)
 		err = r.sink.Send(sctx, b)
 		cancel()

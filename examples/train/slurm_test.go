@@ -67,7 +67,7 @@ func TestDDPOnSlurm(t *testing.T) {
 
 	work := t.TempDir()
 	ckpt := filepath.Join(work, "checkpoints")
-	cmd := c.Command(ctx, "sbatch", append([]string{"--parsable", "--chdir=" + work, filepath.Join(here, "train-ddp.sbatch")},
+	cmd := c.Command(ctx, "sbatch", append([]string{"--parsable", "--chdir=" + work, "--nodes=2", "--gres=gpu:1", filepath.Join(here, "train-ddp.sbatch")},
 		append(args, "--step-sleep", "0.1")...)...)
 	cmd.Env = append(cmd.Env, "DDP_DIR="+here, "DDP_PYTHON="+py, "DDP_NPROC_PER_NODE=1", "BURST_CHECKPOINT_DIR="+ckpt)
 	out, err := cmd.Output()

@@ -3,8 +3,12 @@
 #SBATCH --requeue
 #SBATCH --open-mode=append
 #SBATCH --output=train-%j.out
-#SBATCH --gres=gpu:1
 #SBATCH --comment="burst: workload=train checkpoint=1m checkpoint_signal=USR1"
+#
+# No --gres or --nodes: burst sizes the job from its metadata at submission
+# (cli_filter sets the GRES and the node count; give params=, tokens= and
+# deadline= and it scales out over several nodes). Add --gres to fix the
+# GPUs yourself: burst keeps what you ask for.
 #
 # Example checkpointing training job for burst. It "trains" TRAIN_STEPS steps
 # of TRAIN_STEP_SECONDS (sleep), saves a checkpoint every
@@ -26,6 +30,11 @@
 # The signal is handled between steps: a step in flight is abandoned (it is
 # redone after the requeue), so answering takes well under a second here;
 # a real job should answer within burst-agent's grace period (default 90 s).
+#
+# On several nodes the batch script starts one rank per node with srun
+# (the script itself, from the shared checkpoint directory, as a
+# data-parallel job would start torchrun): every rank steps, rank 0 writes
+# the checkpoints and the marker; srun forwards the checkpoint signal.
 set -euo pipefail
 
 STEPS=${TRAIN_STEPS:-100}
@@ -37,7 +46,12 @@ CKPT=$CKPT_DIR/checkpoint     # "step=N": the last durable checkpoint
 PROGRESS=$CKPT_DIR/progress   # last step reached, to count redone work
 MARKER=$CKPT_DIR/.checkpointed-$RESTART
 
-log() { printf '%s job=%s restart=%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-local}" "$RESTART" "$*"; }
+NODES=${SLURM_NNODES:-1}
+RANK=${SLURM_PROCID:-0}
+WHO=""
+if ((NODES > 1)); then WHO="rank $RANK/$NODES on ${SLURMD_NODENAME:-?}: "; fi
+
+log() { printf '%s job=%s restart=%s %s%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-local}" "$RESTART" "$WHO" "$*"; }
 
 read_step() { # file -> the N of its "step=N" line, or 0
 	local line=""
@@ -46,7 +60,8 @@ read_step() { # file -> the N of its "step=N" line, or 0
 	if [[ $line =~ ^[0-9]+$ ]]; then echo "$line"; else echo 0; fi
 }
 
-save() { # step: write a temporary file, flush it, rename over the checkpoint
+save() { # step: write a temporary file, flush it, rename over the checkpoint (rank 0)
+	((RANK == 0)) || return 0
 	local tmp="$CKPT.tmp.$$"
 	printf 'step=%d\n' "$1" >"$tmp"
 	sync "$tmp" 2>/dev/null || sync
@@ -54,6 +69,12 @@ save() { # step: write a temporary file, flush it, rename over the checkpoint
 }
 
 mkdir -p "$CKPT_DIR"
+if ((NODES > 1)) && [[ -z ${BURST_TRAIN_RANKS:-} ]]; then
+	# the batch step: one rank per node, started from shared storage
+	cp -f "$0" "$CKPT_DIR/.train.sh"
+	export BURST_TRAIN_RANKS=$NODES
+	exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash "$CKPT_DIR/.train.sh" "$@"
+fi
 step=$(read_step "$CKPT")
 reached=$(read_step "$PROGRESS")
 if ((step > 0)); then
@@ -77,8 +98,10 @@ while ((step < STEPS)); do
 	sleeper=$!
 	if wait "$sleeper"; then
 		step=$((step + 1))
-		printf 'step=%d\n' "$step" >"$PROGRESS.tmp"
-		mv -f "$PROGRESS.tmp" "$PROGRESS"
+		if ((RANK == 0)); then
+			printf 'step=%d\n' "$step" >"$PROGRESS.tmp"
+			mv -f "$PROGRESS.tmp" "$PROGRESS"
+		fi
 		log "step $step done"
 		if ((step % EVERY == 0)); then
 			save "$step"
@@ -96,9 +119,11 @@ while ((step < STEPS)); do
 	if ((signalled)); then
 		signalled=0
 		save "$step"
-		printf 'step=%d\n' "$step" >"$MARKER.tmp"
-		mv -f "$MARKER.tmp" "$MARKER"
-		log "checkpoint at step $step on signal; wrote $MARKER"
+		if ((RANK == 0)); then
+			printf 'step=%d\n' "$step" >"$MARKER.tmp"
+			mv -f "$MARKER.tmp" "$MARKER"
+			log "checkpoint at step $step on signal; wrote $MARKER"
+		fi
 	fi
 done
 save "$step"

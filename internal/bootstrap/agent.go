@@ -24,6 +24,8 @@ const (
 	EnvReportInterval = "BURST_REPORT_INTERVAL"
 	EnvCheckpointRoot = "BURST_CHECKPOINT_ROOT"
 	EnvLogLevel       = "BURST_LOG_LEVEL"
+	EnvGPUSource      = "BURST_GPU_SOURCE"
+	EnvSimMemory      = "BURST_SIM_MEMORY_PERCENT"
 )
 
 // AgentEnv returns the environment (KEY=value) burst-agent run gets. The
@@ -46,6 +48,12 @@ func AgentEnv(u userdata.UserData, credentialFile, caFile, nonceFile string) []s
 	}
 	if u.Agent.LogLevel != "" {
 		env = append(env, EnvLogLevel+"="+u.Agent.LogLevel)
+	}
+	if u.Agent.GPUSource != "" {
+		env = append(env, EnvGPUSource+"="+u.Agent.GPUSource)
+	}
+	if u.Agent.SimMemoryPercent > 0 {
+		env = append(env, fmt.Sprintf("%s=%d", EnvSimMemory, u.Agent.SimMemoryPercent))
 	}
 	return env
 }

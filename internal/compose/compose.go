@@ -196,6 +196,17 @@ func SizingClasses(cfg *config.Config, cat *catalog.Catalog) []sizing.Class {
 		}
 		if ps := parts[c.Name]; len(ps) > 0 {
 			pc.Partition = ps[0]
+			pc.Partitions = append([]string(nil), ps...)
+		}
+		for _, p := range cfg.Slurm.Partitions {
+			for _, q := range pc.Partitions {
+				if q != p.Name {
+					continue
+				}
+				if d, err := p.MaxTimeDuration(); err == nil && d > 0 && (pc.MaxTime == 0 || d < pc.MaxTime) {
+					pc.MaxTime = d
+				}
+			}
 		}
 		out = append(out, pc)
 	}
@@ -206,11 +217,21 @@ func SizingClasses(cfg *config.Config, cat *catalog.Catalog) []sizing.Class {
 // one burst-sizer ranks and routes with, and burst-resume ranks with
 // in-process when the sizer does not answer (one policy, never two).
 func Policy(cfg *config.Config) (*sizing.Policy, error) {
-	p, err := sizing.New(catalog.Default(), cfg.Cluster.Region, SizingClasses(cfg, catalog.Default()), sizing.DefaultParams())
+	p, err := sizing.New(catalog.Default(), cfg.Cluster.Region, SizingClasses(cfg, catalog.Default()), SizingParams(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("building sizing policy from %s: %w", cfg.Source, err)
 	}
 	return p, nil
+}
+
+// SizingParams are the policy's tunables from burst.yaml's sizing section.
+func SizingParams(cfg *config.Config) sizing.Params {
+	p := sizing.DefaultParams()
+	p.RewriteExplicit = cfg.Sizing.RewriteExplicit
+	if cfg.Sizing.LearnAfterRuns > 0 {
+		p.DownsizeMinJobs = cfg.Sizing.LearnAfterRuns
+	}
+	return p
 }
 
 // SizerClient is a client of burst-sizer serve with the admin token of

@@ -40,6 +40,7 @@ type Config struct {
 	Image    Image    `yaml:"image"`
 	FSx      FSx      `yaml:"fsx"`
 	Sizer    Sizer    `yaml:"sizer"`
+	Sizing   Sizing   `yaml:"sizing"`
 	Agent    Agent    `yaml:"agent"`
 	Teardown Teardown `yaml:"teardown"`
 	Warm     Warm     `yaml:"warm"`
@@ -188,6 +189,10 @@ type Sizer struct {
 	// token on this loopback address; otherwise scrape the HTTPS listener
 	// with the read-only credential (<token_file>.read).
 	MetricsListen string `yaml:"metrics_listen"`
+	// AcceptSimulatedGPUs makes the sizer learn from simulated GPU reports
+	// (burst-agent --gpu-source sim). Test stacks only: production learns
+	// from NVML readings alone.
+	AcceptSimulatedGPUs bool `yaml:"accept_simulated_gpus"`
 }
 
 // SizerTLS locates the sizer's CA and server certificate. `burst-sizer tls
@@ -243,6 +248,17 @@ func orDefault(v, def string) string {
 	return def
 }
 
+// Sizing tunes the sizing decision.
+type Sizing struct {
+	// RewriteExplicit lets the sizer replace what a user asked for
+	// explicitly (--gres/--gpus, --nodes, --partition) with a cheaper plan
+	// that fits. Off (the default): the cheaper plan is only suggested.
+	RewriteExplicit bool `yaml:"rewrite_explicit"`
+	// LearnAfterRuns is how many measured runs of a recurring job it takes
+	// before the sizer sizes it down from what they used (default 2).
+	LearnAfterRuns int `yaml:"learn_after_runs"`
+}
+
 // Agent configures burst-agent on nodes.
 type Agent struct {
 	ReportInterval Duration `yaml:"report_interval"`
@@ -256,6 +272,13 @@ type Agent struct {
 	// IMDSEndpoint overrides the instance metadata endpoint (the EC2
 	// emulator in the demo and tests); empty in production.
 	IMDSEndpoint string `yaml:"imds_endpoint"`
+	// GPUSource is where burst-agent reads GPUs: nvml (the default; a
+	// node whose NVML fails is drained with the reason) or sim (simulated
+	// GPUs: the demo and the tests, whose sizer sets accept_simulated_gpus).
+	GPUSource string `yaml:"gpu_source"`
+	// SimMemoryPercent fixes the GPU memory simulated GPUs show a job
+	// using, in percent (tests of learning); 0 follows the utilisation.
+	SimMemoryPercent int `yaml:"sim_memory_percent"`
 }
 
 // Teardown says when nodes go away.
@@ -381,7 +404,8 @@ func Default() *Config {
 		FSx: FSx{MountPoint: "/fsx", CheckpointDir: "checkpoints"},
 		Sizer: Sizer{Listen: "127.0.0.1:8472", URL: "https://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second),
 			TLS: SizerTLS{CAFile: "/etc/burst/sizer-ca.pem"}, IdentityCert: "/etc/burst/ec2-identity.pem", CredentialTTL: D(time.Hour)},
-		Agent:      Agent{ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
+		Sizing:     Sizing{LearnAfterRuns: 2},
+		Agent:      Agent{GPUSource: "nvml", ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
 		Teardown:   Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute), RequeueHold: D(2 * time.Minute)},
 		Warm:       Warm{Interval: D(time.Minute), Quantile: 0.95, HalfLife: D(30 * time.Minute), ProfileWeight: 0.5, LeadTime: D(2 * time.Minute)},
 		Accounting: Accounting{IdleOwner: "launching-job", DefaultTimeLimit: D(4 * time.Hour)},

@@ -173,6 +173,9 @@ func (v *validator) slurm() {
 		if p.Default {
 			defaults++
 		}
+		if _, err := p.MaxTimeDuration(); err != nil {
+			v.add(path+".max_time", "%v", err)
+		}
 		for j, cl := range p.Classes {
 			if _, ok := v.c.Class(cl); !ok {
 				v.add(fmt.Sprintf("%s.classes[%d]", path, j), "no class named %q (classes: %s)", cl, v.classNames())
@@ -387,6 +390,9 @@ func (v *validator) sizer() {
 	v.abs("sizer.state_dir", s.StateDir, true)
 	v.positive("sizer.timeout", s.Timeout)
 	v.positive("sizer.reconcile_interval", s.ReconcileInterval)
+	if n := v.c.Sizing.LearnAfterRuns; n < 1 || n > 1000 {
+		v.add("sizing.learn_after_runs", "must be between 1 and 1000, got %d", n)
+	}
 }
 
 func (v *validator) agentTeardown() {
@@ -395,6 +401,19 @@ func (v *validator) agentTeardown() {
 	v.positive("agent.imds_poll", a.IMDSPoll)
 	v.positive("agent.checkpoint_grace", a.CheckpointGrace)
 	v.positive("agent.dead_man_after", a.DeadManAfter)
+	switch a.GPUSource {
+	case "nvml", "sim":
+	default:
+		v.add("agent.gpu_source", "%q: want nvml (real GPUs) or sim (simulated: demo and tests only)", a.GPUSource)
+	}
+	if p := a.SimMemoryPercent; p < 0 || p > 100 {
+		v.add("agent.sim_memory_percent", "must be between 0 and 100, got %d", p)
+	} else if p > 0 && a.GPUSource != "sim" {
+		v.add("agent.sim_memory_percent", "applies only with agent.gpu_source: sim")
+	}
+	if v.c.Sizer.AcceptSimulatedGPUs && a.GPUSource != "sim" {
+		v.add("sizer.accept_simulated_gpus", "is for test stacks whose agents simulate GPUs (agent.gpu_source: sim); production learns from NVML only")
+	}
 	if a.CheckpointGrace.Seconds() >= 110 {
 		v.add("agent.checkpoint_grace", "%s leaves no time to requeue before EC2 reclaims the instance (2 minutes after the notice); keep it under 110s", a.CheckpointGrace.Duration)
 	}

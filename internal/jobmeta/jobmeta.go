@@ -17,16 +17,43 @@ import (
 )
 
 // Workload is what a job does with its model; it selects the memory and FLOPs
-// models (see MemoryBytesPerParam and FLOPsPerParamToken).
+// models of internal/sizing. workload=lora and workload=qlora are read as
+// finetune with method=lora or method=qlora.
 type Workload string
 
 // Workloads understood in metadata (workload=...).
 const (
 	WorkloadUnknown   Workload = ""
 	WorkloadInference Workload = "inference"
-	WorkloadLoRA      Workload = "lora"
 	WorkloadFinetune  Workload = "finetune"
 	WorkloadTrain     Workload = "train"
+)
+
+// Method is how a fine-tune (or training run) updates the model
+// (method=full|lora|qlora).
+type Method string
+
+// Methods understood in metadata. MethodUnknown means full for finetune and
+// train.
+const (
+	MethodUnknown Method = ""
+	MethodFull    Method = "full"
+	MethodLoRA    Method = "lora"  // frozen 16-bit weights, low-rank adapters trained (Hu et al. 2021)
+	MethodQLoRA   Method = "qlora" // frozen 4-bit NF4 weights, adapters trained (Dettmers et al. 2023)
+)
+
+// Sharding is how training state is split over the job's GPUs
+// (sharding=...).
+type Sharding string
+
+// Shardings understood in metadata. ShardingAuto lets the sizer choose:
+// replicated when the model state fits on one GPU, else ZeRO-3/FSDP.
+const (
+	ShardingAuto       Sharding = ""
+	ShardingReplicated Sharding = "replicated" // DDP: every GPU holds everything
+	ShardingZeRO1      Sharding = "zero1"      // optimizer state sharded
+	ShardingZeRO2      Sharding = "zero2"      // optimizer state and gradients sharded
+	ShardingZeRO3      Sharding = "zero3"      // everything sharded (FSDP full shard)
 )
 
 // Precision is the numeric format of a model's weights.
@@ -72,8 +99,19 @@ type Metadata struct {
 	Tokens           float64       // training tokens (tokens=1T); wins over DatasetBytes
 	Epochs           float64       // passes over the data (epochs=3); 0 means 1
 	Deadline         time.Duration // wall-clock deadline from submission (deadline=8h)
-	Workload         Workload      // workload=inference|lora|finetune|train
+	Workload         Workload      // workload=inference|finetune|train (lora/qlora set Method)
+	Method           Method        // method=full|lora|qlora
 	Precision        Precision     // precision=fp32|fp16|bf16|fp8|int8|int4
+	Sharding         Sharding      // sharding=ddp|zero1|zero2|zero3|fsdp
+	Seq              int           // training sequence length in tokens (seq=4096, seq=8K)
+	Batch            int           // micro-batch per GPU (training) or concurrent sequences (inference)
+	Context          int           // inference context length in tokens (context=8K)
+	Layers           int           // transformer layers (layers=32); default from a known architecture
+	Hidden           int           // hidden size (hidden=4096)
+	Heads            int           // attention heads (heads=32)
+	KVHeads          int           // key/value heads, for grouped-query attention (kv_heads=8)
+	Latency          time.Duration // inference: per-token decode latency target (latency=50ms)
+	Throughput       float64       // inference: tokens/s target over all sequences (throughput=2K)
 	Checkpoint       time.Duration // checkpoint interval (checkpoint=30m)
 	NoCheckpoint     bool          // checkpoint=none: the job cannot checkpoint
 	CheckpointSignal string        // checkpoint_signal=USR1: signal the agent sends before a spot interruption
@@ -129,8 +167,13 @@ func (e *MetadataError) Error() string {
 	return s
 }
 
-// metadataKeys lists every key with its help text (shown for unknown keys).
-var metadataKeys = []string{"params", "dataset", "tokens", "epochs", "deadline", "workload", "precision", "checkpoint", "checkpoint_signal", "checkpoint_to", "rebalance", "capacity"}
+// metadataKeys lists every key (shown for unknown keys).
+var metadataKeys = []string{"params", "dataset", "tokens", "epochs", "deadline", "workload", "method", "precision", "sharding",
+	"seq", "batch", "context", "layers", "hidden", "heads", "kv_heads", "latency", "throughput",
+	"checkpoint", "checkpoint_signal", "checkpoint_to", "rebalance", "capacity"}
+
+// Keys returns every metadata key burst understands.
+func Keys() []string { return append([]string(nil), metadataKeys...) }
 
 // CheckpointTarget is where burst sends a job's checkpoint signal.
 type CheckpointTarget string
@@ -192,6 +235,7 @@ func parseBody(s string, start int) (Metadata, []error) {
 	var md Metadata
 	var errs []error
 	seen := map[string]bool{}
+	cols := map[string]int{}
 	pos := start
 	for pos < len(s) {
 		for pos < len(s) && isSep(s[pos]) {
@@ -227,9 +271,70 @@ func parseBody(s string, start int) (Metadata, []error) {
 			continue
 		}
 		seen[key] = true
+		cols[key] = col
 		md.Keys = append(md.Keys, key)
 	}
+	for _, e := range md.crossCheck(cols) {
+		errs = append(errs, e)
+	}
 	return md, errs
+}
+
+// crossCheck reports keys that contradict each other, each at the column of
+// the key that does not apply.
+func (md *Metadata) crossCheck(cols map[string]int) []*MetadataError {
+	var errs []*MetadataError
+	bad := func(key, msg, hint string) {
+		errs = append(errs, &MetadataError{Pos: cols[key], Key: key, Msg: msg, Hint: hint})
+	}
+	if md.Workload == WorkloadInference {
+		if _, ok := cols["method"]; ok {
+			bad("method", "method= applies to finetune and train, not to workload=inference", "drop method=, or say workload=finetune")
+		}
+		if _, ok := cols["sharding"]; ok {
+			bad("sharding", "sharding= applies to training state; inference weights are split over the GPUs (tensor parallel) anyway", "drop sharding=")
+		}
+	}
+	if md.Workload == WorkloadFinetune || md.Workload == WorkloadTrain || md.Method != MethodUnknown {
+		for _, k := range []string{"latency", "throughput", "context"} {
+			if _, ok := cols[k]; ok {
+				bad(k, k+"= is an inference setting; this job trains", "use workload=inference, or for training give seq= and deadline=")
+			}
+		}
+	}
+	if md.KVHeads > 0 && md.Heads > 0 && md.KVHeads > md.Heads {
+		bad("kv_heads", fmt.Sprintf("kv_heads=%d is more than heads=%d", md.KVHeads, md.Heads), "key/value heads are at most the attention heads (equal without grouped-query attention)")
+	}
+	return errs
+}
+
+// ModelSignature is the part of the metadata that describes the model and
+// how it is run (not the deadline, checkpointing or capacity): two runs with
+// the same signature use the same GPU memory. Learning keys a recurring job
+// on it, with its user and job name.
+func (m Metadata) ModelSignature() string {
+	var b strings.Builder
+	add := func(k, v string) {
+		if v != "" && v != "0" {
+			fmt.Fprintf(&b, "%s=%s ", k, v)
+		}
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	i := strconv.Itoa
+	add("params", f(m.Params))
+	add("tokens", f(m.TrainTokens()))
+	add("workload", string(m.Workload))
+	add("method", string(m.Method))
+	add("precision", string(m.Precision))
+	add("sharding", string(m.Sharding))
+	add("seq", i(m.Seq))
+	add("batch", i(m.Batch))
+	add("context", i(m.Context))
+	add("layers", i(m.Layers))
+	add("hidden", i(m.Hidden))
+	add("heads", i(m.Heads))
+	add("kv_heads", i(m.KVHeads))
+	return strings.TrimSpace(b.String())
 }
 
 func isSep(c byte) bool { return c == ' ' || c == '\t' || c == ',' || c == '\n' || c == '\r' }
@@ -323,6 +428,7 @@ func (md *Metadata) set(key, val string) *MetadataError {
 		}
 	case "workload":
 		w := Workload(strings.ToLower(val))
+		var m Method
 		switch w {
 		case "fine-tune", "fine_tune", "sft":
 			w = WorkloadFinetune
@@ -330,15 +436,98 @@ func (md *Metadata) set(key, val string) *MetadataError {
 			w = WorkloadTrain
 		case "infer", "serve", "serving":
 			w = WorkloadInference
-		case "qlora", "peft":
-			w = WorkloadLoRA
+		case "lora", "peft":
+			w, m = WorkloadFinetune, MethodLoRA
+		case "qlora":
+			w, m = WorkloadFinetune, MethodQLoRA
 		}
 		switch w {
-		case WorkloadInference, WorkloadLoRA, WorkloadFinetune, WorkloadTrain:
-			md.Workload = w
+		case WorkloadInference, WorkloadFinetune, WorkloadTrain:
 		default:
-			return bad(fmt.Sprintf("workload=%s is not known", val), "use inference, lora, finetune or train")
+			return bad(fmt.Sprintf("workload=%s is not known", val), "use inference, finetune, train, lora or qlora")
 		}
+		if m != MethodUnknown && md.Method != MethodUnknown && md.Method != m {
+			return bad(fmt.Sprintf("workload=%s contradicts method=%s", val, md.Method), "give one of them")
+		}
+		md.Workload = w
+		if m != MethodUnknown {
+			md.Method = m
+		}
+	case "method":
+		m := Method(strings.ToLower(val))
+		switch m {
+		case "peft":
+			m = MethodLoRA
+		case "fft", "full-finetune":
+			m = MethodFull
+		}
+		switch m {
+		case MethodFull, MethodLoRA, MethodQLoRA:
+		default:
+			return bad(fmt.Sprintf("method=%s is not known", val), "use full, lora or qlora")
+		}
+		if md.Method != MethodUnknown && md.Method != m {
+			return bad(fmt.Sprintf("method=%s contradicts workload=%s", val, md.Method), "give one of them")
+		}
+		md.Method = m
+	case "sharding":
+		sh := Sharding(strings.ToLower(val))
+		switch sh {
+		case "ddp", "none", "no", "replicated", "zero0":
+			sh = ShardingReplicated
+		case "fsdp", "full_shard", "sharded", "zero-3":
+			sh = ShardingZeRO3
+		case "zero-2", "shard_grad_op":
+			sh = ShardingZeRO2
+		case "zero-1":
+			sh = ShardingZeRO1
+		}
+		switch sh {
+		case ShardingReplicated, ShardingZeRO1, ShardingZeRO2, ShardingZeRO3:
+			md.Sharding = sh
+		default:
+			return bad(fmt.Sprintf("sharding=%s is not known", val), "use ddp (replicated), zero1, zero2, zero3 or fsdp")
+		}
+	case "seq", "context":
+		n, err := parseTokenLen(val)
+		if err != nil || n < 1 || n > MaxTokenLen {
+			return bad(fmt.Sprintf("%s=%s is not a sequence length", key, val), fmt.Sprintf("use a token count up to %dK, e.g. %s=4096 or %s=8K (K = 1024)", MaxTokenLen>>10, key, key))
+		}
+		if key == "seq" {
+			md.Seq = n
+		} else {
+			md.Context = n
+		}
+	case "batch", "layers", "hidden", "heads", "kv_heads":
+		lim := map[string]int{"batch": 1 << 20, "layers": 1000, "hidden": 1 << 20, "heads": 10000, "kv_heads": 10000}[key]
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 1 || n > lim {
+			return bad(fmt.Sprintf("%s=%s is not a whole number from 1 to %d", key, val, lim), "e.g. "+key+"="+example(key))
+		}
+		switch key {
+		case "batch":
+			md.Batch = n
+		case "layers":
+			md.Layers = n
+		case "hidden":
+			md.Hidden = n
+		case "heads":
+			md.Heads = n
+		case "kv_heads":
+			md.KVHeads = n
+		}
+	case "latency":
+		d, err := parseDuration(val)
+		if err != nil || d <= 0 || d > time.Hour {
+			return bad(fmt.Sprintf("latency=%s is not a per-token latency", val), "use a duration such as 50ms or 0.1s")
+		}
+		md.Latency = d
+	case "throughput":
+		n, err := parseCount(strings.TrimSuffix(strings.ToLower(val), "/s"))
+		if err != nil || n <= 0 || n > 1e12 {
+			return bad(fmt.Sprintf("throughput=%s is not a token rate", val), "use tokens per second, e.g. throughput=2000 or throughput=2K")
+		}
+		md.Throughput = n
 	case "precision":
 		p := Precision(strings.ToLower(val))
 		switch p {
@@ -394,8 +583,46 @@ func example(key string) string {
 		return "steps"
 	case "rebalance":
 		return "checkpoint"
+	case "method":
+		return "lora"
+	case "sharding":
+		return "fsdp"
+	case "seq", "context":
+		return "4096"
+	case "batch":
+		return "8"
+	case "layers":
+		return "32"
+	case "hidden":
+		return "4096"
+	case "heads", "kv_heads":
+		return "8"
+	case "latency":
+		return "50ms"
+	case "throughput":
+		return "2000"
 	}
 	return "..."
+}
+
+// MaxTokenLen bounds seq= and context= (16M tokens).
+const MaxTokenLen = 16 << 20
+
+// parseTokenLen reads a token length: digits, or digits with K or M as
+// powers of 1024 (the LLM convention: 8K = 8192, 128K = 131072).
+func parseTokenLen(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "K") || strings.HasSuffix(s, "k"):
+		mult, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(s, "M") || strings.HasSuffix(s, "m"):
+		mult, s = 1<<20, s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > MaxTokenLen/mult {
+		return 0, fmt.Errorf("bad token length %q", s)
+	}
+	return n * mult, nil
 }
 
 // didYouMean proposes the closest known key for a misspelt one.

@@ -25,7 +25,21 @@ func TestParseMetadata(t *testing.T) {
 			want: Metadata{Params: 1.5e12, Tokens: 300e9, Epochs: 2, Deadline: 60 * time.Hour, CheckpointSignal: "USR1", Capacity: CapacityOnDemand},
 		},
 		{in: "burst: dataset=800GiB params=350M", want: Metadata{DatasetBytes: 800 << 30, Params: 350e6}},
-		{in: "burst: dataset=20GB params=125K workload=lora precision=int4", want: Metadata{DatasetBytes: 20e9, Params: 125e3, Workload: WorkloadLoRA, Precision: PrecisionInt4}},
+		{in: "burst: dataset=20GB params=125K workload=lora precision=int4", want: Metadata{DatasetBytes: 20e9, Params: 125e3, Workload: WorkloadFinetune, Method: MethodLoRA, Precision: PrecisionInt4}},
+		{in: "burst: params=65B workload=qlora seq=512 batch=1", want: Metadata{Params: 65e9, Workload: WorkloadFinetune, Method: MethodQLoRA, Seq: 512, Batch: 1}},
+		{in: "burst: params=70B workload=finetune method=full sharding=fsdp seq=4K batch=2", want: Metadata{Params: 70e9, Workload: WorkloadFinetune, Method: MethodFull, Sharding: ShardingZeRO3, Seq: 4096, Batch: 2}},
+		{in: "burst: method=lora workload=finetune sharding=ddp", want: Metadata{Workload: WorkloadFinetune, Method: MethodLoRA, Sharding: ShardingReplicated}},
+		{in: "burst: workload=inference params=8B context=128K batch=16 latency=40ms throughput=2K", want: Metadata{Workload: WorkloadInference, Params: 8e9, Context: 131072, Batch: 16, Latency: 40 * time.Millisecond, Throughput: 2000}},
+		{in: "burst: params=7B layers=32 hidden=4096 heads=32 kv_heads=8 sharding=zero2", want: Metadata{Params: 7e9, Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, Sharding: ShardingZeRO2}},
+		{in: "burst: method=dora", errs: []string{"method=dora is not known; use full, lora or qlora"}, errCols: []int{8}},
+		{in: "burst: seq=0 batch=1.5 context=99999999K", errs: []string{"seq=0 is not a sequence length", "batch=1.5 is not a whole number", "context=99999999K is not a sequence length"}},
+		{in: "burst: layers=-1 hidden=x heads=20000", errs: []string{"layers=-1", "hidden=x", "heads=20000"}},
+		{in: "burst: latency=fast throughput=-3", errs: []string{"latency=fast is not a per-token latency", "throughput=-3 is not a token rate"}},
+		{in: "burst: sharding=zero4", errs: []string{"sharding=zero4 is not known"}},
+		{in: "burst: workload=qlora method=full", want: Metadata{Workload: WorkloadFinetune, Method: MethodQLoRA}, errs: []string{"method=full contradicts workload=qlora"}, errCols: []int{23}},
+		{in: "burst: workload=inference method=lora", want: Metadata{Workload: WorkloadInference, Method: MethodLoRA}, errs: []string{"method= applies to finetune and train"}, errCols: []int{27}},
+		{in: "burst: workload=train latency=50ms", want: Metadata{Workload: WorkloadTrain, Latency: 50 * time.Millisecond}, errs: []string{"latency= is an inference setting"}, errCols: []int{23}},
+		{in: "burst: heads=8 kv_heads=16", want: Metadata{Heads: 8, KVHeads: 16}, errs: []string{"kv_heads=16 is more than heads=8"}, errCols: []int{16}},
 		{in: "burst: checkpoint=none workload=inference", want: Metadata{NoCheckpoint: true, Workload: WorkloadInference}},
 		{in: "burst: workload=sft precision=bfloat16 capacity=spot", want: Metadata{Workload: WorkloadFinetune, Precision: PrecisionBF16, Capacity: CapacitySpot}},
 		{
@@ -74,6 +88,9 @@ func TestParseMetadata(t *testing.T) {
 					got.Epochs != c.want.Epochs || got.Deadline != c.want.Deadline || got.Workload != c.want.Workload ||
 					got.Precision != c.want.Precision || got.Checkpoint != c.want.Checkpoint || got.NoCheckpoint != c.want.NoCheckpoint ||
 					got.CheckpointSignal != c.want.CheckpointSignal || got.Capacity != c.want.Capacity ||
+					got.Method != c.want.Method || got.Sharding != c.want.Sharding || got.Seq != c.want.Seq || got.Batch != c.want.Batch ||
+					got.Context != c.want.Context || got.Layers != c.want.Layers || got.Hidden != c.want.Hidden || got.Heads != c.want.Heads ||
+					got.KVHeads != c.want.KVHeads || got.Latency != c.want.Latency || got.Throughput != c.want.Throughput ||
 					got.CheckpointTo != c.want.CheckpointTo || got.Rebalance != c.want.Rebalance {
 					t.Errorf("got %+v\nwant %+v", got, c.want)
 				}
@@ -113,6 +130,9 @@ func FuzzParseMetadata(f *testing.F) {
 		"burst: tokens=1T epochs=0.5 deadline=1d2h3m checkpoint=none capacity=spot",
 		"burst: params=$(reboot)", "burst:", "burst: a=b=c ,, x", "burst: deadline=99999999999d",
 		"burst: params=1e9999 dataset=.TB",
+		"burst: workload=qlora method=lora seq=8K batch=4 sharding=fsdp",
+		"burst: workload=inference context=128K batch=64 latency=20ms throughput=10K layers=80 hidden=8192 heads=64 kv_heads=8",
+		"burst: seq=16384K context=0 batch=1048577 method=full workload=lora",
 	} {
 		f.Add(s)
 	}
@@ -127,7 +147,9 @@ func FuzzParseMetadata(f *testing.F) {
 				t.Fatalf("column %d outside input of %d bytes", me.Pos, len(s))
 			}
 		}
-		if m.Params < 0 || m.DatasetBytes < 0 || m.Tokens < 0 || m.Deadline < 0 || m.Checkpoint < 0 || m.Epochs < 0 {
+		if m.Params < 0 || m.DatasetBytes < 0 || m.Tokens < 0 || m.Deadline < 0 || m.Checkpoint < 0 || m.Epochs < 0 ||
+			m.Seq < 0 || m.Seq > MaxTokenLen || m.Context < 0 || m.Context > MaxTokenLen || m.Batch < 0 || m.Layers < 0 ||
+			m.Hidden < 0 || m.Heads < 0 || m.KVHeads < 0 || m.Latency < 0 || m.Throughput < 0 {
 			t.Fatalf("negative value from %q: %+v", s, m)
 		}
 		for _, k := range m.Keys {
@@ -136,8 +158,23 @@ func FuzzParseMetadata(f *testing.F) {
 			}
 		}
 		// Every accepted value comes from the safe alphabet.
-		if strings.ContainsAny(m.CheckpointSignal+string(m.Workload)+string(m.Precision)+string(m.Capacity), "$`;|&<>()'\" \\\n") {
+		if strings.ContainsAny(m.CheckpointSignal+string(m.Workload)+string(m.Precision)+string(m.Capacity)+string(m.Method)+string(m.Sharding), "$`;|&<>()'\" \\\n") {
 			t.Fatalf("unsafe value accepted from %q: %+v", s, m)
 		}
 	})
+}
+
+func TestModelSignature(t *testing.T) {
+	a, _ := ParseMetadata("burst: params=7B workload=lora seq=4K deadline=8h checkpoint=30m")
+	b, _ := ParseMetadata("burst: deadline=2d seq=4096 method=lora workload=finetune params=7000M capacity=spot")
+	if a.ModelSignature() != b.ModelSignature() {
+		t.Errorf("same model, different signatures: %q vs %q", a.ModelSignature(), b.ModelSignature())
+	}
+	if want := "params=7e+09 workload=finetune method=lora seq=4096"; a.ModelSignature() != want {
+		t.Errorf("signature %q, want %q", a.ModelSignature(), want)
+	}
+	c, _ := ParseMetadata("burst: params=7B workload=lora seq=8K")
+	if a.ModelSignature() == c.ModelSignature() {
+		t.Error("different seq, same signature")
+	}
 }

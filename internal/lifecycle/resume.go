@@ -417,7 +417,7 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 				// what the job asked for: the sizer sets it against what the
 				// agents measure (requested vs used) and charges the spend to it
 				ev.Job = &sizerapi.Job{JobID: jr.JobID, JobName: jr.JobName, User: jr.User, Account: jr.Account, Class: g.class.Name,
-					GPUModel: g.class.GPUModel, GPUsPerNode: jr.GPUsPerNode, Nodes: jr.Nodes}
+					GPUModel: g.class.GPUModel, GPUsPerNode: jr.GPUsPerNode, Nodes: jr.Nodes, Comment: jr.Comment}
 				if g.job != nil {
 					ev.Job.Attempt = attempt // Slurm's restart count + 1
 				}

@@ -37,7 +37,8 @@ func RenderUserData(cfg *config.Config, nodes []cloud.NodeSpec, issued time.Time
 		FSx: userdata.FSx{DNSName: cfg.FSx.DNSName, MountName: cfg.FSx.MountName, MountPoint: cfg.FSx.MountPoint,
 			CheckpointRoot: filepath.Join(cfg.FSx.MountPoint, cfg.FSx.CheckpointDir)},
 		Agent: userdata.Agent{SizerURL: cfg.Sizer.URL, SizerCA: string(ca), IMDSEndpoint: cfg.Agent.IMDSEndpoint,
-			ReportInterval: userdata.Duration(cfg.Agent.ReportInterval.Duration), LogLevel: cfg.Log.Level},
+			ReportInterval: userdata.Duration(cfg.Agent.ReportInterval.Duration), LogLevel: cfg.Log.Level,
+			GPUSource: cfg.Agent.GPUSource, SimMemoryPercent: cfg.Agent.SimMemoryPercent},
 	}
 	if len(nodes) == 1 {
 		u.NodeName = nodes[0].Node

@@ -13,11 +13,13 @@
 //	POST /v1/node/credential/renew  node      {} -> CredentialResponse
 //	POST /v1/rank                   admin     RankRequest -> RankResponse
 //	POST /v1/route                  route     RouteRequest -> sizing.Decision
-//	POST /v1/reports                node      ReportBatch -> ReportResult (idempotent by node+seq)
+//	POST /v1/reports                node      ReportBatch -> ReportResult (idempotent by instance+node+seq)
 //	POST /v1/interruptions          node      Interruption -> {}
 //	POST /v1/boots                  node      BootReport -> {} (metrics only)
 //	POST /v1/instances/launch       admin     InstanceEvent -> {}
 //	POST /v1/instances/terminate    admin     InstanceEvent (instance_id, time) -> {}
+//	POST /v1/jobs/start             admin     JobStart -> {} (every job that starts on a burst node: PrologSlurmctld)
+//	POST /v1/jobs/end               admin     JobEnd -> {} (its exit, and whether it ran out of GPU memory: EpilogSlurmctld)
 //	GET  /v1/budgets                read      -> []BudgetStatus
 //	GET  /v1/report                 read      -> UsageReport
 //	GET  /v1/fleet, /v1/jobs[/ID], /v1/money, /v1/rightsizing  read (dash.go)
@@ -45,6 +47,8 @@ const (
 	PathInterruptions     = "/v1/interruptions"
 	PathInstanceLaunch    = "/v1/instances/launch"
 	PathInstanceTerminate = "/v1/instances/terminate"
+	PathJobStart          = "/v1/jobs/start"
+	PathJobEnd            = "/v1/jobs/end"
 	PathBudgets           = "/v1/budgets"
 	PathReport            = "/v1/report"
 	PathBoots             = "/v1/boots"
@@ -122,6 +126,11 @@ type JobRequest struct {
 	TimeLimitSeconds float64 `json:"time_limit_seconds,omitempty"`
 	NoRequeue        bool    `json:"no_requeue,omitempty"`
 	UserConstraint   string  `json:"constraint,omitempty"` // the job's own --constraint
+	// What the user set explicitly (sizing keeps it): --gres/--gpus/
+	// --gpus-per-node, --nodes, --partition.
+	ExplicitGPUs      bool `json:"explicit_gpus,omitempty"`
+	ExplicitNodes     bool `json:"explicit_nodes,omitempty"`
+	ExplicitPartition bool `json:"explicit_partition,omitempty"`
 	// Comment is the job's --comment; its "burst:" metadata is parsed by the server.
 	Comment string `json:"comment,omitempty"`
 }
@@ -135,7 +144,15 @@ func (j JobRequest) Policy() (sizing.Request, []error) {
 		CPUsPerNode: j.CPUsPerNode, MemoryMiBPerNode: j.MemoryMiBPerNode,
 		TimeLimit: time.Duration(j.TimeLimitSeconds * float64(time.Second)),
 		NoRequeue: j.NoRequeue, Metadata: md,
+		Explicit: sizing.Explicit{GPUs: j.ExplicitGPUs, Nodes: j.ExplicitNodes, Partition: j.ExplicitPartition},
 	}, errs
+}
+
+// Key is the job's recurring-job key (sizing.RecurringKey of its user, job
+// name and metadata).
+func (j JobRequest) Key() string {
+	md, _ := jobmeta.ParseMetadata(j.Comment)
+	return sizing.RecurringKey(j.User, j.JobName, md)
 }
 
 // Unavailable is an offering the caller knows it cannot get.
@@ -248,11 +265,26 @@ type Record struct {
 	Event   *Event       `json:"event,omitempty"`
 }
 
+// GPU sources of a report batch (ReportBatch.GPUSource).
+const (
+	GPUSourceNVML = "nvml" // real GPUs read through NVML
+	GPUSourceSim  = "sim"  // simulated GPUs (burst-agent --gpu-source sim): never learned from unless the sizer is a test stack
+)
+
 // ReportBatch is what an agent posts: records in Seq order. Node and
 // InstanceID, when set, must be the credential's own.
 type ReportBatch struct {
-	Node       string `json:"node"`
+	Node string `json:"node"`
+	// InstanceID is the EC2 instance the records come from. Records are
+	// deduplicated by instance, node and seq (seq restarts on a new
+	// instance that reuses the node name). The server attaches the
+	// identity it trusts (the node credential's, once credentials carry
+	// it) before storing.
 	InstanceID string `json:"instance_id,omitempty"`
+	// GPUSource says where the GPU readings come from: GPUSourceNVML or
+	// GPUSourceSim. Anything else (an agent older than the field) is
+	// treated as not real.
+	GPUSource string `json:"gpu_source,omitempty"`
 	// Dropped counts records this node ever dropped because its on-disk
 	// buffer was full (their Seqs never arrive).
 	Dropped uint64   `json:"dropped"`
@@ -270,6 +302,9 @@ type ReportResult struct {
 	// (the first few).
 	Refused  int      `json:"refused,omitempty"`
 	Problems []string `json:"problems,omitempty"`
+	// Ignored counts accepted GPU records not used for learning because
+	// they are simulated (the sizer learns from real GPUs only).
+	Ignored int `json:"ignored,omitempty"`
 }
 
 // Interruption is a spot interruption (or rebalance) notice for an
@@ -300,6 +335,30 @@ type Job struct {
 	GPUMemoryMiB int `json:"gpu_memory_mib,omitempty"`
 	// Attempt is Slurm's restart count of the job + 1 (requeues = attempts - 1).
 	Attempt int `json:"attempt,omitempty"`
+	// Comment is the job's --comment (its burst: metadata), for the
+	// recurring-job key.
+	Comment string `json:"comment,omitempty"`
+}
+
+// JobStart is a job starting on burst nodes (PrologSlurmctld; a warm-reused
+// node's job too): it enters the history of its recurring job.
+type JobStart struct {
+	Job
+	NodeList string    `json:"node_list,omitempty"` // Slurm hostlist
+	Start    time.Time `json:"start"`
+	Restarts int       `json:"restarts,omitempty"`
+}
+
+// JobEnd is how a job ended (EpilogSlurmctld).
+type JobEnd struct {
+	JobID    string    `json:"job_id"`
+	End      time.Time `json:"end"`
+	ExitCode int       `json:"exit_code"`
+	Signal   int       `json:"signal,omitempty"`
+	// OOM is set when the job's output shows it ran out of GPU memory
+	// (Evidence says what was found where).
+	OOM      bool   `json:"oom,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
 }
 
 // InstanceEvent is a launch (all fields) or a termination (InstanceID, Time).

@@ -6,78 +6,22 @@ import (
 	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
-// weightBytes is the size of one parameter in each precision.
-var weightBytes = map[jobmeta.Precision]float64{
-	jobmeta.PrecisionUnknown: 2, // bf16/fp16 is the default for modern checkpoints
-	jobmeta.PrecisionFP32:    4,
-	jobmeta.PrecisionFP16:    2,
-	jobmeta.PrecisionBF16:    2,
-	jobmeta.PrecisionFP8:     1,
-	jobmeta.PrecisionInt8:    1,
-	jobmeta.PrecisionInt4:    0.5,
-}
-
-// The GPU memory model. Bytes per parameter, before activations:
-//
-//   - inference: the weights only, weightBytes[precision] (fp16/bf16: 2 B,
-//     fp8/int8: 1 B, int4: 0.5 B), times InferenceOverhead for KV cache and
-//     activations (1.2: a 20% allowance, which holds a few thousand tokens of
-//     KV cache for batch sizes of a few sequences).
-//   - lora (LoRA / QLoRA / PEFT): frozen weights at weightBytes[precision],
-//     plus LoRATrainableFraction (1%) of the parameters trained with Adam in
-//     mixed precision (16 B each), times TrainActivationOverhead.
-//   - finetune and train (full-parameter training with Adam, mixed precision):
-//     2 B bf16 weights + 2 B bf16 gradients + 12 B fp32 master weights and two
-//     Adam moments = 16 B/param (ZeRO paper, Rajbhandari et al. 2020, §3.1),
-//     times TrainActivationOverhead (1.15) for activations with activation
-//     checkpointing: about 18.4 B/param. fp32 training also totals 16 B/param
-//     (4 weights + 4 grads + 8 Adam moments).
-//
-// Memory is summed over the GPUs of one node: burst assumes model state is
-// sharded within a node (FSDP / ZeRO-3 over NVLink or PCIe) and that extra
-// nodes add data parallelism, each node holding a full sharded copy. Of each
-// GPU's memory only UsableGPUMemoryFraction (Params) is counted, leaving room
-// for the CUDA context, NCCL buffers and allocator fragmentation.
-const (
-	InferenceOverhead       = 1.2
-	TrainActivationOverhead = 1.15
-	LoRATrainableFraction   = 0.01
-	AdamMixedPrecisionBytes = 16.0
-)
-
-// MemoryBytesPerParam returns the GPU bytes one parameter costs for a workload
-// at a precision (see the memory model above). An unknown workload counts as
-// inference when no training data is given and as full fine-tuning otherwise
-// (callers decide; this function treats WorkloadUnknown as inference).
-func MemoryBytesPerParam(w jobmeta.Workload, p jobmeta.Precision) float64 {
-	wb, ok := weightBytes[p]
-	if !ok {
-		wb = 2
-	}
-	switch w {
-	case jobmeta.WorkloadLoRA:
-		return (wb + LoRATrainableFraction*AdamMixedPrecisionBytes) * TrainActivationOverhead
-	case jobmeta.WorkloadFinetune, jobmeta.WorkloadTrain:
-		return AdamMixedPrecisionBytes * TrainActivationOverhead
-	default:
-		return wb * InferenceOverhead
-	}
-}
-
 // FLOPsPerParamToken is the compute per parameter per token: 6 for full
 // training (2 forward + 4 backward; Kaplan et al. 2020, "Scaling Laws for
-// Neural Language Models", C = 6ND), 4 for LoRA (forward plus the backward
-// pass for activations; weight gradients only for the adapters), 2 for
-// inference (forward only).
-func FLOPsPerParamToken(w jobmeta.Workload) float64 {
-	switch w {
-	case jobmeta.WorkloadFinetune, jobmeta.WorkloadTrain:
-		return 6
-	case jobmeta.WorkloadLoRA:
-		return 4
-	default:
+// Neural Language Models", C = 6ND), 4 for LoRA and QLoRA (forward plus the
+// backward pass for activations; weight gradients only for the adapters),
+// 2 for inference (forward only). Activation recomputation is not counted:
+// MFU is defined on model FLOPs, so its cost is inside the MFU figure.
+func FLOPsPerParamToken(w jobmeta.Workload, m jobmeta.Method) float64 {
+	switch {
+	case w == jobmeta.WorkloadInference:
 		return 2
+	case m == jobmeta.MethodLoRA || m == jobmeta.MethodQLoRA:
+		return 4
+	case w == jobmeta.WorkloadFinetune || w == jobmeta.WorkloadTrain:
+		return 6
 	}
+	return 2
 }
 
 // GPUPerf is a GPU model's dense 16-bit tensor peak and the model FLOPs
@@ -122,12 +66,13 @@ func PerfOf(gpuModel string) GPUPerf {
 	return unknownPerf
 }
 
-// ComputeHours is the time to do flops on n GPUs of a model at its MFU.
-func ComputeHours(flops float64, gpuModel string, n int) float64 {
-	if flops <= 0 || n <= 0 {
+// ComputeHours is the time to do flops on n GPUs of a model at its MFU and
+// a scaling efficiency (1 for one GPU; see Efficiency).
+func ComputeHours(flops float64, gpuModel string, n int, efficiency float64) float64 {
+	if flops <= 0 || n <= 0 || efficiency <= 0 {
 		return 0
 	}
-	return flops / (float64(n) * PerfOf(gpuModel).EffectiveTFLOPS() * 1e12) / 3600
+	return flops / (float64(n) * PerfOf(gpuModel).EffectiveTFLOPS() * 1e12 * efficiency) / 3600
 }
 
 // SpotRiskFactor is the expected multiplier on a spot job's run time and cost

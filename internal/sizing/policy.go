@@ -10,13 +10,21 @@
 // fallback and the simulator.
 //
 // Models (each documented where it is defined):
-//   - GPU memory: MemoryBytesPerParam (inference 2 B/param fp16 x 1.2; LoRA;
-//     full training with Adam mixed precision 16 B/param x 1.15).
+//   - GPU memory (memory.go): weights, gradients, optimizer state and
+//     activations for full, LoRA and QLoRA training, sharded (ZeRO-1/2/3,
+//     FSDP) over every GPU of every node or replicated; weights plus KV
+//     cache for inference; layer shapes from a table of known architectures
+//     (arch.go).
 //   - run time: FLOPsPerParamToken x params x tokens at PerfOf(model)'s peak
-//     x MFU (6ND for training).
+//     x MFU x the data-parallel scaling efficiency (scaling.go); inference
+//     decode from memory bandwidth (inference.go).
+//   - scale-out (plan.go): nodes x GPUs up to a class's max_nodes, the
+//     cheapest plan that meets the deadline (or latency/throughput target).
 //   - spot risk: SpotRiskFactor, 1 + λ·nodes·(C/2 + R).
-//   - learning: History, downsizing when past jobs of the same user and job
-//     name used at most Params.DownsizeFraction of what they were given.
+//   - learning (learn.go): from what past runs of the same recurring job
+//     (RecurringKey) really used: smaller when they used at most
+//     Params.DownsizeFraction of what they had, larger after a run that
+//     ended out of GPU memory.
 package sizing
 
 import (
@@ -39,9 +47,40 @@ type Class struct {
 	Partition     string           // Slurm partition the class's nodes are in; "" leaves the job's
 	GPUModel      string           // GRES type, e.g. "a100"
 	GPUsPerNode   int              // GPUs per node
-	MaxNodes      int              // most nodes of this class one job may use; 0 means no limit
+	MaxNodes      int              // most nodes of this class one job may use; 0 means MaxScanNodes
 	InstanceTypes []string         // EC2 types that can back a node, in admin order
 	Capacity      jobmeta.Capacity // spot, on-demand or spot-then-on-demand ("" means spot-then-on-demand)
+	// Partitions are every Slurm partition that holds the class (Partition
+	// is the first); an explicit --partition only gets classes it holds.
+	Partitions []string
+	// MaxTime is the smallest MaxTime of those partitions (0: unlimited);
+	// a decision whose estimate is longer warns.
+	MaxTime time.Duration
+}
+
+// MaxScanNodes bounds the nodes the planner tries in a class without max_nodes.
+const MaxScanNodes = 64
+
+func (c Class) maxNodes() int {
+	if c.MaxNodes > 0 {
+		return c.MaxNodes
+	}
+	return MaxScanNodes
+}
+
+func (c Class) inPartition(p string) bool {
+	if p == "" || len(c.Partitions) == 0 && c.Partition == "" {
+		return true
+	}
+	if c.Partition == p {
+		return true
+	}
+	for _, q := range c.Partitions {
+		if q == p {
+			return true
+		}
+	}
+	return false
 }
 
 // Constraint is the Slurm feature the class's nodes carry.
@@ -53,6 +92,11 @@ func (c Class) Constraint() string {
 }
 
 // Request is a job as Slurm sees it, plus its parsed metadata.
+//
+// What the user asked for explicitly (Explicit) is kept: GPUs per node and
+// GPU type (--gres, --gpus, --gpus-per-node), nodes (--nodes) and
+// partition (--partition). Fields given but not marked explicit are
+// minimums (the simulator and older callers use them so).
 type Request struct {
 	JobName          string
 	User             string
@@ -61,11 +105,36 @@ type Request struct {
 	GPUModel         string        // GRES type requested ("" any)
 	GPUsPerNode      int           // GPUs per node requested (GRES count, or --gpus / nodes)
 	Nodes            int           // nodes requested; 0 means 1
+	Explicit         Explicit      // which of the above the user set
 	CPUsPerNode      int           // 0 means any
 	MemoryMiBPerNode int           // 0 means any
 	TimeLimit        time.Duration // --time; 0 when not given
 	NoRequeue        bool          // --no-requeue: the job must not be interrupted
 	Metadata         jobmeta.Metadata
+}
+
+// Explicit marks what the user set on the command line.
+type Explicit struct {
+	GPUs      bool // --gres/--gpus/--gpus-per-node: GPUsPerNode and GPUModel
+	Nodes     bool // --nodes
+	Partition bool // --partition
+}
+
+// Any reports whether anything was explicit.
+func (e Explicit) Any() bool { return e.GPUs || e.Nodes || e.Partition }
+
+func (e Explicit) names() []string {
+	var out []string
+	if e.GPUs {
+		out = append(out, "gpus")
+	}
+	if e.Nodes {
+		out = append(out, "nodes")
+	}
+	if e.Partition {
+		out = append(out, "partition")
+	}
+	return out
 }
 
 func (r Request) nodes() int {
@@ -75,16 +144,39 @@ func (r Request) nodes() int {
 	return r.Nodes
 }
 
-// History summarises what past jobs of the same user and job name used, as
-// the sizer's feedback store measured them (per node, maximum over jobs).
+// History summarises what past runs of the same recurring job (user, job
+// name and model metadata: RecurringKey) used, as burst-agent measured them
+// through NVML. Only real GPUs count (simulated reports are ignored unless
+// the sizer is a test stack).
 type History struct {
-	Jobs                  int     // past jobs with utilisation reports
+	Key                   string  // RecurringKey of the job
+	Jobs                  int     // past runs with utilisation reports
 	GPUsAllocated         int     // GPUs per node they were given (largest)
+	NodesAllocated        int     // nodes they were given (largest)
 	GPUMemoryMiBAllocated int     // GPU memory per node they were given (largest)
 	GPUsUsed              int     // most GPUs per node any of them kept busy
 	PeakGPUMemoryMiB      int     // most GPU memory per node any of them used
+	PeakPerGPUMiB         int     // most memory any one GPU of theirs used
+	PeakJobGPUMemoryMiB   int     // most memory one run used over all its nodes
+	JobGPUMemoryMiB       int     // GPU memory that run had over all its nodes
 	MeanUtilPct           float64 // mean GPU utilisation over their GPUs, 0-100
+	// LastOOM is the most recent run when it ended out of GPU memory
+	// (nil otherwise): the next run gets more memory than it had.
+	LastOOM *OOMRun
 }
+
+// OOMRun is a run that ended out of GPU memory, and what it had.
+type OOMRun struct {
+	JobID        string
+	Class        string
+	Nodes        int
+	GPUsPerNode  int
+	GPUMemoryMiB int    // per GPU
+	Evidence     string // what showed it: the job's output, exit code, NVML
+}
+
+// TotalMiB is the GPU memory the run had over all its GPUs.
+func (o OOMRun) TotalMiB() int { return max(o.Nodes, 1) * max(o.GPUsPerNode, 1) * o.GPUMemoryMiB }
 
 // Budget is an account's monthly cap and spend so far. CapUSD 0 means no cap.
 type Budget struct {
@@ -124,15 +216,24 @@ type Offering struct {
 type Params struct {
 	RelaunchOverhead        time.Duration // R in SpotRiskFactor: boot + requeue + restore after an interruption
 	UsableGPUMemoryFraction float64       // share of each GPU's memory a job can use
-	DownsizeMinJobs         int           // past jobs needed before learning applies
+	DownsizeMinJobs         int           // past runs needed before learning sizes a job down
 	DownsizeFraction        float64       // downsize when use <= this share of allocation
 	LearnedHeadroom         float64       // multiply observed peak memory by this when sizing from history
+	// RewriteExplicit lets the sizer replace what the user asked for
+	// explicitly (GPUs, nodes, partition) with a cheaper plan that fits
+	// (burst.yaml sizing.rewrite_explicit). Off: the cheaper plan is only
+	// suggested in the decision's message.
+	RewriteExplicit bool
+	// LongRun: without a deadline, an estimate longer than this (or the
+	// partition's MaxTime) warns. Default 30 days.
+	LongRun time.Duration
 }
 
 // DefaultParams: 10 minute relaunch, 90% usable GPU memory, learning after 2
-// jobs that used at most half of what they had, with 25% memory headroom.
+// runs that used at most half of what they had, with 25% memory headroom;
+// explicit requests are kept; a warning past 30 days.
 func DefaultParams() Params {
-	return Params{RelaunchOverhead: 10 * time.Minute, UsableGPUMemoryFraction: 0.9, DownsizeMinJobs: 2, DownsizeFraction: 0.5, LearnedHeadroom: 1.25}
+	return Params{RelaunchOverhead: 10 * time.Minute, UsableGPUMemoryFraction: 0.9, DownsizeMinJobs: 2, DownsizeFraction: 0.5, LearnedHeadroom: 1.25, LongRun: 30 * 24 * time.Hour}
 }
 
 // Policy holds the static inputs: catalog, region and classes.
@@ -158,6 +259,9 @@ func New(cat *catalog.Catalog, region string, classes []Class, params Params) (*
 	}
 	if params == (Params{}) {
 		params = DefaultParams()
+	}
+	if params.LongRun == 0 {
+		params.LongRun = 30 * 24 * time.Hour
 	}
 	p := &Policy{cat: cat, region: region, params: params, byName: map[string]int{}}
 	var errs []error

@@ -11,7 +11,7 @@ import (
 
 // offerings lists a class's offerings for a job in the given zones, best
 // first, and why spot was excluded (if it was).
-func (p *Policy) offerings(c Class, r Request, zones []string, unavail []Unavailable, hours float64) ([]Offering, string) {
+func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavail []Unavailable, hours float64) ([]Offering, string) {
 	caps, why := capacities(c, r)
 	md := r.Metadata
 	ckpt := 1.0
@@ -44,7 +44,7 @@ func (p *Policy) offerings(c Class, r Request, zones []string, unavail []Unavail
 						continue
 					}
 					o.PriceUSD = t.OnDemandUSD * (1 - s.SavingsPct/100)
-					f := SpotRiskFactor(s.Bucket.HourlyRate(), r.nodes(), ckpt, p.params.RelaunchOverhead.Hours())
+					f := SpotRiskFactor(s.Bucket.HourlyRate(), nodes, ckpt, p.params.RelaunchOverhead.Hours())
 					o.ExpectedUSD = o.PriceUSD * f
 					o.Reason = fmt.Sprintf("spot %.0f%% below on-demand, interruptions %s a month: expected rework +%.2f%%", s.SavingsPct, s.Bucket, (f-1)*100)
 				} else {
@@ -113,7 +113,7 @@ func (p *Policy) Rank(in RankInput) ([]Offering, error) {
 	if len(zones) == 0 {
 		zones = []string{""}
 	}
-	offers, why := p.offerings(c, in.Request, zones, in.Unavailable, in.EstHours)
+	offers, why := p.offerings(c, in.Request, in.Request.nodes(), zones, in.Unavailable, in.EstHours)
 	if len(offers) == 0 {
 		msg := fmt.Sprintf("%v for class %s in zones %v", ErrNoOffering, c.Name, zones)
 		if why != "" {

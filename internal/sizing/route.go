@@ -12,7 +12,7 @@ import (
 // RouteInput is everything Route needs about one job.
 type RouteInput struct {
 	Request     Request
-	History     History       // past jobs of the same user and job name; zero when none
+	History     History       // past runs of the same recurring job; zero when none
 	Budget      Budget        // the job's account; zero CapUSD means no cap
 	Unavailable []Unavailable // entries with an empty Zone exclude a type everywhere
 }
@@ -27,18 +27,34 @@ type Decision struct {
 	GPUsPerNode   int              `json:"gpus_per_node"`
 	Gres          string           `json:"gres"` // e.g. "gpu:a100:8"
 	Nodes         int              `json:"nodes"`
-	InstanceTypes []string         `json:"instance_types"` // best first
-	Capacity      jobmeta.Capacity `json:"capacity"`       // capacity of the best offering
-	HourlyUSD     float64          `json:"hourly_usd"`     // expected, all nodes
-	EstHours      float64          `json:"est_hours"`      // 0 when unknown
-	EstCostUSD    float64          `json:"est_cost_usd"`   // 0 when run time is unknown
-	NeedGPUMemGiB float64          `json:"need_gpu_memory_gib,omitempty"`
-	MeetsDeadline bool             `json:"meets_deadline"`
-	Downsized     bool             `json:"downsized"`
-	SavedUSD      float64          `json:"saved_usd,omitempty"` // downsizing's saving per job (or per hour when run time is unknown)
-	Reason        string           `json:"reason"`
-	Refused       bool             `json:"refused"`
-	RefuseMessage string           `json:"refuse_message,omitempty"`
+	InstanceTypes []string         `json:"instance_types"`                // best first
+	Capacity      jobmeta.Capacity `json:"capacity"`                      // capacity of the best offering
+	HourlyUSD     float64          `json:"hourly_usd"`                    // expected, all nodes
+	EstHours      float64          `json:"est_hours"`                     // 0 when unknown
+	EstCostUSD    float64          `json:"est_cost_usd"`                  // 0 when run time is unknown
+	NeedGPUMemGiB float64          `json:"need_gpu_memory_gib,omitempty"` // over every GPU of the job
+	// NeedGPUMemPerGPUGiB is the memory each GPU needs (the model's
+	// estimate, or measured use when learning sized the job).
+	NeedGPUMemPerGPUGiB float64    `json:"need_gpu_memory_gib_per_gpu,omitempty"`
+	UsableGPUMemGiB     float64    `json:"usable_gpu_memory_gib_per_gpu,omitempty"`
+	Memory              *MemoryGiB `json:"memory_gib_per_gpu,omitempty"` // the model's parts, per GPU
+	Sharding            string     `json:"sharding,omitempty"`
+	ScalingEfficiency   float64    `json:"scaling_efficiency,omitempty"`
+	TokenLatencyMS      float64    `json:"token_latency_ms,omitempty"` // inference decode estimate
+	TokensPerSec        float64    `json:"tokens_per_s,omitempty"`
+	MeetsDeadline       bool       `json:"meets_deadline"` // every target: deadline, latency, throughput
+	Downsized           bool       `json:"downsized"`
+	Upsized             bool       `json:"upsized,omitempty"`
+	SavedUSD            float64    `json:"saved_usd,omitempty"` // downsizing's saving per job (or per hour when run time is unknown)
+	// Explicit lists what the user fixed (gpus, nodes, partition) and the
+	// decision kept; Suggestion is a cheaper plan that fits, not applied.
+	Explicit      []string `json:"explicit,omitempty"`
+	Suggestion    string   `json:"suggestion,omitempty"`
+	Warnings      []string `json:"warnings,omitempty"`
+	HistoryKey    string   `json:"history_key,omitempty"`
+	Reason        string   `json:"reason"`
+	Refused       bool     `json:"refused"`
+	RefuseMessage string   `json:"refuse_message,omitempty"`
 }
 
 // OverBudgetError is returned (wrapping ErrOverBudget) when the account has
@@ -55,32 +71,13 @@ func (e *OverBudgetError) Error() string {
 // Unwrap makes errors.Is(err, ErrOverBudget) true.
 func (e *OverBudgetError) Unwrap() error { return ErrOverBudget }
 
-// candidate is one class evaluated for a job.
-type candidate struct {
-	class     Class
-	offers    []Offering // per type, best capacity first, sorted by expected price
-	best      Offering
-	hours     float64 // compute hours, 0 when unknown
-	expHours  float64 // hours x risk factor of the best offering
-	hourly    float64 // expected USD per hour, all nodes
-	cost      float64 // expected USD, 0 when hours unknown
-	usableMiB float64
-	why       string // why on-demand was forced, if it was
-}
-
-// need is what the job needs per node.
-type need struct {
-	memMiB      float64
-	minGPUs     int
-	flops       float64
-	hoursFromTL float64
-	workload    jobmeta.Workload
-	note        string
-}
-
-// Route chooses a node class for a job at submission. It returns a refused
-// Decision (and no error) when the account is over budget, and an error
-// wrapping ErrNoClass when nothing fits.
+// Route chooses a plan (class, nodes, GPUs per node) for a job at
+// submission. What the user set explicitly is kept; a request predicted to
+// run out of GPU memory is refused (a Decision with Refused and the
+// numbers); a cheaper plan that fits is suggested, or applied when
+// Params.RewriteExplicit. It returns a refused Decision (and no error)
+// when the account is over budget, and an error wrapping ErrNoClass when
+// nothing fits.
 func (p *Policy) Route(in RouteInput) (Decision, error) {
 	r := in.Request
 	if in.Budget.Over() {
@@ -88,36 +85,124 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 		return Decision{Refused: true, RefuseMessage: e.Error(), Reason: "over budget", Nodes: r.nodes()}, nil
 	}
 	base := p.needOf(r)
-	cands, rejected := p.candidates(r, base, in.Unavailable)
-	if len(cands) == 0 {
-		return Decision{}, fmt.Errorf("%w: %s", ErrNoClass, noFitReason(r, base, rejected))
+	up, down := p.learnFrom(r, in.History)
+	grown := base
+	if up != nil {
+		grown.learn = up
 	}
-	best, why := choose(cands, r)
-	d := p.decision(r, base, best, len(cands), why)
-
-	// Learning: size from what this user's jobs of this name really used.
-	if ln, note, ok := p.learnedNeed(r, base, in.History); ok {
-		lc, _ := p.candidates(r, ln, in.Unavailable)
-		if len(lc) > 0 {
-			lb, lwhy := choose(lc, r)
-			if lb.class.Name != best.class.Name && lb.hourly < best.hourly && (r.Metadata.Deadline == 0 || lb.expHours <= r.Metadata.Deadline.Hours() || !d.MeetsDeadline) {
-				ld := p.decision(r, ln, lb, len(lc), lwhy)
-				ld.Downsized = true
-				if best.cost > 0 && lb.cost > 0 {
-					ld.SavedUSD = best.cost - lb.cost
-				} else {
-					ld.SavedUSD = best.hourly - lb.hourly
+	var d Decision
+	if !r.Explicit.Any() {
+		res := p.search(r, grown, in.Unavailable)
+		if res.best == nil {
+			if up != nil {
+				// nothing bigger exists: size from the model and say so
+				if res2 := p.search(r, base, in.Unavailable); res2.best != nil {
+					d = p.decision(r, base, res2)
+					d.Warnings = append(d.Warnings, "the last run ran out of GPU memory and no larger plan exists in the classes this job may use")
+					return p.finish(r, in, d), nil
 				}
-				ld.SavedUSD = round2(ld.SavedUSD)
-				ld.Reason = fmt.Sprintf("learned: %s; %s instead of %s saves $%.2f%s; %s", note, lb.class.Name, best.class.Name, ld.SavedUSD, perJobOrHour(best.cost > 0), ld.Reason)
-				return ld, nil
 			}
+			return Decision{}, fmt.Errorf("%w: %s", ErrNoClass, noFitReason(r, base, res))
+		}
+		d = p.decision(r, grown, res)
+		if up != nil {
+			d.Upsized = true
+			d.Reason = "learned: " + up.note + "; " + d.Reason
+		} else if down != nil {
+			ln := base
+			ln.learn = down
+			lr := r // what the request left open is a minimum no longer
+			lr.GPUsPerNode, lr.Nodes = 0, 0
+			if !base.hasModel() {
+				ln.minGPUs = down.minGPUs
+			}
+			if lres := p.search(lr, ln, in.Unavailable); lres.best != nil && cheaper(lres.best, res.best) &&
+				(lres.best.meets || !res.best.meets) {
+				ld := p.decision(lr, ln, lres)
+				ld.Downsized = true
+				perRun := res.best.cost > 0 && lres.best.cost > 0
+				if perRun {
+					ld.SavedUSD = round2(res.best.cost - lres.best.cost)
+				} else {
+					ld.SavedUSD = round2(res.best.hourly - lres.best.hourly)
+				}
+				ld.Reason = fmt.Sprintf("learned: %s; %s instead of %s saves $%.2f%s; %s", down.note, planName(lres.best), planName(res.best), ld.SavedUSD, perJobOrHour(perRun), ld.Reason)
+				d = ld
+			}
+		}
+		return p.finish(r, in, d), nil
+	}
+
+	// The user fixed some of it: size what they asked for, and look for
+	// what metadata alone would choose.
+	asked := p.search(r, base, in.Unavailable)
+	open := r
+	open.Explicit, open.GPUsPerNode, open.Nodes, open.GPUModel = Explicit{}, 0, 0, ""
+	if !r.Explicit.Partition {
+		open.Partition = r.Partition
+	}
+	freeNeed := grown
+	if up == nil && down != nil {
+		freeNeed.learn = down
+	}
+	free := p.search(open, freeNeed, in.Unavailable)
+	if asked.best == nil {
+		if len(asked.memShort) > 0 && base.hasModel() {
+			msg := fmt.Sprintf("job refused: what you asked for (%s) cannot hold this job: %s", askedText(r), strings.Join(asked.memShort, "; "))
+			if free.best != nil {
+				msg += fmt.Sprintf(". A plan that fits: %s (est. %s); %s", describePlan(free.best), costText(free.best), dropHint(r.Explicit))
+			}
+			return Decision{Refused: true, Nodes: r.nodes(), GPUsPerNode: r.GPUsPerNode, Explicit: r.Explicit.names(), Reason: "predicted out of GPU memory", RefuseMessage: msg,
+				NeedGPUMemPerGPUGiB: round2(firstNeedGiB(p, r, base)), HistoryKey: in.History.Key}, nil
+		}
+		return Decision{}, fmt.Errorf("%w: %s", ErrNoClass, noFitReason(r, base, asked))
+	}
+	d = p.decision(r, base, asked)
+	d.Explicit = r.Explicit.names()
+	if up != nil {
+		if o := in.History.LastOOM; o != nil && asked.best.gpus()*asked.best.memMiB <= o.TotalMiB() {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("your last run of this job (job %s) ran out of GPU memory with %.0f GiB; this request has %.0f GiB", o.JobID, float64(o.TotalMiB())/1024, float64(asked.best.gpus()*asked.best.memMiB)/1024))
+		}
+	}
+	if free.best != nil && cheaper(free.best, asked.best) && (free.best.meets || !asked.best.meets) {
+		saving := asked.best.hourly - free.best.hourly
+		unit := " an hour"
+		if asked.best.cost > 0 && free.best.cost > 0 {
+			saving, unit = asked.best.cost-free.best.cost, " per run"
+		}
+		if p.params.RewriteExplicit {
+			fd := p.decision(open, freeNeed, free)
+			fd.Reason = fmt.Sprintf("rewrote your explicit %s (sizing.rewrite_explicit): %s instead of %s saves $%.2f%s; %s",
+				strings.Join(r.Explicit.names(), ", "), planName(free.best), planName(asked.best), saving, unit, fd.Reason)
+			fd.SavedUSD = round2(saving)
+			fd.Downsized = true
+			return p.finish(open, in, fd), nil
+		}
+		d.Suggestion = fmt.Sprintf("a cheaper plan fits: %s (est. %s) saves $%.2f%s; %s (kept what you asked for)",
+			describePlan(free.best), costText(free.best), saving, unit, dropHint(r.Explicit))
+		d.Reason += "; " + d.Suggestion
+	}
+	return p.finish(r, in, d), nil
+}
+
+// finish adds the warnings every decision carries.
+func (p *Policy) finish(r Request, in RouteInput, d Decision) Decision {
+	d.HistoryKey = in.History.Key
+	if r.Metadata.Deadline == 0 && d.EstHours > 0 {
+		if c, ok := p.Class(d.Class); ok && c.MaxTime > 0 && d.EstHours > c.MaxTime.Hours() {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("the estimate (%.1f h) is longer than partition %s's MaxTime (%s): the job will be killed unless it checkpoints and resubmits", d.EstHours, c.Partition, fmtDur(c.MaxTime)))
+		}
+		if d.EstHours > p.params.LongRun.Hours() {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("the estimate is %.0f days: give deadline= to scale out over more nodes", d.EstHours/24))
 		}
 	}
 	if in.Budget.CapUSD > 0 && d.EstCostUSD > 0 && in.Budget.SpentUSD+d.EstCostUSD > in.Budget.CapUSD {
-		d.Reason += fmt.Sprintf("; warning: this job's estimate would take account %s past its $%.0f budget ($%.2f spent)", in.Budget.Account, in.Budget.CapUSD, in.Budget.SpentUSD)
+		d.Warnings = append(d.Warnings, fmt.Sprintf("this job's estimate would take account %s past its $%.0f budget ($%.2f spent)", in.Budget.Account, in.Budget.CapUSD, in.Budget.SpentUSD))
 	}
-	return d, nil
+	for _, w := range d.Warnings {
+		d.Reason += "; warning: " + w
+	}
+	return d
 }
 
 func perJobOrHour(perJob bool) string {
@@ -127,10 +212,12 @@ func perJobOrHour(perJob bool) string {
 	return " an hour"
 }
 
+func (n need) hasModel() bool { return n.model != nil }
+
 // needOf computes the job's needs from its request and metadata.
 func (p *Policy) needOf(r Request) need {
 	md := r.Metadata
-	n := need{minGPUs: max(r.GPUsPerNode, 0), workload: md.Workload}
+	n := need{workload: md.Workload}
 	if r.TimeLimit > 0 {
 		n.hoursFromTL = r.TimeLimit.Hours()
 	}
@@ -139,235 +226,257 @@ func (p *Policy) needOf(r Request) need {
 	}
 	tokens := md.TrainTokens()
 	if n.workload == jobmeta.WorkloadUnknown {
-		if tokens > 0 {
+		switch {
+		case md.Method != jobmeta.MethodUnknown:
+			n.workload = jobmeta.WorkloadFinetune
+			n.note = "workload not given, method given: assumed finetune"
+		case md.Latency > 0 || md.Throughput > 0 || md.Context > 0 || tokens == 0:
+			n.workload = jobmeta.WorkloadInference
+			n.note = "workload not given, no training data: assumed inference"
+		default:
 			n.workload = jobmeta.WorkloadFinetune
 			n.note = "workload not given, data given: assumed finetune"
-		} else {
-			n.workload = jobmeta.WorkloadInference
-			n.note = "workload not given, no data: assumed inference"
 		}
 	}
-	bpp := MemoryBytesPerParam(n.workload, md.Precision)
-	n.memMiB = md.Params * bpp / (1 << 20)
-	n.minGPUs = 1
-	n.flops = FLOPsPerParamToken(n.workload) * md.Params * tokens
+	m := ModelOf(md, n.workload)
+	n.model = &m
+	if m.Training() {
+		n.flops = FLOPsPerParamToken(n.workload, m.Method) * md.Params * tokens
+	} else {
+		n.tokens = tokens
+	}
 	return n
 }
 
-// learnedNeed returns a smaller need from History when past jobs used at most
-// DownsizeFraction of their GPUs or GPU memory.
-func (p *Policy) learnedNeed(r Request, base need, h History) (need, string, bool) {
-	pr := p.params
-	if h.Jobs < pr.DownsizeMinJobs || h.GPUsAllocated <= 0 {
-		return need{}, "", false
+// dropHint tells the user which options to leave out.
+func dropHint(e Explicit) string {
+	var o []string
+	if e.GPUs {
+		o = append(o, "--gres/--gpus")
 	}
-	lowGPUs := float64(h.GPUsUsed) <= pr.DownsizeFraction*float64(h.GPUsAllocated)
-	lowMem := h.GPUMemoryMiBAllocated > 0 && float64(h.PeakGPUMemoryMiB) <= pr.DownsizeFraction*float64(h.GPUMemoryMiBAllocated)
-	if !lowGPUs && !lowMem {
-		return need{}, "", false
+	if e.Nodes {
+		o = append(o, "--nodes")
 	}
-	ln := base
-	used := max(h.GPUsUsed, 1)
-	if used < ln.minGPUs || ln.minGPUs == 0 {
-		ln.minGPUs = used
+	if e.Partition {
+		o = append(o, "--partition")
 	}
-	learnedMem := float64(h.PeakGPUMemoryMiB) * pr.LearnedHeadroom
-	if !r.Metadata.HasModel() || learnedMem > ln.memMiB {
-		ln.memMiB = learnedMem
-	}
-	name := r.JobName
-	if name == "" {
-		name = "(unnamed)"
-	}
-	note := fmt.Sprintf("your last %d jobs named %s used at most %d of %d GPUs and %.0f of %.0f GiB GPU memory (mean utilisation %.0f%%)",
-		h.Jobs, name, h.GPUsUsed, h.GPUsAllocated, float64(h.PeakGPUMemoryMiB)/1024, float64(h.GPUMemoryMiBAllocated)/1024, h.MeanUtilPct)
-	return ln, note, true
+	return "leave out " + strings.Join(o, " and ") + " to let burst size it"
 }
 
-func (p *Policy) candidates(r Request, n need, unavail []Unavailable) ([]candidate, []string) {
-	var out []candidate
-	var rejected []string
-	nodes := r.nodes()
-	for _, c := range p.classes {
-		if r.GPUModel != "" && !strings.EqualFold(r.GPUModel, c.GPUModel) {
-			continue
-		}
-		if c.MaxNodes > 0 && nodes > c.MaxNodes {
-			rejected = append(rejected, fmt.Sprintf("%s allows %d nodes", c.Name, c.MaxNodes))
-			continue
-		}
-		if c.GPUsPerNode < n.minGPUs {
-			continue
-		}
-		cd := candidate{class: c}
-		minMem := math.MaxInt
-		for _, tn := range c.InstanceTypes {
-			if t, ok := p.cat.Lookup(tn); ok && t.GPUMemoryMiB < minMem {
-				minMem = t.GPUMemoryMiB
-			}
-		}
-		if minMem == math.MaxInt {
-			continue
-		}
-		cd.usableMiB = float64(c.GPUsPerNode*minMem) * p.params.UsableGPUMemoryFraction
-		if n.memMiB > cd.usableMiB {
-			rejected = append(rejected, fmt.Sprintf("%s holds %.0f GiB", c.Name, cd.usableMiB/1024))
-			continue
-		}
-		if n.flops > 0 {
-			cd.hours = ComputeHours(n.flops, c.GPUModel, c.GPUsPerNode*nodes)
-		} else {
-			cd.hours = n.hoursFromTL
-		}
-		offers, why := p.offerings(c, r, []string{""}, unavail, cd.hours)
-		cd.why = why
-		if len(offers) == 0 {
-			if why != "" {
-				rejected = append(rejected, fmt.Sprintf("%s: %s", c.Name, why))
-			} else {
-				rejected = append(rejected, fmt.Sprintf("%s: no available offering fits %d CPUs / %d MiB", c.Name, r.CPUsPerNode, r.MemoryMiBPerNode))
-			}
-			continue
-		}
-		cd.offers = offers
-		cd.best = offers[0]
-		cd.hourly = cd.best.ExpectedUSD * float64(nodes)
-		cd.expHours = cd.hours * cd.best.ExpectedUSD / cd.best.PriceUSD
-		cd.cost = cd.hourly * cd.hours
-		out = append(out, cd)
-	}
-	return out, rejected
+func planName(pl *plan) string {
+	return fmt.Sprintf("%d x %s", pl.nodes, pl.class.Name)
 }
 
-func noFitReason(r Request, n need, rejected []string) string {
+func describePlan(pl *plan) string {
+	s := fmt.Sprintf("%d node(s) of %s (%d x %s per node", pl.nodes, pl.class.Name, pl.gpn, pl.class.GPUModel)
+	if pl.needMiB > 0 {
+		s += fmt.Sprintf(", %.1f of %.1f GiB per GPU", pl.needMiB/1024, pl.usableMiB/1024)
+	}
+	return s + ")"
+}
+
+func costText(pl *plan) string {
+	if pl.cost > 0 {
+		return fmt.Sprintf("%.1f h, $%.2f", pl.expHours, pl.cost)
+	}
+	return fmt.Sprintf("$%.2f/h", pl.hourly)
+}
+
+func askedText(r Request) string {
+	var parts []string
+	if r.Explicit.Nodes {
+		parts = append(parts, fmt.Sprintf("%d node(s)", r.nodes()))
+	}
+	if r.Explicit.GPUs {
+		g := fmt.Sprintf("%d GPU(s) per node", r.GPUsPerNode)
+		if r.GPUModel != "" {
+			g = fmt.Sprintf("%d %s GPU(s) per node", r.GPUsPerNode, r.GPUModel)
+		}
+		parts = append(parts, g)
+	}
+	if r.Explicit.Partition {
+		parts = append(parts, "partition "+r.Partition)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// firstNeedGiB is the model's per-GPU need on the GPUs the user asked for.
+func firstNeedGiB(p *Policy, r Request, n need) float64 {
+	if n.model == nil {
+		return 0
+	}
+	g := max(r.GPUsPerNode, 1) * r.nodes()
+	sh := n.model.Sharding
+	if n.model.Training() && sh == jobmeta.ShardingAuto {
+		sh = jobmeta.ShardingZeRO3
+	}
+	return n.model.MemoryOn(g, sh).PerGPU() / (1 << 30)
+}
+
+func noFitReason(r Request, n need, res searchResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "job needs %d node(s)", r.nodes())
+	fmt.Fprintf(&b, "job needs")
+	if r.Explicit.Nodes {
+		fmt.Fprintf(&b, " %d node(s)", r.nodes())
+	} else {
+		b.WriteString(" node(s)")
+	}
 	if r.GPUModel != "" {
 		fmt.Fprintf(&b, " of %s GPUs", r.GPUModel)
 	}
-	if n.minGPUs > 0 {
-		fmt.Fprintf(&b, " with at least %d GPU(s)", n.minGPUs)
+	if r.GPUsPerNode > 0 {
+		fmt.Fprintf(&b, " with %d GPU(s) each", r.GPUsPerNode)
 	}
-	if n.memMiB > 0 {
-		fmt.Fprintf(&b, " and %.0f GiB GPU memory", n.memMiB/1024)
+	if n.model != nil {
+		fmt.Fprintf(&b, " for a %s-param %s", fmtCount(n.model.Params), n.workload)
 	}
-	if len(rejected) > 0 {
-		fmt.Fprintf(&b, "; %s", strings.Join(rejected, "; "))
+	all := append(append([]string(nil), res.memShort...), res.rejected...)
+	if len(all) > 0 {
+		fmt.Fprintf(&b, "; %s", strings.Join(all, "; "))
 	}
-	b.WriteString("; ask for fewer GPUs/nodes or another GPU model, or ask the admin for a larger class")
+	b.WriteString("; ask for fewer GPUs/nodes or another GPU model, or ask the admin for a larger class (max_nodes)")
 	return b.String()
 }
 
-// choose picks the best candidate: with a deadline and a computed run time,
-// the cheapest that meets it (or the fastest when none does); otherwise the
-// cheapest expected cost, or expected hourly price when run time is unknown.
-// Ties go to fewer GPUs, then class name.
-func choose(cs []candidate, r Request) (candidate, string) {
-	less := func(a, b candidate, byCost bool) bool {
-		ka, kb := a.hourly, b.hourly
-		if byCost && a.cost > 0 && b.cost > 0 {
-			ka, kb = a.cost, b.cost
-		}
-		if ka != kb {
-			return ka < kb
-		}
-		if a.class.GPUsPerNode != b.class.GPUsPerNode {
-			return a.class.GPUsPerNode < b.class.GPUsPerNode
-		}
-		return a.class.Name < b.class.Name
-	}
-	timed := cs[0].hours > 0 && r.Metadata.HasModel() && r.Metadata.TrainTokens() > 0
-	dl := r.Metadata.Deadline.Hours()
-	if dl > 0 && timed {
-		var meet []candidate
-		for _, c := range cs {
-			if c.expHours <= dl {
-				meet = append(meet, c)
-			}
-		}
-		if len(meet) == 0 {
-			f := cs[0]
-			for _, c := range cs[1:] {
-				if c.expHours < f.expHours || c.expHours == f.expHours && less(c, f, true) {
-					f = c
-				}
-			}
-			return f, fmt.Sprintf("no class meets the %s deadline; fastest of %d", fmtDur(r.Metadata.Deadline), len(cs))
-		}
-		b := meet[0]
-		for _, c := range meet[1:] {
-			if less(c, b, true) {
-				b = c
-			}
-		}
-		return b, fmt.Sprintf("cheapest of %d classes that meet the %s deadline (%d fit)", len(meet), fmtDur(r.Metadata.Deadline), len(cs))
-	}
-	b := cs[0]
-	for _, c := range cs[1:] {
-		if less(c, b, true) {
-			b = c
-		}
-	}
-	if cs[0].hours > 0 {
-		return b, fmt.Sprintf("cheapest expected cost of %d fitting classes", len(cs))
-	}
-	return b, fmt.Sprintf("cheapest expected hourly price of %d fitting classes", len(cs))
-}
-
-func (p *Policy) decision(r Request, n need, c candidate, nfit int, why string) Decision {
+// decision turns the search's best plan into the Decision and its reason.
+func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 	md := r.Metadata
+	pl := res.best
+	c := pl.class
 	d := Decision{
-		Class:       c.class.Name,
-		Constraint:  c.class.Constraint(),
-		Partition:   c.class.Partition,
-		GPUModel:    c.class.GPUModel,
-		GPUsPerNode: c.class.GPUsPerNode,
-		Gres:        fmt.Sprintf("gpu:%s:%d", c.class.GPUModel, c.class.GPUsPerNode),
-		Nodes:       r.nodes(),
-		Capacity:    c.best.Capacity,
-		HourlyUSD:   round2(c.hourly),
-		EstHours:    round2(c.expHours),
-		EstCostUSD:  round2(c.cost),
+		Class:       c.Name,
+		Constraint:  c.Constraint(),
+		Partition:   c.Partition,
+		GPUModel:    c.GPUModel,
+		GPUsPerNode: pl.gpn,
+		Gres:        fmt.Sprintf("gpu:%s:%d", c.GPUModel, pl.gpn),
+		Nodes:       pl.nodes,
+		Capacity:    pl.best.Capacity,
+		HourlyUSD:   round2(pl.hourly),
+		EstHours:    round2(pl.expHours),
+		EstCostUSD:  round2(pl.cost),
+		Sharding:    string(pl.sharding),
+	}
+	if r.Explicit.Partition {
+		d.Partition = ""
 	}
 	seen := map[string]bool{}
-	for _, o := range c.offers {
+	for _, o := range pl.offers {
 		if !seen[o.InstanceType] {
 			seen[o.InstanceType] = true
 			d.InstanceTypes = append(d.InstanceTypes, o.InstanceType)
 		}
 	}
-	if n.memMiB > 0 {
-		d.NeedGPUMemGiB = round2(n.memMiB / 1024)
+	if pl.needMiB > 0 {
+		d.NeedGPUMemPerGPUGiB = round2(pl.needMiB / 1024)
+		d.NeedGPUMemGiB = round2(pl.needMiB * float64(pl.gpus()) / 1024)
+		d.UsableGPUMemGiB = round2(pl.usableMiB / 1024)
 	}
-	d.MeetsDeadline = md.Deadline == 0 || (c.expHours > 0 && c.expHours <= md.Deadline.Hours())
+	if pl.mem != nil {
+		d.Memory = pl.mem.GiB()
+		d.Sharding = pl.mem.Sharding
+	}
+	if pl.eff > 0 && pl.eff < 1 {
+		d.ScalingEfficiency = math.Round(pl.eff*1000) / 1000
+	}
+	if pl.decode != nil {
+		d.TokenLatencyMS = round2(pl.decode.TokenLatencySec * 1000)
+		d.TokensPerSec = round2(pl.decode.TokensPerSec)
+	}
+	tg := targetsOf(md)
+	d.MeetsDeadline = tg.meets(pl)
 
 	var parts []string
-	if md.HasModel() {
-		s := fmt.Sprintf("%s-param %s", fmtCount(md.Params), n.workload)
-		if md.Precision != "" {
-			s += " " + string(md.Precision)
+	if m := n.model; m != nil {
+		s := fmt.Sprintf("%s-param %s", fmtCount(m.Params), n.workload)
+		if m.Training() {
+			s += " (" + string(m.Method)
+			if m.Precision != "" {
+				s += ", " + string(m.Precision)
+			}
+			s += ")"
+		} else if m.Precision != "" {
+			s += " " + string(m.Precision)
 		}
-		s += fmt.Sprintf(" needs %.0f GiB GPU memory (%.1f B/param)", n.memMiB/1024, MemoryBytesPerParam(n.workload, md.Precision))
+		if pl.mem != nil && !pl.learnedMem {
+			s += " needs " + pl.mem.String()
+		} else if pl.learnedMem {
+			s += fmt.Sprintf(" sized from measured use: %.1f GiB per GPU", pl.needMiB/1024)
+		}
 		parts = append(parts, s)
 		if n.note != "" {
 			parts = append(parts, n.note)
 		}
-	} else if n.minGPUs > 0 {
-		parts = append(parts, fmt.Sprintf("no model size given: sized for %d GPU(s)", n.minGPUs))
+		if m.ArchNote != "" && pl.mem != nil && (pl.mem.Activations > 0 || pl.mem.KVCache > 0) {
+			parts = append(parts, m.ArchNote)
+		}
+	} else if pl.needMiB > 0 {
+		parts = append(parts, fmt.Sprintf("sized from measured use: %.1f GiB per GPU", pl.needMiB/1024))
+	} else if r.GPUsPerNode > 0 {
+		parts = append(parts, fmt.Sprintf("no model size given: sized for %d GPU(s) per node", r.GPUsPerNode))
 	}
-	parts = append(parts, fmt.Sprintf("%s (%d x %s, %.0f GiB usable) on %s %s at $%.2f/h", c.class.Name, c.class.GPUsPerNode, c.class.GPUModel, c.usableMiB/1024, c.best.InstanceType, c.best.Capacity, c.hourly))
-	if n.flops > 0 {
-		pf := PerfOf(c.class.GPUModel)
-		parts = append(parts, fmt.Sprintf("%.2g FLOPs at %.0f%% of %.0f TFLOPS x %d GPUs = %.1f h", n.flops, pf.MFU*100, pf.PeakTFLOPS, c.class.GPUsPerNode*r.nodes(), c.hours))
-	} else if c.hours > 0 {
-		parts = append(parts, fmt.Sprintf("run time taken from --time (%.1f h)", c.hours))
+	parts = append(parts, fmt.Sprintf("%s (%d x %s per node, %.0f GiB usable per GPU) on %s %s at $%.2f/h", planName(pl), pl.gpn, c.GPUModel, pl.usableMiB/1024, pl.best.InstanceType, pl.best.Capacity, pl.hourly))
+	if n.flops > 0 && pl.hours > 0 {
+		pf := PerfOf(c.GPUModel)
+		s := fmt.Sprintf("%.2g FLOPs at %.0f%% of %.0f TFLOPS x %d GPUs", n.flops, pf.MFU*100, pf.PeakTFLOPS, pl.gpus())
+		if _, note := Efficiency(pl.fabric, pl.nodes, pl.gpn, n.model.CommVolume(pl.sharding)); note != "" {
+			s += " x " + note
+		}
+		parts = append(parts, fmt.Sprintf("%s = %.1f h", s, pl.hours))
+	} else if pl.decode != nil {
+		s := pl.decode.String()
+		if n.tokens > 0 {
+			s += fmt.Sprintf(": %s tokens in %.1f h", fmtCount(n.tokens), pl.hours)
+		}
+		parts = append(parts, s)
+	} else if pl.hours > 0 {
+		parts = append(parts, fmt.Sprintf("run time taken from --time (%.1f h)", pl.hours))
 	}
-	if c.best.Capacity == jobmeta.CapacitySpot {
-		parts = append(parts, c.best.Reason)
-	} else if c.why != "" {
-		parts = append(parts, "on-demand because "+c.why)
+	if pl.best.Capacity == jobmeta.CapacitySpot {
+		parts = append(parts, pl.best.Reason)
+	} else if pl.why != "" {
+		parts = append(parts, "on-demand because "+pl.why)
 	}
-	parts = append(parts, why)
+	parts = append(parts, choiceText(r, tg, res))
 	d.Reason = strings.Join(parts, "; ")
 	return d
+}
+
+// choiceText says why this plan won.
+func choiceText(r Request, tg targets, res searchResult) string {
+	pl := res.best
+	var s string
+	switch {
+	case tg.any() && res.meeting == 0:
+		s = fmt.Sprintf("no plan meets %s; the fastest of %d fitting classes", targetText(r.Metadata), res.fitting)
+	case tg.any():
+		s = fmt.Sprintf("cheapest of %d classes whose plans meet %s (%d fit)", res.meeting, targetText(r.Metadata), res.fitting)
+	case pl.cost > 0:
+		s = fmt.Sprintf("cheapest expected cost of %d fitting classes", res.fitting)
+	default:
+		s = fmt.Sprintf("cheapest expected hourly price of %d fitting classes", res.fitting)
+	}
+	if m := res.minNodes; m != nil && m != pl && m.nodes < pl.nodes {
+		switch {
+		case tg.deadlineH > 0 && m.expHours > 0:
+			s += fmt.Sprintf("; %d node(s) would take %.1f h", m.nodes, m.expHours)
+		case m.decode != nil:
+			s += fmt.Sprintf("; %d node(s) would give %s", m.nodes, m.decode.String())
+		}
+	}
+	return s
+}
+
+func targetText(md jobmeta.Metadata) string {
+	var t []string
+	if md.Deadline > 0 {
+		t = append(t, "the "+fmtDur(md.Deadline)+" deadline")
+	}
+	if md.Latency > 0 {
+		t = append(t, fmt.Sprintf("%s per token", md.Latency))
+	}
+	if md.Throughput > 0 {
+		t = append(t, fmt.Sprintf("%s tokens/s", fmtCount(md.Throughput)))
+	}
+	return strings.Join(t, " and ")
 }

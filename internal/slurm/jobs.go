@@ -52,6 +52,11 @@ type Job struct {
 	StartTime       time.Time
 	EndTime         time.Time // the expected end while it runs; the end once it ended
 	WorkDir         string
+	// StdOut and StdErr are the job's --output/--error as Slurm reports
+	// them (22.05: patterns such as %j unexpanded, "" for the default
+	// slurm-%j.out in WorkDir).
+	StdOut string
+	StdErr string
 }
 
 // GPUsPerNode is the GPU count of the job's per-node GRES request.
@@ -141,6 +146,8 @@ type rawJob struct {
 	StartTime    num     `json:"start_time"`
 	EndTime      num     `json:"end_time"`
 	WorkDir      string  `json:"current_working_directory"`
+	StdOut       string  `json:"standard_output"`
+	StdErr       string  `json:"standard_error"`
 }
 
 // ParseJobsJSON parses the jobs of `squeue --json` or `scontrol --json show
@@ -179,6 +186,7 @@ func ParseJobsJSON(b []byte) ([]Job, error) {
 			BatchHost: r.BatchHost, Comment: r.Comment, AdminComment: r.AdminComment, Extra: r.Extra,
 			Features: r.Features, TRESPerNode: r.TRESPerNode, TRESPerJob: r.TRESPerJob,
 			TRESPerTask: r.TRESPerTask, Requeue: r.Requeue, WorkDir: r.WorkDir,
+			StdOut: r.StdOut, StdErr: r.StdErr,
 		}
 		c.where = fmt.Sprintf("parsing job JSON (%s): job %d", d.Meta, j.ID)
 		var err error

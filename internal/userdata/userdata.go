@@ -140,6 +140,12 @@ type Agent struct {
 	// LogLevel is the agent's log level (burst.yaml's log.level): debug,
 	// info, warn or error; empty means info.
 	LogLevel string `json:"log_level,omitempty"`
+	// GPUSource is "nvml" (empty: the default) or "sim": simulated GPUs,
+	// for the demo and the tests (burst.yaml agent.gpu_source).
+	GPUSource string `json:"gpu_source,omitempty"`
+	// SimMemoryPercent fixes the memory simulated GPUs show a job using
+	// (agent.sim_memory_percent; 0: it follows their utilisation).
+	SimMemoryPercent int `json:"sim_memory_percent,omitempty"`
 }
 
 // Test holds the switches the end-to-end tests use. Nothing here is set in production.

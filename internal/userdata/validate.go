@@ -177,6 +177,14 @@ func (u *UserData) Validate() error {
 	if ri := time.Duration(u.Agent.ReportInterval); ri < time.Second || ri > time.Hour {
 		add("agent.report_interval", "%s is outside 1s..1h", ri)
 	}
+	switch u.Agent.GPUSource {
+	case "", "nvml", "sim":
+	default:
+		add("agent.gpu_source", "%q: want nvml or sim", u.Agent.GPUSource)
+	}
+	if p := u.Agent.SimMemoryPercent; p < 0 || p > 100 || p > 0 && u.Agent.GPUSource != "sim" {
+		add("agent.sim_memory_percent", "%d: want 0..100, and only with gpu_source sim", p)
+	}
 	switch u.Agent.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:

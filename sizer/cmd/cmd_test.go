@@ -100,20 +100,30 @@ func TestSettingsFromConfig(t *testing.T) {
 
 func TestWriteFilter(t *testing.T) {
 	s := testSettings(t)
-	d := sizing.Decision{Class: "l4", Constraint: "l4", Partition: "gpu", Gres: "gpu:l4:1", GPUsPerNode: 1, GPUModel: "l4", Capacity: "spot", InstanceTypes: []string{"g6.xlarge"}, Reason: "why\nnot"}
+	d := sizing.Decision{Class: "l4", Constraint: "l4", Partition: "gpu", Gres: "gpu:l4:1", GPUsPerNode: 1, Nodes: 1, GPUModel: "l4", Capacity: "spot", InstanceTypes: []string{"g6.xlarge"}, Reason: "why\nnot"}
+	d3 := d
+	d3.Nodes = 3
 	cases := []struct {
 		job  sizerapi.JobRequest
 		want []string
 		not  []string
 	}{
-		{sizerapi.JobRequest{}, []string{"action=apply", "gres=gpu:l4:1", "constraint=l4\n", "message=l4: 1 x l4 spot on g6.xlarge"}, []string{"partition="}},
+		{sizerapi.JobRequest{}, []string{"action=apply", "gres=gpu:l4:1", "constraint=l4\n", "message=l4: 1 node(s) x 1 l4 spot on g6.xlarge"}, []string{"partition=", "nodes="}},
 		{sizerapi.JobRequest{Partition: "gpu", UserConstraint: "fast"}, []string{"constraint=fast&l4\n"}, nil},
 		{sizerapi.JobRequest{UserConstraint: "a|b"}, nil, []string{"constraint="}},
 		{sizerapi.JobRequest{Partition: "other"}, []string{"partition=gpu\n"}, nil},
+		// the sizer scaled the job out: the filter sets the node count,
+		// unless the user fixed it
+		{sizerapi.JobRequest{JobName: "scaled"}, []string{"nodes=3\n"}, nil},
+		{sizerapi.JobRequest{JobName: "scaled", ExplicitNodes: true, Nodes: 3}, nil, []string{"nodes="}},
 	}
 	for i, c := range cases {
 		var b bytes.Buffer
-		if err := writeFilter(&b, s, c.job, "gres", d, nil); err != nil {
+		dec := d
+		if c.job.JobName == "scaled" {
+			dec = d3
+		}
+		if err := writeFilter(&b, s, c.job, "gres", dec, nil); err != nil {
 			t.Fatal(err)
 		}
 		out := b.String()
@@ -228,7 +238,7 @@ func TestReportCommand(t *testing.T) {
 		if err := st.RecordLaunch(ctx, ev, 13.35); err != nil {
 			t.Fatal(err)
 		}
-		b := sizerapi.ReportBatch{Node: "n" + id, Records: []sizerapi.Record{{Seq: 1, Time: start, Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{{Index: 0, UtilPercent: 80, MemoryUsedBytes: 10 << 30, MemoryTotalBytes: 22888 << 20, JobIDs: []uint32{uint32(i + 1)}}}}}}
+		b := sizerapi.ReportBatch{Node: "n" + id, GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{{Seq: 1, Time: start, Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{{Index: 0, UtilPercent: 80, MemoryUsedBytes: 10 << 30, MemoryTotalBytes: 22888 << 20, JobIDs: []uint32{uint32(i + 1)}}}}}}
 		if _, err := st.AddBatch(ctx, b); err != nil {
 			t.Fatal(err)
 		}

@@ -91,6 +91,9 @@ func (s *settings) serverOptions() server.Options {
 		Cluster:       s.cfg.Cluster.Name,
 		Account:       s.cfg.Sizer.Account,
 		CredentialTTL: s.cfg.Sizer.CredentialTTL.Duration,
+		Params:        compose.SizingParams(s.cfg),
+
+		AcceptSimulatedGPUs: s.cfg.Sizer.AcceptSimulatedGPUs,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,14 +29,21 @@ import (
 // ExitNoClass is route's exit status when no node class fits the job.
 const ExitNoClass = 3
 
+// unsetNodes is what cli_filter reports for --nodes when the job did not
+// set it (Slurm 22.05: min 1, max unset).
+const unsetNodes = "1-0"
+
 func routeCommand() *cli.Command {
 	str := func(name, usage string) cli.Flag { return &cli.StringFlag{Name: name, Usage: usage} }
 	return &cli.Command{
 		Name:  "route",
 		Usage: "choose a node class for a job (what cli_filter.lua calls at sbatch time)",
 		Description: `Takes the job's sbatch options and prints the decision. Metadata goes in
---comment "burst: params=7B dataset=2TB deadline=8h workload=finetune precision=bf16 checkpoint=30m"
-(keys: params tokens dataset epochs deadline workload precision checkpoint checkpoint_signal checkpoint_to rebalance capacity).
+--comment "burst: params=7B dataset=2TB deadline=8h workload=finetune method=lora precision=bf16 checkpoint=30m"
+(keys: ` + strings.Join(jobmeta.Keys(), " ") + `).
+What the job sets explicitly (--gres/--gpus/--gpus-per-node, --nodes, --partition) is kept;
+metadata fills in the rest, scaling out over nodes to meet deadline=. A request predicted to
+run out of GPU memory is refused with the numbers.
 Asks the sizer daemon when it is reachable, else decides in-process from burst.yaml and the
 state database (when readable).`,
 		Flags: []cli.Flag{
@@ -45,6 +53,7 @@ state database (when readable).`,
 			str("partition", "sbatch --partition"), str("time", "sbatch --time"), str("requeue", "requeue, no-requeue or unset (as cli_filter reports it)"),
 			&cli.BoolFlag{Name: "no-requeue", Usage: "the job must not be requeued"},
 			str("constraint", "sbatch --constraint (kept, combined with the class's)"), str("cpus-per-task", "sbatch --cpus-per-task"), str("mem", "sbatch --mem"),
+			str("script", "the batch script (Slurm names a job without --job-name after it)"),
 			&cli.BoolFlag{Name: "json", Usage: "print the decision as one JSON object"},
 			&cli.BoolFlag{Name: "filter", Usage: "print the answer for cli_filter.lua (key=value lines)"},
 			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, Usage: "how long to wait for the daemon"},
@@ -57,6 +66,11 @@ state database (when readable).`,
 // jobFromFlags turns sbatch-style options into an API job request.
 func jobFromFlags(c *cli.Context) (sizerapi.JobRequest, error) {
 	j := sizerapi.JobRequest{Account: c.String("account"), JobName: c.String("job-name"), Partition: c.String("partition"), User: c.String("user"), Comment: c.String("comment"), UserConstraint: c.String("constraint")}
+	if j.JobName == "" && c.String("script") != "" {
+		// what Slurm names the job: the script's base name
+		j.JobName = filepath.Base(c.String("script"))
+	}
+	j.ExplicitPartition = j.Partition != ""
 	if j.User == "" {
 		if u, err := user.Current(); err == nil {
 			j.User = u.Username
@@ -73,10 +87,11 @@ func jobFromFlags(c *cli.Context) (sizerapi.JobRequest, error) {
 	}
 	var errs []error
 	nodes := 0
-	if v := c.String("nodes"); v != "" {
+	if v := c.String("nodes"); v != "" && v != unsetNodes {
 		n, err := parseNodes(v)
 		errs = append(errs, err)
 		nodes = n
+		j.ExplicitNodes = true
 	}
 	j.Nodes = nodes
 	if v := c.String("gres"); v != "" {
@@ -85,6 +100,7 @@ func jobFromFlags(c *cli.Context) (sizerapi.JobRequest, error) {
 			errs = append(errs, fmt.Errorf("--gres: %w", err))
 		}
 		j.GPUModel, j.GPUsPerNode = m, n
+		j.ExplicitGPUs = n > 0
 	}
 	if v := c.String("gpus-per-node"); v != "" {
 		m, n, err := parseGPUSpec(v)
@@ -93,6 +109,7 @@ func jobFromFlags(c *cli.Context) (sizerapi.JobRequest, error) {
 			j.GPUModel = m
 		}
 		j.GPUsPerNode = n
+		j.ExplicitGPUs = n > 0
 	}
 	if v := c.String("gpus"); v != "" {
 		m, n, err := parseGPUSpec(v)
@@ -101,6 +118,8 @@ func jobFromFlags(c *cli.Context) (sizerapi.JobRequest, error) {
 			j.GPUModel = m
 		}
 		j.GPUsPerNode = int(math.Ceil(float64(n) / float64(max(nodes, 1))))
+		// --gpus is per job: keeping it keeps the node count too
+		j.ExplicitGPUs, j.ExplicitNodes, j.Nodes = n > 0, n > 0, max(nodes, 1)
 	}
 	if v := c.String("time"); v != "" {
 		d, err := parseSlurmTime(v)
@@ -225,7 +244,7 @@ func summary(d sizing.Decision) string {
 	if d.EstCostUSD > 0 {
 		cost = fmt.Sprintf("est. %.1f h, ~$%.2f", d.EstHours, d.EstCostUSD)
 	}
-	return fmt.Sprintf("%s: %d x %s %s on %s, $%.2f/h, %s. Why: %s", d.Class, d.GPUsPerNode, d.GPUModel, d.Capacity, strings.Join(d.InstanceTypes, "|"), d.HourlyUSD, cost, d.Reason)
+	return fmt.Sprintf("%s: %d node(s) x %d %s %s on %s, $%.2f/h, %s. Why: %s", d.Class, d.Nodes, d.GPUsPerNode, d.GPUModel, d.Capacity, strings.Join(d.InstanceTypes, "|"), d.HourlyUSD, cost, d.Reason)
 }
 
 // FilterHeader starts the --filter answer.
@@ -261,6 +280,9 @@ func writeFilter(w io.Writer, st *settings, job sizerapi.JobRequest, gpuOpt stri
 			if p == job.Partition || (job.Partition == "" && p == st.defaultPartition) {
 				part = "" // already bound for a partition holding the class
 			}
+		}
+		if !job.ExplicitNodes && d.Nodes > 1 {
+			fmt.Fprintf(&b, "nodes=%d\n", d.Nodes)
 		}
 		switch gpuOpt {
 		case "gpus-per-node":

@@ -77,13 +77,13 @@ func fixture(t *testing.T, sl SlurmReader) (*Source, string) {
 		}
 		return r
 	}
-	b := sizerapi.ReportBatch{Node: "l4x4-1", InstanceID: "i-3", Records: []sizerapi.Record{rec(1, at(9, 14, 5), 20), rec(2, at(9, 15, 0), 20),
+	b := sizerapi.ReportBatch{Node: "l4x4-1", InstanceID: "i-3", GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{rec(1, at(9, 14, 5), 20), rec(2, at(9, 15, 0), 20),
 		{Seq: 3, Time: at(9, 15, 58), Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{InstanceID: "i-3", Action: "terminate", NoticeTime: at(9, 15, 58),
 			Jobs: []sizerapi.JobEvent{{JobID: 20, Signal: "USR1", Checkpointed: true, Requeued: true, Waited: 3 * time.Second}}}}}}
 	if _, err := st.AddBatch(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	b = sizerapi.ReportBatch{Node: "l4x4-1", InstanceID: "i-2", Records: []sizerapi.Record{rec(4, at(10, 10, 5), 21), rec(5, at(10, 11, 0), 21)}}
+	b = sizerapi.ReportBatch{Node: "l4x4-1", InstanceID: "i-2", GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{rec(4, at(10, 10, 5), 21), rec(5, at(10, 11, 0), 21)}}
 	if _, err := st.AddBatch(ctx, b); err != nil {
 		t.Fatal(err)
 	}

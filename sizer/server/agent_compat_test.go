@@ -23,7 +23,7 @@ func TestAgentHTTPSinkCompat(t *testing.T) {
 	}
 	sink := &report.HTTPSink{URL: f.url + "/v1/reports", CredentialFile: cred, Client: f.httpClient(t)}
 	now := f.clk.Now()
-	b := sizerapi.ReportBatch{Node: "gpu-7", InstanceID: inst, Records: []sizerapi.Record{
+	b := sizerapi.ReportBatch{Node: "gpu-7", InstanceID: inst, GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{
 		{Seq: 1, Time: now, Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{
 			{Time: now, Index: 0, UUID: "GPU-0", Name: "NVIDIA A10G", UtilPercent: 77, MemoryUsedBytes: 9 << 30, MemoryTotalBytes: 24 << 30, PowerWatts: 120, TemperatureC: 60, PIDs: []int{42}, JobIDs: []uint32{55}},
 			{Time: now, Index: 1, UUID: "GPU-1", Name: "NVIDIA A10G", MemoryTotalBytes: 24 << 30},

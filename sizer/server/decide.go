@@ -13,8 +13,8 @@ import (
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
-// DefaultHistoryJobs is how many past jobs of a user and job name learning
-// looks at.
+// DefaultHistoryJobs is how many past runs of a recurring job (user, job
+// name, model metadata: sizing.RecurringKey) learning looks at.
 const DefaultHistoryJobs = 20
 
 // Decide makes the submission-time decision for a job: metadata problems
@@ -37,12 +37,13 @@ func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, caps map[str
 		if historyJobs <= 0 {
 			historyJobs = DefaultHistoryJobs
 		}
-		h, err := st.History(ctx, req.User, req.JobName, historyJobs)
+		h, err := st.HistoryByKey(ctx, job.Key(), historyJobs)
 		if err != nil {
 			return sizing.Decision{}, fmt.Errorf("reading history: %w", err)
 		}
 		in.History = h
 	}
+	in.History.Key = job.Key()
 	b, err := AccountBudget(ctx, st, caps, "", req.Account, now)
 	if err != nil {
 		return sizing.Decision{}, err

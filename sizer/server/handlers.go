@@ -83,6 +83,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 		outcome = "refused"
 	} else if d.Downsized {
 		outcome = "downsized"
+	} else if d.Upsized {
+		outcome = "upsized"
 	}
 	s.decisions.WithLabelValues("route", outcome).Inc()
 	return d, nil
@@ -158,6 +160,7 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 	res.Refused, res.Problems = refused, problems
 	s.records.WithLabelValues("accepted").Add(float64(res.Accepted))
 	s.records.WithLabelValues("duplicate").Add(float64(res.Duplicates))
+	s.records.WithLabelValues("ignored").Add(float64(res.Ignored))
 	for _, rec := range b.Records {
 		if rec.Kind == sizerapi.KindInterruption {
 			s.interrupt.Inc()
@@ -240,7 +243,17 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal
 	if od, ok := s.pol.HourlyPrice(ev.InstanceType, jobmeta.CapacityOnDemand); ok {
 		l.OnDemandUSD = od
 	}
-	return struct{}{}, s.st.RecordInstance(context.WithoutCancel(r.Context()), l)
+	if err := s.st.RecordInstance(context.WithoutCancel(r.Context()), l); err != nil {
+		return nil, err
+	}
+	if ev.Job != nil && ev.Job.JobID != "" && ev.Job.User != "" {
+		// the job enters its history at launch too (PrologSlurmctld records
+		// every start, warm-reused nodes included)
+		if err := s.st.StartRun(context.WithoutCancel(r.Context()), runKey(*ev.Job), sizerapi.JobStart{Job: *ev.Job, Start: ev.Time}); err != nil {
+			return nil, err
+		}
+	}
+	return struct{}{}, nil
 }
 
 func (s *Server) terminate(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {

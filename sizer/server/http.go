@@ -49,6 +49,8 @@ func (s *Server) routes() {
 	s.handle("POST "+sizerapi.PathBoots, "boots", roleNode, s.boot)
 	s.handle("POST "+sizerapi.PathInstanceLaunch, "launch", roleAdmin, s.launch)
 	s.handle("POST "+sizerapi.PathInstanceTerminate, "terminate", roleAdmin, s.terminate)
+	s.handle("POST "+sizerapi.PathJobStart, "job_start", roleAdmin, s.jobStart)
+	s.handle("POST "+sizerapi.PathJobEnd, "job_end", roleAdmin, s.jobEnd)
 	s.handle("GET "+sizerapi.PathBudgets, "budgets", roleRead, s.budgets)
 	s.handle("GET "+sizerapi.PathReport, "report", roleRead, s.report)
 	s.ledgerRoutes()

@@ -218,7 +218,7 @@ func (f *fixture) jobs() []slurm.Job {
 }
 
 func gpuBatch(node string, seq0 uint64, n int, job uint32, t time.Time) sizerapi.ReportBatch {
-	b := sizerapi.ReportBatch{Node: node}
+	b := sizerapi.ReportBatch{Node: node, GPUSource: sizerapi.GPUSourceNVML}
 	for i := 0; i < n; i++ {
 		rec := sizerapi.Record{Seq: seq0 + uint64(i), Time: t.Add(time.Duration(i) * time.Second), Kind: sizerapi.KindGPU}
 		for g := 0; g < 8; g++ {
@@ -535,4 +535,53 @@ func TestGracefulShutdownLosesNoAcceptedReport(t *testing.T) {
 		t.Fatalf("server acknowledged %d records, database holds %d", acked.Load(), stored)
 	}
 	t.Logf("acknowledged %d, stored %d", acked.Load(), stored)
+}
+
+// TestJobRunsDriveLearning: job starts and ends (PrologSlurmctld and
+// EpilogSlurmctld) make the history route learns from; only the admin may
+// post them; the recurring-job key comes from the job's user, name and
+// metadata, computed by the server.
+func TestJobRunsDriveLearning(t *testing.T) {
+	f := start(t, nil)
+	ctx := context.Background()
+	admin := f.client(t, f.token)
+	cred, _ := f.node(t, "gpu-1", "g6.xlarge", "us-east-1a", false)
+	node := f.client(t, cred)
+	comment := "burst: params=1B workload=finetune"
+	run := sizerapi.JobStart{Job: sizerapi.Job{JobID: "41", JobName: "ft.sh", User: "ann", Account: "bio", Class: "l4-1x", GPUModel: "l4", GPUsPerNode: 1, Nodes: 1, GPUMemoryMiB: 22888, Comment: comment}, Start: f.clk.Now()}
+	if err := node.JobStarted(ctx, run); !errors.Is(err, sizerclient.ErrUnauthorized) {
+		t.Errorf("a node credential posted a job start: %v", err)
+	}
+	if err := admin.JobStarted(ctx, sizerapi.JobStart{}); !isStatus(err, 400) {
+		t.Errorf("empty job start: %v", err)
+	}
+	if err := admin.JobStarted(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.JobEnded(ctx, sizerapi.JobEnd{JobID: "41", ExitCode: 1, OOM: true, Evidence: `"CUDA out of memory" in slurm-41.out`}); err != nil {
+		t.Fatal(err)
+	}
+	job := sizerapi.JobRequest{JobName: "ft.sh", User: "ann", Account: "bio", Comment: comment}
+	d, err := admin.Route(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Upsized || d.HistoryKey != job.Key() || !strings.Contains(d.Reason, "ended out of GPU memory") || d.Nodes == 1 && d.GPUsPerNode == 1 && d.GPUModel == "l4" {
+		t.Errorf("after an OOM run: %+v", d)
+	}
+	// a launch carrying the job (burst-resume's) files it under the same key
+	ev := sizerapi.InstanceEvent{InstanceID: "i-42", Node: "l4-1", InstanceType: "g6.xlarge", Capacity: "spot", Time: f.clk.Now(),
+		Job: &sizerapi.Job{JobID: "42", JobName: "ft.sh", User: "ann", Account: "bio", GPUsPerNode: 1, Nodes: 1, Comment: comment}}
+	if err := admin.Launched(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := f.srv.Store().HistoryByKey(ctx, job.Key(), 10); err != nil || h.LastOOM == nil || h.LastOOM.JobID != "41" {
+		t.Errorf("history after the launch: %+v %v", h, err)
+	}
+	// another user's job of the same name learns nothing from it
+	other := job
+	other.User = "bob"
+	if d, _ := admin.Route(ctx, other); d.Upsized {
+		t.Errorf("bob's job upsized from ann's run: %+v", d)
+	}
 }

@@ -40,7 +40,7 @@ func TestNodeReportsTrustTheSizersRecords(t *testing.T) {
 	refusedAll("interruption of another pool", nc.Interruption(ctx, sizerapi.Interruption{InstanceType: "p5.48xlarge", Zone: "us-east-1a", Action: "terminate"}), sizerapi.CodeForbidden)
 	refusedAll("spot notice of an on-demand instance", od.Interruption(ctx, sizerapi.Interruption{Action: "terminate"}), sizerapi.CodeBadRequest)
 	// a batch of only forged records: refused record by record, nothing stored
-	forged := sizerapi.ReportBatch{Records: []sizerapi.Record{
+	forged := sizerapi.ReportBatch{GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{
 		{Seq: 1, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{Action: "terminate", NoticeTime: now.AddDate(50, 0, 0)}},
 		{Seq: 2, Time: now, Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{{Index: 0, UtilPercent: 1, MemoryUsedBytes: 1 << 20, MemoryTotalBytes: 24 << 30, JobIDs: []uint32{20}}}},
 		{Seq: 3, Time: now, Kind: sizerapi.KindJobSummary, Summary: &sizerapi.JobSummary{JobID: 20, Start: now, End: now, MeanUtilPercent: 1}},
@@ -62,7 +62,7 @@ func TestNodeReportsTrustTheSizersRecords(t *testing.T) {
 
 	// the node's own job counts; another job's samples on the same GPU are
 	// stripped; times are clamped into [launch, now]
-	mixed := sizerapi.ReportBatch{Records: []sizerapi.Record{
+	mixed := sizerapi.ReportBatch{GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{
 		{Seq: 10, Time: now.AddDate(1, 0, 0), Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{{Index: 0, UtilPercent: 90, MemoryUsedBytes: 2 << 30, MemoryTotalBytes: 24 << 30, JobIDs: []uint32{10, 20}}}},
 		{Seq: 11, Time: now.AddDate(-1, 0, 0), Kind: sizerapi.KindJobSummary, Summary: &sizerapi.JobSummary{JobID: 10, Start: now.AddDate(-1, 0, 0), End: now.AddDate(1, 0, 0), MeanUtilPercent: 90}},
 	}}

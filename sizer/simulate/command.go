@@ -72,7 +72,7 @@ Deterministic for a given --seed.`,
 			&cli.StringFlag{Name: "sweep-warm-quantile", Usage: "warm pool quantiles for --sweep (default: --warm-quantile only)"},
 		},
 		Action: runCommand,
-		Subcommands: []*cli.Command{{
+		Subcommands: []*cli.Command{learningCommand(), {
 			Name:      "convert-sacct",
 			Usage:     "convert `" + trace.SacctCommand + "` output into the simple trace CSV",
 			ArgsUsage: " ",

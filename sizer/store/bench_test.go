@@ -13,7 +13,7 @@ import (
 )
 
 func batchOf(node string, seq0 uint64, n int, job uint32, t time.Time) sizerapi.ReportBatch {
-	b := sizerapi.ReportBatch{Node: node}
+	b := sizerapi.ReportBatch{Node: node, GPUSource: sizerapi.GPUSourceNVML}
 	for i := 0; i < n; i++ {
 		b.Records = append(b.Records, gpuRecord(seq0+uint64(i), t, job, []uint32{50, 0, 0, 0, 0, 0, 0, 0}, []uint64{3, 0, 0, 0, 0, 0, 0, 0}))
 	}

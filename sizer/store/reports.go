@@ -14,8 +14,12 @@ import (
 )
 
 // AddBatch stores an agent's batch, committed before it returns. Records
-// already stored (same node and seq) are counted as duplicates and not
-// applied again. A batch with a bad record is not stored at all.
+// already stored (same instance, node and seq: b.InstanceID is the
+// identity the server attaches) are counted as duplicates and not applied
+// again. GPU records of a batch whose GPUSource is not NVML are recorded
+// as seen but not applied to usage (ReportResult.Ignored), unless the
+// store accepts simulated GPUs. A batch with a bad record is not stored at
+// all.
 func (s *Store) AddBatch(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.ReportResult, error) {
 	if s.w == nil {
 		return sizerapi.ReportResult{}, errReadOnly
@@ -24,7 +28,7 @@ func (s *Store) AddBatch(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.
 		var res sizerapi.ReportResult
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			var err error
-			res, err = addBatch(ctx, tx, b)
+			res, err = addBatch(ctx, tx, b, s.acceptSim)
 			return err
 		})
 		if err != nil {
@@ -44,11 +48,12 @@ func (s *Store) AddBatch(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.
 	return r.r, r.err
 }
 
-func addBatch(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch) (sizerapi.ReportResult, error) {
+func addBatch(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch, acceptSim bool) (sizerapi.ReportResult, error) {
 	var res sizerapi.ReportResult
+	real := b.GPUSource == sizerapi.GPUSourceNVML || acceptSim && b.GPUSource == sizerapi.GPUSourceSim
 	err := func() error {
 		for _, r := range b.Records {
-			out, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO records_seen(node, seq, kind, ts) VALUES(?,?,?,?)`, b.Node, int64(r.Seq), r.Kind, ms(r.Time))
+			out, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO reports_seen(instance, node, seq, kind, ts) VALUES(?,?,?,?,?)`, b.InstanceID, b.Node, int64(r.Seq), r.Kind, ms(r.Time))
 			if err != nil {
 				return fmt.Errorf("recording report %s/%d: %w", b.Node, r.Seq, err)
 			}
@@ -57,6 +62,10 @@ func addBatch(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch) (sizerapi
 				continue
 			}
 			res.Accepted++
+			if (r.Kind == sizerapi.KindGPU || r.Kind == sizerapi.KindJobSummary) && !real {
+				res.Ignored++
+				continue
+			}
 			if err := applyRecord(ctx, tx, b, r); err != nil {
 				return fmt.Errorf("applying report %s/%d: %w", b.Node, r.Seq, err)
 			}
@@ -177,7 +186,7 @@ func (s *Store) Interruptions(ctx context.Context, since time.Time) ([]sizerapi.
 // CountRecords returns how many distinct agent records are stored.
 func (s *Store) CountRecords(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM records_seen`).Scan(&n); err != nil {
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM reports_seen`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting records: %w", err)
 	}
 	return n, nil

@@ -39,11 +39,14 @@ type Store struct {
 
 	// Group commit for agent reports: concurrent AddBatch calls share one
 	// transaction (one fsync), each batch inside its own savepoint.
-	group  bool
-	wmu    sync.RWMutex
-	closed bool
-	wq     chan batchReq
-	wdone  chan struct{}
+	group bool
+	// acceptSim applies simulated GPU reports to usage (a test stack only:
+	// sizer.accept_simulated_gpus); otherwise they are counted and ignored.
+	acceptSim bool
+	wmu       sync.RWMutex
+	closed    bool
+	wq        chan batchReq
+	wdone     chan struct{}
 }
 
 type batchReq struct {
@@ -65,6 +68,10 @@ type Option func(*Store)
 // WithoutGroupCommit commits every report batch in its own transaction
 // (the baseline the group-commit benchmark compares against).
 func WithoutGroupCommit() Option { return func(s *Store) { s.group = false } }
+
+// AcceptSimulatedGPUs makes simulated GPU reports count as usage (the test
+// stack's sizer.accept_simulated_gpus); by default only NVML reports do.
+func AcceptSimulatedGPUs() Option { return func(s *Store) { s.acceptSim = true } }
 
 const schema = `
 CREATE TABLE IF NOT EXISTS records_seen(node TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY(node, seq)) WITHOUT ROWID;
@@ -105,7 +112,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening sizer database %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	if _, err := w.ExecContext(ctx, schema+schemaDash+nodeSchema); err != nil {
+	if _, err := w.ExecContext(ctx, schema+schemaDash+nodeSchema+runsSchema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("creating sizer schema in %s: %w", path, err)
 	}
@@ -166,7 +173,7 @@ func (s *Store) commitGroup(reqs []batchReq) {
 			if _, err := tx.ExecContext(ctx, "SAVEPOINT batch"); err != nil {
 				return err
 			}
-			r, err := addBatch(ctx, tx, rq.b)
+			r, err := addBatch(ctx, tx, rq.b, s.acceptSim)
 			if err != nil {
 				if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO batch"); rerr != nil {
 					return rerr

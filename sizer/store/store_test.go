@@ -52,7 +52,7 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	}
 	utils := []uint32{90, 0, 0, 0, 0, 0, 0, 0}
 	mem := []uint64{12, 0, 0, 0, 0, 0, 0, 0}
-	batch := sizerapi.ReportBatch{Node: "gpu-1", Records: []sizerapi.Record{
+	batch := sizerapi.ReportBatch{Node: "gpu-1", GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{
 		gpuRecord(1, now, 101, utils, mem),
 		gpuRecord(2, now.Add(time.Minute), 101, []uint32{70, 3, 0, 0, 0, 0, 0, 0}, []uint64{20, 1, 0, 0, 0, 0, 0, 0}),
 	}}
@@ -67,7 +67,7 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 		t.Fatalf("resend: %+v %v", res, err)
 	}
 	// Job 102 only sent a summary.
-	_, err = s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", Records: []sizerapi.Record{{Seq: 4, Time: now, Kind: sizerapi.KindJobSummary,
+	_, err = s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{{Seq: 4, Time: now, Kind: sizerapi.KindJobSummary,
 		Summary: &sizerapi.JobSummary{JobID: 102, Start: now, End: now.Add(time.Hour), GPUs: []string{"GPU-a", "GPU-b"}, PeakMemoryBytes: 10 * gib, MemoryTotalBytes: 40 * gib, MeanUtilPercent: 40}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	}
 
 	// Interruptions get their type and zone from the launch record.
-	_, err = s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", InstanceID: "i-101", Records: []sizerapi.Record{{Seq: 5, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{Action: "terminate", NoticeTime: now}}}})
+	_, err = s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", InstanceID: "i-101", GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{{Seq: 5, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{Action: "terminate", NoticeTime: now}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,10 +121,10 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 		}
 	}
 	// A bad record kind rolls the whole batch back.
-	if _, err := s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", Records: []sizerapi.Record{gpuRecord(6, now, 101, utils, mem), {Seq: 7, Kind: "bogus"}}}); err == nil {
+	if _, err := s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{gpuRecord(6, now, 101, utils, mem), {Seq: 7, Kind: "bogus"}}}); err == nil {
 		t.Fatal("bogus kind accepted")
 	}
-	if res, _ := s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", Records: []sizerapi.Record{gpuRecord(6, now, 101, utils, mem)}}); res.Accepted != 1 {
+	if res, _ := s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{gpuRecord(6, now, 101, utils, mem)}}); res.Accepted != 1 {
 		t.Errorf("seq 6 should not have been kept from the failed batch: %+v", res)
 	}
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/clifilter"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/sizerclient"
@@ -301,6 +302,24 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	s.Cfg.Sizer.Listen = net.JoinHostPort(c.ControllerAddr().String(), strconv.Itoa(port))
 	s.Cfg.Sizer.URL = "https://" + s.Cfg.Sizer.Listen
 	s.CfgPath = filepath.Join(filepath.Dir(c.ConfPath()), "burst.yaml")
+	if s.Cfg.Slurm.CliFilter {
+		// what burst-slurm-conf writes beside slurm.conf, pointing at this
+		// run's burst.yaml
+		o := clifilter.Options{SizerPath: filepath.Join(s.opts.BinDir, "burst-sizer"), GlobalArgs: []string{"--config", s.CfgPath}, Timeout: 20 * time.Second}
+		for _, p := range s.Cfg.Slurm.Partitions {
+			o.Partitions = append(o.Partitions, p.Name)
+			if p.Default {
+				o.DefaultPartition = p.Name
+			}
+		}
+		lua, err := clifilter.Render(o)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(c.ConfPath()), "cli_filter.lua"), lua, 0o644); err != nil {
+			return err
+		}
+	}
 	// the nodes share one file system and have no /run/burst of their own:
 	// the Prolog and TaskProlog learn the checkpoint root here
 	ckpt := filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir)

@@ -20,6 +20,9 @@ type Options struct {
 	Seed             uint64 // varies every curve
 	Name             string // default "Simulated NVIDIA H100 80GB HBM3"
 	MemoryTotalBytes uint64 // per GPU; default 80 GiB
+	// MemoryUsedPercent fixes the memory a job uses, in % of each GPU;
+	// 0: 30% plus half the utilisation.
+	MemoryUsedPercent int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -101,6 +104,9 @@ func (r *Reader) Sample(ctx context.Context) ([]gpu.Sample, error) {
 			u := Curve(r.opts.Seed, i, a.key, r.tick-a.from)
 			s.UtilPercent = u
 			s.MemoryUsedBytes = r.opts.MemoryTotalBytes / 100 * uint64(30+u/2)
+			if p := r.opts.MemoryUsedPercent; p > 0 {
+				s.MemoryUsedBytes = r.opts.MemoryTotalBytes / 100 * uint64(p)
+			}
 			s.PowerWatts = 70 + 6.3*float64(u)
 			s.TemperatureC = 32 + u*4/10
 			s.PIDs = append([]int(nil), a.pids...)

@@ -92,7 +92,7 @@ func Fill(ctx context.Context, st *store.Store, sp Spec) (map[string][]string, e
 			return nil, err
 		}
 		// two GPU samples: GPU 0 busy, the others idle
-		b := sizerapi.ReportBatch{Node: node, InstanceID: inst}
+		b := sizerapi.ReportBatch{Node: node, InstanceID: inst, GPUSource: sizerapi.GPUSourceNVML}
 		for k := 0; k < 2; k++ {
 			seq++
 			r := sizerapi.Record{Seq: seq, Time: start.Add(time.Duration(k+1) * time.Minute), Kind: sizerapi.KindGPU}

@@ -1,0 +1,368 @@
+package sizing
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/burst-hpc/burst/internal/jobmeta"
+)
+
+// need is what a job needs, whatever the plan.
+type need struct {
+	model       *Model // nil without params=
+	workload    jobmeta.Workload
+	note        string
+	flops       float64 // training compute; 0 when unknown or inference
+	tokens      float64 // inference: tokens to generate (tokens=); 0 unknown
+	hoursFromTL float64
+	minGPUs     int      // GPUs per node at least (no model: what history says is busy)
+	learn       *learned // what past runs say, applied to the plan
+}
+
+// plan is one way to run a job: nodes x GPUs of a class.
+type plan struct {
+	class      Class
+	nodes, gpn int
+	fabric     Fabric
+	memMiB     int     // per GPU, smallest of the class's types
+	usableMiB  float64 // per GPU
+	needMiB    float64 // per GPU; 0 when unknown
+	mem        *Memory // model's estimate, when there is a model
+	sharding   jobmeta.Sharding
+	eff        float64
+	hours      float64 // compute hours; 0 unknown
+	decode     *Decode
+	offers     []Offering
+	best       Offering
+	why        string // why on-demand was forced
+	expHours   float64
+	hourly     float64
+	cost       float64
+	meets      bool          // meets every target (true when there is none)
+	short      func() string // why the plan cannot hold the job; nil when it can
+	learnedMem bool          // memory came from measured use
+}
+
+func (pl *plan) shortfall() string {
+	if pl.short == nil {
+		return ""
+	}
+	return pl.short()
+}
+
+func (pl *plan) gpus() int { return pl.nodes * pl.gpn }
+
+// targets are what the job must meet: deadline (training, batch) or decode
+// latency/throughput (inference).
+type targets struct {
+	deadlineH  float64
+	latencyS   float64
+	throughput float64
+}
+
+func (t targets) any() bool { return t.deadlineH > 0 || t.latencyS > 0 || t.throughput > 0 }
+
+func targetsOf(md jobmeta.Metadata) targets {
+	return targets{deadlineH: md.Deadline.Hours(), latencyS: md.Latency.Seconds(), throughput: md.Throughput}
+}
+
+// meets reports whether a plan meets every target it can be judged on. A
+// plan whose time is unknown cannot meet a deadline.
+func (t targets) meets(pl *plan) bool {
+	if t.deadlineH > 0 && !(pl.expHours > 0 && pl.expHours <= t.deadlineH) {
+		return false
+	}
+	if t.latencyS > 0 && (pl.decode == nil || pl.decode.TokenLatencySec > t.latencyS) {
+		return false
+	}
+	if t.throughput > 0 && (pl.decode == nil || pl.decode.TokensPerSec < t.throughput) {
+		return false
+	}
+	return true
+}
+
+// searchResult is the planner's answer for one request.
+type searchResult struct {
+	best     *plan
+	fitting  int      // classes with a plan that fits
+	meeting  int      // of those, with a plan that meets the targets
+	rejected []string // why classes were left out
+	memShort []string // memory shortfalls, with the numbers
+	minNodes *plan    // the best class's cheapest fitting plan (to say why more nodes were needed)
+}
+
+// classFabric is the weakest fabric among a class's instance types, and
+// the smallest GPU memory.
+func (p *Policy) classShape(c Class) (Fabric, int) {
+	f := Fabric{NVLink: true, EFA: true, Gbps: math.MaxInt32}
+	minMem := math.MaxInt
+	for _, tn := range c.InstanceTypes {
+		t, ok := p.cat.Lookup(tn)
+		if !ok {
+			continue
+		}
+		tf := fabricOf(t.Family, t.Name, t.NetworkMbps)
+		f.NVLink = f.NVLink && tf.NVLink
+		f.EFA = f.EFA && tf.EFA
+		f.Gbps = min(f.Gbps, tf.Gbps)
+		minMem = min(minMem, t.GPUMemoryMiB)
+	}
+	if minMem == math.MaxInt {
+		return Fabric{}, 0
+	}
+	return f, minMem
+}
+
+// search finds the cheapest plan for a request: in every class that fits
+// its explicit choices, the fewest nodes that hold the job and meet its
+// targets (cost per run does not fall with more nodes: the same GPU-hours
+// at equal or lower scaling efficiency and higher spot risk).
+func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
+	var res searchResult
+	tg := targetsOf(r.Metadata)
+	type cand struct{ chosen, first *plan }
+	var cands []cand
+	for _, c := range p.classes {
+		if r.GPUModel != "" && !strings.EqualFold(r.GPUModel, c.GPUModel) {
+			continue
+		}
+		if r.Explicit.Partition && !c.inPartition(r.Partition) {
+			res.rejected = append(res.rejected, fmt.Sprintf("%s is not in partition %s", c.Name, r.Partition))
+			continue
+		}
+		gpn := c.GPUsPerNode
+		if r.Explicit.GPUs && r.GPUsPerNode > 0 {
+			gpn = r.GPUsPerNode
+			if c.GPUsPerNode < gpn {
+				continue
+			}
+		} else if c.GPUsPerNode < max(r.GPUsPerNode, n.minGPUs) {
+			continue
+		}
+		lo, hi := max(r.Nodes, 1), c.maxNodes()
+		if r.Explicit.Nodes {
+			hi = lo
+		}
+		if lo > c.maxNodes() {
+			res.rejected = append(res.rejected, fmt.Sprintf("%s allows %d nodes", c.Name, c.maxNodes()))
+			continue
+		}
+		fab, memMiB := p.classShape(c)
+		if memMiB == 0 {
+			continue
+		}
+		if n.model == nil {
+			hi = lo // nothing to scale for
+		}
+		var first, chosen, last *plan
+		var short func() string
+		for nodes := lo; nodes <= hi; nodes++ {
+			pl := p.shape(c, fab, memMiB, nodes, gpn, n)
+			if pl.short != nil {
+				short = pl.short
+				continue
+			}
+			if first == nil {
+				first = pl
+			}
+			last = pl
+			if !tg.any() || !p.timed(pl, n) {
+				break
+			}
+			if tg.deadlineH > 0 && pl.hours > tg.deadlineH && nodes < hi {
+				continue // spot rework only adds time: this plan cannot meet it
+			}
+			p.price(pl, r, unavail)
+			if pl.offers == nil {
+				break
+			}
+			if tg.meets(pl) {
+				chosen = pl
+				break
+			}
+		}
+		if first == nil {
+			res.memShort = append(res.memShort, fmt.Sprintf("%s: %s", c.Name, short()))
+			continue
+		}
+		if chosen == nil {
+			chosen = first
+			if tg.any() && p.timed(first, n) {
+				chosen = last // none meets: the fastest
+			}
+		}
+		for _, pl := range []*plan{first, chosen} {
+			if pl.offers == nil {
+				p.price(pl, r, unavail)
+			}
+		}
+		if chosen.offers == nil || len(chosen.offers) == 0 {
+			if chosen.why != "" {
+				res.rejected = append(res.rejected, fmt.Sprintf("%s: %s", c.Name, chosen.why))
+			} else {
+				res.rejected = append(res.rejected, fmt.Sprintf("%s: no available offering fits %d CPUs / %d MiB", c.Name, r.CPUsPerNode, r.MemoryMiBPerNode))
+			}
+			continue
+		}
+		chosen.meets = tg.meets(chosen)
+		cands = append(cands, cand{chosen, first})
+	}
+	res.fitting = len(cands)
+	if len(cands) == 0 {
+		return res
+	}
+	for _, c := range cands {
+		if c.chosen.meets {
+			res.meeting++
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := cands[i].chosen, cands[j].chosen
+		if tg.any() && a.meets != b.meets {
+			return a.meets
+		}
+		if tg.any() && !a.meets {
+			return faster(a, b, tg)
+		}
+		return cheaper(a, b)
+	})
+	res.best, res.minNodes = cands[0].chosen, cands[0].first
+	return res
+}
+
+// timed reports whether the plan has a time or decode estimate.
+func (p *Policy) timed(pl *plan, n need) bool {
+	return pl.hours > 0 || pl.decode != nil
+}
+
+func cheaper(a, b *plan) bool {
+	ka, kb := a.hourly, b.hourly
+	if a.cost > 0 && b.cost > 0 {
+		ka, kb = a.cost, b.cost
+	}
+	if ka != kb {
+		return ka < kb
+	}
+	if a.gpus() != b.gpus() {
+		return a.gpus() < b.gpus()
+	}
+	return a.class.Name < b.class.Name
+}
+
+func faster(a, b *plan, tg targets) bool {
+	if tg.deadlineH > 0 && a.expHours != b.expHours {
+		return a.expHours < b.expHours
+	}
+	if a.decode != nil && b.decode != nil {
+		if tg.latencyS > 0 && a.decode.TokenLatencySec != b.decode.TokenLatencySec {
+			return a.decode.TokenLatencySec < b.decode.TokenLatencySec
+		}
+		if a.decode.TokensPerSec != b.decode.TokensPerSec {
+			return a.decode.TokensPerSec > b.decode.TokensPerSec
+		}
+	}
+	return cheaper(a, b)
+}
+
+// shape evaluates memory and time of nodes x gpn GPUs of a class; a plan
+// that cannot hold the job comes back with shortfall set. With
+// sharding=auto a training job is replicated when that fits each GPU, else
+// sharded with ZeRO-3.
+func (p *Policy) shape(c Class, fab Fabric, memMiB, nodes, gpn int, n need) *plan {
+	shardings := []jobmeta.Sharding{jobmeta.ShardingAuto}
+	if m := n.model; m != nil && m.Training() {
+		shardings = []jobmeta.Sharding{m.Sharding}
+		if m.Sharding == jobmeta.ShardingAuto {
+			shardings = []jobmeta.Sharding{jobmeta.ShardingReplicated, jobmeta.ShardingZeRO3}
+		}
+	}
+	var pl *plan
+	for _, sh := range shardings {
+		pl = p.shapeWith(c, fab, memMiB, nodes, gpn, n, sh)
+		if pl.short == nil {
+			break
+		}
+	}
+	return pl
+}
+
+func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, sh jobmeta.Sharding) *plan {
+	pl := &plan{class: c, nodes: nodes, gpn: gpn, fabric: fab, memMiB: memMiB, eff: 1, sharding: sh}
+	pl.usableMiB = float64(memMiB) * p.params.UsableGPUMemoryFraction
+	N := pl.gpus()
+	const mib = 1 << 20
+	if m := n.model; m != nil {
+		mem := m.MemoryOn(N, sh)
+		pl.mem = &mem
+		pl.needMiB = mem.PerGPU() / mib
+	}
+	if l := n.learn; l != nil && l.down {
+		perGPU := l.perGPUMiB
+		if n.model != nil && (!n.model.Training() || sh == jobmeta.ShardingZeRO3) && l.totalMiB > 0 {
+			perGPU = l.totalMiB / float64(N)
+		}
+		if perGPU > 0 {
+			pl.needMiB, pl.learnedMem = perGPU, true
+		}
+	}
+	if pl.needMiB > pl.usableMiB {
+		pl.short = func() string {
+			what := fmt.Sprintf("%.1f GiB per GPU", pl.needMiB/1024)
+			if pl.mem != nil && !pl.learnedMem {
+				what = pl.mem.String()
+			}
+			return fmt.Sprintf("%d node(s) x %d GPU(s) need %s; a %s GPU holds %.1f GiB usable", nodes, gpn, what, c.GPUModel, pl.usableMiB/1024)
+		}
+		return pl
+	}
+	if l := n.learn; l != nil && l.floorTotalMiB > 0 {
+		if total := N * memMiB; total <= l.floorTotalMiB {
+			pl.short = func() string {
+				return fmt.Sprintf("%d node(s) x %d GPU(s) have %.0f GiB; the last run ran out of GPU memory with %.0f GiB", nodes, gpn, float64(total)/1024, float64(l.floorTotalMiB)/1024)
+			}
+			return pl
+		}
+		replicated := n.model == nil || n.model.Training() && sh == jobmeta.ShardingReplicated
+		if replicated && memMiB <= l.floorPerGPUMiB {
+			pl.short = func() string {
+				return fmt.Sprintf("each %s GPU has %.0f GiB; the last run ran out of GPU memory with %.0f GiB per GPU and nothing is sharded", c.GPUModel, float64(memMiB)/1024, float64(l.floorPerGPUMiB)/1024)
+			}
+			return pl
+		}
+	}
+	if m := n.model; m != nil {
+		pl.eff = efficiency(fab, nodes, gpn, m.CommVolume(sh))
+		if m.Training() && n.flops > 0 {
+			pl.hours = ComputeHours(n.flops, c.GPUModel, N, pl.eff)
+		}
+		if !m.Training() {
+			if d, ok := DecodeOn(*m, c.GPUModel, memMiB, nodes, gpn); ok {
+				pl.decode = &d
+				if n.tokens > 0 {
+					pl.hours = n.tokens / d.TokensPerSec / 3600
+				}
+			}
+		}
+	}
+	if pl.hours == 0 {
+		pl.hours = n.hoursFromTL
+	}
+	return pl
+}
+
+// price fills a plan's offerings and expected cost.
+func (p *Policy) price(pl *plan, r Request, unavail []Unavailable) {
+	offers, why := p.offerings(pl.class, r, pl.nodes, []string{""}, unavail, pl.hours)
+	pl.why = why
+	pl.offers = offers
+	if len(offers) == 0 {
+		pl.offers = []Offering{}
+		return
+	}
+	pl.best = offers[0]
+	pl.hourly = pl.best.ExpectedUSD * float64(pl.nodes)
+	pl.expHours = pl.hours * pl.best.ExpectedUSD / pl.best.PriceUSD
+	pl.cost = pl.hourly * pl.hours
+}
