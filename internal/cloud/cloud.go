@@ -115,6 +115,11 @@ type Instance struct {
 	LaunchTime   time.Time
 	JobID        uint32
 	Tags         map[string]string
+	// Unconfirmed: the launch succeeded but DescribeInstances did not answer
+	// in time, so the instance comes from the launch call's own answer: no
+	// PrivateIP, and in a multi-node launch Node is a best guess (the
+	// instance itself reads its node from its tags and launch index).
+	Unconfirmed bool
 }
 
 // Live reports whether the instance is pending or running (counts as the

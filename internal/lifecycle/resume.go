@@ -304,7 +304,7 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 		"launched", len(res.Instances), "reused", len(res.Reused), "tried", len(res.Tried), "seconds", now().Sub(t0).Seconds(), "err", err)
 	for _, in := range res.Instances {
 		log.Info("instance", "node", in.Node, "instance_id", in.ID, "type", in.InstanceType, "zone", in.Zone,
-			"capacity", in.Capacity, "ip", in.PrivateIP)
+			"capacity", in.Capacity, "ip", in.PrivateIP, "unconfirmed", in.Unconfirmed)
 		if r.Recorder != nil {
 			ev := sizerapi.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
 				Capacity: string(in.Capacity), Account: jr.Account, Time: in.LaunchTime}

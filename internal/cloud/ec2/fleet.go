@@ -121,30 +121,104 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if len(ids) == 0 {
 		return nil, ferrs, nil
 	}
-	insts, err := p.describeIDs(ctx, ids)
-	if err != nil {
-		// The instances exist but cannot be seen: terminate rather than leak them.
-		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
-			p.log.Error("terminating instances after a failed launch", "ids", ids, "err", terr)
-		}
-		return nil, nil, err
-	}
-	if len(insts) != len(nodes) || !p.identitiesOK(insts, names) {
-		// Never leave a partial all-or-nothing job, nor instances with an
-		// ambiguous identity.
+	if len(ids) != len(nodes) {
+		// Never leave a partial all-or-nothing job: CreateFleet's own
+		// answer says how many instances it made.
 		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating a partial fleet", "ids", ids, "err", terr)
 		}
-		if len(insts) != len(nodes) {
-			ferrs = append(ferrs, &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
-				Message: fmt.Sprintf("the fleet launched %d of %d instances; terminated them (all-or-nothing)", len(insts), len(nodes)), Offerings: offs})
-			return nil, ferrs, nil
+		ferrs = append(ferrs, &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
+			Message: fmt.Sprintf("the fleet launched %d of %d instances; terminated them (all-or-nothing)", len(ids), len(nodes)), Offerings: offs})
+		return nil, ferrs, nil
+	}
+	// The launch succeeded: from here on nothing may turn it into a
+	// failure but a wrong identity. The describe that follows only adds
+	// what CreateFleet does not say (private IP, launch index); when it is
+	// throttled past its budget, the instances are taken from CreateFleet's
+	// answer and the reconciler checks them later.
+	insts, derr := p.describeLaunched(ctx, ids)
+	if derr != nil || len(insts) != len(ids) {
+		p.log.Warn("launched, but describing the new instances failed; using CreateFleet's answer", "nodes", names,
+			"instances", ids, "described", len(insts), "err", derr)
+		insts = p.fromFleetAnswer(out.Instances, insts, nodes, capacity, byKey)
+		p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capacity, "described", false)
+		return insts, ferrs, nil
+	}
+	if !p.identitiesOK(insts, names) {
+		// instances with an ambiguous identity must not run
+		if terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+			p.log.Error("terminating a fleet with ambiguous launch indexes", "ids", ids, "err", terr)
 		}
 		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousLaunchIndex", Op: op,
 			Message: "the fleet's launch indexes are not 0..n-1, so nodes cannot tell who they are; terminated the fleet"}
 	}
 	p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capacity)
 	return insts, ferrs, nil
+}
+
+// fromFleetAnswer builds the instances of a successful CreateFleet from its
+// own answer, for those the describe did not return (described): id, type,
+// zone and capacity from the answer, the tags burst launched them with,
+// state pending. A single node's instance is that node; in a multi-node
+// fleet EC2 names no launch index in the answer, so the nodes are matched
+// to the ids in the answer's order. Either way the instance is marked
+// Unconfirmed: each instance itself still learns its node from its tags
+// and launch index (internal/nodeid), and the reconciler compares EC2 with
+// Slurm later.
+func (p *Provider) fromFleetAnswer(answer []types.CreateFleetInstance, described []cloud.Instance, nodes []cloud.NodeSpec, capacity cloud.CapacityType, byKey map[string]cloud.Offering) []cloud.Instance {
+	tags := map[string]string{}
+	for _, t := range p.tags(nodes, capacity) {
+		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	have := map[string]cloud.Instance{}
+	taken := map[string]bool{}
+	for _, in := range described {
+		have[in.ID] = in
+		taken[in.Node] = true
+	}
+	var free []cloud.NodeSpec
+	for _, n := range nodes {
+		if !taken[n.Node] {
+			free = append(free, n)
+		}
+	}
+	now := p.opts.Now()
+	var out []cloud.Instance
+	for _, fi := range answer {
+		typ, zone := string(fi.InstanceType), ""
+		if lto := fi.LaunchTemplateAndOverrides; lto != nil && lto.Overrides != nil {
+			if typ == "" {
+				typ = string(lto.Overrides.InstanceType)
+			}
+			zone = aws.ToString(lto.Overrides.AvailabilityZone)
+			if o, ok := offeringOf(lto, byKey); ok && zone == "" {
+				zone = o.Zone
+			}
+		}
+		c := capacity
+		switch fi.Lifecycle {
+		case types.InstanceLifecycleSpot:
+			c = cloud.Spot
+		case types.InstanceLifecycleOnDemand:
+			c = cloud.OnDemand
+		}
+		for _, id := range fi.InstanceIds {
+			if in, ok := have[id]; ok {
+				out = append(out, in)
+				continue
+			}
+			in := cloud.Instance{ID: id, InstanceType: typ, Zone: zone, Capacity: c, State: "pending", LaunchTime: now, Tags: tags}
+			in.Unconfirmed = true
+			if len(free) > 0 {
+				in.Node, free = free[0].Node, free[1:]
+			}
+			if nodes[0].JobID != 0 {
+				in.JobID = nodes[0].JobID
+			}
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 func offeringOf(lto *types.LaunchTemplateAndOverridesResponse, byKey map[string]cloud.Offering) (cloud.Offering, bool) {
