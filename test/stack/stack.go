@@ -33,6 +33,7 @@ import (
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurmconf"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/harness"
@@ -153,7 +154,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("stack: demo configuration: %w", err)
 	}
-	plan, err := slurmconf.Build(cfg, catalog.Default())
+	sl, err := harness.SelectedSlurm()
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	ver, err := slurm.ParseVersion(sl.Release)
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	plan, err := slurmconf.Build(cfg, catalog.Default(), ver)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +171,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	// machine, smaller than the instance types they stand for
 	fragment := string(plan.Include()) + "\nSlurmdParameters=config_overrides\nSlurmctldDebug=debug\n"
 
-	s.Cluster, err = harness.Start(ctx, harness.Options{
+	s.Cluster, err = harness.Start(ctx, harness.Options{Slurm: &sl,
 		Fragment: fragment, GresConf: string(plan.GresConf()), KeepDir: opts.KeepDir, Logger: log,
 		Binds:       []string{opts.BinDir, dir}, // Slurm runs burst's binaries as hooks
 		SlurmdDelay: -1,                         // the bootstrap keeps the 2 s boot guard itself
