@@ -57,7 +57,11 @@ func (p *Provider) describeLaunched(ctx context.Context, ids []string) ([]cloud.
 // launch leaves to its caller (to report the launch to Slurm).
 const describeReserve = 5 * time.Second
 
-// liveFor finds live instances of the request's nodes (idempotency).
+// liveFor finds live instances of the request's nodes (idempotency): by
+// job for an all-or-nothing job, which finds the job's multi-node fleets
+// (their instances carry the fleet's node list, TagNodes, not a TagNode of
+// their own) also when only one of its nodes is asked for (a later call of
+// a partial resume); by node tag otherwise.
 func (p *Provider) liveFor(ctx context.Context, req cloud.LaunchRequest) (map[string]cloud.Instance, error) {
 	filters := []types.Filter{
 		{Name: aws.String("tag:" + TagCluster), Values: []string{p.opts.Cluster}},
@@ -68,10 +72,10 @@ func (p *Provider) liveFor(ctx context.Context, req cloud.LaunchRequest) (map[st
 		names[i] = n.Node
 	}
 	switch {
+	case req.AllOrNothing && req.Nodes[0].JobID != 0:
+		filters = append(filters, types.Filter{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatUint(uint64(req.Nodes[0].JobID), 10)}})
 	case len(req.Nodes) == 1 || !req.AllOrNothing:
 		filters = append(filters, types.Filter{Name: aws.String("tag:" + TagNode), Values: names})
-	case req.Nodes[0].JobID != 0:
-		filters = append(filters, types.Filter{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatUint(uint64(req.Nodes[0].JobID), 10)}})
 	}
 	insts, err := p.describe(ctx, filters)
 	if err != nil {

@@ -137,3 +137,27 @@ func TestLaunchRetriesThrottledDescribe(t *testing.T) {
 		}
 	}
 }
+
+// TestLoneNodeOfAFleetIsFound: a later call of a partial resume asks for
+// one node of a job launched whole; its instance carries the fleet's node
+// list, not a node tag of its own, and is found by the job.
+func TestLoneNodeOfAFleetIsFound(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	offs := []cloud.Offering{spot("g5.xlarge", "us-east-1a")}
+	first, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(9, "gpu-1", "gpu-2", "gpu-3"), AllOrNothing: true, Attempt: 1, Offerings: offs})
+	if err != nil || len(first.Instances) != 3 {
+		t.Fatalf("launch: err %v, %d instances", err, len(first.Instances))
+	}
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(9, "gpu-2"), AllOrNothing: true, Attempt: 1, Offerings: offs})
+	if err != nil || len(res.Reused) != 1 || len(res.Instances) != 1 {
+		t.Fatalf("lone node: err %v, reused %v, instances %+v; want gpu-2's instance reused", err, res.Reused, res.Instances)
+	}
+	for _, in := range first.Instances {
+		if in.Node == "gpu-2" && in.ID != res.Instances[0].ID {
+			t.Errorf("gpu-2 got %s, its instance is %s", res.Instances[0].ID, in.ID)
+		}
+	}
+	if n := len(e.srv.Instances()); n != 3 {
+		t.Errorf("%d instances, want 3 (no duplicate)", n)
+	}
+}
