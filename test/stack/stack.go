@@ -56,6 +56,19 @@ type Options struct {
 	// KeepDir keeps the run directories after Stop.
 	KeepDir bool
 	Logger  *slog.Logger
+	// BaseYAML is the burst.yaml the stack starts from (named BaseName in
+	// messages); default: the embedded demo. The stack then points it at
+	// this machine (controller, munge, EC2 emulator, local FSx directory,
+	// fake GPU devices, state and log paths) before Configure.
+	BaseYAML []byte
+	BaseName string
+	// AdminSetup, when set, makes Slurm's side of burst instead of the
+	// stack: slurm.conf is a site's plain file (harness.Options.Plain) and
+	// AdminSetup, called with burst.yaml written at s.CfgPath, edits the
+	// directory confDir (slurm.conf's) as an admin would before slurmctld
+	// starts from it. Burst's own hooks still run through the stack's
+	// wrappers (burst.yaml is not at /etc/burst here).
+	AdminSetup func(s *Stack, c *harness.Cluster, confDir string) error
 }
 
 // Stack is a running local burst deployment.
@@ -129,9 +142,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
-	cfg, err := config.Parse(config.DemoYAML, "demo.yaml")
+	base, baseName := config.DemoYAML, "demo.yaml"
+	if opts.BaseYAML != nil {
+		base, baseName = opts.BaseYAML, opts.BaseName
+	}
+	cfg, err := config.Parse(base, baseName)
 	if err != nil {
-		return nil, fmt.Errorf("stack: embedded demo config: %w", err)
+		return nil, fmt.Errorf("stack: %s: %w", baseName, err)
 	}
 	// Slurm gives PrologSlurmctld/EpilogSlurmctld no SLURM_CONF, so the hooks
 	// cannot find a burst.yaml outside /etc/burst: they run through tiny
@@ -139,7 +156,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	// default path and burst_bin points at the binaries themselves).
 	cfg.Slurm.BurstBin = filepath.Join(dir, "bin")
 	cfg.Slurm.GresFiles = filepath.Join(dir, "dev", "nvidia")
-	cfg.Slurm.CliFilter = false // enabled by tests that exercise it (needs the Lua file beside slurm.conf)
+	if opts.AdminSetup == nil {
+		cfg.Slurm.CliFilter = false // enabled by tests that exercise it (needs the Lua file beside slurm.conf)
+	}
+	cfg.Slurm.GresAutodetect = "off" // fake GPU devices (mknod c 195 N): no NVML here
 	cfg.Sizer.TokenFile = tokFile
 	cfg.Sizer.StateDir = filepath.Join(dir, "state")
 	cfg.FSx.LocalDir = filepath.Join(dir, "fsx")
@@ -158,25 +178,32 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
-	ver, err := slurm.ParseVersion(sl.Release)
-	if err != nil {
-		return nil, fmt.Errorf("stack: %w", err)
-	}
-	plan, err := slurmconf.Build(cfg, catalog.Default(), ver)
-	if err != nil {
-		return nil, err
-	}
 	s.Cfg = cfg
-	// the harness's nodes need config_overrides: their "hardware" is this
-	// machine, smaller than the instance types they stand for
-	fragment := string(plan.Include()) + "\nSlurmdParameters=config_overrides\nSlurmctldDebug=debug\n"
-
-	s.Cluster, err = harness.Start(ctx, harness.Options{Slurm: &sl,
-		Fragment: fragment, GresConf: string(plan.GresConf()), KeepDir: opts.KeepDir, Logger: log,
+	ho := harness.Options{Slurm: &sl, KeepDir: opts.KeepDir, Logger: log,
 		Binds:       []string{opts.BinDir, dir}, // Slurm runs burst's binaries as hooks
 		SlurmdDelay: -1,                         // the bootstrap keeps the 2 s boot guard itself
 		Prepare:     func(c *harness.Cluster) error { return s.prepare(c) },
-	})
+	}
+	// the harness's nodes need config_overrides: their "hardware" is this
+	// machine, smaller than the instance types they stand for
+	const overrides = "SlurmdParameters=config_overrides\n"
+	if opts.AdminSetup != nil {
+		ho.Plain = true
+		ho.Fragment = "# the nodes are network namespaces on this machine, smaller than the instance types they stand for\n" + overrides
+		ho.Setup = func(c *harness.Cluster) error { return opts.AdminSetup(s, c, filepath.Dir(c.ConfPath())) }
+	} else {
+		ver, err := slurm.ParseVersion(sl.Release)
+		if err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+		plan, err := slurmconf.Build(cfg, catalog.Default(), ver)
+		if err != nil {
+			return nil, err
+		}
+		ho.Fragment = string(plan.Include()) + "\n" + overrides + "SlurmctldDebug=debug\n"
+		ho.GresConf = string(plan.GresConf())
+	}
+	s.Cluster, err = harness.Start(ctx, ho)
 	if err != nil {
 		return nil, fmt.Errorf("stack: starting Slurm: %w", err)
 	}
@@ -242,7 +269,7 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	s.Cfg.Sizer.Listen = net.JoinHostPort(c.ControllerAddr().String(), strconv.Itoa(port))
 	s.Cfg.Sizer.URL = "http://" + s.Cfg.Sizer.Listen
 	s.CfgPath = filepath.Join(filepath.Dir(c.ConfPath()), "burst.yaml")
-	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent"} {
+	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent", "burst-sizer"} {
 		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s exec %s \"$@\"\n", s.CfgPath, filepath.Join(s.opts.BinDir, b))
 		if err := os.WriteFile(filepath.Join(s.Dir, "bin", b), []byte(w), 0o755); err != nil {
 			return err
