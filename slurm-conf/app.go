@@ -17,6 +17,7 @@ import (
 	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/iampolicy"
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurmconf"
 	"github.com/burst-hpc/burst/internal/statefile"
 )
@@ -29,8 +30,34 @@ func loadPlan(c *cli.Context) (*config.Config, *slurmconf.Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := slurmconf.Build(cfg, catalog.Default())
+	v, err := slurmVersion(c, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := slurmconf.Build(cfg, catalog.Default(), v)
 	return cfg, p, err
+}
+
+// slurmVersion is the release to write for: --slurm-version, else
+// slurm.version in burst.yaml, else what <slurm.bin_dir>/scontrol --version
+// says (no daemon needed).
+func slurmVersion(c *cli.Context, cfg *config.Config) (slurm.Version, error) {
+	for _, s := range []struct{ v, where string }{{c.String("slurm-version"), "--slurm-version"}, {cfg.Slurm.Version, cfg.Source + ": slurm.version"}} {
+		if s.v == "" {
+			continue
+		}
+		v, err := slurm.ParseVersion(s.v)
+		if err != nil {
+			return v, cmdline.Usagef("%s: %v", s.where, err)
+		}
+		return v, nil
+	}
+	sc := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: cfg.Slurm.BinDir, Timeout: 10 * time.Second})
+	v, err := sc.Version(c.Context)
+	if err != nil {
+		return v, fmt.Errorf("%w; what burst writes depends on the Slurm release: set slurm.version in %s (e.g. 24.11) or pass --slurm-version", err, cfg.Source)
+	}
+	return v, nil
 }
 
 // App builds the CLI; output goes to out (run it with cmdline.Run).
@@ -44,6 +71,7 @@ func App(out io.Writer) *cli.App {
 		HideHelpCommand: true,
 		Flags: []cli.Flag{cmdline.ConfigFlag(),
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the files into `DIR` instead of printing the include"},
+			&cli.StringFlag{Name: "slurm-version", Usage: "write for Slurm `RELEASE` (e.g. 24.11); default: slurm.version in burst.yaml, else `scontrol --version`"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -76,7 +104,8 @@ func App(out io.Writer) *cli.App {
 		Commands: []*cli.Command{iamCommand(out), sacctmgrCommand(out), {
 			Name:  "check",
 			Usage: "compare an existing slurm.conf (and its includes) with what burst.yaml needs",
-			Flags: []cli.Flag{&cli.StringFlag{Name: "slurm-conf", Value: "/etc/slurm/slurm.conf", Usage: "slurm.conf to check"}},
+			Flags: []cli.Flag{&cli.StringFlag{Name: "slurm-conf", Value: "/etc/slurm/slurm.conf", Usage: "slurm.conf to check"},
+				&cli.StringFlag{Name: "slurm-version", Usage: "check for Slurm `RELEASE` (default: as for writing)"}},
 			Action: func(c *cli.Context) error {
 				_, p, err := loadPlan(c)
 				if err != nil {

@@ -22,7 +22,7 @@ func runConf(t *testing.T, args ...string) (string, int) {
 }
 
 func TestPrintInclude(t *testing.T) {
-	out, code := runConf(t, "--config", example)
+	out, code := runConf(t, "--config", example, "--slurm-version", "24.11")
 	if code != 0 || !strings.Contains(out, "NodeName=l4-[1-32]") || !strings.Contains(out, "ResumeProgram=/usr/local/bin/burst-resume") {
 		t.Fatalf("code %d:\n%s", code, out)
 	}
@@ -30,7 +30,7 @@ func TestPrintInclude(t *testing.T) {
 
 func TestOutWritesFiles(t *testing.T) {
 	dir := t.TempDir()
-	if out, code := runConf(t, "--config", example, "--out", dir); code != 0 {
+	if out, code := runConf(t, "--config", example, "--slurm-version", "24.11", "--out", dir); code != 0 {
 		t.Fatalf("code %d: %s", code, out)
 	}
 	for _, f := range []string{"burst.conf", "gres.conf", "cli_filter.lua"} {
@@ -56,14 +56,56 @@ func TestCheckDrift(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "slurm.conf")
 	os.WriteFile(conf, []byte("ClusterName=x\nSuspendTime=60\n"), 0o644)
-	out, code := runConf(t, "check", "--config", example, "--slurm-conf", conf)
+	out, code := runConf(t, "check", "--config", example, "--slurm-version", "22.05", "--slurm-conf", conf)
 	if code != 1 || !strings.Contains(out, "SuspendTime=60, burst needs 3600") || !strings.Contains(out, "NodeName=l4-[1-32] (class l4) is not defined") {
 		t.Fatalf("code %d:\n%s", code, out)
 	}
-	runConf(t, "--config", example, "--out", dir)
+	runConf(t, "--config", example, "--slurm-version", "22.05", "--out", dir)
 	os.WriteFile(conf, []byte("ClusterName=x\nInclude burst.conf\n"), 0o644)
-	if out, code := runConf(t, "check", "--config", example, "--slurm-conf", conf); code != 0 {
+	if out, code := runConf(t, "check", "--config", example, "--slurm-version", "22.05", "--slurm-conf", conf); code != 0 {
 		t.Fatalf("code %d:\n%s", code, out)
+	}
+}
+
+// TestSlurmVersion: the release comes from --slurm-version, else
+// slurm.version, else `<bin_dir>/scontrol --version`; what is written
+// follows it, and without any of them the error says how to fix it.
+func TestSlurmVersion(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	yaml, _ := os.ReadFile(example)
+	withBin := func(extra string) string {
+		p := filepath.Join(dir, "burst.yaml")
+		s := strings.Replace(string(yaml), "  bin_dir: /usr/bin ", "  bin_dir: "+bin+extra+" ", 1)
+		if s == string(yaml) {
+			t.Fatal("examples/burst.yaml has no 'bin_dir: /usr/bin' line to replace")
+		}
+		os.WriteFile(p, []byte(s), 0o644)
+		return p
+	}
+	cfg := withBin("")
+	// no scontrol there
+	out, code := runConf(t, "--config", cfg)
+	if code == 0 || !strings.Contains(out, "slurm.version") || !strings.Contains(out, "--slurm-version") {
+		t.Fatalf("no version anywhere: code %d, want an error naming slurm.version and --slurm-version:\n%s", code, out)
+	}
+	os.WriteFile(filepath.Join(bin, "scontrol"), []byte("#!/bin/sh\n[ \"$1\" = --version ] && echo 'slurm-wlm 22.05.8'\n"), 0o755)
+	out, code = runConf(t, "--config", cfg)
+	if code != 0 || !strings.Contains(out, "for Slurm 22.05") || !strings.Contains(out, "cloud_reg_addrs") {
+		t.Fatalf("detected 22.05: code %d, want a 22.05 include with cloud_reg_addrs:\n%s", code, out)
+	}
+	out, code = runConf(t, "--config", cfg, "--slurm-version", "26.05")
+	if code != 0 || !strings.Contains(out, "for Slurm 26.05") || strings.Contains(out, "cloud_reg_addrs") {
+		t.Fatalf("--slurm-version 26.05: code %d, want a 26.05 include without cloud_reg_addrs:\n%s", code, out)
+	}
+	cfg = withBin("\n  version: \"24.11\"\n ")
+	out, code = runConf(t, "--config", cfg)
+	if code != 0 || !strings.Contains(out, "for Slurm 24.11") {
+		t.Fatalf("slurm.version 24.11: code %d:\n%s", code, out)
+	}
+	if out, code = runConf(t, "--config", cfg, "--slurm-version", "21.08"); code != 2 && code != 1 || !strings.Contains(out, "older than 22.05") {
+		t.Fatalf("--slurm-version 21.08: code %d, want a refusal:\n%s", code, out)
 	}
 }
 

@@ -127,6 +127,11 @@ type Instance struct {
 	// StateChanged is when the instance began its last stop or termination,
 	// from EC2's StateTransitionReason; zero when EC2 gave no time.
 	StateChanged time.Time
+	// Unconfirmed: the launch succeeded but DescribeInstances did not answer
+	// in time, so the instance comes from the launch call's own answer: no
+	// PrivateIP, and in a multi-node launch Node is a best guess (the
+	// instance itself reads its node from its tags and launch index).
+	Unconfirmed bool
 }
 
 // Live reports whether the instance is pending or running (counts as the

@@ -94,6 +94,9 @@ type Slurm struct {
 	GresFiles    string      `yaml:"gpu_devices"` // GPU device path prefix for gres.conf File= (default /dev/nvidia)
 	// GresAutodetect: "nvml" (real nodes) or "off" (File= lines, for fake devices).
 	GresAutodetect string `yaml:"gres_autodetect"`
+	// Version is the Slurm release burst-slurm-conf writes for
+	// ("24.11", "24.11.5"); empty: ask `<bin_dir>/scontrol --version`.
+	Version string `yaml:"version"`
 
 	ResumeTimeout  Duration `yaml:"resume_timeout"`
 	SuspendTimeout Duration `yaml:"suspend_timeout"`

@@ -18,6 +18,7 @@ var (
 	clusterNameRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
 	regionRe      = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
 	classNameRe   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
+	slurmVerRe    = regexp.MustCompile(`^(\d{2})\.(\d{2})(\.\d{1,4})?$`)
 	partitionRe   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 	trailingNumRe = regexp.MustCompile(`-[0-9]+$`)
 	featureRe     = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -139,6 +140,13 @@ func (v *validator) slurm() {
 	v.abs("slurm.munge_socket", s.MungeSocket, true)
 	if s.NodeConf == "configless" && s.MungeSocket != "/run/munge/munge.socket.2" {
 		v.add("slurm.munge_socket", "a configless node fetches slurm.conf through munge's default socket; keep /run/munge/munge.socket.2 or use a shared slurm.conf (node_conf: /path)")
+	}
+	if s.Version != "" {
+		if m := slurmVerRe.FindStringSubmatch(s.Version); m == nil {
+			v.add("slurm.version", "%q: want a Slurm release such as 24.11 or 24.11.5 (or leave it out to ask scontrol --version)", s.Version)
+		} else if m[1] < "22" || m[1] == "22" && m[2] < "05" {
+			v.add("slurm.version", "Slurm %s is older than 22.05, the oldest release burst supports", s.Version)
+		}
 	}
 	if s.GresAutodetect != "nvml" && s.GresAutodetect != "off" {
 		v.add("slurm.gres_autodetect", "%q: want nvml (real GPUs) or off (device files listed from gpu_devices)", s.GresAutodetect)

@@ -61,6 +61,9 @@ type group struct {
 	jobID uint32
 	class *config.Class
 	nodes []string
+	// multi: the job has several nodes, also when this group holds fewer
+	// (the rest already up, or launched by an earlier call)
+	multi bool
 }
 
 // Outcome is what a resume did, for logs and tests.
@@ -167,6 +170,7 @@ func (r *Resumer) plan(ctx context.Context, nodes []string, rf *slurm.ResumeFile
 			}
 		}
 	}
+	nodes, alloc := r.wholeJobs(ctx, nodes, rf, jobs, jobOf)
 	byKey := map[string]*group{}
 	var order []string
 	for _, n := range nodes {
@@ -191,9 +195,94 @@ func (r *Resumer) plan(ctx context.Context, nodes []string, rf *slurm.ResumeFile
 	}
 	out := make([]group, 0, len(order))
 	for _, k := range order {
-		out = append(out, *byKey[k])
+		g := *byKey[k]
+		g.multi = g.jobID != 0 && (alloc[g.jobID] != nil || g.job != nil && g.job.NodeCount > 1)
+		if pos := alloc[g.jobID]; pos != nil {
+			// the allocation's order, whichever call this is: concurrent
+			// calls for one job then make the same launch (same client token)
+			sort.SliceStable(g.nodes, func(i, j int) bool { return pos[g.nodes[i]] < pos[g.nodes[j]] })
+		}
+		out = append(out, g)
 	}
 	return out, bad, nil
+}
+
+// wholeJobs adds to nodes the rest of each multi-node job's allocation that
+// Slurm has not resumed yet, and returns each such job's nodes in
+// allocation order.
+//
+// From 24.05 ResumeRate is a token bucket: a job's nodes can come in
+// several ResumeProgram calls (nodes_resume a subset of nodes_alloc), and
+// 22.05 splits them the same way with ResumeRate, naming only the nodes
+// resumed now. Launching each call's nodes on their own would break the
+// job's all-or-nothing launch (one fleet, one pool). So the first call
+// launches the whole allocation: every allocated node that Slurm shows
+// powered down or powering up (not one already up, e.g. kept warm, whose
+// instance runs). Slurm accepts a node that registers before its own
+// resume call and then makes none for it; a later call for a node still
+// booting finds the job's instances and launches nothing (the provider
+// reuses live instances). The allocation is nodes_alloc (23.02+) or, on
+// 22.05, the job's node list from squeue. When the node states cannot be
+// read, only the nodes of this call launch, as before.
+func (r *Resumer) wholeJobs(ctx context.Context, nodes []string, rf *slurm.ResumeFile, jobs map[uint32]*slurm.Job, jobOf map[string]uint32) ([]string, map[uint32]map[string]int) {
+	if rf == nil {
+		return nodes, nil
+	}
+	log := logOr(r.Log)
+	inCall := map[string]bool{}
+	for _, n := range nodes {
+		inCall[n] = true
+	}
+	alloc := map[uint32]map[string]int{}
+	var more []string
+	moreJob := map[string]uint32{}
+	for _, j := range rf.Jobs {
+		hl := j.NodesAlloc
+		if hl == j.Nodes && jobs[j.JobID] != nil && jobs[j.JobID].Nodes != "" {
+			hl = jobs[j.JobID].Nodes // 22.05: the resume file names only this call's nodes
+		}
+		all, err := hostlist.Expand(hl)
+		if err != nil || len(all) < 2 {
+			continue
+		}
+		pos := map[string]int{}
+		for i, n := range all {
+			pos[n] = i
+			if !inCall[n] && jobOf[n] == 0 {
+				if _, ours := r.Cfg.ClassOfNode(n); ours {
+					more = append(more, n)
+					moreJob[n] = j.JobID
+				}
+			}
+		}
+		alloc[j.JobID] = pos
+	}
+	if len(more) == 0 {
+		return nodes, alloc
+	}
+	ns, err := r.Slurm.Nodes(ctx, more...)
+	if err != nil {
+		log.Warn("reading the states of the rest of a job's nodes failed; launching only the nodes Slurm resumes now", "nodes", strings.Join(more, ","), "err", err)
+		return nodes, alloc
+	}
+	waiting := map[string]bool{}
+	for _, n := range ns {
+		if (n.HasFlag("POWERED_DOWN") || n.HasFlag("POWERING_UP")) && !n.HasFlag("POWER_DOWN") && !n.HasFlag("POWERING_DOWN") {
+			waiting[n.Name] = true
+		}
+	}
+	added := map[uint32][]string{}
+	for _, n := range more {
+		if waiting[n] {
+			nodes = append(nodes, n)
+			jobOf[n] = moreJob[n]
+			added[moreJob[n]] = append(added[moreJob[n]], n)
+		}
+	}
+	for id, ns := range added {
+		log.Info("partial resume: launching the job's whole allocation at once", "job", id, "nodes_not_yet_resumed", strings.Join(ns, ","))
+	}
+	return nodes, alloc
 }
 
 // jobRequest describes a group's job to the sizer.
@@ -288,10 +377,11 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	if g.job != nil {
 		attempt = int(g.job.RestartCount) + 1
 	}
-	// a multi-node job gets all of its nodes or none; single nodes each
-	// launch on their own (the provider runs them concurrently)
+	// a multi-node job gets all of its nodes or none (and a lone node of
+	// one is looked up among the job's fleets); single nodes each launch on
+	// their own (the provider runs them concurrently)
 	var reqs [][]cloud.NodeSpec
-	allOrNothing := g.jobID != 0 && len(specs) > 1
+	allOrNothing := g.jobID != 0 && (len(specs) > 1 || g.multi)
 	if allOrNothing {
 		reqs = [][]cloud.NodeSpec{specs}
 	} else {
@@ -407,9 +497,18 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 	}
 	log.Info("launch", "launch_nodes", strings.Join(names, ","), "all_or_nothing", aon, "attempt", attempt,
 		"launched", len(res.Instances), "reused", len(res.Reused), "tried", len(res.Tried), "seconds", now().Sub(t0).Seconds(), "err", err)
+	reused := map[string]bool{}
+	for _, n := range res.Reused {
+		reused[n] = true
+	}
 	for _, in := range res.Instances {
+		if reused[in.Node] {
+			// recorded by the resume that launched it
+			log.Info("instance already running", "node", in.Node, "instance_id", in.ID)
+			continue
+		}
 		log.Info("instance", "node", in.Node, "instance_id", in.ID, "type", in.InstanceType, "zone", in.Zone,
-			"capacity", in.Capacity, "ip", in.PrivateIP)
+			"capacity", in.Capacity, "ip", in.PrivateIP, "unconfirmed", in.Unconfirmed)
 		if r.Recorder != nil {
 			ev := sizerapi.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
 				Capacity: string(in.Capacity), Account: jr.Account, User: jr.User, Time: in.LaunchTime}

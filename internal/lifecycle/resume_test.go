@@ -357,3 +357,96 @@ func TestResumer(t *testing.T) {
 		})
 	}
 }
+
+// node is a Slurm node record in the given base state with flags.
+func node(name, state string, flags ...string) slurm.Node {
+	return slurm.Node{Name: name, State: state, Flags: append([]string{"CLOUD"}, flags...)}
+}
+
+// TestPartialResume: Slurm resumes a multi-node job's nodes in several
+// calls (24.05+ ResumeRate token bucket; 22.05 with ResumeRate too). The
+// first call launches the whole allocation as one all-or-nothing fleet;
+// later calls for the job's other nodes find the instances and launch
+// nothing; a node of the job already up keeps its instance; a launch that
+// fails hands every node of the allocation back.
+func TestPartialResume(t *testing.T) {
+	const rf24 = `{"all_nodes_resume":"%[1]s","jobs":[{"job_id":11,"nodes_alloc":"l4-[1-3]","nodes_resume":"%[1]s","partition":"gpu"}]}`
+	resume24 := func(n string) string { return strings.ReplaceAll(rf24, "%[1]s", n) }
+	t.Run("whole allocation at the first call, nothing at the later ones", func(t *testing.T) {
+		g, _ := newRig(t, "none", l4Job(11, "l4-[1-3]", 3))
+		g.slurm.SetNodes(node("l4-1", "ALLOCATED", "POWERING_UP"), node("l4-2", "ALLOCATED", "POWERED_DOWN"), node("l4-3", "ALLOCATED", "POWERED_DOWN"))
+		out := g.resume(t, "l4-1", resume24("l4-1"))
+		if got := launched(out); strings.Join(got, ",") != "l4-1,l4-2,l4-3" || len(out.Failed) != 0 {
+			t.Fatalf("first call launched %v (failed %v), want the whole allocation l4-[1-3]", got, out.Failed)
+		}
+		reqs := g.cloud.Launches()
+		if len(reqs) != 1 || !reqs[0].AllOrNothing || len(reqs[0].Nodes) != 3 || reqs[0].Nodes[0].Node != "l4-1" || reqs[0].Nodes[2].Node != "l4-3" {
+			t.Fatalf("launch requests %+v, want one all-or-nothing request for l4-1,l4-2,l4-3 in allocation order", reqs)
+		}
+		a, b, c := out.Launched["l4-1"], out.Launched["l4-2"], out.Launched["l4-3"]
+		if a.Zone != b.Zone || b.Zone != c.Zone || a.InstanceType != c.InstanceType || a.Capacity != c.Capacity {
+			t.Fatalf("the job spans pools: %+v", out.Launched)
+		}
+		// Slurm's next token: l4-2, still booting
+		g.slurm.SetNodes(node("l4-1", "ALLOCATED", "POWERING_UP"), node("l4-2", "ALLOCATED", "POWERING_UP"), node("l4-3", "ALLOCATED", "POWERED_DOWN"))
+		out = g.resume(t, "l4-2", resume24("l4-2"))
+		if len(out.Failed) != 0 || out.Launched["l4-2"].ID != b.ID {
+			t.Fatalf("second call: %+v, want l4-2's instance %s reused", out, b.ID)
+		}
+		// the last one, when the others are up
+		g.slurm.SetNodes(node("l4-1", "ALLOCATED"), node("l4-2", "ALLOCATED"), node("l4-3", "ALLOCATED", "POWERING_UP"))
+		out = g.resume(t, "l4-3", resume24("l4-3"))
+		if len(out.Failed) != 0 || out.Launched["l4-3"].ID != c.ID {
+			t.Fatalf("third call: %+v, want l4-3's instance %s reused", out, c.ID)
+		}
+		if live := g.cloud.Live(); len(live) != 3 {
+			t.Fatalf("%d live instances, want 3 (no duplicate): %+v", len(live), live)
+		}
+		if evs := g.journaled(t); len(evs) != 3 {
+			t.Fatalf("%d launch events recorded, want 3", len(evs))
+		}
+	})
+	t.Run("22.05: the allocation from squeue", func(t *testing.T) {
+		g, _ := newRig(t, "none", l4Job(12, "l4-[1-2]", 2))
+		g.slurm.SetNodes(node("l4-1", "ALLOCATED", "POWERING_UP"), node("l4-2", "ALLOCATED", "POWERED_DOWN"))
+		out := g.resume(t, "l4-1", `{"jobs":[{"job_id":12,"nodes":"l4-1"}],"all_nodes":"l4-1"}`)
+		reqs := g.cloud.Launches()
+		if got := launched(out); strings.Join(got, ",") != "l4-1,l4-2" || len(reqs) != 1 || !reqs[0].AllOrNothing {
+			t.Fatalf("launched %v with %+v, want l4-[1-2] in one all-or-nothing request", got, reqs)
+		}
+	})
+	t.Run("a node of the job already up keeps its instance", func(t *testing.T) {
+		g, _ := newRig(t, "none", l4Job(11, "l4-[1-3]", 3))
+		g.cloud.Add(cloud.Instance{ID: "i-warm", Node: "l4-2", InstanceType: "g6.xlarge", Zone: "us-east-1a", State: "running", Capacity: cloud.Spot})
+		g.slurm.SetNodes(node("l4-1", "ALLOCATED", "POWERING_UP"), node("l4-2", "ALLOCATED"), node("l4-3", "ALLOCATED", "POWERED_DOWN"))
+		out := g.resume(t, "l4-1", resume24("l4-1"))
+		reqs := g.cloud.Launches()
+		if got := launched(out); strings.Join(got, ",") != "l4-1,l4-3" || len(reqs) != 1 || len(reqs[0].Nodes) != 2 {
+			t.Fatalf("launched %v with %+v, want l4-1 and l4-3 (l4-2 runs)", got, reqs)
+		}
+		if live := g.cloud.Live(); len(live) != 3 {
+			t.Fatalf("%d live instances, want 3", len(live))
+		}
+	})
+	t.Run("no capacity: the whole allocation goes back", func(t *testing.T) {
+		g, _ := newRig(t, "none", l4Job(11, "l4-[1-3]", 3))
+		g.capacityAll("l4", 2)
+		g.slurm.SetNodes(node("l4-1", "ALLOCATED", "POWERING_UP"), node("l4-2", "ALLOCATED", "POWERED_DOWN"), node("l4-3", "ALLOCATED", "POWERED_DOWN"))
+		out := g.resume(t, "l4-1", resume24("l4-1"))
+		if len(out.Launched) != 0 || len(g.cloud.Live()) != 0 {
+			t.Fatalf("launched %v", out.Launched)
+		}
+		ups := g.slurm.Updates()
+		if len(ups) != 1 || ups[0].State != "POWER_DOWN_FORCE" || strings.Join(ups[0].Names, ",") != "l4-1,l4-2,l4-3" {
+			t.Fatalf("hand-back %+v, want l4-1,l4-2,l4-3 powered down with the reason", ups)
+		}
+	})
+	t.Run("node states unreadable: only this call's nodes", func(t *testing.T) {
+		g, _ := newRig(t, "none", l4Job(11, "l4-[1-3]", 3))
+		g.slurm.NodesErr = context.DeadlineExceeded
+		out := g.resume(t, "l4-1", resume24("l4-1"))
+		if got := launched(out); strings.Join(got, ",") != "l4-1" {
+			t.Fatalf("launched %v, want l4-1 only", got)
+		}
+	})
+}

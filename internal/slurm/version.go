@@ -208,3 +208,11 @@ func JSONFlag(v Version) (string, error) {
 	}
 	return d.jsonFlag(), nil
 }
+
+// Version returns the Slurm release of the client's scontrol, detected once
+// per process (`scontrol --version`, no daemon needed). An unsupported
+// release comes back with a *VersionError.
+func (s *Scontrol) Version(ctx context.Context) (Version, error) {
+	d, err := s.dialect(ctx)
+	return d.version, err
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/slurm"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -17,6 +18,9 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
 	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -30,13 +34,26 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func examplePlan(t *testing.T) *Plan {
+// versions are the Slurm releases the goldens are kept for (the ones the
+// e2e tests run).
+var versions = []string{"22.05", "24.11", "26.05"}
+
+func mustVersion(t *testing.T, s string) slurm.Version {
+	t.Helper()
+	v, err := slurm.ParseVersion(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func examplePlanFor(t *testing.T, version string) *Plan {
 	cfg, err := config.Load(filepath.Join("..", "..", "examples", "burst.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Source = "examples/burst.yaml"
-	p, err := Build(cfg, catalog.Default())
+	p, err := Build(cfg, catalog.Default(), mustVersion(t, version))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,24 +76,61 @@ func TestSacctmgrGolden(t *testing.T) {
 	}
 }
 
-func TestGolden(t *testing.T) {
-	p := examplePlan(t)
-	golden(t, "example.burst.conf", p.Include())
-	golden(t, "example.gres.conf", p.GresConf())
+func examplePlan(t *testing.T) *Plan { return examplePlanFor(t, "24.11") }
 
-	demo, err := config.Parse(config.DemoYAML, "demo.yaml")
-	if err != nil {
-		t.Fatal(err)
+// TestGolden: burst.conf and gres.conf of the example and demo burst.yaml,
+// per Slurm release (testdata/<release>/; -update rewrites them). The e2e
+// tests (TestGeneratedConfigAccepted, TestAdminSetup) start real slurmctld
+// of each release on these.
+func TestGolden(t *testing.T) {
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) {
+			p := examplePlanFor(t, v)
+			golden(t, v+"/example.burst.conf", p.Include())
+			golden(t, v+"/example.gres.conf", p.GresConf())
+
+			demo, err := config.Parse(config.DemoYAML, "demo.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := demo.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			dp, err := Build(demo, catalog.Default(), mustVersion(t, v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, v+"/demo.burst.conf", dp.Include())
+			golden(t, v+"/demo.gres.conf", dp.GresConf())
+		})
 	}
-	if err := demo.Validate(); err != nil {
-		t.Fatal(err)
+}
+
+// TestVersionDifferences pins what changes between releases, so a golden
+// rewritten by -update cannot silently lose it.
+func TestVersionDifferences(t *testing.T) {
+	for _, c := range []struct {
+		v                string
+		regAddrs, autoNV bool
+	}{{"22.05", true, false}, {"23.02", true, false}, {"23.11", false, false}, {"24.11", false, true}, {"26.05", false, true}} {
+		p := examplePlanFor(t, c.v)
+		inc, gres := string(p.Include()), string(p.GresConf())
+		if got := strings.Contains(inc, "cloud_reg_addrs"); got != c.regAddrs {
+			t.Errorf("Slurm %s: cloud_reg_addrs in SlurmctldParameters = %v, want %v", c.v, got, c.regAddrs)
+		}
+		if got := strings.Contains(gres, "AutoDetect=nvml"); got != c.autoNV {
+			t.Errorf("Slurm %s: AutoDetect=nvml in gres.conf = %v, want %v", c.v, got, c.autoNV)
+		}
+		if !strings.Contains(gres, "NodeName=h100x8-[1-4] Name=gpu Type=h100 File=/dev/nvidia[0-7] Count=8") {
+			t.Errorf("Slurm %s: gres.conf lacks the explicit h100x8 line:\n%s", c.v, gres)
+		}
 	}
-	dp, err := Build(demo, catalog.Default())
-	if err != nil {
-		t.Fatal(err)
+	cfg, _ := config.Load(filepath.Join("..", "..", "examples", "burst.yaml"))
+	for _, bad := range []slurm.Version{{}, {Major: 21, Minor: 8}} {
+		if _, err := Build(cfg, catalog.Default(), bad); err == nil {
+			t.Errorf("Build for Slurm %v: no error", bad)
+		}
 	}
-	golden(t, "demo.burst.conf", dp.Include())
-	golden(t, "demo.gres.conf", dp.GresConf())
 }
 
 func TestNodeShapes(t *testing.T) {

@@ -50,7 +50,9 @@ func TestMain(m *testing.M) {
 // start brings up a stack for one test and stops it when the test ends.
 func start(t *testing.T, o stack.Options) *stack.Stack {
 	t.Helper()
-	o.BinDir = binDir
+	if o.BinDir == "" {
+		o.BinDir = binDir
+	}
 	o.KeepDir = o.KeepDir || os.Getenv("BURST_KEEP") == "1"
 	if o.Emulator.BootDelay == 0 {
 		o.Emulator.BootDelay = time.Second

@@ -63,6 +63,16 @@ type Options struct {
 	// Prepare, if set, runs after the run dir exists and before slurm.conf is
 	// written (e.g. to write hook scripts into c.Dir()).
 	Prepare func(c *Cluster) error
+	// Plain makes slurm.conf a site's own file before anything of burst's:
+	// cluster, hosts, ports, munge, state and log paths, plugins, and the
+	// Fragment inline; no power saving, no cloud settings (PrivateData,
+	// SlurmctldParameters, TreeWidth, GresTypes), no gres.conf. Setup then
+	// makes an admin's edits.
+	Plain bool
+	// Setup, if set, runs after slurm.conf (and gres.conf) are written in
+	// c.ConfPath()'s directory and before slurmctld starts from it: the
+	// edits an admin makes before starting slurmctld.
+	Setup func(c *Cluster) error
 	// RestAPI starts slurmrestd on the unix socket c.RestSocket().
 	RestAPI bool
 	// KeepDir leaves the run dir (logs, conf) in place after Stop.
@@ -307,14 +317,25 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 	}
 	frag := c.expand(c.opts.Fragment)
-	if err := os.WriteFile(c.FragmentPath(), []byte(frag), 0o644); err != nil {
-		return fmt.Errorf("writing slurm.conf fragment: %w", err)
+	if c.opts.Plain {
+		if err := os.WriteFile(c.ConfPath(), []byte(c.plainConf(frag)), 0o644); err != nil {
+			return fmt.Errorf("writing slurm.conf: %w", err)
+		}
+	} else {
+		if err := os.WriteFile(c.FragmentPath(), []byte(frag), 0o644); err != nil {
+			return fmt.Errorf("writing slurm.conf fragment: %w", err)
+		}
+		if err := os.WriteFile(c.ConfPath(), []byte(c.baseConf(frag)), 0o644); err != nil {
+			return fmt.Errorf("writing slurm.conf: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "etc", "gres.conf"), []byte(c.expand(c.opts.GresConf)), 0o644); err != nil {
+			return fmt.Errorf("writing gres.conf: %w", err)
+		}
 	}
-	if err := os.WriteFile(c.ConfPath(), []byte(c.baseConf(frag)), 0o644); err != nil {
-		return fmt.Errorf("writing slurm.conf: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "etc", "gres.conf"), []byte(c.expand(c.opts.GresConf)), 0o644); err != nil {
-		return fmt.Errorf("writing gres.conf: %w", err)
+	if c.opts.Setup != nil {
+		if err := c.opts.Setup(c); err != nil {
+			return fmt.Errorf("running Options.Setup: %w", err)
+		}
 	}
 
 	c.slurmctld, err = c.startProc("slurmctld", filepath.Join(dir, "log", "slurmctld.stdout"), c.Environ(), "",

@@ -37,6 +37,7 @@ import (
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurmconf"
 	"github.com/burst-hpc/burst/internal/tlspin"
 	"github.com/burst-hpc/burst/test/ec2emu"
@@ -73,6 +74,19 @@ type Options struct {
 	// on purpose.
 	NoLedgerCheck bool
 	Logger        *slog.Logger
+	// BaseYAML is the burst.yaml the stack starts from (named BaseName in
+	// messages); default: the embedded demo. The stack then points it at
+	// this machine (controller, munge, EC2 emulator, local FSx directory,
+	// fake GPU devices, state and log paths) before Configure.
+	BaseYAML []byte
+	BaseName string
+	// AdminSetup, when set, makes Slurm's side of burst instead of the
+	// stack: slurm.conf is a site's plain file (harness.Options.Plain) and
+	// AdminSetup, called with burst.yaml written at s.CfgPath, edits the
+	// directory confDir (slurm.conf's) as an admin would before slurmctld
+	// starts from it. Burst's own hooks still run through the stack's
+	// wrappers (burst.yaml is not at /etc/burst here).
+	AdminSetup func(s *Stack, c *harness.Cluster, confDir string) error
 }
 
 // Stack is a running local burst deployment.
@@ -158,9 +172,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
-	cfg, err := config.Parse(config.DemoYAML, "demo.yaml")
+	base, baseName := config.DemoYAML, "demo.yaml"
+	if opts.BaseYAML != nil {
+		base, baseName = opts.BaseYAML, opts.BaseName
+	}
+	cfg, err := config.Parse(base, baseName)
 	if err != nil {
-		return nil, fmt.Errorf("stack: embedded demo config: %w", err)
+		return nil, fmt.Errorf("stack: %s: %w", baseName, err)
 	}
 	// Slurm gives PrologSlurmctld/EpilogSlurmctld no SLURM_CONF, so the hooks
 	// cannot find a burst.yaml outside /etc/burst: they run through tiny
@@ -168,7 +186,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	// default path and burst_bin points at the binaries themselves).
 	cfg.Slurm.BurstBin = filepath.Join(dir, "bin")
 	cfg.Slurm.GresFiles = filepath.Join(dir, "dev", "nvidia")
-	cfg.Slurm.CliFilter = false // enabled by tests that exercise it (needs the Lua file beside slurm.conf)
+	if opts.AdminSetup == nil {
+		cfg.Slurm.CliFilter = false // enabled by tests that exercise it (needs the Lua file beside slurm.conf)
+	}
+	cfg.Slurm.GresAutodetect = "off" // fake GPU devices (mknod c 195 N): no NVML here
 	cfg.Sizer.TokenFile = tokFile
 	cfg.Sizer.StateDir = filepath.Join(dir, "state")
 	cfg.Sizer.TLS.CAFile = filepath.Join(dir, "etc", "sizer-ca.pem")
@@ -185,21 +206,36 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("stack: demo configuration: %w", err)
 	}
-	plan, err := slurmconf.Build(cfg, catalog.Default())
+	sl, err := harness.SelectedSlurm()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stack: %w", err)
 	}
 	s.Cfg = cfg
-	// the harness's nodes need config_overrides: their "hardware" is this
-	// machine, smaller than the instance types they stand for
-	fragment := string(plan.Include()) + "\nSlurmdParameters=config_overrides\nSlurmctldDebug=debug\n"
-
-	s.Cluster, err = harness.Start(ctx, harness.Options{
-		Fragment: fragment, GresConf: string(plan.GresConf()), KeepDir: opts.KeepDir, Logger: log,
+	ho := harness.Options{Slurm: &sl, KeepDir: opts.KeepDir, Logger: log,
 		Binds:       []string{opts.BinDir, dir}, // Slurm runs burst's binaries as hooks
 		SlurmdDelay: -1,                         // the bootstrap keeps the 2 s boot guard itself
 		Prepare:     func(c *harness.Cluster) error { return s.prepare(c) },
-	})
+	}
+	// the harness's nodes need config_overrides: their "hardware" is this
+	// machine, smaller than the instance types they stand for
+	const overrides = "SlurmdParameters=config_overrides\n"
+	if opts.AdminSetup != nil {
+		ho.Plain = true
+		ho.Fragment = "# the nodes are network namespaces on this machine, smaller than the instance types they stand for\n" + overrides
+		ho.Setup = func(c *harness.Cluster) error { return opts.AdminSetup(s, c, filepath.Dir(c.ConfPath())) }
+	} else {
+		ver, err := slurm.ParseVersion(sl.Release)
+		if err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+		plan, err := slurmconf.Build(cfg, catalog.Default(), ver)
+		if err != nil {
+			return nil, err
+		}
+		ho.Fragment = string(plan.Include()) + "\n" + overrides + "SlurmctldDebug=debug\n"
+		ho.GresConf = string(plan.GresConf())
+	}
+	s.Cluster, err = harness.Start(ctx, ho)
 	if err != nil {
 		return nil, fmt.Errorf("stack: starting Slurm: %w", err)
 	}

@@ -2,6 +2,7 @@ package ec2
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -12,29 +13,55 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud"
 )
 
-// describeIDs reads freshly launched instances (by filter, which does not
-// fail for ids not yet visible), retrying briefly for EC2's eventual
-// consistency.
-func (p *Provider) describeIDs(ctx context.Context, ids []string) ([]cloud.Instance, error) {
+// describeLaunched reads freshly launched instances by id (by filter,
+// which does not fail for ids not yet visible). It retries, with backoff,
+// errors EC2 may lift (throttling, 5xx) and ids not yet visible (eventual
+// consistency) for up to Options.DescribeBudget, and less when ctx ends
+// sooner (it keeps a few seconds of ctx for the caller). It returns what it
+// saw and the last error.
+func (p *Provider) describeLaunched(ctx context.Context, ids []string) ([]cloud.Instance, error) {
+	end := p.opts.Now().Add(p.opts.DescribeBudget)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-describeReserve).Before(end) {
+		end = dl.Add(-describeReserve)
+	}
+	wait := 100 * time.Millisecond
 	var got []cloud.Instance
-	for attempt := 0; ; attempt++ {
-		var err error
-		got, err = p.describe(ctx, []types.Filter{{Name: aws.String("instance-id"), Values: ids}})
-		if err != nil {
-			return nil, err
+	for attempt := 1; ; attempt++ {
+		insts, err := p.describe(ctx, []types.Filter{{Name: aws.String("instance-id"), Values: ids}})
+		if err == nil {
+			got = insts
+			if len(got) == len(ids) {
+				return got, nil
+			}
+		} else if k := cloud.KindOf(err); k != cloud.KindThrottled && k != cloud.KindUnknown {
+			return got, err // permissions, a bad request: waiting changes nothing
 		}
-		if len(got) == len(ids) || attempt == 4 {
-			return got, nil
+		if ctx.Err() != nil || !p.opts.Now().Add(wait).Before(end) {
+			if err == nil {
+				err = fmt.Errorf("describing launched instances: %d of %d visible after %d attempts", len(got), len(ids), attempt)
+			}
+			return got, err
+		}
+		if err != nil {
+			p.log.Info("describing launched instances failed; retrying", "attempt", attempt, "wait", wait, "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return got, nil
-		case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 4*time.Second)
 	}
 }
 
-// liveFor finds live instances of the request's nodes (idempotency).
+// describeReserve is the part of a launch's context the describe after a
+// launch leaves to its caller (to report the launch to Slurm).
+const describeReserve = 5 * time.Second
+
+// liveFor finds live instances of the request's nodes (idempotency): by
+// job for an all-or-nothing job, which finds the job's multi-node fleets
+// (their instances carry the fleet's node list, TagNodes, not a TagNode of
+// their own) also when only one of its nodes is asked for (a later call of
+// a partial resume); by node tag otherwise.
 func (p *Provider) liveFor(ctx context.Context, req cloud.LaunchRequest) (map[string]cloud.Instance, error) {
 	filters := []types.Filter{
 		{Name: aws.String("tag:" + TagCluster), Values: []string{p.opts.Cluster}},
@@ -45,10 +72,10 @@ func (p *Provider) liveFor(ctx context.Context, req cloud.LaunchRequest) (map[st
 		names[i] = n.Node
 	}
 	switch {
+	case req.AllOrNothing && req.Nodes[0].JobID != 0:
+		filters = append(filters, types.Filter{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatUint(uint64(req.Nodes[0].JobID), 10)}})
 	case len(req.Nodes) == 1 || !req.AllOrNothing:
 		filters = append(filters, types.Filter{Name: aws.String("tag:" + TagNode), Values: names})
-	case req.Nodes[0].JobID != 0:
-		filters = append(filters, types.Filter{Name: aws.String("tag:" + TagJobID), Values: []string{strconv.FormatUint(uint64(req.Nodes[0].JobID), 10)}})
 	}
 	insts, err := p.describe(ctx, filters)
 	if err != nil {

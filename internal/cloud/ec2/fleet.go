@@ -127,28 +127,34 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if len(ids) == 0 {
 		return nil, ferrs, nil
 	}
-	insts, err := p.describeIDs(ctx, ids)
-	if err != nil {
-		// The instances exist but cannot be seen: terminate rather than leak them.
-		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
-			p.log.Error("terminating instances after a failed launch", "ids", ids, "err", terr)
-		}
-		return nil, nil, err
-	}
-	if len(insts) != len(nodes) {
-		// Never leave a partial all-or-nothing job.
+	if len(ids) != len(nodes) {
+		// Never leave a partial all-or-nothing job: CreateFleet's own
+		// answer says how many instances it made.
 		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating a partial fleet", "ids", ids, "err", terr)
 		}
 		ferrs = append(ferrs, &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
-			Message: fmt.Sprintf("the fleet launched %d of %d instances; terminated them (all-or-nothing)", len(insts), len(nodes)), Offerings: offs})
+			Message: fmt.Sprintf("the fleet launched %d of %d instances; terminated them (all-or-nothing)", len(ids), len(nodes)), Offerings: offs})
 		return nil, ferrs, nil
+	}
+	// The launch succeeded: from here on nothing may turn it into a
+	// failure but a node name that cannot be given or a wrong identity.
+	// The describe that follows only adds what CreateFleet does not say
+	// (private IP); when it is throttled past its budget, the instances
+	// are taken from CreateFleet's answer and the reconciler checks them
+	// later.
+	insts, derr := p.describeLaunched(ctx, ids)
+	described := derr == nil && len(insts) == len(ids)
+	if !described {
+		p.log.Warn("launched, but describing the new instances failed; using CreateFleet's answer", "nodes", names,
+			"instances", ids, "described", len(insts), "err", derr)
+		insts = p.fromFleetAnswer(out.Instances, insts, nodes, capacity, byKey)
 	}
 	if len(nodes) > 1 {
 		// A fleet's instances are alike (one type, one zone): give each its
 		// node by CreateTags, in instance-id order. The node learns the name
-		// from the sizer, which reads this tag from EC2; launch indexes,
-		// which EC2 does not promise to be 0..n-1, play no part.
+		// from this tag; launch indexes, which EC2 does not promise to be
+		// 0..n-1, play no part.
 		if err := p.nameFleet(ctx, insts, names); err != nil {
 			if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 				p.log.Error("terminating a fleet whose instances could not be named", "ids", ids, "err", terr)
@@ -156,15 +162,80 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 			return nil, nil, wrapErr(err, op+": tagging each instance with its node", offs)
 		}
 	}
-	if !p.identitiesOK(insts, names) {
+	if described && !p.identitiesOK(insts, names) {
 		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating a fleet with ambiguous identities", "ids", ids, "err", terr)
 		}
 		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousNodeTags", Op: op,
 			Message: "the fleet's instances do not carry one node tag each; terminated the fleet"}
 	}
-	p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capacity)
+	p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capacity, "described", described)
 	return insts, ferrs, nil
+}
+
+// fromFleetAnswer builds the instances of a successful CreateFleet from its
+// own answer, for those the describe did not return (described): id, type,
+// zone and capacity from the answer, the tags burst launched them with,
+// state pending. A single node's instance is that node; in a multi-node
+// fleet EC2 names no launch index in the answer, so the nodes are matched
+// to the ids in the answer's order. Either way the instance is marked
+// Unconfirmed: a multi-node fleet's instances get their node tags by
+// CreateTags next (nameFleet), each instance learns its node from its own
+// tag, and the reconciler compares EC2 with Slurm later.
+func (p *Provider) fromFleetAnswer(answer []types.CreateFleetInstance, described []cloud.Instance, nodes []cloud.NodeSpec, capacity cloud.CapacityType, byKey map[string]cloud.Offering) []cloud.Instance {
+	tags := map[string]string{}
+	for _, t := range p.tags(nodes, capacity) {
+		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	have := map[string]cloud.Instance{}
+	taken := map[string]bool{}
+	for _, in := range described {
+		have[in.ID] = in
+		taken[in.Node] = true
+	}
+	var free []cloud.NodeSpec
+	for _, n := range nodes {
+		if !taken[n.Node] {
+			free = append(free, n)
+		}
+	}
+	now := p.opts.Now()
+	var out []cloud.Instance
+	for _, fi := range answer {
+		typ, zone := string(fi.InstanceType), ""
+		if lto := fi.LaunchTemplateAndOverrides; lto != nil && lto.Overrides != nil {
+			if typ == "" {
+				typ = string(lto.Overrides.InstanceType)
+			}
+			zone = aws.ToString(lto.Overrides.AvailabilityZone)
+			if o, ok := offeringOf(lto, byKey); ok && zone == "" {
+				zone = o.Zone
+			}
+		}
+		c := capacity
+		switch fi.Lifecycle {
+		case types.InstanceLifecycleSpot:
+			c = cloud.Spot
+		case types.InstanceLifecycleOnDemand:
+			c = cloud.OnDemand
+		}
+		for _, id := range fi.InstanceIds {
+			if in, ok := have[id]; ok {
+				out = append(out, in)
+				continue
+			}
+			in := cloud.Instance{ID: id, InstanceType: typ, Zone: zone, Capacity: c, State: "pending", LaunchTime: now, Tags: tags}
+			in.Unconfirmed = true
+			if len(free) > 0 {
+				in.Node, free = free[0].Node, free[1:]
+			}
+			if nodes[0].JobID != 0 {
+				in.JobID = nodes[0].JobID
+			}
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 func offeringOf(lto *types.LaunchTemplateAndOverridesResponse, byKey map[string]cloud.Offering) (cloud.Offering, bool) {

@@ -101,8 +101,13 @@ type Options struct {
 	UnavailableTTL time.Duration // default 3 minutes
 	// Concurrency bounds parallel fleets of a non-all-or-nothing request (default 8).
 	Concurrency int
-	Now         func() time.Time // default time.Now
-	Logger      *slog.Logger     // default discards
+	// DescribeBudget bounds how long a launch retries describing the
+	// instances CreateFleet made (throttling, eventual consistency) before it
+	// reports them from CreateFleet's answer; default 30 s, never past the
+	// launch's context.
+	DescribeBudget time.Duration
+	Now            func() time.Time // default time.Now
+	Logger         *slog.Logger     // default discards
 }
 
 // Provider implements cloud.Provider on EC2.
@@ -147,6 +152,9 @@ func New(api EC2API, opts Options) (*Provider, error) {
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
+	}
+	if opts.DescribeBudget <= 0 {
+		opts.DescribeBudget = 30 * time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
