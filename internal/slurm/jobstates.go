@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -108,4 +109,41 @@ func (f JobFilter) Matches(j Job) bool {
 		}
 	}
 	return true
+}
+
+// ParseJobStatesJSON parses slurmrestd's GET /slurm/v0.0.4x/jobs/state/
+// answer (24.05+: {"jobs":[{"job_id":"5","state":["RUNNING"]}]}): the ID and
+// State of each job (Reason, Nodes and NodeCount are not in it).
+func ParseJobStatesJSON(b []byte) ([]JobState, error) {
+	var d struct {
+		doc
+		Jobs *[]struct {
+			JobID json.RawMessage `json:"job_id"`
+			State strList         `json:"state"`
+		} `json:"jobs"`
+	}
+	if err := decodeDoc("job state JSON", b, &d); err != nil {
+		return nil, err
+	}
+	if err := docErrors("job state JSON", d.Meta, d.Errors); err != nil {
+		return nil, err
+	}
+	if d.Jobs == nil {
+		return nil, fmt.Errorf(`parsing job state JSON (%s): no "jobs" array`, d.Meta)
+	}
+	out := make([]JobState, 0, len(*d.Jobs))
+	for i, r := range *d.Jobs {
+		// a job ID as a string ("5"; 24.11 and 26.05) or a number
+		raw := strings.Trim(string(r.JobID), `"`)
+		id, err := strconv.ParseUint(raw, 10, 32)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("parsing job state JSON (%s): jobs[%d]: job_id %s is not a positive 32-bit job ID", d.Meta, i, r.JobID)
+		}
+		st, _, err := jobState(r.State)
+		if err != nil {
+			return nil, fmt.Errorf("parsing job state JSON (%s): job %d: state: %w", d.Meta, id, err)
+		}
+		out = append(out, JobState{ID: uint32(id), State: st})
+	}
+	return out, nil
 }
