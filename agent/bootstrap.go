@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/burst-hpc/burst/internal/bootstrap"
+	"github.com/burst-hpc/burst/internal/compose"
 )
 
 // bootstrapCommand is `burst-agent bootstrap`: the node's boot sequence
@@ -29,13 +29,14 @@ func bootstrapCommand() *cli.Command {
 			&cli.StringFlag{Name: "slurmd", Usage: "slurmd binary (default /usr/sbin/slurmd)"},
 			&cli.StringFlag{Name: "scontrol", Usage: "scontrol binary (default /usr/bin/scontrol)"},
 			&cli.DurationFlag{Name: "register-timeout", Value: 90 * time.Second, Usage: "longest wait for slurmctld to see the node"},
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"BURST_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		},
 		Action: func(c *cli.Context) error {
 			self, err := os.Executable()
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("prog", "burst-agent bootstrap")
+			log := compose.StderrLogger(c.App.ErrWriter, c.String("log-level"), "burst-agent bootstrap", false)
 			o := bootstrap.Options{
 				Exec: bootstrap.ExecMode(c.String("exec")), UserDataFile: c.String("user-data-file"),
 				IMDSEndpoint: c.String("imds-endpoint"), NodeName: c.String("node-name"), RunDir: c.String("run-dir"),

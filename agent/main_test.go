@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // TestRunSpotInterruption runs `burst-agent run` in-process with simulated
@@ -49,11 +49,11 @@ func TestRunSpotInterruption(t *testing.T) {
 	}
 
 	var mu sync.Mutex
-	var recs []report.Record
-	var notices []report.Interruption
+	var recs []sizerapi.Record
+	var notices []sizerapi.Interruption
 	sizer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == InterruptionPath && r.Header.Get("Authorization") == "Bearer tok" {
-			var in report.Interruption
+			var in sizerapi.Interruption
 			if json.NewDecoder(r.Body).Decode(&in) != nil {
 				http.Error(w, "bad notice", http.StatusBadRequest)
 				return
@@ -64,7 +64,7 @@ func TestRunSpotInterruption(t *testing.T) {
 			w.Write([]byte("{}"))
 			return
 		}
-		var b report.Batch
+		var b sizerapi.ReportBatch
 		if r.URL.Path != ReportPath || r.Header.Get("Authorization") != "Bearer tok" || json.NewDecoder(r.Body).Decode(&b) != nil || b.InstanceID != "i-0test" {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
@@ -98,23 +98,21 @@ func TestRunSpotInterruption(t *testing.T) {
 	cred := filepath.Join(dir, "token")
 	os.WriteFile(cred, []byte("tok\n"), 0o600)
 
-	app := newApp()
-	app.ExitErrHandler = func(*cli.Context, error) {} // never os.Exit in a test
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
+	done := make(chan int, 1)
 	go func() {
-		done <- app.RunContext(ctx, []string{"burst-agent", "run", "--node", "gpu-1", "--sizer-url", sizer.URL,
+		done <- run(ctx, []string{"burst-agent", "run", "--node", "gpu-1", "--sizer-url", sizer.URL,
 			"--credential-file", cred, "--imds-endpoint", imdsSrv.URL, "--imds-poll", "50ms", "--sample-interval", "50ms",
 			"--interval", "100ms", "--state-dir", filepath.Join(dir, "state"), "--gpu-source", "sim", "--sim-gpus", "2",
-			"--checkpoint-root", root, "--grace", "20s", "--slurm-bin-dir", bin})
+			"--checkpoint-root", root, "--grace", "20s", "--slurm-bin-dir", bin}, os.Environ(), io.Discard, os.Stderr)
 	}()
 	waitFor := func(what string, cond func() bool) {
 		giveUp := time.Now().Add(time.Minute) // hang guard only
 		for !cond() {
 			select {
-			case err := <-done:
-				t.Fatalf("agent exited early: %v", err)
+			case code := <-done:
+				t.Fatalf("agent exited early: status %d", code)
 			default:
 			}
 			if time.Now().After(giveUp) {
@@ -127,7 +125,7 @@ func TestRunSpotInterruption(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range recs {
-			if r.Kind == report.KindGPU && len(r.GPUs) == 2 && len(r.GPUs[0].JobIDs) == 1 && r.GPUs[0].JobIDs[0] == 5 {
+			if r.Kind == sizerapi.KindGPU && len(r.GPUs) == 2 && len(r.GPUs[0].JobIDs) == 1 && r.GPUs[0].JobIDs[0] == 5 {
 				return true
 			}
 		}
@@ -139,15 +137,15 @@ func TestRunSpotInterruption(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range recs {
-			if r.Kind == report.KindInterruption {
+			if r.Kind == sizerapi.KindInterruption {
 				return true
 			}
 		}
 		return false
 	})
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if code := <-done; code != 0 {
+		t.Fatalf("agent exit status %d", code)
 	}
 	b, _ := os.ReadFile(calls)
 	want := []string{
@@ -162,7 +160,7 @@ func TestRunSpotInterruption(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	var ev *report.Event
+	var ev *sizerapi.Event
 	var last uint64
 	for _, r := range recs {
 		if r.Seq <= last {
@@ -174,7 +172,7 @@ func TestRunSpotInterruption(t *testing.T) {
 			t.Fatalf("sizer got seq %d after %d", r.Seq, last)
 		}
 		last = r.Seq
-		if r.Kind == report.KindInterruption {
+		if r.Kind == sizerapi.KindInterruption {
 			ev = r.Event
 		}
 	}
@@ -187,16 +185,20 @@ func TestRunSpotInterruption(t *testing.T) {
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {
-	app := newApp()
-	var exitErr error
-	app.ExitErrHandler = func(_ *cli.Context, err error) { exitErr = err }
-	err := app.Run([]string{"burst-agent", "run", "--node", "n", "--sizer-url", "ftp://x", "--gpu-source", "foo", "--interval", "0s"})
-	if err == nil || exitErr == nil {
-		t.Fatal("bad flags accepted")
+	var stderr strings.Builder
+	code := run(context.Background(), []string{"burst-agent", "run", "--node", "n", "--sizer-url", "ftp://x", "--gpu-source", "foo", "--interval", "0s"}, nil, io.Discard, &stderr)
+	if code != 2 {
+		t.Fatalf("bad flags: exit status %d, want 2; stderr:\n%s", code, stderr.String())
 	}
 	for _, want := range []string{"--sizer-url", "--gpu-source", "--interval"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %s", err, want)
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("error %q does not mention %s", stderr.String(), want)
 		}
+	}
+}
+
+func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
+	if missing := cmdline.MissingEnvVars(newApp(io.Discard, io.Discard)); len(missing) > 0 {
+		t.Fatalf("flags without an environment variable: %v", missing)
 	}
 }

@@ -18,19 +18,21 @@ import (
 	"github.com/burst-hpc/burst/agent/deadman"
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
-	"github.com/burst-hpc/burst/agent/imds"
 	"github.com/burst-hpc/burst/agent/interrupt"
 	"github.com/burst-hpc/burst/agent/report"
 	"github.com/burst-hpc/burst/agent/sampler"
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/compose"
+	"github.com/burst-hpc/burst/internal/imds"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
 
-// Paths under --sizer-url (sizer/api): report batches and notices.
+// Paths under --sizer-url: report batches and notices.
 const (
-	ReportPath       = "/v1/reports"
-	InterruptionPath = "/v1/interruptions"
+	ReportPath       = sizerapi.PathReports
+	InterruptionPath = sizerapi.PathInterruptions
 )
 
 func runCommand() *cli.Command {
@@ -61,6 +63,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "slurm-conf", EnvVars: []string{"SLURM_CONF"}, Usage: "slurm.conf for the Slurm commands"},
 			&cli.DurationFlag{Name: "dead-man-after", Value: 15 * time.Minute, EnvVars: []string{"BURST_DEAD_MAN_AFTER"}, Usage: "terminate this instance after its node has been powered down or down in Slurm, or the controller unreachable, this long (0 disables)"},
 			&cli.StringFlag{Name: "ec2-endpoint", EnvVars: []string{"BURST_EC2_ENDPOINT"}, Usage: "EC2 API endpoint for the dead-man switch (default: the region's)"},
+			&cli.BoolFlag{Name: "ec2-static-credentials", EnvVars: []string{"BURST_EC2_STATIC_CREDENTIALS"}, Usage: "sign the dead-man switch's EC2 calls with dummy credentials (the EC2 emulator; test only)"},
 			&cli.StringFlag{Name: "region", EnvVars: []string{"AWS_REGION"}, Usage: "AWS region (default: from instance metadata)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"BURST_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		},
@@ -125,9 +128,7 @@ func runAgent(c *cli.Context) error {
 	if err := runConfig(c); err != nil {
 		return err
 	}
-	var lvl slog.Level
-	lvl.UnmarshalText([]byte(c.String("log-level")))
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("node", c.String("node"))
+	log := compose.StderrLogger(c.App.ErrWriter, c.String("log-level"), "", false).With("node", c.String("node"))
 	slog.SetDefault(log)
 	ctx := c.Context
 	node := c.String("node")
@@ -172,7 +173,7 @@ func runAgent(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 3)
 	}
-	sc := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: c.String("slurm-bin-dir"), Conf: c.String("slurm-conf"), Logger: log})
+	sc := compose.SlurmAt(c.String("slurm-bin-dir"), c.String("slurm-conf"), log)
 	ops := interrupt.SlurmClient{C: sc}
 
 	var resolver sampler.JobResolver = &attrib.Resolver{}
@@ -254,7 +255,7 @@ func deadManSwitch(ctx context.Context, c *cli.Context, md *imds.Client, sc *slu
 		}
 		region = r
 	}
-	api, err := ec2p.NewSDKClient(ctx, region, c.String("ec2-endpoint"))
+	api, err := compose.EC2API(ctx, ec2p.SDKOptions{Region: region, Endpoint: c.String("ec2-endpoint"), StaticCredentials: c.Bool("ec2-static-credentials")})
 	if err != nil {
 		return nil, err
 	}

@@ -3,23 +3,30 @@
 # the non-host Slurm versions from, and rebuilds a root when it is stale.
 #
 #   scripts/slurm-roots.sh [VERSION...]      (default: every non-host version)
+#   scripts/slurm-roots.sh --print-root VERSION   (the root this tree's recipe
+#                           uses; fails, saying why, when it is not built)
 #
 # VERSION   Debian suite   root
 # 22.05     bookworm       the host's own packages (nothing to build)
-# 24.11     trixie         $BURST_SLURM_ROOTS/trixie
-# 26.05     sid            $BURST_SLURM_ROOTS/sid
+# 24.11     trixie         $BURST_SLURM_ROOTS/trixie-<recipe>
+# 26.05     sid            $BURST_SLURM_ROOTS/sid-<recipe>
+#
+# <recipe> is a hash of what a root holds and how it is built (INCLUDE,
+# LAYOUT below), so branches with different package lists share the machine
+# without rebuilding each other's roots.
 #
 # Layout of the cache ($BURST_SLURM_ROOTS, default /var/cache/burst/slurm-roots):
-#   <suite>                 symlink to the current root of that suite
+#   <suite>-<recipe>        symlink to the current root of that suite and recipe
+#   <suite>                 symlink to the root built last (for people)
 #   <suite>-<slurm deb version>-<recipe>-<time>/   a root; never changed once built
 #                           (/.burst-root inside it says what it holds)
-#   <suite>.checked         sha256 of the mirror's InRelease last found to match it
+#   <suite>-<recipe>.checked  sha256 of the mirror's InRelease last found to
+#                           match that root (its mtime: last used)
 #   <suite>.build.log       output of the last debootstrap
 #   .lock-<suite>           flock: one build or check per suite at a time
 #
 # A root is stale, and rebuilt, when
-#   - it is missing, or was built by another recipe (package list or build
-#     steps of this script: the <recipe> hash), or
+#   - there is none for this recipe, or
 #   - the mirror's InRelease for its suite changed since the last check AND
 #     the mirror now has another version of a Slurm or munge package than
 #     the root holds.
@@ -29,8 +36,8 @@
 # Builds are atomic: debootstrap writes to .build-<suite>-<pid>, which is
 # renamed to its final name only once complete and verified, then the
 # <suite> symlink is swapped (rename). A crash leaves only a .build-*
-# directory, removed by the next run. Older roots are deleted once no
-# running harness has them mounted.
+# directory, removed by the next run. Roots no link names, and recipes not
+# used for 14 days, are deleted once no running harness has them mounted.
 set -euo pipefail
 
 CACHE=${BURST_SLURM_ROOTS:-/var/cache/burst/slurm-roots}
@@ -89,19 +96,48 @@ in_use() { # in_use DIR: a running harness has the root mounted (overlay lowerdi
   grep -qsF "lowerdir=$1," /proc/[0-9]*/mountinfo 2>/dev/null
 }
 
-prune() { # prune SUITE: delete the suite's roots other than the current one, unless in use
-  local suite=$1 cur d
-  cur=$(readlink "$CACHE/$suite" || true)
+prune() { # prune SUITE: drop recipes unused for 14 days, then roots no link names, unless in use
+  local suite=$1 l d keep
+  rm -f "$CACHE/$suite.checked" # the layout before recipe links
+  for l in "$CACHE/$suite"-????????; do
+    [ -L "$l" ] || continue
+    [ "$l" = "$CACHE/$suite-$(recipe)" ] && continue
+    if [ -z "$(find "$l.checked" -mtime -14 2>/dev/null)" ]; then
+      log "dropping the $suite root of recipe ${l##*-}, unused for 14 days"
+      rm -f "$l" "$l.checked"
+    fi
+  done
   for d in "$CACHE/$suite"-*/; do
     d=${d%/}
-    [ -d "$d" ] || continue
-    [ "$(basename "$d")" = "$cur" ] && continue
+    if [ ! -d "$d" ] || [ -L "$d" ]; then continue; fi
+    keep=
+    for l in "$CACHE/$suite" "$CACHE/$suite"-????????; do
+      [ -L "$l" ] && [ "$(readlink "$l")" = "$(basename "$d")" ] && keep=1
+    done
+    [ -n "$keep" ] && continue
     if in_use "$d"; then
       log "keeping old root $d: a running cluster uses it"
       continue
     fi
     rm -rf --one-file-system "$d"
   done
+}
+
+adopt() { # adopt SUITE: without a link for this recipe, link the newest complete root built by it
+  local suite=$1 d found=
+  [ -L "$CACHE/$suite-$(recipe)" ] && return 0
+  for d in "$CACHE/$suite"-*-"$(recipe)"-*/; do
+    d=${d%/}
+    [ -f "$d/.burst-root" ] && [ "$(stamp_get "$d" RECIPE)" = "$(recipe)" ] && found=$d
+  done
+  [ -n "$found" ] || return 0
+  log "using the existing $suite root $(basename "$found") (recipe $(recipe))"
+  link_to "$suite-$(recipe)" "$(basename "$found")"
+}
+
+link_to() { # link_to NAME TARGET: atomically point $CACHE/NAME at TARGET
+  ln -sfn "$2" "$CACHE/.link-$1-$$"
+  mv -T "$CACHE/.link-$1-$$" "$CACHE/$1"
 }
 
 build() { # build SUITE INRELEASE_SHA
@@ -140,10 +176,10 @@ build() { # build SUITE INRELEASE_SHA
   # the name goes into overlay mount options: no ":" or ","
   final="$suite-$(echo "$debver" | tr -c "A-Za-z0-9.\n" _)-$(recipe)-$(date -u +%Y%m%d%H%M%S)"
   mv -T "$tmp" "$CACHE/$final"
-  ln -sfn "$final" "$CACHE/.link-$suite-$$"
-  mv -T "$CACHE/.link-$suite-$$" "$CACHE/$suite"
-  echo "$sha" >"$CACHE/$suite.checked"
-  log "built $CACHE/$suite -> $final: Slurm $rel in ${secs} s ($(du -sh "$CACHE/$final" | cut -f1))"
+  link_to "$suite-$(recipe)" "$final"
+  link_to "$suite" "$final"
+  echo "$sha" >"$CACHE/$suite-$(recipe).checked"
+  log "built $CACHE/$suite-$(recipe) -> $final: Slurm $rel in ${secs} s ($(du -sh "$CACHE/$final" | cut -f1))"
 }
 
 ensure() { # ensure VERSION
@@ -153,9 +189,10 @@ ensure() { # ensure VERSION
   mkdir -p "$CACHE"
   exec 9>"$CACHE/.lock-$suite"
   flock -w 900 9 || die "another build of the $suite root holds $CACHE/.lock-$suite for 15 minutes"
-  root=$CACHE/$suite
+  root=$CACHE/$suite-$(recipe)
+  adopt "$suite"
   if ! sha=$(inrelease_sha "$suite"); then
-    if [ -f "$root/.burst-root" ] && [ "$(stamp_get "$root" RECIPE)" = "$(recipe)" ]; then
+    if [ -f "$root/.burst-root" ]; then
       log "warning: cannot reach $MIRROR to check the $suite root for updates; using the cached one"
       exec 9>&-
       return 0
@@ -164,11 +201,8 @@ ensure() { # ensure VERSION
   fi
   if [ ! -f "$root/.burst-root" ]; then
     build "$suite" "$sha"
-  elif [ "$(stamp_get "$root" RECIPE)" != "$(recipe)" ]; then
-    log "the $suite root was built by another recipe ($(stamp_get "$root" RECIPE), now $(recipe)): rebuilding"
-    build "$suite" "$sha"
   else
-    checked=$(cat "$CACHE/$suite.checked" 2>/dev/null || true)
+    checked=$(cat "$root.checked" 2>/dev/null || true)
     if [ "$sha" != "$checked" ]; then
       have=$(root_versions "$root")
       want=$(mirror_versions "$suite") || die "reading the $suite package index from $MIRROR failed"
@@ -177,16 +211,31 @@ ensure() { # ensure VERSION
         log "the $suite root is stale (root: $(echo "$have" | tr '\n' ' '); mirror: $(echo "$want" | tr '\n' ' ')): rebuilding"
         build "$suite" "$sha"
       else
-        echo "$sha" >"$CACHE/$suite.checked"
+        echo "$sha" >"$root.checked"
       fi
     fi
+    touch "$root.checked"
   fi
   prune "$suite"
   log "Slurm $v: $(stamp_get "$root" SLURM_RELEASE) in $(readlink -f "$root")"
   exec 9>&-
 }
 
+print_root() { # print_root VERSION
+  local v=$1 suite root
+  suite=$(suite_of "$v")
+  if [ "$suite" = host ]; then echo /; return 0; fi
+  root=$CACHE/$suite-$(recipe)
+  [ -f "$root/.burst-root" ] || die "Slurm $v: no Debian $suite root for this tree's recipe $(recipe) at $root: build it with \`make deps\` or \`scripts/slurm-roots.sh $v\` (as root)"
+  readlink -f "$root"
+}
+
 main() {
+  if [ "${1:-}" = --print-root ]; then
+    [ $# = 2 ] || die "usage: slurm-roots.sh --print-root VERSION"
+    print_root "$2"
+    return
+  fi
   [ "$(id -u)" = 0 ] || die "building Slurm roots needs root (debootstrap); run as root (sudo make deps)"
   local versions=("$@")
   [ ${#versions[@]} -gt 0 ] || versions=(24.11 26.05)

@@ -1,19 +1,16 @@
 // Command burst-sizer sizes burst jobs: `route` at submission (called by
 // cli_filter.lua), `serve` (the daemon burst-resume and burst-agent talk
-// to), `report` and `token`.
+// to), `report`, `token`, `reconcile` and `simulate`.
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
 
+	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/sizer/cmd"
 )
 
 func main() {
-	err := cmd.App(os.Stdout, os.Stderr).Run(os.Args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "burst-sizer:", err)
-	}
-	os.Exit(cmd.ExitCode(err))
+	os.Exit(cmdline.Run(context.Background(), cmd.App(os.Stdout, os.Stderr), os.Args, os.Stderr))
 }

@@ -1,12 +1,97 @@
-// Command burst-suspend is Slurm's SuspendProgram, ResumeFailProgram and
-// EpilogSlurmctld: it releases nodes the moment their job ends and
-// terminates their instances.
+// Command burst-suspend is Slurm's SuspendProgram and ResumeFailProgram
+// (argument: the nodes to power down) and EpilogSlurmctld
+// (SLURM_SCRIPT_CONTEXT=epilog_slurmctld: release the job's nodes the moment
+// it ends, or keep one warm for a waiting job); `burst-suspend linger` is the
+// warm-reuse timer the epilog starts.
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"os"
+	"time"
 
-	"github.com/burst-hpc/burst/internal/lifecycle"
+	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/compose"
 )
 
-func main() { os.Exit(lifecycle.MainSuspend(os.Args, os.Stderr)) }
+const prog = "burst-suspend"
+
+// contextEpilog is Slurm's SLURM_SCRIPT_CONTEXT for EpilogSlurmctld.
+const contextEpilog = "epilog_slurmctld"
+
+func main() { os.Exit(run(os.Args, os.Environ(), os.Stderr)) }
+
+// run is burst-suspend given its arguments, its environment (KEY=value) and
+// standard error; it returns the exit status.
+func run(args, env []string, stderr io.Writer) int {
+	return cmdline.Run(context.Background(), newApp(env, stderr), args, stderr)
+}
+
+func newApp(env []string, stderr io.Writer) *cli.App {
+	getenv := compose.EnvOf(env)
+	open := func(c *cli.Context) (*compose.Stack, error) {
+		return compose.Open(c.Context, cmdline.ConfigPath(c), prog, getenv)
+	}
+	app := &cli.App{
+		Name:            prog,
+		Usage:           "release nodes and terminate their instances (SuspendProgram, ResumeFailProgram, EpilogSlurmctld)",
+		ArgsUsage:       "<hostlist>",
+		HideHelpCommand: true,
+		Writer:          stderr,
+		Flags:           []cli.Flag{cmdline.ConfigFlag()},
+		Action: func(c *cli.Context) error {
+			st, err := open(c)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if getenv("SLURM_SCRIPT_CONTEXT") == contextEpilog {
+				epilog(c.Context, st, getenv, env)
+				return nil // an epilog failure would drain the nodes; SuspendTime remains the safety net
+			}
+			if c.NArg() != 1 {
+				return cmdline.Usagef("usage: %s [--config FILE] <hostlist> | linger --until TIME --nodes HOSTLIST", prog)
+			}
+			return suspend(c.Context, st, c.Args().First())
+		},
+		Commands: []*cli.Command{lingerCommand(open)},
+	}
+	cmdline.AcceptConfigEverywhere(app)
+	cmdline.SetEnvVars(app)
+	return app
+}
+
+// epilog releases the ended job's nodes at once (EpilogSlurmctld), or keeps
+// one warm for a waiting job that fits and starts the warm-reuse timer.
+func epilog(ctx context.Context, st *compose.Stack, getenv compose.Getenv, env []string) {
+	var job uint32
+	fmt.Sscan(getenv("SLURM_JOB_ID"), &job)
+	rel := st.Releaser(func(nodes []string, until time.Time, waiting []uint32) error {
+		return startLinger(st.Cfg.Source, env, nodes, until, waiting)
+	})
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, _, err := rel.Release(ctx, job, getenv("SLURM_JOB_NODELIST")); err != nil {
+		st.Log.Error("release at job end", "job", job, "err", err)
+	}
+}
+
+// suspend is SuspendProgram and ResumeFailProgram: terminate the nodes'
+// instances, then replay any journaled instance events to the sizer.
+func suspend(ctx context.Context, st *compose.Stack, hostlist string) error {
+	ctx, cancel := context.WithTimeout(ctx, max(st.Cfg.Slurm.SuspendTimeout.Duration, 30*time.Second))
+	defer cancel()
+	_, err := st.Suspender().Suspend(ctx, hostlist)
+	if n, ferr := st.Recorder.Flush(ctx); n > 0 || ferr != nil {
+		st.Log.Info("replayed journaled instance events", "sent", n, "err", ferr)
+	}
+	if err != nil {
+		st.Log.Error("suspend", "nodes", hostlist, "err", err)
+		return err
+	}
+	return nil
+}

@@ -7,14 +7,8 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 )
-
-type fakeSlurm struct {
-	nodes []slurm.Node
-	err   error
-}
-
-func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) { return f.nodes, f.err }
 
 type fakeTerm struct{ n int }
 
@@ -22,7 +16,7 @@ func (f *fakeTerm) TerminateSelf(context.Context) error { f.n++; return nil }
 
 func TestSwitch(t *testing.T) {
 	now := time.Unix(1000, 0)
-	sl := &fakeSlurm{nodes: []slurm.Node{{Name: "l4-1", State: "ALLOCATED"}}}
+	sl := slurmfake.New(nil, []slurm.Node{{Name: "l4-1", State: "ALLOCATED"}})
 	term := &fakeTerm{}
 	s := New(sl, term, Options{Node: "l4-1", After: 10 * time.Minute, Now: func() time.Time { return now }})
 	step := func(d time.Duration) bool {
@@ -36,16 +30,17 @@ func TestSwitch(t *testing.T) {
 	if step(0) {
 		t.Fatal("fired on a healthy node")
 	}
-	sl.nodes[0] = slurm.Node{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWERED_DOWN"}}
+	sl.SetNodes(slurm.Node{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWERED_DOWN"}})
 	if step(time.Minute) || step(9*time.Minute-time.Second) {
 		t.Fatal("fired before the configured time")
 	}
 	// back in service resets the clock
-	sl.nodes[0] = slurm.Node{Name: "l4-1", State: "IDLE"}
+	sl.SetNodes(slurm.Node{Name: "l4-1", State: "IDLE"})
 	if step(time.Minute) {
 		t.Fatal("fired on a node back in service")
 	}
-	sl.nodes, sl.err = nil, errors.New("connection refused")
+	sl.SetNodes()
+	sl.NodesErr = errors.New("connection refused")
 	if step(time.Second) || step(5*time.Minute) {
 		t.Fatal("fired early while cut off")
 	}

@@ -36,8 +36,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/burst-hpc/burst/agent/imds"
-	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/internal/imds"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // Job is a job running on the node.
@@ -68,13 +68,13 @@ type SlurmOps interface {
 
 // Recorder takes the interruption report (a *report.Reporter).
 type Recorder interface {
-	Add(report.Record) error
+	Add(sizerapi.Record) error
 	Flush(ctx context.Context) error
 }
 
 // Announcer tells the sizer about a notice at once (a *report.Announcer).
 type Announcer interface {
-	Announce(ctx context.Context, in report.Interruption) error
+	Announce(ctx context.Context, in sizerapi.Interruption) error
 }
 
 // Options configure a Handler.
@@ -176,7 +176,7 @@ func (h *Handler) Rebalance(ctx context.Context, r imds.Rebalance) error {
 	defer announced()
 	reason := "burst: rebalance recommendation " + h.instance()
 	err := h.ops.DrainNode(ctx, h.opts.Node, reason)
-	ev := report.Event{InstanceID: h.opts.InstanceID, Action: "rebalance", NoticeTime: r.NoticeTime}
+	ev := sizerapi.Event{InstanceID: h.opts.InstanceID, Action: "rebalance", NoticeTime: r.NoticeTime}
 	if err != nil {
 		err = fmt.Errorf("draining %s on rebalance recommendation: %w", h.opts.Node, err)
 		ev.Error = err.Error()
@@ -191,22 +191,22 @@ func (h *Handler) Rebalance(ctx context.Context, r imds.Rebalance) error {
 // once) and returns what happened. The error joins every failed step; the
 // sequence goes on past failures so that as many jobs as possible are
 // requeued and the node is handed back.
-func (h *Handler) Interrupt(ctx context.Context, a imds.InstanceAction) (report.Event, error) {
-	var ev report.Event
+func (h *Handler) Interrupt(ctx context.Context, a imds.InstanceAction) (sizerapi.Event, error) {
+	var ev sizerapi.Event
 	var err error
 	ran := false
 	h.once.Do(func() { ran = true; ev, err = h.interrupt(ctx, a) })
 	if !ran {
-		return report.Event{}, nil
+		return sizerapi.Event{}, nil
 	}
 	return ev, err
 }
 
-func (h *Handler) interrupt(ctx context.Context, a imds.InstanceAction) (report.Event, error) {
+func (h *Handler) interrupt(ctx context.Context, a imds.InstanceAction) (sizerapi.Event, error) {
 	start := h.opts.Now()
 	announced := h.announce(ctx, a.Action, start)
 	defer announced()
-	ev := report.Event{InstanceID: h.opts.InstanceID, Action: a.Action, NoticeTime: start, Deadline: a.Time}
+	ev := sizerapi.Event{InstanceID: h.opts.InstanceID, Action: a.Action, NoticeTime: start, Deadline: a.Time}
 	reason := "burst: spot interruption " + h.instance()
 	var errs []error
 	if err := h.ops.DrainNode(ctx, h.opts.Node, reason); err != nil {
@@ -225,7 +225,7 @@ func (h *Handler) interrupt(ctx context.Context, a imds.InstanceAction) (report.
 	}
 	h.log.Warn("spot interruption: checkpointing jobs", "action", a.Action, "deadline", a.Time, "jobs", len(jobs), "wait_until", until)
 
-	results := make([]report.JobEvent, len(jobs))
+	results := make([]sizerapi.JobEvent, len(jobs))
 	var wg sync.WaitGroup
 	for i, j := range jobs {
 		wg.Add(1)
@@ -255,12 +255,12 @@ func (h *Handler) interrupt(ctx context.Context, a imds.InstanceAction) (report.
 
 // job signals one job, waits for its marker until until, then requeues it
 // and makes it eligible at once.
-func (h *Handler) job(ctx context.Context, j Job, until time.Time) report.JobEvent {
+func (h *Handler) job(ctx context.Context, j Job, until time.Time) sizerapi.JobEvent {
 	sig, batch := h.opts.Signal, !h.opts.SignalSteps
 	if j.CheckpointSignal != "" {
 		sig = j.CheckpointSignal
 	}
-	r := report.JobEvent{JobID: j.ID, Signal: sig}
+	r := sizerapi.JobEvent{JobID: j.ID, Signal: sig}
 	var errs []error
 	marker := MarkerPath(CheckpointDir(h.opts.CheckpointRoot, j.ID), j.RestartCount)
 	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -337,7 +337,7 @@ func (h *Handler) announce(ctx context.Context, action string, at time.Time) fun
 		defer close(done)
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		in := report.Interruption{InstanceID: h.opts.InstanceID, Node: h.opts.Node, Action: action, Time: at.UTC()}
+		in := sizerapi.Interruption{InstanceID: h.opts.InstanceID, Node: h.opts.Node, Action: action, Time: at.UTC()}
 		if err := h.opts.Announcer.Announce(actx, in); err != nil {
 			h.log.Warn("announcing the notice to the sizer failed", "action", action, "err", err)
 		}
@@ -345,11 +345,11 @@ func (h *Handler) announce(ctx context.Context, action string, at time.Time) fun
 	return func() { <-done }
 }
 
-func (h *Handler) record(ctx context.Context, ev report.Event) {
+func (h *Handler) record(ctx context.Context, ev sizerapi.Event) {
 	if h.rec == nil {
 		return
 	}
-	if err := h.rec.Add(report.Record{Time: h.opts.Now(), Kind: report.KindInterruption, Event: &ev}); err != nil {
+	if err := h.rec.Add(sizerapi.Record{Time: h.opts.Now(), Kind: sizerapi.KindInterruption, Event: &ev}); err != nil {
 		h.log.Error("recording interruption report", "err", err)
 		return
 	}

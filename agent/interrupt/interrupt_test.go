@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/agent/imds"
-	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/internal/imds"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 )
 
 // fakeOps records every call in order. onSignal runs (in its own
@@ -69,11 +70,11 @@ func (f *fakeOps) PowerDownForce(_ context.Context, node, reason string) error {
 
 type fakeRecorder struct {
 	mu      sync.Mutex
-	recs    []report.Record
+	recs    []sizerapi.Record
 	flushes int
 }
 
-func (r *fakeRecorder) Add(rec report.Record) error {
+func (r *fakeRecorder) Add(rec sizerapi.Record) error {
 	r.mu.Lock()
 	r.recs = append(r.recs, rec)
 	r.mu.Unlock()
@@ -88,10 +89,10 @@ func (r *fakeRecorder) Flush(context.Context) error {
 
 type fakeAnnouncer struct {
 	mu  sync.Mutex
-	got []report.Interruption
+	got []sizerapi.Interruption
 }
 
-func (a *fakeAnnouncer) Announce(_ context.Context, in report.Interruption) error {
+func (a *fakeAnnouncer) Announce(_ context.Context, in sizerapi.Interruption) error {
 	a.mu.Lock()
 	a.got = append(a.got, in)
 	a.mu.Unlock()
@@ -157,7 +158,7 @@ func TestInterruptSequence(t *testing.T) {
 	if len(ev.Jobs) != 2 || !ev.Jobs[0].Checkpointed || ev.Jobs[1].Checkpointed || !ev.Jobs[0].Released || !ev.Jobs[1].Requeued {
 		t.Fatalf("event jobs = %+v", ev.Jobs)
 	}
-	if len(rec.recs) != 1 || rec.recs[0].Kind != report.KindInterruption || rec.recs[0].Event.InstanceID != "i-0abc" || rec.flushes != 1 {
+	if len(rec.recs) != 1 || rec.recs[0].Kind != sizerapi.KindInterruption || rec.recs[0].Event.InstanceID != "i-0abc" || rec.flushes != 1 {
 		t.Fatalf("recorded %+v (flushes %d)", rec.recs, rec.flushes)
 	}
 	if len(ann.got) != 1 || ann.got[0].Action != "terminate" || ann.got[0].InstanceID != "i-0abc" || ann.got[0].Node != "gpu-1" {
@@ -289,45 +290,15 @@ func TestPollerDrivesHandler(t *testing.T) {
 	}
 }
 
-// fakeSlurm is an internal/slurm Client for the adapter test.
-type fakeSlurm struct {
-	slurm.Client
-	jobs    []slurm.Job
-	updates []slurm.NodeUpdate
-}
-
-func (f *fakeSlurm) Jobs(_ context.Context, ids ...uint32) ([]slurm.Job, error) {
-	var out []slurm.Job
-	for _, j := range f.jobs {
-		if len(ids) == 0 || slices.Contains(ids, j.ID) {
-			out = append(out, j)
-		}
-	}
-	return out, nil
-}
-func (f *fakeSlurm) JobStates(_ context.Context, q slurm.JobFilter) ([]slurm.JobState, error) {
-	var out []slurm.JobState
-	for _, j := range f.jobs {
-		if q.Matches(j) {
-			out = append(out, j.Brief())
-		}
-	}
-	return out, nil
-}
-func (f *fakeSlurm) UpdateNodes(_ context.Context, u ...slurm.NodeUpdate) error {
-	f.updates = append(f.updates, u...)
-	return nil
-}
-
 func TestSlurmClientAdapter(t *testing.T) {
-	fs := &fakeSlurm{jobs: []slurm.Job{
+	fs := slurmfake.New([]slurm.Job{
 		{ID: 1, State: "RUNNING", Nodes: "gpu-[1-3]", RestartCount: 2, Comment: "burst: params=7B checkpoint_signal=SIGUSR2"},
 		{ID: 2, State: "RUNNING", Nodes: "gpu-4"},
 		{ID: 3, State: "PENDING"},
 		{ID: 4, State: "RUNNING", Nodes: "gpu-2", Comment: "burst: bogus=1"},
 		{ID: 5, State: "COMPLETING", Nodes: "gpu-2"},
 		{ID: 6, State: "CONFIGURING", Nodes: "gpu-[1-2]"},
-	}}
+	}, nil)
 	got, err := SlurmClient{C: fs}.JobsOnNode(context.Background(), "gpu-2")
 	if err != nil {
 		t.Fatal(err)
@@ -337,8 +308,8 @@ func TestSlurmClientAdapter(t *testing.T) {
 		t.Fatalf("JobsOnNode = %+v, want %+v", got, want)
 	}
 	SlurmClient{C: fs}.PowerDownForce(context.Background(), "gpu-2", "burst: spot interruption i-1")
-	if len(fs.updates) != 1 || fs.updates[0].State != "POWER_DOWN_FORCE" || fs.updates[0].Names[0] != "gpu-2" {
-		t.Fatalf("updates = %+v", fs.updates)
+	if ups := fs.Updates(); len(ups) != 1 || ups[0].State != "POWER_DOWN_FORCE" || ups[0].Names[0] != "gpu-2" {
+		t.Fatalf("updates = %+v", ups)
 	}
 }
 

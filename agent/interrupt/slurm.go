@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/hostlist"
+	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/slurm"
-	"github.com/burst-hpc/burst/sizer/policy"
 )
 
 // SlurmClient adapts internal/slurm's Client to SlurmOps.
@@ -48,7 +48,7 @@ func (s SlurmClient) JobsOnNode(ctx context.Context, node string) ([]Job, error)
 		if !slices.Contains(names, node) {
 			continue
 		}
-		md, _ := policy.ParseMetadata(j.Comment)
+		md, _ := jobmeta.ParseMetadata(j.Comment)
 		out = append(out, Job{ID: j.ID, RestartCount: j.RestartCount, CheckpointSignal: md.CheckpointSignal, Starting: j.State == "CONFIGURING"})
 	}
 	return out, nil

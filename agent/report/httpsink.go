@@ -5,18 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/burst-hpc/burst/sizer/auth"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // HTTPSink POSTs each batch as JSON to URL with "Authorization: Bearer
 // <token>", the token being the first line of CredentialFile (re-read on
 // every send so a rotated credential is picked up). 2xx is success; 400,
 // 413 and 422 reject the batch for good (ErrRejected); anything else is
-// retried later. It is the agent's default Sink until sizer/client offers
+// retried later. It is the agent's default Sink until internal/sizerclient offers
 // one.
 type HTTPSink struct {
 	URL            string
@@ -25,22 +27,12 @@ type HTTPSink struct {
 }
 
 // Send implements Sink.
-func (h *HTTPSink) Send(ctx context.Context, b Batch) error {
+func (h *HTTPSink) Send(ctx context.Context, b sizerapi.ReportBatch) error {
 	body, err := json.Marshal(b)
 	if err != nil {
 		return fmt.Errorf("encoding report batch: %w: %w", err, ErrRejected)
 	}
 	return h.post(ctx, body)
-}
-
-// Interruption is a spot interruption or rebalance notice, announced to
-// the sizer at once (POST /v1/interruptions, sizer/api.Interruption) so
-// that the replacement node avoids this instance's offering.
-type Interruption struct {
-	InstanceID string    `json:"instance_id"`
-	Node       string    `json:"node"`
-	Action     string    `json:"action,omitempty"` // terminate, stop, hibernate, rebalance
-	Time       time.Time `json:"time"`
 }
 
 // Announcer posts Interruptions to URL like HTTPSink posts batches.
@@ -51,7 +43,7 @@ type Announcer struct {
 }
 
 // Announce posts one notice.
-func (a *Announcer) Announce(ctx context.Context, in Interruption) error {
+func (a *Announcer) Announce(ctx context.Context, in sizerapi.Interruption) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("encoding interruption: %w", err)

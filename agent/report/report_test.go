@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/agent/gpu"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // sizerStub is an HTTP server standing in for the sizer's report endpoint:
@@ -26,7 +26,7 @@ type sizerStub struct {
 	down  bool
 	code  int // status when down
 	seqs  []uint64
-	drops []uint64 // Batch.Dropped per batch
+	drops []uint64 // sizerapi.ReportBatch.Dropped per batch
 	token string
 }
 
@@ -43,7 +43,7 @@ func newSizerStub(t *testing.T) *sizerStub {
 			http.Error(w, "down", s.code)
 			return
 		}
-		var b Batch
+		var b sizerapi.ReportBatch
 		if err := json.NewDecoder(r.Body).Decode(&b); err != nil || b.Node != "gpu-1" {
 			http.Error(w, fmt.Sprintf("bad batch: %v", err), http.StatusBadRequest)
 			return
@@ -72,9 +72,9 @@ func (s *sizerStub) sink(t *testing.T) *HTTPSink {
 	return &HTTPSink{URL: s.srv.URL + "/v1/reports", CredentialFile: cred}
 }
 
-func gpuRecord(i int) Record {
-	return Record{Time: time.Unix(1_800_000_000+int64(i), 0).UTC(), Kind: KindGPU, GPUs: []GPUReading{{
-		Sample: gpu.Sample{Index: 0, UUID: "GPU-x", UtilPercent: uint32(i % 101), MemoryUsedBytes: uint64(i) << 20, PIDs: []int{100 + i}},
+func gpuRecord(i int) sizerapi.Record {
+	return sizerapi.Record{Time: time.Unix(1_800_000_000+int64(i), 0).UTC(), Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{{
+		Index: 0, UUID: "GPU-x", UtilPercent: uint32(i % 101), MemoryUsedBytes: uint64(i) << 20, PIDs: []int{100 + i},
 		JobIDs: []uint32{7},
 	}}}
 }
@@ -333,13 +333,13 @@ func TestHTTPSinkErrors(t *testing.T) {
 	stub := newSizerStub(t)
 	bad := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(bad, []byte("wrong\n"), 0o600)
-	err := (&HTTPSink{URL: stub.srv.URL, CredentialFile: bad}).Send(context.Background(), Batch{Node: "gpu-1"})
+	err := (&HTTPSink{URL: stub.srv.URL, CredentialFile: bad}).Send(context.Background(), sizerapi.ReportBatch{Node: "gpu-1"})
 	if err == nil || errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "check the credential") {
 		t.Fatalf("wrong token: err = %v", err)
 	}
 	empty := filepath.Join(t.TempDir(), "empty")
 	os.WriteFile(empty, nil, 0o600)
-	err = (&HTTPSink{URL: stub.srv.URL, CredentialFile: empty}).Send(context.Background(), Batch{Node: "gpu-1"})
+	err = (&HTTPSink{URL: stub.srv.URL, CredentialFile: empty}).Send(context.Background(), sizerapi.ReportBatch{Node: "gpu-1"})
 	if err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Fatalf("empty credential: err = %v", err)
 	}
@@ -377,13 +377,13 @@ func TestTrackerSummary(t *testing.T) {
 		if i >= 10 {
 			b = 50
 		}
-		rs := []GPUReading{
-			{Sample: gpu.Sample{Time: at, UUID: "A", UtilPercent: 90, MemoryUsedBytes: uint64(10+i) << 30, MemoryTotalBytes: 80 << 30}, JobIDs: []uint32{7}},
-			{Sample: gpu.Sample{Time: at, UUID: "B", UtilPercent: b, MemoryUsedBytes: 5 << 30, MemoryTotalBytes: 80 << 30}, JobIDs: []uint32{7}},
-			{Sample: gpu.Sample{Time: at, UUID: "D", UtilPercent: 99}},
+		rs := []sizerapi.GPUReading{
+			{Time: at, UUID: "A", UtilPercent: 90, MemoryUsedBytes: uint64(10+i) << 30, MemoryTotalBytes: 80 << 30, JobIDs: []uint32{7}},
+			{Time: at, UUID: "B", UtilPercent: b, MemoryUsedBytes: 5 << 30, MemoryTotalBytes: 80 << 30, JobIDs: []uint32{7}},
+			{Time: at, UUID: "D", UtilPercent: 99},
 		}
 		if i < 3 {
-			rs = append(rs, GPUReading{Sample: gpu.Sample{Time: at, UUID: "C", UtilPercent: 40}, JobIDs: []uint32{8}})
+			rs = append(rs, sizerapi.GPUReading{Time: at, UUID: "C", UtilPercent: 40, JobIDs: []uint32{8}})
 		}
 		tr.Observe(rs)
 	}
@@ -395,7 +395,7 @@ func TestTrackerSummary(t *testing.T) {
 	if !ok {
 		t.Fatal("job 7 unknown")
 	}
-	want := JobSummary{JobID: 7, Start: t0, End: t0.Add(19 * time.Second), GPUs: []string{"A", "B"},
+	want := sizerapi.JobSummary{JobID: 7, Start: t0, End: t0.Add(19 * time.Second), GPUs: []string{"A", "B"},
 		PeakMemoryBytes: 29 << 30, MemoryTotalBytes: 80 << 30,
 		MeanUtilPercent: (20*90 + 10*50) / 40.0, P95UtilPercent: 90, GPUSeconds: 40, IdleGPUSeconds: 10}
 	a, _ := json.Marshal(s)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // Options configure a Reporter.
@@ -82,7 +84,7 @@ func New(sink Sink, o Options) (*Reporter, error) {
 }
 
 // Add spools one record (its Seq is assigned here).
-func (r *Reporter) Add(rec Record) error {
+func (r *Reporter) Add(rec sizerapi.Record) error {
 	if rec.Time.IsZero() {
 		rec.Time = time.Now()
 	}
@@ -109,7 +111,7 @@ func (r *Reporter) Flush(ctx context.Context) error {
 		if len(recs) == 0 {
 			return nil
 		}
-		b := Batch{Node: r.opts.Node, InstanceID: r.opts.InstanceID, Dropped: r.spool.Dropped(), Records: recs}
+		b := sizerapi.ReportBatch{Node: r.opts.Node, InstanceID: r.opts.InstanceID, Dropped: r.spool.Dropped(), Records: recs}
 		sctx, cancel := context.WithTimeout(ctx, r.opts.SendTimeout)
 		err = r.sink.Send(sctx, b)
 		cancel()

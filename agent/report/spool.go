@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/statefile"
 )
 
 // Spool is the on-disk queue of records not yet acknowledged by the sink.
@@ -35,7 +38,7 @@ import (
 // The total size of the segments is capped at MaxBytes: when an append goes
 // over it, whole oldest segments are deleted and their unacknowledged
 // records counted in DroppedRecords/DroppedBytes (persisted, and reported to
-// the server in every Batch).
+// the server in every sizerapi.ReportBatch).
 type Spool struct {
 	dir      string
 	maxBytes int64
@@ -192,7 +195,7 @@ func (s *Spool) scan(sg *segment, last bool) error {
 	return nil
 }
 
-func encodeLine(r *Record) ([]byte, error) {
+func encodeLine(r *sizerapi.Record) ([]byte, error) {
 	js, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("encoding record %d: %w", r.Seq, err)
@@ -203,8 +206,8 @@ func encodeLine(r *Record) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-func decodeLine(line []byte) (Record, error) {
-	var r Record
+func decodeLine(line []byte) (sizerapi.Record, error) {
+	var r sizerapi.Record
 	if len(line) < 11 || line[8] != ' ' || line[len(line)-1] != '\n' {
 		return r, errors.New("malformed spool line")
 	}
@@ -261,7 +264,7 @@ func (s *Spool) rotateLocked() error {
 
 // Append assigns the next sequence numbers to recs (setting their Seq) and
 // writes them to the active segment.
-func (s *Spool) Append(recs ...*Record) error {
+func (s *Spool) Append(recs ...*sizerapi.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active == nil {
@@ -328,10 +331,10 @@ func (s *Spool) enforceCapLocked() error {
 }
 
 // Pending returns up to max unacknowledged records in sequence order.
-func (s *Spool) Pending(max int) ([]Record, error) {
+func (s *Spool) Pending(max int) ([]sizerapi.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Record
+	var out []sizerapi.Record
 	for _, sg := range s.segs {
 		if len(out) >= max {
 			break
@@ -412,24 +415,10 @@ func (s *Spool) gcLocked() error {
 
 func (s *Spool) writeStateLocked() error {
 	b, _ := json.Marshal(s.st)
-	tmp := filepath.Join(s.dir, stateFile+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := statefile.WriteAtomic(filepath.Join(s.dir, stateFile), b, 0o600); err != nil {
 		return fmt.Errorf("writing report spool state: %w", err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("writing report spool state: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("syncing report spool state: %w", err)
-	}
-	f.Close()
-	if err := os.Rename(tmp, filepath.Join(s.dir, stateFile)); err != nil {
-		return fmt.Errorf("writing report spool state: %w", err)
-	}
-	return syncDir(s.dir)
+	return nil
 }
 
 func syncDir(dir string) error {

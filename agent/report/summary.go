@@ -3,6 +3,8 @@ package report
 import (
 	"sort"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // Tracker accumulates per-job GPU use from attributed samples and produces
@@ -37,7 +39,7 @@ func NewTracker(interval time.Duration, idleBelow uint32) *Tracker {
 
 // Observe adds one tick of readings. A GPU shared by several jobs counts
 // for each of them.
-func (t *Tracker) Observe(readings []GPUReading) {
+func (t *Tracker) Observe(readings []sizerapi.GPUReading) {
 	for _, g := range readings {
 		for _, id := range g.JobIDs {
 			a := t.jobs[id]
@@ -73,13 +75,13 @@ func (t *Tracker) Active() []uint32 {
 }
 
 // Finish ends job id and returns its summary; false if it was never seen.
-func (t *Tracker) Finish(id uint32) (JobSummary, bool) {
+func (t *Tracker) Finish(id uint32) (sizerapi.JobSummary, bool) {
 	a := t.jobs[id]
 	if a == nil {
-		return JobSummary{}, false
+		return sizerapi.JobSummary{}, false
 	}
 	delete(t.jobs, id)
-	s := JobSummary{JobID: id, Start: a.start, End: a.last, PeakMemoryBytes: a.peak, MemoryTotalBytes: a.total}
+	s := sizerapi.JobSummary{JobID: id, Start: a.start, End: a.last, PeakMemoryBytes: a.peak, MemoryTotalBytes: a.total}
 	for u := range a.gpus {
 		s.GPUs = append(s.GPUs, u)
 	}
@@ -105,8 +107,8 @@ func (t *Tracker) Finish(id uint32) (JobSummary, bool) {
 
 // FinishGone ends every job not seen since before cutoff (its processes
 // left the GPUs) and returns their summaries in job order.
-func (t *Tracker) FinishGone(cutoff time.Time) []JobSummary {
-	var out []JobSummary
+func (t *Tracker) FinishGone(cutoff time.Time) []sizerapi.JobSummary {
+	var out []sizerapi.JobSummary
 	for _, id := range t.Active() {
 		if t.jobs[id].last.Before(cutoff) {
 			s, _ := t.Finish(id)

@@ -15,6 +15,7 @@ import (
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
 	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // JobResolver maps a pid to its Slurm job (an *attrib.Resolver).
@@ -25,7 +26,7 @@ type JobResolver interface {
 
 // Recorder takes records (a *report.Reporter).
 type Recorder interface {
-	Add(report.Record) error
+	Add(sizerapi.Record) error
 }
 
 // Options configure a Sampler.
@@ -74,10 +75,10 @@ func (s *Sampler) Tick(ctx context.Context) error {
 		return fmt.Errorf("sampling GPUs: %w", err)
 	}
 	clear(s.live)
-	readings := make([]report.GPUReading, len(samples))
+	readings := make([]sizerapi.GPUReading, len(samples))
 	var now time.Time
 	for i, smp := range samples {
-		readings[i].Sample = smp
+		readings[i] = readingOf(smp)
 		now = smp.Time
 		for _, pid := range smp.PIDs {
 			s.live[pid] = true
@@ -97,14 +98,14 @@ func (s *Sampler) Tick(ctx context.Context) error {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	if err := s.rec.Add(report.Record{Time: now, Kind: report.KindGPU, GPUs: readings}); err != nil {
+	if err := s.rec.Add(sizerapi.Record{Time: now, Kind: sizerapi.KindGPU, GPUs: readings}); err != nil {
 		return err
 	}
 	s.tracker.Observe(readings)
 	for _, sum := range s.tracker.FinishGone(now.Add(-s.opts.JobGone)) {
 		s.log.Info("job left the GPUs", "job", sum.JobID, "mean_util", sum.MeanUtilPercent, "p95_util", sum.P95UtilPercent,
 			"peak_mem_bytes", sum.PeakMemoryBytes, "idle_gpu_seconds", sum.IdleGPUSeconds)
-		if err := s.rec.Add(report.Record{Time: now, Kind: report.KindJobSummary, Summary: &sum}); err != nil {
+		if err := s.rec.Add(sizerapi.Record{Time: now, Kind: sizerapi.KindJobSummary, Summary: &sum}); err != nil {
 			return err
 		}
 	}
@@ -172,3 +173,10 @@ func (SimResolver) JobOf(pid int) (uint32, error) {
 
 // Forget implements JobResolver.
 func (SimResolver) Forget(map[int]bool) {}
+
+// readingOf is a GPU sample as the sizer's wire record carries it.
+func readingOf(s gpu.Sample) sizerapi.GPUReading {
+	return sizerapi.GPUReading{Time: s.Time, Index: s.Index, UUID: s.UUID, Name: s.Name, UtilPercent: s.UtilPercent,
+		MemoryUsedBytes: s.MemoryUsedBytes, MemoryTotalBytes: s.MemoryTotalBytes, PowerWatts: s.PowerWatts,
+		TemperatureC: s.TemperatureC, PIDs: s.PIDs}
+}

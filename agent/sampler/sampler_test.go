@@ -16,14 +16,15 @@ import (
 	"github.com/burst-hpc/burst/agent/attrib"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
 	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 type captureSink struct {
 	mu   sync.Mutex
-	recs []report.Record
+	recs []sizerapi.Record
 }
 
-func (c *captureSink) Send(_ context.Context, b report.Batch) error {
+func (c *captureSink) Send(_ context.Context, b sizerapi.ReportBatch) error {
 	c.mu.Lock()
 	c.recs = append(c.recs, b.Records...)
 	c.mu.Unlock()
@@ -73,10 +74,10 @@ func TestTickAttributesAndSummarises(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gpuRecs int
-	var sum *report.JobSummary
+	var sum *sizerapi.JobSummary
 	for _, rec := range sink.recs {
 		switch rec.Kind {
-		case report.KindGPU:
+		case sizerapi.KindGPU:
 			if len(rec.GPUs) != 4 {
 				t.Fatalf("record %d has %d GPUs", rec.Seq, len(rec.GPUs))
 			}
@@ -84,7 +85,7 @@ func TestTickAttributesAndSummarises(t *testing.T) {
 				t.Fatalf("tick %d GPU 0 = %+v, want job 31 at %d%%", gpuRecs, rec.GPUs[0], want[gpuRecs])
 			}
 			gpuRecs++
-		case report.KindJobSummary:
+		case sizerapi.KindJobSummary:
 			if sum != nil {
 				t.Fatal("two summaries")
 			}
@@ -116,7 +117,7 @@ func TestSimJobs(t *testing.T) {
 
 type discardSink struct{}
 
-func (discardSink) Send(_ context.Context, b report.Batch) error {
+func (discardSink) Send(_ context.Context, b sizerapi.ReportBatch) error {
 	return json.NewEncoder(io.Discard).Encode(b)
 }
 

@@ -129,7 +129,8 @@ func TestShellcheck(t *testing.T) {
 		}
 		t.Skip("SKIP: shellcheck not installed")
 	}
-	if out, err := exec.Command(sc, "train.sh").CombinedOutput(); err != nil {
-		t.Fatalf("shellcheck train.sh: %v\n%s", err, out)
+	scripts := []string{"train.sh", "ddp-node.sh", "train-ddp.sbatch", "testdata/fakeslurm/srun", "testdata/fakeslurm/scontrol"}
+	if out, err := exec.Command(sc, append([]string{"-s", "bash"}, scripts...)...).CombinedOutput(); err != nil {
+		t.Fatalf("shellcheck %v: %v\n%s", scripts, err, out)
 	}
 }

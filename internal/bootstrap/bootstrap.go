@@ -41,6 +41,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/burst-hpc/burst/internal/statefile"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
 
@@ -301,30 +302,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func (b *boot) writeStatus() {
 	data, err := json.MarshalIndent(b.rep, "", "  ")
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(b.o.RunDir, "status.json"), append(data, '\n'), 0o644)
+		err = statefile.WriteAtomic(filepath.Join(b.o.RunDir, "status.json"), append(data, '\n'), 0o644)
 	}
 	if err != nil {
 		b.log.Warn("writing status.json", "err", err)
 	}
-}
-
-// writeFileAtomic writes data to path through a temporary file and rename.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -10,46 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
-
-func TestNodeFromTags(t *testing.T) {
-	cases := []struct {
-		name  string
-		tags  map[string]string
-		index int
-		want  string
-		err   string
-	}{
-		{"single", map[string]string{"burst:node": "gpu-4", "burst:cluster": "lab"}, 0, "gpu-4", ""},
-		{"single wins over list", map[string]string{"burst:node": "gpu-4", "burst:nodes": "gpu-1,gpu-2"}, 1, "gpu-4", ""},
-		{"fleet index 0", map[string]string{"burst:nodes": "gpu-1,gpu-2"}, 0, "gpu-1", ""},
-		{"fleet continued", map[string]string{"burst:nodes": "gpu-1,gpu-2", "burst:nodes.2": "gpu-3"}, 2, "gpu-3", ""},
-		{"fleet index too big", map[string]string{"burst:nodes": "gpu-1,gpu-2"}, 2, "", "outside the 2 nodes"},
-		{"negative index", map[string]string{"burst:nodes": "gpu-1"}, -1, "", "outside"},
-		{"no tags", map[string]string{"burst:cluster": "lab"}, 0, "", "enable instance metadata tags"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := NodeFromTags(c.tags, c.index)
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("got %q, %v; want error with %q", got, err, c.err)
-				}
-			} else if err != nil || got != c.want {
-				t.Fatalf("got %q, %v; want %q", got, err, c.want)
-			}
-			// Same answer as the launching side's rule.
-			if want := ec2p.NodeOf(c.tags, c.index); want != got {
-				t.Fatalf("NodeFromTags = %q but internal/cloud/ec2.NodeOf = %q", got, want)
-			}
-		})
-	}
-	if TagNode != ec2p.TagNode || TagNodes != ec2p.TagNodes {
-		t.Fatal("tag keys differ from internal/cloud/ec2")
-	}
-}
 
 // fakeIMDS serves IMDSv2 with the given instance tags, launch index and user data.
 func fakeIMDS(t *testing.T, tags map[string]string, index int, ud []byte) string {

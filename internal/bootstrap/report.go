@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/statefile"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
 
@@ -67,7 +68,7 @@ func (b *boot) clientConf() (string, error) {
 		return b.slurmConf, nil
 	}
 	conf := filepath.Join(b.o.RunDir, "slurm-client.conf")
-	if err := writeFileAtomic(conf, []byte(ClientConf(b.ud)), 0o644); err != nil {
+	if err := statefile.WriteAtomic(conf, []byte(ClientConf(b.ud)), 0o644); err != nil {
 		return "", fmt.Errorf("writing %s: %w", conf, err)
 	}
 	b.slurmConf = conf

@@ -16,7 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+
+	"github.com/burst-hpc/burst/internal/imds"
 )
 
 // secretsClient calls Secrets Manager GetSecretValue (JSON 1.1 protocol,
@@ -31,7 +32,7 @@ type secretsClient struct {
 
 func instanceRoleCredentials(imdsEndpoint string) aws.CredentialsProvider {
 	return aws.NewCredentialsCache(ec2rolecreds.New(func(o *ec2rolecreds.Options) {
-		o.Client = imds.New(imds.Options{Endpoint: imdsEndpoint, ClientEnableState: imds.ClientEnabled, EnableFallback: aws.FalseTernary})
+		o.Client = imds.New(imds.Options{Endpoint: imdsEndpoint, Timeout: 5 * time.Second, Retry: true}).SDK()
 	}))
 }
 

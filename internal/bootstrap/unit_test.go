@@ -146,7 +146,7 @@ func TestCommandLines(t *testing.T) {
 		t.Errorf("HandBackArgs = %q, want %q", got, want)
 	}
 	env := AgentEnv(u, "/run/burst/agent.credential")
-	want := []string{"BURST_NODE_NAME=gpu-3", "BURST_CLUSTER=lab", "BURST_SIZER_URL=http://10.1.2.3:8080",
+	want := []string{"BURST_NODE_NAME=gpu-3", "BURST_SIZER_URL=http://10.1.2.3:8080",
 		"BURST_CREDENTIAL_FILE=/run/burst/agent.credential", "BURST_REPORT_INTERVAL=15s", "BURST_CHECKPOINT_ROOT=/fsx/ckpt"}
 	if !reflect.DeepEqual(env, want) {
 		t.Errorf("AgentEnv = %q, want %q", env, want)
@@ -159,6 +159,10 @@ func TestCommandLines(t *testing.T) {
 	u.Agent.IMDSEndpoint = "http://127.0.0.1:1338"
 	if env := AgentEnv(u, "/c"); env[len(env)-1] != "BURST_IMDS_ENDPOINT=http://127.0.0.1:1338" {
 		t.Errorf("IMDS override missing: %q", env)
+	}
+	u.Agent.LogLevel = "debug"
+	if env := AgentEnv(u, "/c"); env[len(env)-1] != "BURST_LOG_LEVEL=debug" {
+		t.Errorf("burst.yaml's log.level does not reach the agent: %q", env)
 	}
 	conf := ClientConf(testUD())
 	for _, w := range []string{"ClusterName=lab\n", "SlurmctldHost=head\n", "SlurmctldHost=10.1.2.3\n", "SlurmctldPort=16817\n",

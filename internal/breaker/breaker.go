@@ -15,16 +15,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/statefile"
 )
 
 // File is the breaker's state file in the state directory.
@@ -269,53 +267,33 @@ func (b *Breaker) update(f func(map[string]Status) bool) error {
 		f(b.mem)
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(b.path), 0o755); err != nil {
-		return fmt.Errorf("creating the state directory for the launch breaker: %w", err)
-	}
-	lock, err := os.OpenFile(b.path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	err := statefile.Update(b.path, 0o644, func(old []byte) ([]byte, bool, error) {
+		m, err := decode(b.path, old)
+		if err != nil {
+			b.log.Warn("launch breaker file is corrupt; starting afresh", "file", b.path, "err", err)
+			m = map[string]Status{}
+		}
+		if !f(m) {
+			return nil, false, nil
+		}
+		d := doc{Version: 1}
+		for _, s := range m {
+			d.Classes = append(d.Classes, s)
+		}
+		sort.Slice(d.Classes, func(i, j int) bool { return d.Classes[i].Class < d.Classes[j].Class })
+		data, err := json.MarshalIndent(d, "", "  ")
+		return data, err == nil, err
+	})
 	if err != nil {
-		return fmt.Errorf("opening the launch breaker lock %s: %w", b.path+".lock", err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("locking %s: %w", b.path+".lock", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	m, err := read(b.path)
-	if err != nil {
-		b.log.Warn("launch breaker file is corrupt; starting afresh", "file", b.path, "err", err)
-		m = map[string]Status{}
-	}
-	if !f(m) {
-		return nil
-	}
-	d := doc{Version: 1}
-	for _, s := range m {
-		d.Classes = append(d.Classes, s)
-	}
-	sort.Slice(d.Classes, func(i, j int) bool { return d.Classes[i].Class < d.Classes[j].Class })
-	data, err := json.MarshalIndent(d, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := fmt.Sprintf("%s.%d.tmp", b.path, os.Getpid())
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("writing the launch breaker state: %w", err)
-	}
-	if err := os.Rename(tmp, b.path); err != nil {
-		return fmt.Errorf("replacing the launch breaker state: %w", err)
+		return fmt.Errorf("updating the launch breaker state: %w", err)
 	}
 	return nil
 }
 
-func read(path string) (map[string]Status, error) {
+func decode(path string, data []byte) (map[string]Status, error) {
 	m := map[string]Status{}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if len(data) == 0 {
 		return m, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the launch breaker state: %w", err)
 	}
 	var d doc
 	if err := json.Unmarshal(data, &d); err != nil {

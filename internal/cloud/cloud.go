@@ -78,6 +78,31 @@ type LaunchRequest struct {
 	UserData string
 }
 
+// Candidates are the offerings a provider tries for req, in order: the
+// ranked ones and, with OnDemandFallback, after them an on-demand copy
+// (price unknown) of every spot offering not already offered on-demand.
+func (req LaunchRequest) Candidates() []Offering {
+	offs := append([]Offering(nil), req.Offerings...)
+	if !req.OnDemandFallback {
+		return offs
+	}
+	have := map[string]bool{}
+	for _, o := range offs {
+		have[o.Key()] = true
+	}
+	for _, o := range req.Offerings {
+		if o.Capacity == Spot {
+			od := o
+			od.Capacity, od.PriceUSD = OnDemand, 0
+			if !have[od.Key()] {
+				have[od.Key()] = true
+				offs = append(offs, od)
+			}
+		}
+	}
+	return offs
+}
+
 // Instance is a cluster instance as the provider sees it.
 type Instance struct {
 	ID           string
@@ -102,6 +127,21 @@ type LaunchResult struct {
 	Failed    map[string]error // node -> why it got no instance (*Error)
 	Tried     []Offering       // offerings attempted, in order
 	Reused    []string         // nodes whose instance already existed (idempotent repeat)
+}
+
+// Reuse puts the live instance of every node of nodes that has one (live
+// maps node names to them) into r as reused, and returns the nodes still to
+// launch: a repeated launch never starts a second instance for a node.
+func (r *LaunchResult) Reuse(nodes []NodeSpec, live map[string]Instance) (todo []NodeSpec) {
+	for _, n := range nodes {
+		if in, ok := live[n.Node]; ok {
+			r.Instances = append(r.Instances, in)
+			r.Reused = append(r.Reused, n.Node)
+			continue
+		}
+		todo = append(todo, n)
+	}
+	return todo
 }
 
 // Provider launches, lists and terminates one cluster's instances.

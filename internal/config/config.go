@@ -54,6 +54,10 @@ type Cluster struct {
 	// EC2Endpoint overrides the EC2 API endpoint (the built-in emulator in the
 	// demo and tests; a VPC endpoint in production). Empty: the SDK default.
 	EC2Endpoint string `yaml:"ec2_endpoint"`
+	// EC2StaticCredentials signs EC2 calls with fixed dummy credentials
+	// instead of the AWS credential chain: for the built-in EC2 emulator
+	// (demo and tests), which checks none. Test only; needs ec2_endpoint.
+	EC2StaticCredentials bool `yaml:"ec2_static_credentials"`
 }
 
 // Slurm says where Slurm is and which partitions burst owns.

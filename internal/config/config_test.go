@@ -1,11 +1,12 @@
 package config
 
 import (
-	"github.com/burst-hpc/burst/internal/catalog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/burst-hpc/burst/internal/catalog"
 )
 
 func TestExampleIsValid(t *testing.T) {
@@ -97,6 +98,8 @@ func TestProblems(t *testing.T) {
 			[]string{`8:classes[0].gpu_model:"a11g" is not an NVIDIA GPU model`}},
 		{"duration", strings.Replace(good, "controller: 10.0.0.1", "controller: 10.0.0.1\n  resume_timeout: soon", 1),
 			[]string{`5:slurm.resume_timeout:"soon" is not a duration`}},
+		{"static credentials without an emulator", strings.Replace(good, "region: us-east-1}", "region: us-east-1, ec2_static_credentials: true}", 1),
+			[]string{"2:cluster.ec2_static_credentials:only work with an EC2 emulator"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,22 +199,22 @@ func TestLoadReportsEverything(t *testing.T) {
 	}
 }
 
-func TestResolvePath(t *testing.T) {
+func TestResolve(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("BURST_CONFIG", "")
 	t.Setenv("SLURM_CONF", filepath.Join(dir, "slurm.conf"))
-	if got := ResolvePath(""); got != DefaultPath {
+	if got := Resolve("", os.Getenv); got != DefaultPath {
 		t.Fatalf("no burst.yaml beside slurm.conf: got %s", got)
 	}
 	os.WriteFile(filepath.Join(dir, "burst.yaml"), []byte(good), 0o600)
-	if got := ResolvePath(""); got != filepath.Join(dir, "burst.yaml") {
+	if got := Resolve("", os.Getenv); got != filepath.Join(dir, "burst.yaml") {
 		t.Fatalf("beside slurm.conf: got %s", got)
 	}
 	t.Setenv("BURST_CONFIG", "/x.yaml")
-	if got := ResolvePath(""); got != "/x.yaml" {
+	if got := Resolve("", os.Getenv); got != "/x.yaml" {
 		t.Fatalf("env: got %s", got)
 	}
-	if got := ResolvePath("/flag.yaml"); got != "/flag.yaml" {
+	if got := Resolve("/flag.yaml", os.Getenv); got != "/flag.yaml" {
 		t.Fatalf("flag: got %s", got)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/burst-hpc/burst/internal/suggest"
 )
 
 // DefaultPath is where burst programs look for burst.yaml when neither a
@@ -70,18 +72,18 @@ func IsInvalid(err error) bool {
 	return errors.As(err, &ps)
 }
 
-// ResolvePath picks the configuration file: the flag value, then
-// BURST_CONFIG, then burst.yaml beside $SLURM_CONF (Slurm starts
-// ResumeProgram and SuspendProgram with no arguments but the node list and
-// with SLURM_CONF set), then DefaultPath.
-func ResolvePath(flag string) string {
+// Resolve picks the configuration file: the flag value, then BURST_CONFIG,
+// then burst.yaml beside $SLURM_CONF (Slurm starts ResumeProgram and
+// SuspendProgram with no arguments but the node list and with SLURM_CONF
+// set), then DefaultPath; getenv reads the environment (os.Getenv).
+func Resolve(flag string, getenv func(string) string) string {
 	if flag != "" {
 		return flag
 	}
-	if p := os.Getenv("BURST_CONFIG"); p != "" {
+	if p := getenv("BURST_CONFIG"); p != "" {
 		return p
 	}
-	if sc := os.Getenv("SLURM_CONF"); sc != "" {
+	if sc := getenv("SLURM_CONF"); sc != "" {
 		p := filepath.Join(filepath.Dir(sc), "burst.yaml")
 		if _, err := os.Stat(p); err == nil {
 			return p
@@ -92,7 +94,10 @@ func ResolvePath(flag string) string {
 
 // Load reads, parses, applies environment overrides to and validates a
 // burst.yaml. Configuration problems come back as Problems.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadEnv(path, os.LookupEnv) }
+
+// LoadEnv is Load taking the environment overrides (ApplyEnv) from lookup.
+func LoadEnv(path string, lookup func(string) (string, bool)) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening configuration: %w", err)
@@ -109,7 +114,7 @@ func Load(path string) (*Config, error) {
 	if cfg == nil {
 		return nil, probs
 	}
-	cfg.ApplyEnv(os.LookupEnv)
+	cfg.ApplyEnv(lookup)
 	if err := cfg.Validate(); err != nil {
 		bad := map[string]bool{}
 		for _, p := range probs {
@@ -242,7 +247,7 @@ func walk(n *yaml.Node, t reflect.Type, path, source string, lines map[string]in
 			ft, ok := fields[k.Value]
 			if !ok {
 				msg := fmt.Sprintf("unknown key %q; known keys here: %s", k.Value, strings.Join(knownKeys(t), ", "))
-				if s := suggest(k.Value, knownKeys(t)); s != "" {
+				if s := suggest.Closest(k.Value, knownKeys(t)); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
 				*probs = append(*probs, Problem{Source: source, Line: k.Line, Path: kp, Msg: msg})
@@ -291,37 +296,6 @@ func knownKeys(t reflect.Type) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// suggest returns the known key closest to k by edit distance, if close.
-func suggest(k string, known []string) string {
-	best, bestD := "", 3
-	for _, c := range known {
-		if d := editDistance(k, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // ApplyEnv applies BURST_* environment overrides (lookup is os.LookupEnv in

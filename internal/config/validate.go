@@ -103,6 +103,9 @@ func (v *validator) cluster() {
 			v.add("cluster.ec2_endpoint", "%q is not an http(s) URL", c.EC2Endpoint)
 		}
 	}
+	if c.EC2StaticCredentials && c.EC2Endpoint == "" {
+		v.add("cluster.ec2_static_credentials", "dummy credentials only work with an EC2 emulator: set cluster.ec2_endpoint to its URL, or remove this key to use the AWS credential chain")
+	}
 }
 
 func (v *validator) slurm() {

@@ -155,16 +155,3 @@ var compressCases = []compressCase{
 	{w("login"), "login"},
 	{nil, ""},
 }
-
-// sortedCases: CompressSorted against `scontrol show hostlistsorted`.
-var sortedCases = []compressCase{
-	{w("n3 n1 n2"), "n[1-3]"},
-	{w("n1 n1 n2"), "n[1,1-2]"}, // Slurm keeps this duplicate
-	{w("n1 n2 n3 n2"), "n[1-2,2-3]"},
-	{w("n01 n02 n3"), "n[3,01-02]"},
-	{w("n1 n01"), "n[1,01]"},
-	{w("a b a"), "a,a,b"},
-	{w("n10 n9 n2 n1"), "n[1-2,9-10]"},
-	{w("gpu-2 cpu-1 gpu-1 n2 n"), "cpu-1,gpu-[1-2],n,n2"},
-	{w("r2-n1 r10-n1 r1-n1"), "r1-n1,r2-n1,r10-n1"},
-}

@@ -186,26 +186,3 @@ func TestChunk(t *testing.T) {
 		t.Errorf("Chunk(nil) = %q, %v", got, err)
 	}
 }
-
-func TestCompressSorted(t *testing.T) {
-	for _, tc := range sortedCases {
-		got, err := CompressSorted(tc.names)
-		if err != nil || got != tc.want {
-			t.Errorf("CompressSorted(%q) = %q, %v; want %q", tc.names, got, err, tc.want)
-			continue
-		}
-		back, err := Expand(got)
-		slices.Sort(back)
-		want := slices.Sorted(slices.Values(tc.names))
-		if err != nil || !slices.Equal(back, want) {
-			t.Errorf("Expand(CompressSorted(%q)) = %q, %v; want the same names", tc.names, back, err)
-		}
-	}
-	// scontrol show hostlistsorted 0,1000000000000 prints [1000000000000].
-	if got, err := CompressSorted([]string{"0", "1000000000000"}); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("CompressSorted(0, 1e12) = %q, %v; want an error, Slurm loses a host", got, err)
-	}
-	if _, err := CompressSorted([]string{"a b"}); !errors.Is(err, ErrSyntax) {
-		t.Errorf("bad name: got %v", err)
-	}
-}

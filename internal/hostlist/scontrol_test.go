@@ -90,12 +90,6 @@ func (s *scontrol) hostlist(tb testing.TB, names []string) string {
 	return s.compress(tb, "hostlist", names)
 }
 
-// hostlistSorted runs `scontrol show hostlistsorted`.
-func (s *scontrol) hostlistSorted(tb testing.TB, names []string) string {
-	tb.Helper()
-	return s.compress(tb, "hostlistsorted", names)
-}
-
 func (s *scontrol) compress(tb testing.TB, what string, names []string) string {
 	tb.Helper()
 	arg := strings.Join(names, ",")
@@ -157,11 +151,6 @@ func TestAgainstScontrol(t *testing.T) {
 			t.Errorf("scontrol show hostlist %q = %q, table says %q", strings.Join(tc.names, ","), c, tc.want)
 		}
 	}
-	for _, tc := range sortedCases {
-		if c := sc.hostlistSorted(t, tc.names); c != tc.want {
-			t.Errorf("scontrol show hostlistsorted %q = %q, table says %q", strings.Join(tc.names, ","), c, tc.want)
-		}
-	}
 }
 
 func mustCompress(tb testing.TB, names []string) string {
@@ -205,10 +194,6 @@ func TestAgainstScontrolRandom(t *testing.T) {
 		list := genNames(r)
 		if c, s := mustCompress(t, list), sc.hostlist(t, list); c != s {
 			t.Errorf("case %d (seed %d): Compress(%q) = %q, scontrol %q", i, seed, list, c, s)
-		}
-		c, err := CompressSorted(list)
-		if s := sc.hostlistSorted(t, list); err != nil || c != s {
-			t.Errorf("case %d (seed %d): CompressSorted(%q) = %q, %v; scontrol %q", i, seed, list, c, err, s)
 		}
 	}
 	t.Logf("%d random expressions: %d valid, %d invalid, all agree with scontrol", n, valid, invalid)

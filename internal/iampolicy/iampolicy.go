@@ -30,10 +30,8 @@ import (
 var Actions = []string{
 	"ec2:CreateFleet",
 	"ec2:CreateLaunchTemplate",
-	"ec2:DescribeInstanceTypes",
 	"ec2:DescribeInstances",
 	"ec2:DescribeLaunchTemplates",
-	"ec2:DescribeSpotPriceHistory",
 	"ec2:TerminateInstances",
 }
 
@@ -150,7 +148,7 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 		{Sid: "BurstTerminateClusterInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
 			Resource: arn("instance"), Condition: resource},
 		{Sid: "BurstReadOnly", Effect: "Allow",
-			Action:   []string{"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ec2:DescribeSpotPriceHistory"},
+			Action:   []string{"ec2:DescribeInstances", "ec2:DescribeLaunchTemplates"},
 			Resource: []string{"*"}},
 	}}
 	if opts.Region != "" {

@@ -47,8 +47,6 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 	srv.SetCapacity("g5.xlarge", "us-east-1a", "spot", 0)
 	offs := []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: cloud.Spot}, {InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: cloud.Spot}}
 	steps := []func() error{
-		func() error { _, err := p.SpotPrices(ctx, []string{"g5.xlarge"}); return err },
-		func() error { _, err := p.InstanceTypes(ctx, []string{"g5.xlarge"}); return err },
 		func() error {
 			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-1", JobID: 1}}, Offerings: offs, OnDemandFallback: true})
 			return err

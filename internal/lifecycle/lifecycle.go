@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/slurm"
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/policy"
 )
 
 // Slurm is the part of slurm.Client the lifecycle uses.
@@ -31,14 +31,14 @@ type Slurm interface {
 // Ranker ranks a class's offerings for a job. Source says who ranked
 // ("sizer" or "in-process").
 type Ranker interface {
-	Rank(ctx context.Context, rq api.RankRequest) (offers []policy.Offering, source string, err error)
+	Rank(ctx context.Context, rq sizerapi.RankRequest) (offers []sizing.Offering, source string, err error)
 }
 
 // Recorder receives instance launch and termination events (spend and
 // budgets). Implementations must not block long; failures are logged and
 // journaled, never fatal.
 type Recorder interface {
-	Launched(ctx context.Context, ev api.InstanceEvent) error
+	Launched(ctx context.Context, ev sizerapi.InstanceEvent) error
 	Terminated(ctx context.Context, instanceID string, at time.Time) error
 }
 

@@ -2,6 +2,10 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,22 +16,16 @@ import (
 	"github.com/burst-hpc/burst/internal/bootstrap"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/config/configtest"
+	"github.com/burst-hpc/burst/internal/nodeid"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 	"github.com/burst-hpc/burst/internal/userdata"
-	"github.com/burst-hpc/burst/sizer/api"
 )
 
-func demoConfig(t *testing.T) *config.Config {
-	t.Helper()
-	cfg, err := config.Parse(config.DemoYAML, "demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
+func demoConfig(t *testing.T) *config.Config { return configtest.Demo(t) }
 
 // TestUserDataRoundTrip: what burst-resume writes is what the node
 // bootstrap reads, for a single node and for a multi-node fleet document.
@@ -44,7 +42,7 @@ func TestUserDataRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if u.NodeName != "l4-1" || !u.IssuedAt.Equal(issued) || u.FSx.MountPoint != cfg.FSx.MountPoint ||
-		u.Agent.SizerURL != cfg.Sizer.URL || u.Test == nil || u.Test.LocalFSDir != cfg.FSx.LocalDir {
+		u.Agent.SizerURL != cfg.Sizer.URL || u.Agent.LogLevel != cfg.Log.Level || u.Test == nil || u.Test.LocalFSDir != cfg.FSx.LocalDir {
 		t.Fatalf("single-node document: %+v", u)
 	}
 	if args := bootstrap.SlurmdArgs(u); !strings.Contains(strings.Join(args, " "), "-N l4-1") {
@@ -60,7 +58,7 @@ func TestUserDataRoundTrip(t *testing.T) {
 	}
 	// each instance of the fleet resolves its own entry from its tags
 	for idx, want := range []string{"l4-1", "l4-2"} {
-		node, err := bootstrap.NodeFromTags(map[string]string{"burst:nodes": "l4-1,l4-2"}, idx)
+		node, err := nodeid.Of(map[string]string{nodeid.TagNodes: "l4-1,l4-2"}, idx)
 		if err != nil || node != want {
 			t.Fatalf("launch index %d: node %q err %v", idx, node, err)
 		}
@@ -132,7 +130,7 @@ func TestJournalRecorder(t *testing.T) {
 	dir := t.TempDir()
 	j := &JournalRecorder{Dir: dir}
 	ctx := context.Background()
-	if err := j.Launched(ctx, api.InstanceEvent{InstanceID: "i-1", Account: "nlp", Time: time.Unix(100, 0)}); err != nil {
+	if err := j.Launched(ctx, sizerapi.InstanceEvent{InstanceID: "i-1", Account: "nlp", Time: time.Unix(100, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Terminated(ctx, "i-1", time.Unix(200, 0)); err != nil {
@@ -152,70 +150,37 @@ func TestJournalRecorder(t *testing.T) {
 	}
 }
 
-type fakeSlurm struct {
-	nodes    []slurm.Node
-	jobs     []slurm.Job
-	ups      []slurm.NodeUpdate
-	jobCalls [][]uint32 // the ids of each Jobs call
-}
-
-func (f *fakeSlurm) Jobs(_ context.Context, ids ...uint32) ([]slurm.Job, error) {
-	f.jobCalls = append(f.jobCalls, ids)
-	var out []slurm.Job
-	for _, j := range f.jobs {
-		if len(ids) == 0 || slices.Contains(ids, j.ID) {
-			out = append(out, j)
-		}
-	}
-	return out, nil
-}
-func (f *fakeSlurm) JobStates(_ context.Context, q slurm.JobFilter) ([]slurm.JobState, error) {
-	var out []slurm.JobState
-	for _, j := range f.jobs {
-		if q.Matches(j) {
-			out = append(out, j.Brief())
-		}
-	}
-	return out, nil
-}
-func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) { return f.nodes, nil }
-func (f *fakeSlurm) UpdateNodes(_ context.Context, u ...slurm.NodeUpdate) error {
-	f.ups = append(f.ups, u...)
-	return nil
-}
-func (f *fakeSlurm) Hold(context.Context, uint32, string) error { return nil }
-
 // TestReleaseKeepsHandBackReason: a node already on its way down keeps the
 // reason a failed resume gave it; an up node is powered down at once.
 func TestReleaseKeepsHandBackReason(t *testing.T) {
 	cfg := demoConfig(t)
 	cfg.Teardown.WarmReuse = config.D(0)
-	sl := &fakeSlurm{nodes: []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWER_DOWN"}}, {Name: "l4-2", State: "IDLE"}}}
+	sl := slurmfake.New(nil, []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWER_DOWN"}}, {Name: "l4-2", State: "IDLE"}})
 	r := &Releaser{Cfg: cfg, Slurm: sl}
 	_, released, err := r.Release(context.Background(), 5, "l4-[1-2]")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(released) != 1 || released[0] != "l4-2" || len(sl.ups) != 1 || sl.ups[0].State != "POWER_DOWN_ASAP" {
-		t.Fatalf("released %v updates %+v", released, sl.ups)
+	if ups := sl.Updates(); len(released) != 1 || released[0] != "l4-2" || len(ups) != 1 || ups[0].State != "POWER_DOWN_ASAP" {
+		t.Fatalf("released %v updates %+v", released, ups)
 	}
 }
 
 // TestWaitingJobsReadsOnlyCandidates: warm reuse lists pending jobs' states
 // and reads in full only those that could take a node now, in squeue's order.
 func TestWaitingJobsReadsOnlyCandidates(t *testing.T) {
-	sl := &fakeSlurm{}
+	var held []slurm.Job
 	for id := uint32(1); id <= 1000; id++ {
-		sl.jobs = append(sl.jobs, slurm.Job{ID: id, State: "PENDING", Reason: "JobHeldUser", NodeCount: 1})
+		held = append(held, slurm.Job{ID: id, State: "PENDING", Reason: "JobHeldUser", NodeCount: 1})
 	}
-	sl.jobs = append(sl.jobs,
+	sl := slurmfake.New(append(slices.Clone(held),
 		slurm.Job{ID: 2001, State: "PENDING", Reason: "BeginTime", NodeCount: 1},
 		slurm.Job{ID: 2002, State: "PENDING", Reason: "Resources", NodeCount: 2},
 		slurm.Job{ID: 2003, State: "PENDING", Reason: "Priority", NodeCount: 1},
 		slurm.Job{ID: 2004, State: "RUNNING", Reason: "None", NodeCount: 1, Nodes: "l4-2"},
 		slurm.Job{ID: 2005, State: "PENDING", Reason: "Resources", NodeCount: 1},
 		slurm.Job{ID: 2006, State: "PENDING", Reason: "None", NodeCount: 1}, // the job that ended: skipped
-	)
+	), nil)
 	jobs, err := waitingJobs(context.Background(), sl, 2006)
 	if err != nil {
 		t.Fatal(err)
@@ -223,28 +188,74 @@ func TestWaitingJobsReadsOnlyCandidates(t *testing.T) {
 	if len(jobs) != 2 || jobs[0].ID != 2003 || jobs[1].ID != 2005 {
 		t.Errorf("waiting jobs %+v, want 2003 then 2005", jobs)
 	}
-	if len(sl.jobCalls) != 1 || !slices.Equal(sl.jobCalls[0], []uint32{2003, 2005}) {
-		t.Errorf("Jobs calls %v, want one for 2003 and 2005", sl.jobCalls)
+	if r := sl.JobReads(); len(r) != 1 || !slices.Equal(r[0], []uint32{2003, 2005}) {
+		t.Errorf("Jobs calls %v, want one for 2003 and 2005", r)
 	}
-	sl.jobs, sl.jobCalls = sl.jobs[:1000], nil
-	if jobs, err := waitingJobs(context.Background(), sl, 1); err != nil || len(jobs) != 0 || len(sl.jobCalls) != 0 {
-		t.Errorf("only held jobs: %+v %v, Jobs calls %v", jobs, err, sl.jobCalls)
+	sl = slurmfake.New(held, nil)
+	if jobs, err := waitingJobs(context.Background(), sl, 1); err != nil || len(jobs) != 0 || len(sl.JobReads()) != 0 {
+		t.Errorf("only held jobs: %+v %v, Jobs calls %v", jobs, err, sl.JobReads())
 	}
 }
 
 func TestWaitNodesStopsWhenJobRequeued(t *testing.T) {
-	sl := &fakeSlurm{nodes: []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWERING_UP"}}},
-		jobs: []slurm.Job{{ID: 3, State: "PENDING"}}}
+	sl := slurmfake.New([]slurm.Job{{ID: 3, State: "PENDING"}}, []slurm.Node{{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD", "POWERING_UP"}}})
 	ready, err := WaitNodes(context.Background(), sl, 3, "l4-1", 10*time.Second, time.Millisecond, nil)
 	if ready || err != nil {
 		t.Fatalf("ready %v err %v", ready, err)
 	}
-	sl.jobs = []slurm.Job{{ID: 3, State: "CONFIGURING"}}
-	sl.nodes[0].Flags = []string{"CLOUD"}
+	sl.SetJobs(slurm.Job{ID: 3, State: "CONFIGURING"})
+	sl.SetNodes(slurm.Node{Name: "l4-1", State: "IDLE", Flags: []string{"CLOUD"}})
 	if ready, err := WaitNodes(context.Background(), sl, 3, "l4-1", 10*time.Second, time.Millisecond, nil); !ready || err != nil {
 		t.Fatalf("registered node: ready %v err %v", ready, err)
 	}
 	if _, err := WaitNodes(context.Background(), sl, 3, "l4-[", time.Second, time.Millisecond, nil); err == nil {
 		t.Fatal("bad node list accepted")
+	}
+}
+
+// TestJournalReplay: the replay sends the journal in order, stops at the
+// first refusal and keeps the rest; a later replay sends what is left.
+func TestJournalReplay(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	down := &JournalRecorder{Dir: dir}
+	for i := 1; i <= 3; i++ {
+		if err := down.Launched(ctx, sizerapi.InstanceEvent{InstanceID: fmt.Sprintf("i-%d", i), Time: time.Unix(int64(i), 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	accept := 2
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev sizerapi.InstanceEvent
+		json.NewDecoder(r.Body).Decode(&ev)
+		if len(got) >= accept {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		got = append(got, r.URL.Path+" "+ev.InstanceID)
+	}))
+	defer srv.Close()
+	sc, err := sizerclient.New(srv.URL, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &JournalRecorder{Dir: dir, Sizer: sc}
+	if n, err := up.Flush(ctx); n != 2 || err != nil {
+		t.Fatalf("first replay: sent %d, %v", n, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "instance-events.jsonl"))
+	if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], `"i-3"`) {
+		t.Fatalf("journal after a partial replay:\n%s", b)
+	}
+	accept = 3
+	if n, err := up.Flush(ctx); n != 1 || err != nil {
+		t.Fatalf("second replay: sent %d, %v", n, err)
+	}
+	if want := []string{"/v1/instances/launch i-1", "/v1/instances/launch i-2", "/v1/instances/launch i-3"}; !slices.Equal(got, want) {
+		t.Fatalf("sizer got %q, want %q", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "instance-events.jsonl")); len(b) != 0 {
+		t.Fatalf("journal not emptied:\n%s", b)
 	}
 }

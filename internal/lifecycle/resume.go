@@ -15,9 +15,9 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/hostlist"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/slurm"
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/policy"
 )
 
 // Resumer launches instances for nodes Slurm powers up.
@@ -175,8 +175,8 @@ func (r *Resumer) plan(ctx context.Context, nodes []string, rf *slurm.ResumeFile
 }
 
 // jobRequest describes a group's job to the sizer.
-func jobRequest(g group) api.JobRequest {
-	jr := api.JobRequest{GPUModel: g.class.GPUModel, GPUsPerNode: g.class.GPUsPerNode, Nodes: len(g.nodes)}
+func jobRequest(g group) sizerapi.JobRequest {
+	jr := sizerapi.JobRequest{GPUModel: g.class.GPUModel, GPUsPerNode: g.class.GPUsPerNode, Nodes: len(g.nodes)}
 	if g.jobID != 0 {
 		jr.JobID = fmt.Sprint(g.jobID)
 	}
@@ -206,10 +206,10 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 		}
 	}
 	jr := jobRequest(g)
-	offers, source, err := r.Ranker.Rank(ctx, api.RankRequest{Class: g.class.Name, Job: jr, Zones: g.class.Zones})
+	offers, source, err := r.Ranker.Rank(ctx, sizerapi.RankRequest{Class: g.class.Name, Job: jr, Zones: g.class.Zones})
 	if err != nil {
 		reason := "burst: " + err.Error()
-		if errors.Is(err, policy.ErrOverBudget) || strings.Contains(err.Error(), "over_budget") || strings.Contains(err.Error(), "over budget") {
+		if errors.Is(err, sizing.ErrOverBudget) || strings.Contains(err.Error(), "over_budget") || strings.Contains(err.Error(), "over budget") {
 			reason = "burst: account " + jr.Account + " is over its monthly GPU budget"
 			if g.jobID != 0 {
 				if herr := r.Slurm.Hold(ctx, g.jobID, reason); herr != nil {
@@ -272,7 +272,7 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	return insts, failed
 }
 
-func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr api.JobRequest, specs []cloud.NodeSpec, offers []cloud.Offering, aon bool, attempt int) ([]cloud.Instance, map[string][]string) {
+func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr sizerapi.JobRequest, specs []cloud.NodeSpec, offers []cloud.Offering, aon bool, attempt int) ([]cloud.Instance, map[string][]string) {
 	now := nowOr(r.Now)
 	names := make([]string, len(specs))
 	for i, s := range specs {
@@ -306,12 +306,12 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr api.
 		log.Info("instance", "node", in.Node, "instance_id", in.ID, "type", in.InstanceType, "zone", in.Zone,
 			"capacity", in.Capacity, "ip", in.PrivateIP)
 		if r.Recorder != nil {
-			ev := api.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
+			ev := sizerapi.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
 				Capacity: string(in.Capacity), Account: jr.Account, Time: in.LaunchTime}
 			if jr.JobID != "" {
 				// what the job asked for: the sizer sets it against what the
 				// agents measure (requested vs used) and charges the spend to it
-				ev.Job = &api.Job{JobID: jr.JobID, JobName: jr.JobName, User: jr.User, Account: jr.Account, Class: g.class.Name,
+				ev.Job = &sizerapi.Job{JobID: jr.JobID, JobName: jr.JobName, User: jr.User, Account: jr.Account, Class: g.class.Name,
 					GPUModel: g.class.GPUModel, GPUsPerNode: jr.GPUsPerNode, Nodes: jr.Nodes}
 				if t, ok := catalog.Default().Lookup(in.InstanceType); ok {
 					ev.Job.GPUMemoryMiB = t.GPUMemoryMiB

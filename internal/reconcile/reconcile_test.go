@@ -12,98 +12,27 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/cloud/cloudfake"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 )
 
-type fakeCloud struct {
-	insts      []cloud.Instance
-	listErr    error
-	terminated []string
-	termErr    error
-}
-
-func (f *fakeCloud) List(context.Context) ([]cloud.Instance, error) { return f.insts, f.listErr }
-func (f *fakeCloud) TerminateIDs(_ context.Context, ids []string) error {
-	if f.termErr != nil {
-		return f.termErr
-	}
-	f.terminated = append(f.terminated, ids...)
-	return nil
-}
-
-type fakeSlurm struct {
-	nodes   []slurm.Node
-	jobs    []slurm.Job
-	calls   []string
-	rqErr   map[uint32]error
-	nodeErr error
-}
-
-func (f *fakeSlurm) Nodes(context.Context, ...string) ([]slurm.Node, error) {
-	return f.nodes, f.nodeErr
-}
-
-// JobStates reports the jobs q selects; requeued jobs are pending.
-func (f *fakeSlurm) JobStates(_ context.Context, q slurm.JobFilter) ([]slurm.JobState, error) {
-	var out []slurm.JobState
-	for _, j := range f.jobs {
-		for _, c := range f.calls {
-			if c == "requeue "+itoa(j.ID) {
-				j.State, j.Nodes = "PENDING", ""
-			}
-		}
-		if q.Matches(j) {
-			out = append(out, j.Brief())
-		}
-	}
-	return out, nil
-}
-func (f *fakeSlurm) UpdateNodes(_ context.Context, us ...slurm.NodeUpdate) error {
-	for _, u := range us {
-		f.calls = append(f.calls, "update "+strings.Join(u.Names, ",")+" "+u.State+" "+u.Reason+" | "+u.Comment)
-	}
-	return nil
-}
-func (f *fakeSlurm) Requeue(_ context.Context, id uint32) error {
-	f.calls = append(f.calls, "requeue "+itoa(id))
-	return f.rqErr[id]
-}
-func (f *fakeSlurm) Hold(_ context.Context, id uint32, reason string) error {
-	f.calls = append(f.calls, "hold "+itoa(id)+" "+reason)
-	return nil
-}
-func (f *fakeSlurm) Release(_ context.Context, id uint32) error {
-	f.calls = append(f.calls, "release "+itoa(id))
-	return nil
-}
-func (f *fakeSlurm) StartNow(_ context.Context, id uint32) error {
-	f.calls = append(f.calls, "startnow "+itoa(id))
-	return nil
-}
-
-func itoa(id uint32) string { return fmtUint(id) }
-func fmtUint(v uint32) string {
-	if v == 0 {
-		return "0"
-	}
-	var b []byte
-	for v > 0 {
-		b = append([]byte{byte('0' + v%10)}, b...)
-		v /= 10
-	}
-	return string(b)
+// cloudOf is the fake cloud holding insts (terminations fail with termErr).
+func cloudOf(termErr error, insts ...cloud.Instance) *cloudfake.Provider {
+	c := cloudfake.New("test")
+	c.Add(insts...)
+	c.TerminateErr = termErr
+	return c
 }
 
 func TestRunOnce(t *testing.T) {
-	fc := &fakeCloud{insts: []cloud.Instance{
+	fc := cloudOf(nil,
 		inst("i-orphan", "gpu-2", "running", time.Hour, "10.0.0.2"),
 		inst("i-gone", "gpu-1", "shutting-down", time.Hour, "10.0.0.1"),
-	}}
-	fs := &fakeSlurm{
-		nodes: []slurm.Node{node("gpu-1", "ALLOCATED"), node("gpu-2", "IDLE", "POWERED_DOWN")},
-		jobs: []slurm.Job{{ID: 7, State: "RUNNING", Nodes: "gpu-[1,3]"}, {ID: 8, State: "PENDING"},
-			{ID: 9, State: "RUNNING", Nodes: "gpu-3"}},
-	}
+	)
+	fs := slurmfake.New(
+		[]slurm.Job{{ID: 7, State: "RUNNING", Nodes: "gpu-[1,3]"}, {ID: 8, State: "PENDING"}, {ID: 9, State: "RUNNING", Nodes: "gpu-3"}},
+		[]slurm.Node{node("gpu-1", "ALLOCATED"), node("gpu-2", "IDLE", "POWERED_DOWN")})
 	reg := prometheus.NewRegistry()
 	var recorded []string
 	r, err := New(fc, fs, Options{Grace: time.Minute, Now: func() time.Time { return t0 }, Registerer: reg,
@@ -118,13 +47,16 @@ func TestRunOnce(t *testing.T) {
 	if len(rep.Results) != 2 || rep.Instances != 2 || rep.Nodes != 2 {
 		t.Fatalf("report %+v", rep)
 	}
-	if !reflect.DeepEqual(fc.terminated, []string{"i-orphan"}) || !reflect.DeepEqual(recorded, []string{"i-orphan"}) {
-		t.Fatalf("terminated %v recorded %v", fc.terminated, recorded)
+	if !reflect.DeepEqual(fc.Terminated(), []string{"i-orphan"}) || !reflect.DeepEqual(recorded, []string{"i-orphan"}) {
+		t.Fatalf("terminated %v recorded %v", fc.Terminated(), recorded)
 	}
 	want := []string{"requeue 7", "update gpu-1 POWER_DOWN_FORCE burst: instance i-gone gone (shutting-down) | burst 2026-11-29T12:00:00Z: instance i-gone gone (shutting-down); requeued jobs [7]",
 		"hold 7 burst 2026-11-29T12:00:00Z: requeued from gpu-1: instance i-gone gone (shutting-down)", "release 7", "startnow 7"}
-	if !reflect.DeepEqual(fs.calls, want) {
-		t.Fatalf("slurm calls\n got %q\nwant %q", fs.calls, want)
+	if !reflect.DeepEqual(fs.Calls(), want) {
+		t.Fatalf("slurm calls\n got %q\nwant %q", fs.Calls(), want)
+	}
+	if j, _ := fs.Job(7); j.State != "PENDING" || j.AdminComment == "" {
+		t.Fatalf("job 7 after the hand-back: %+v", j)
 	}
 	if !reflect.DeepEqual(rep.Results[1].Jobs, []uint32{7}) {
 		t.Fatalf("hand-back jobs %v", rep.Results[1].Jobs)
@@ -140,15 +72,15 @@ func TestRunOnce(t *testing.T) {
 }
 
 func TestRunOnceDryRun(t *testing.T) {
-	fc := &fakeCloud{insts: []cloud.Instance{inst("i-gone", "gpu-1", "stopped", time.Hour, "")}}
-	fs := &fakeSlurm{nodes: []slurm.Node{node("gpu-1", "ALLOCATED")}, jobs: []slurm.Job{{ID: 7, State: "RUNNING", Nodes: "gpu-1"}}}
+	fc := cloudOf(nil, inst("i-gone", "gpu-1", "stopped", time.Hour, ""))
+	fs := slurmfake.New([]slurm.Job{{ID: 7, State: "RUNNING", Nodes: "gpu-1"}}, []slurm.Node{node("gpu-1", "ALLOCATED")})
 	r, _ := New(fc, fs, Options{DryRun: true, Now: func() time.Time { return t0 }})
 	rep, err := r.RunOnce(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fc.terminated) != 0 || len(fs.calls) != 0 {
-		t.Fatalf("dry run changed things: terminated %v calls %v", fc.terminated, fs.calls)
+	if len(fc.Terminated()) != 0 || len(fs.Calls()) != 0 {
+		t.Fatalf("dry run changed things: terminated %v calls %v", fc.Terminated(), fs.Calls())
 	}
 	if len(rep.Results) != 2 || !reflect.DeepEqual(rep.Results[1].Jobs, []uint32{7}) || !rep.DryRun {
 		t.Fatalf("report %+v", rep)
@@ -156,47 +88,51 @@ func TestRunOnceDryRun(t *testing.T) {
 }
 
 func TestRunOnceErrors(t *testing.T) {
-	fs := &fakeSlurm{nodes: []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN")}}
-	r, _ := New(&fakeCloud{listErr: errors.New("RequestLimitExceeded")}, fs, Options{})
+	fs := slurmfake.New(nil, []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN")})
+	broken := cloudOf(nil)
+	broken.ListErr = errors.New("RequestLimitExceeded")
+	r, _ := New(broken, fs, Options{})
 	if _, err := r.RunOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "listing the cluster's instances") {
 		t.Fatalf("list error: %v", err)
 	}
-	r, _ = New(&fakeCloud{}, &fakeSlurm{nodeErr: errors.New("slurmctld down")}, Options{})
+	down := slurmfake.New(nil, nil)
+	down.NodesErr = errors.New("slurmctld down")
+	r, _ = New(cloudOf(nil), down, Options{})
 	if _, err := r.RunOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "Slurm's nodes") {
 		t.Fatalf("nodes error: %v", err)
 	}
 	// a failed termination is reported and the pass still does the rest
-	fc := &fakeCloud{insts: []cloud.Instance{inst("i-1", "gpu-1", "running", time.Hour, "")}, termErr: errors.New("throttled")}
-	fs = &fakeSlurm{nodes: []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN"), node("gpu-2", "ALLOCATED")},
-		jobs: []slurm.Job{{ID: 3, State: "RUNNING", Nodes: "gpu-2"}}, rqErr: map[uint32]error{3: errors.New("job is not requeueable")}}
+	fc := cloudOf(errors.New("throttled"), inst("i-1", "gpu-1", "running", time.Hour, ""))
+	fs = slurmfake.New([]slurm.Job{{ID: 3, State: "RUNNING", Nodes: "gpu-2"}}, []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN"), node("gpu-2", "ALLOCATED")})
+	fs.RequeueErr = map[uint32]error{3: errors.New("job is not requeueable")}
 	r, _ = New(fc, fs, Options{Grace: time.Minute, Now: func() time.Time { return t0 }})
 	rep, err := r.RunOnce(context.Background())
 	if err == nil || rep.Failed() != 2 {
 		t.Fatalf("err %v failed %d", err, rep.Failed())
 	}
-	if got := fs.calls[len(fs.calls)-1]; !strings.HasPrefix(got, "update gpu-2 POWER_DOWN_FORCE") {
-		t.Fatalf("node not handed back after a failed requeue: %v", fs.calls)
+	if calls := fs.Calls(); !strings.HasPrefix(calls[len(calls)-1], "update gpu-2 POWER_DOWN_FORCE") {
+		t.Fatalf("node not handed back after a failed requeue: %v", calls)
 	}
 }
 
 func TestResumeTimeoutAcrossPasses(t *testing.T) {
 	now := t0
-	fs := &fakeSlurm{nodes: []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN", "POWERING_UP")}}
-	r, _ := New(&fakeCloud{}, fs, Options{ResumeTimeout: 5 * time.Minute, Now: func() time.Time { return now }})
+	fs := slurmfake.New(nil, []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN", "POWERING_UP")})
+	r, _ := New(cloudOf(nil), fs, Options{ResumeTimeout: 5 * time.Minute, Now: func() time.Time { return now }})
 	for i := 0; i < 5; i++ {
 		if _, err := r.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		now = now.Add(time.Minute)
 	}
-	if len(fs.calls) != 0 {
-		t.Fatalf("acted before the resume timeout: %v", fs.calls)
+	if len(fs.Calls()) != 0 {
+		t.Fatalf("acted before the resume timeout: %v", fs.Calls())
 	}
 	if _, err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(fs.calls) != 1 || !strings.Contains(fs.calls[0], "POWER_DOWN_FORCE burst: no instance after 5m0s powering up |") {
-		t.Fatalf("calls %v", fs.calls)
+	if calls := fs.Calls(); len(calls) != 1 || !strings.Contains(calls[0], "POWER_DOWN_FORCE burst: no instance after 5m0s powering up |") {
+		t.Fatalf("calls %v", calls)
 	}
 }
 

@@ -77,24 +77,26 @@ type rawResumeJobs struct {
 
 // ReadResumeFile reads and parses the file at path (normally
 // os.Getenv("SLURM_RESUME_FILE")), refusing files over MaxResumeFileSize.
-func ReadResumeFile(path string) (ResumeFile, error) {
+// It also returns what it read (at most MaxResumeFileSize+1 bytes), even
+// when parsing failed, so the caller can keep a copy.
+func ReadResumeFile(path string) (ResumeFile, []byte, error) {
 	if path == "" {
-		return ResumeFile{}, errors.New("reading resume file: SLURM_RESUME_FILE is not set (is this program run by slurmctld as ResumeProgram?)")
+		return ResumeFile{}, nil, errors.New("reading resume file: SLURM_RESUME_FILE is not set (is this program run by slurmctld as ResumeProgram?)")
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return ResumeFile{}, fmt.Errorf("reading resume file: %w", err)
+		return ResumeFile{}, nil, fmt.Errorf("reading resume file: %w", err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxResumeFileSize+1))
 	if err != nil {
-		return ResumeFile{}, fmt.Errorf("reading resume file %s: %w", path, err)
+		return ResumeFile{}, nil, fmt.Errorf("reading resume file %s: %w", path, err)
 	}
 	rf, err := ParseResumeFile(b)
 	if err != nil {
-		return ResumeFile{}, fmt.Errorf("%w (file %s)", err, path)
+		return ResumeFile{}, b, fmt.Errorf("%w (file %s)", err, path)
 	}
-	return rf, nil
+	return rf, b, nil
 }
 
 // ParseResumeFile parses a SLURM_RESUME_FILE document (see ResumeFile).

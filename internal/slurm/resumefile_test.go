@@ -88,23 +88,23 @@ func TestParseResumeFileErrors(t *testing.T) {
 }
 
 func TestReadResumeFile(t *testing.T) {
-	if _, err := ReadResumeFile(""); err == nil || !strings.Contains(err.Error(), "SLURM_RESUME_FILE is not set") {
+	if _, _, err := ReadResumeFile(""); err == nil || !strings.Contains(err.Error(), "SLURM_RESUME_FILE is not set") {
 		t.Errorf("ReadResumeFile(\"\") = %v", err)
 	}
 	p := filepath.Join(t.TempDir(), "resume")
 	if err := os.WriteFile(p, []byte(`{"jobs":[{"job_id":7,"nodes":"gpu-1"}],"all_nodes":"gpu-1"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rf, err := ReadResumeFile(p)
-	if err != nil || len(rf.Jobs) != 1 || rf.Jobs[0].JobID != 7 {
-		t.Errorf("ReadResumeFile = %+v, %v", rf, err)
+	rf, raw, err := ReadResumeFile(p)
+	if err != nil || len(rf.Jobs) != 1 || rf.Jobs[0].JobID != 7 || !strings.Contains(string(raw), `"job_id":7`) {
+		t.Errorf("ReadResumeFile = %+v, %q, %v", rf, raw, err)
 	}
 	big := filepath.Join(t.TempDir(), "big")
 	if err := os.WriteFile(big, []byte(strings.Repeat(" ", MaxResumeFileSize+10)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadResumeFile(big); err == nil || !strings.Contains(err.Error(), "more than the") || !strings.Contains(err.Error(), big) {
-		t.Errorf("ReadResumeFile(big) = %v, want size error naming the file", err)
+	if _, raw, err := ReadResumeFile(big); err == nil || !strings.Contains(err.Error(), "more than the") || !strings.Contains(err.Error(), big) || len(raw) != MaxResumeFileSize+1 {
+		t.Errorf("ReadResumeFile(big) = %d bytes, %v; want the bounded read and a size error naming the file", len(raw), err)
 	}
 }
 

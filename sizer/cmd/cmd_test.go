@@ -2,8 +2,10 @@ package cmd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,10 +13,12 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/budget"
-	"github.com/burst-hpc/burst/sizer/policy"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -94,16 +98,16 @@ func TestSettingsFromConfig(t *testing.T) {
 
 func TestWriteFilter(t *testing.T) {
 	s := testSettings(t)
-	d := policy.Decision{Class: "l4", Constraint: "l4", Partition: "gpu", Gres: "gpu:l4:1", GPUsPerNode: 1, GPUModel: "l4", Capacity: "spot", InstanceTypes: []string{"g6.xlarge"}, Reason: "why\nnot"}
+	d := sizing.Decision{Class: "l4", Constraint: "l4", Partition: "gpu", Gres: "gpu:l4:1", GPUsPerNode: 1, GPUModel: "l4", Capacity: "spot", InstanceTypes: []string{"g6.xlarge"}, Reason: "why\nnot"}
 	cases := []struct {
-		job  api.JobRequest
+		job  sizerapi.JobRequest
 		want []string
 		not  []string
 	}{
-		{api.JobRequest{}, []string{"action=apply", "gres=gpu:l4:1", "constraint=l4\n", "message=l4: 1 x l4 spot on g6.xlarge"}, []string{"partition="}},
-		{api.JobRequest{Partition: "gpu", UserConstraint: "fast"}, []string{"constraint=fast&l4\n"}, nil},
-		{api.JobRequest{UserConstraint: "a|b"}, nil, []string{"constraint="}},
-		{api.JobRequest{Partition: "other"}, []string{"partition=gpu\n"}, nil},
+		{sizerapi.JobRequest{}, []string{"action=apply", "gres=gpu:l4:1", "constraint=l4\n", "message=l4: 1 x l4 spot on g6.xlarge"}, []string{"partition="}},
+		{sizerapi.JobRequest{Partition: "gpu", UserConstraint: "fast"}, []string{"constraint=fast&l4\n"}, nil},
+		{sizerapi.JobRequest{UserConstraint: "a|b"}, nil, []string{"constraint="}},
+		{sizerapi.JobRequest{Partition: "other"}, []string{"partition=gpu\n"}, nil},
 	}
 	for i, c := range cases {
 		var b bytes.Buffer
@@ -137,23 +141,23 @@ func TestWriteFilter(t *testing.T) {
 	d.Nodes = 2
 	for opt, want := range map[string]string{"gpus": "\ngpus=l4:2\n", "gpus-per-node": "\ngpus_per_node=l4:1\n"} {
 		var b bytes.Buffer
-		writeFilter(&b, s, api.JobRequest{}, opt, d, nil)
+		writeFilter(&b, s, sizerapi.JobRequest{}, opt, d, nil)
 		if !strings.Contains(b.String(), want) || strings.Contains(b.String(), "gres=") {
 			t.Errorf("%s: %q", opt, b.String())
 		}
 	}
 	var b bytes.Buffer
-	writeFilter(&b, s, api.JobRequest{}, "gres", policy.Decision{Refused: true, RefuseMessage: "over\nbudget"}, nil)
+	writeFilter(&b, s, sizerapi.JobRequest{}, "gres", sizing.Decision{Refused: true, RefuseMessage: "over\nbudget"}, nil)
 	if b.String() != FilterHeader+"\naction=refuse\nmessage=over budget\n" {
 		t.Errorf("refusal: %q", b.String())
 	}
 	b.Reset()
-	writeFilter(&b, s, api.JobRequest{}, "gres", policy.Decision{}, policy.ErrNoClass)
+	writeFilter(&b, s, sizerapi.JobRequest{}, "gres", sizing.Decision{}, sizing.ErrNoClass)
 	if !strings.Contains(b.String(), "action=refuse") {
 		t.Errorf("no class: %q", b.String())
 	}
 	b.Reset()
-	if err := writeFilter(&b, s, api.JobRequest{}, "gres", policy.Decision{}, errors.New("boom")); err == nil || b.Len() != 0 {
+	if err := writeFilter(&b, s, sizerapi.JobRequest{}, "gres", sizing.Decision{}, errors.New("boom")); err == nil || b.Len() != 0 {
 		t.Errorf("other errors must print nothing and fail (filter passes the job): %q %v", b.String(), err)
 	}
 }
@@ -168,26 +172,24 @@ func TestRouteCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	err := App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "route", "--json", "--gres=gres:gpu:1", "--time=4:00:00", "--comment=burst: params=1B dataset=20GB", "--no-requeue"})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errb.String())
+	if code := runSizer(&out, &errb, "--config", p, "route", "--json", "--gres=gres:gpu:1", "--time=4:00:00", "--comment=burst: params=1B dataset=20GB", "--no-requeue"); code != 0 {
+		t.Fatalf("exit status %d\n%s", code, errb.String())
 	}
-	var d policy.Decision
+	var d sizing.Decision
 	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if d.Class == "" || d.Capacity != policy.CapacityOnDemand || d.GPUsPerNode != 1 || len(d.InstanceTypes) == 0 || d.EstHours <= 0 || d.EstCostUSD <= 0 || d.Reason == "" {
+	if d.Class == "" || d.Capacity != jobmeta.CapacityOnDemand || d.GPUsPerNode != 1 || len(d.InstanceTypes) == 0 || d.EstHours <= 0 || d.EstCostUSD <= 0 || d.Reason == "" {
 		t.Errorf("decision %+v", d)
 	}
 	out.Reset()
-	err = App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "route", "--json", "--gres=gpu:h100:8"})
-	if ExitCode(err) != ExitNoClass {
-		t.Errorf("no h100 class: exit %d (%v)", ExitCode(err), err)
+	if code := runSizer(&out, &errb, "--config", p, "route", "--json", "--gres=gpu:h100:8"); code != ExitNoClass {
+		t.Errorf("no h100 class: exit %d (%s)", code, errb.String())
 	}
-	if err := App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "route", "--time=1:2:3:4"}); ExitCode(err) != ExitError {
-		t.Errorf("bad --time: %v", err)
+	if code := runSizer(&out, &errb, "--config", p, "route", "--time=1:2:3:4"); code != cmdline.ExitFailure {
+		t.Errorf("bad --time: exit %d (%s)", code, errb.String())
 	}
-	if err := App(&out, &errb).Run([]string{"burst-sizer", "--config", filepath.Join(dir, "nope.yaml"), "route"}); err == nil {
+	if code := runSizer(&out, &errb, "--config", filepath.Join(dir, "nope.yaml"), "route"); code == 0 {
 		t.Error("missing config accepted")
 	}
 }
@@ -210,27 +212,27 @@ func TestReportCommand(t *testing.T) {
 		start = ms
 	}
 	for i, id := range []string{"1", "2"} {
-		ev := api.InstanceEvent{InstanceID: "i-" + id, InstanceType: "g6.48xlarge", Capacity: "on-demand", Time: start,
-			Job: &api.Job{JobID: id, JobName: "eval", User: "dan", Account: "demo", GPUsPerNode: 8, GPUMemoryMiB: 22888}}
+		ev := sizerapi.InstanceEvent{InstanceID: "i-" + id, InstanceType: "g6.48xlarge", Capacity: "on-demand", Time: start,
+			Job: &sizerapi.Job{JobID: id, JobName: "eval", User: "dan", Account: "demo", GPUsPerNode: 8, GPUMemoryMiB: 22888}}
 		if err := st.RecordLaunch(ctx, ev, 13.35); err != nil {
 			t.Fatal(err)
 		}
-		b := api.ReportBatch{Node: "n" + id, Records: []api.Record{{Seq: 1, Time: start, Kind: api.KindGPU, GPUs: []api.GPUReading{{Index: 0, UtilPercent: 80, MemoryUsedBytes: 10 << 30, MemoryTotalBytes: 22888 << 20, JobIDs: []uint64{uint64(i + 1)}}}}}}
+		b := sizerapi.ReportBatch{Node: "n" + id, Records: []sizerapi.Record{{Seq: 1, Time: start, Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{{Index: 0, UtilPercent: 80, MemoryUsedBytes: 10 << 30, MemoryTotalBytes: 22888 << 20, JobIDs: []uint32{uint32(i + 1)}}}}}}
 		if _, err := st.AddBatch(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	st.Close()
 	var out, errb bytes.Buffer
-	if err := App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "report", "--local"}); err != nil {
-		t.Fatalf("%v %s", err, errb.String())
+	if code := runSizer(&out, &errb, "--config", p, "report", "--local"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	if !strings.Contains(out.String(), "jobs named eval asked for 8 GPUs and used 1: ask for 1 and save") || !strings.Contains(out.String(), "demo") {
 		t.Errorf("text report:\n%s", out.String())
 	}
 	out.Reset()
-	if err := App(&out, &errb).Run([]string{"burst-sizer", "--config", p, "report", "--local", "--json"}); err != nil {
-		t.Fatal(err)
+	if code := runSizer(&out, &errb, "--config", p, "report", "--local", "--json"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	var rep struct {
 		Accounts []struct {
@@ -243,5 +245,16 @@ func TestReportCommand(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Accounts) != 1 || rep.Accounts[0].BudgetUSD != 100 || len(rep.Advice) != 1 || rep.Advice[0].SaveUSDPerMonth <= 0 {
 		t.Errorf("json report %s: %v", out.String(), err)
+	}
+}
+
+// runSizer runs burst-sizer with args as main does and returns its exit status.
+func runSizer(stdout, stderr *bytes.Buffer, args ...string) int {
+	return cmdline.Run(context.Background(), App(stdout, stderr), append([]string{"burst-sizer"}, args...), stderr)
+}
+
+func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
+	if missing := cmdline.MissingEnvVars(App(io.Discard, io.Discard)); len(missing) > 0 {
+		t.Fatalf("flags without an environment variable: %v", missing)
 	}
 }

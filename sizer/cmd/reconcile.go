@@ -6,17 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/burst-hpc/burst/internal/breaker"
-	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/breaker/breakermetrics"
+	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/reconcile"
-	"github.com/burst-hpc/burst/internal/slurm"
 )
 
 // DefaultReconcileGrace is how old an instance must be before the
@@ -35,11 +35,11 @@ with its reason. burst-sizer serve runs the same pass every sizer.reconcile_inte
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 		},
 		Action: func(c *cli.Context) error {
-			cfg, err := config.Load(config.ResolvePath(c.String("config")))
+			cfg, err := compose.Load(cmdline.ConfigPath(c), os.Getenv)
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			log := compose.CommandLogger(c.App.ErrWriter, cfg)
 			r, err := newReconciler(c.Context, cfg, reconcile.Options{DryRun: c.Bool("dry-run"), Grace: c.Duration("grace"), Logger: log})
 			if err != nil {
 				return err
@@ -96,23 +96,11 @@ with its reason. burst-sizer serve runs the same pass every sizer.reconcile_inte
 // newReconciler builds a reconciler for burst.yaml: the EC2 provider and
 // Slurm's command-line tools, as burst-resume builds them.
 func newReconciler(ctx context.Context, cfg *config.Config, o reconcile.Options) (*reconcile.Reconciler, error) {
-	api, err := ec2p.NewSDKClient(ctx, cfg.Cluster.Region, cfg.Cluster.EC2Endpoint)
+	prov, err := compose.Cloud(ctx, cfg, o.Logger)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the reconciler: %w", err)
 	}
-	prov, err := ec2p.New(api, ec2p.Options{
-		Cluster: cfg.Cluster.Name, Subnets: cfg.Network.Subnets, LaunchTemplateName: cfg.Image.LaunchTemplate,
-		ImageID: cfg.Image.AMI, InstanceProfile: cfg.Image.InstanceProfile, SecurityGroupIDs: cfg.Network.SecurityGroups,
-		StateDir: cfg.Sizer.StateDir, Logger: o.Logger,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("setting up the EC2 provider for the reconciler: %w", err)
-	}
-	conf := os.Getenv("SLURM_CONF")
-	if conf == "" {
-		conf = filepath.Join(cfg.Slurm.ConfDir, "slurm.conf")
-	}
-	sl := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: cfg.Slurm.BinDir, Conf: conf, Logger: o.Logger, Timeout: 20 * time.Second})
+	sl := compose.Slurm(cfg, os.Getenv, o.Logger)
 	o.Owned = func(n string) bool { _, ok := cfg.ClassOfNode(n); return ok }
 	if o.ResumeTimeout <= 0 {
 		o.ResumeTimeout = cfg.Slurm.ResumeTimeout.Duration
@@ -126,7 +114,7 @@ func newReconciler(ctx context.Context, cfg *config.Config, o reconcile.Options)
 // the daemon serves without it.
 func startReconciler(ctx context.Context, st *settings, reg prometheus.Registerer, grace time.Duration,
 	terminated func(context.Context, string, time.Time) error, log *slog.Logger) {
-	if err := reg.Register(breaker.NewCollector(breaker.New(breaker.Options{Dir: st.cfg.Sizer.StateDir, Logger: log}))); err != nil {
+	if err := reg.Register(breakermetrics.NewCollector(breaker.New(breaker.Options{Dir: st.cfg.Sizer.StateDir, Logger: log}))); err != nil {
 		log.Warn("exporting launch breaker metrics", "err", err)
 	}
 	r, err := newReconciler(ctx, st.cfg, reconcile.Options{Grace: grace, Logger: log, Registerer: reg, Terminated: terminated})

@@ -16,11 +16,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/clifilter"
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/auth"
-	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/server"
 	"github.com/burst-hpc/burst/sizer/store"
 	"github.com/burst-hpc/burst/test/harness"
@@ -104,7 +104,7 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	if err := st.RecordLaunch(ctx, api.InstanceEvent{InstanceID: "i-broke", Node: "a10g-4", InstanceType: "g5.xlarge", Capacity: "on-demand", Account: "broke", Time: now.Add(-10 * time.Minute)}, 100); err != nil {
+	if err := st.RecordLaunch(ctx, sizerapi.InstanceEvent{InstanceID: "i-broke", Node: "a10g-4", InstanceType: "g5.xlarge", Capacity: "on-demand", Account: "broke", Time: now.Add(-10 * time.Minute)}, 100); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {
@@ -145,7 +145,7 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 	if err != nil {
 		t.Fatalf("route --json: %v", err)
 	}
-	var want policy.Decision
+	var want sizing.Decision
 	if err := json.Unmarshal(out, &want); err != nil || want.Class == "" {
 		t.Fatalf("route --json printed %q: %v", out, err)
 	}
@@ -292,7 +292,7 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv, err := server.New(ctx, server.Options{Token: tok, StateDir: cfg.Sizer.StateDir, Budgets: map[string]float64{"rich": 100000, "broke": 5},
-			Classes: []policy.Class{{Name: "l4", GPUModel: "l4", GPUsPerNode: 1, MaxNodes: 4, InstanceTypes: []string{"g6.xlarge"}}}, Region: "us-east-1"})
+			Classes: []sizing.Class{{Name: "l4", GPUModel: "l4", GPUsPerNode: 1, MaxNodes: 4, InstanceTypes: []string{"g6.xlarge"}}}, Region: "us-east-1"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,49 +13,31 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/budget"
-	"github.com/burst-hpc/burst/sizer/store"
 )
 
-// Row is one account's or one user's month.
-type Row struct {
-	Account       string  `json:"account"`
-	User          string  `json:"user,omitempty"`
-	Jobs          int     `json:"jobs"`
-	Reported      int     `json:"jobs_reported"`
-	GPUsRequested float64 `json:"gpus_requested_avg"` // per node, mean over reported jobs
-	GPUsUsed      float64 `json:"gpus_used_avg"`
-	GPUMemReqGiB  float64 `json:"gpu_memory_requested_gib_avg"`
-	GPUMemUsedGiB float64 `json:"gpu_memory_used_gib_avg"`
-	MeanUtilPct   float64 `json:"mean_util_pct"`
-	SpendUSD      float64 `json:"spend_usd"`
-	BudgetUSD     float64 `json:"budget_usd,omitempty"` // accounts only
-	Over          bool    `json:"over_budget,omitempty"`
+// JobUsage is what one job was given and what it used (per node: the
+// busiest node counts).
+type JobUsage struct {
+	JobID        string    `json:"job_id"`
+	JobName      string    `json:"job_name"`
+	User         string    `json:"user"`
+	Account      string    `json:"account"`
+	Class        string    `json:"class,omitempty"`
+	GPUModel     string    `json:"gpu_model,omitempty"`
+	GPUsPerNode  int       `json:"gpus_per_node"`
+	Nodes        int       `json:"nodes"`
+	GPUMemoryMiB int       `json:"gpu_memory_mib"` // per GPU
+	Reported     bool      `json:"reported"`       // any utilisation data arrived
+	GPUsUsed     int       `json:"gpus_used"`
+	PeakMemMiB   int       `json:"peak_gpu_memory_mib"` // per node
+	MeanUtilPct  float64   `json:"mean_util_pct"`       // over allocated GPUs
+	LastSeen     time.Time `json:"last_seen"`
 }
 
-// Advice is one right-sizing recommendation.
-type Advice struct {
-	Account         string  `json:"account"`
-	User            string  `json:"user"`
-	JobName         string  `json:"job_name"`
-	Jobs            int     `json:"jobs"`
-	AskedGPUs       int     `json:"asked_gpus"`
-	UsedGPUs        int     `json:"used_gpus"`
-	AskedMemGiB     float64 `json:"asked_gpu_memory_gib"`
-	UsedMemGiB      float64 `json:"used_gpu_memory_gib"`
-	SpendUSD        float64 `json:"spend_usd"`
-	SaveUSDPerMonth float64 `json:"save_usd_per_month"`
-	Text            string  `json:"text"`
-}
-
-// Report is the whole report.
-type Report struct {
-	From     time.Time `json:"from"`
-	To       time.Time `json:"to"`
-	Accounts []Row     `json:"accounts"`
-	Users    []Row     `json:"users"`
-	Advice   []Advice  `json:"advice"`
-}
+// AllocatedMemMiB is the GPU memory per node the job was given.
+func (u JobUsage) AllocatedMemMiB() int { return u.GPUsPerNode * u.GPUMemoryMiB }
 
 // Options tune the advice.
 type Options struct {
@@ -65,11 +47,11 @@ type Options struct {
 }
 
 type acc struct {
-	Row
+	sizerapi.UsageRow
 	gpusReq, gpusUsed, memReq, memUsed, util float64
 }
 
-func (a *acc) add(j store.JobUsage, spend float64) {
+func (a *acc) add(j JobUsage, spend float64) {
 	a.Jobs++
 	a.SpendUSD += spend
 	if !j.Reported {
@@ -83,8 +65,8 @@ func (a *acc) add(j store.JobUsage, spend float64) {
 	a.util += j.MeanUtilPct
 }
 
-func (a *acc) row() Row {
-	r := a.Row
+func (a *acc) row() sizerapi.UsageRow {
+	r := a.UsageRow
 	if n := float64(r.Reported); n > 0 {
 		r.GPUsRequested, r.GPUsUsed = round1(a.gpusReq/n), round1(a.gpusUsed/n)
 		r.GPUMemReqGiB, r.GPUMemUsedGiB = round1(a.memReq/n), round1(a.memUsed/n)
@@ -98,12 +80,12 @@ func (a *acc) row() Row {
 // cost of the instances launched for it; savings are the spend of the
 // oversized jobs scaled by the unused share of GPUs ((asked-used)/asked),
 // projected to a whole month from the part of the month elapsed.
-func Build(jobs []store.JobUsage, ivs []budget.Interval, caps map[string]float64, now time.Time, o Options) Report {
+func Build(jobs []JobUsage, ivs []budget.Interval, caps map[string]float64, now time.Time, o Options) sizerapi.UsageReport {
 	if o.UsedFraction <= 0 {
 		o.UsedFraction = 0.5
 	}
 	from := budget.MonthStart(now)
-	rep := Report{From: from, To: now}
+	rep := sizerapi.UsageReport{From: from, To: now}
 	jobSpend := map[string]float64{}
 	for _, iv := range ivs {
 		if iv.JobID != "" {
@@ -113,18 +95,18 @@ func Build(jobs []store.JobUsage, ivs []budget.Interval, caps map[string]float64
 	accounts := map[string]*acc{}
 	users := map[[2]string]*acc{}
 	type gkey struct{ account, user, name string }
-	groups := map[gkey][]store.JobUsage{}
+	groups := map[gkey][]JobUsage{}
 	for _, j := range jobs {
 		a := accounts[j.Account]
 		if a == nil {
-			a = &acc{Row: Row{Account: j.Account}}
+			a = &acc{UsageRow: sizerapi.UsageRow{Account: j.Account}}
 			accounts[j.Account] = a
 		}
 		a.add(j, jobSpend[j.JobID])
 		uk := [2]string{j.Account, j.User}
 		u := users[uk]
 		if u == nil {
-			u = &acc{Row: Row{Account: j.Account, User: j.User}}
+			u = &acc{UsageRow: sizerapi.UsageRow{Account: j.Account, User: j.User}}
 			users[uk] = u
 		}
 		u.add(j, jobSpend[j.JobID])
@@ -137,7 +119,7 @@ func Build(jobs []store.JobUsage, ivs []budget.Interval, caps map[string]float64
 	for _, st := range budget.Statuses(caps, ivs, now) {
 		a := accounts[st.Account]
 		if a == nil {
-			a = &acc{Row: Row{Account: st.Account}}
+			a = &acc{UsageRow: sizerapi.UsageRow{Account: st.Account}}
 			accounts[st.Account] = a
 		}
 		a.BudgetUSD, a.Over = st.MonthlyUSD, st.Over
@@ -181,7 +163,7 @@ func Build(jobs []store.JobUsage, ivs []budget.Interval, caps map[string]float64
 		if elapsed > 0 {
 			save *= monthHours / elapsed
 		}
-		ad := Advice{Account: k.account, User: k.user, JobName: k.name, Jobs: len(js), AskedGPUs: asked, UsedGPUs: used,
+		ad := sizerapi.Advice{Account: k.account, User: k.user, JobName: k.name, Jobs: len(js), AskedGPUs: asked, UsedGPUs: used,
 			AskedMemGiB: round1(askedMem), UsedMemGiB: round1(usedMem), SpendUSD: round2(spend), SaveUSDPerMonth: round2(save)}
 		ad.Text = fmt.Sprintf("%s's jobs named %s asked for %d GPUs and used %d: ask for %d and save about $%.2f a month (%d jobs; peak %.0f of %.0f GiB GPU memory)",
 			k.user, k.name, asked, used, ask, save, len(js), usedMem, askedMem)
@@ -197,7 +179,7 @@ func Build(jobs []store.JobUsage, ivs []budget.Interval, caps map[string]float64
 }
 
 // WriteText prints the report as plain-text tables.
-func (r Report) WriteText(w io.Writer) error {
+func WriteText(w io.Writer, r sizerapi.UsageReport) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "burst GPU report %s to %s (UTC)\n\n", r.From.Format("2006-01-02"), r.To.UTC().Format("2006-01-02 15:04"))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

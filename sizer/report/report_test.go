@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/sizer/budget"
-	"github.com/burst-hpc/burst/sizer/store"
 )
 
 func TestBuild(t *testing.T) {
 	now := time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC) // 15 of 31 days elapsed
-	jobs := []store.JobUsage{
+	jobs := []JobUsage{
 		{JobID: "1", JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 40960, Reported: true, GPUsUsed: 2, PeakMemMiB: 30 * 1024, MeanUtilPct: 20},
 		{JobID: "2", JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 40960, Reported: true, GPUsUsed: 1, PeakMemMiB: 20 * 1024, MeanUtilPct: 10},
 		{JobID: "3", JobName: "train", User: "eve", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 81920, Reported: true, GPUsUsed: 8, PeakMemMiB: 600 * 1024, MeanUtilPct: 90},
@@ -45,7 +44,7 @@ func TestBuild(t *testing.T) {
 		t.Errorf("text %q", a.Text)
 	}
 	var buf bytes.Buffer
-	if err := r.WriteText(&buf); err != nil {
+	if err := WriteText(&buf, r); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"OVER BUDGET", "dan", "ask for 2", "phys"} {

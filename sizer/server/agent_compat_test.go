@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/agent/report"
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/auth"
+	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // TestAgentHTTPSinkCompat posts batches with burst-agent's own sink and
@@ -23,14 +22,14 @@ func TestAgentHTTPSinkCompat(t *testing.T) {
 	}
 	sink := &report.HTTPSink{URL: f.url + "/v1/reports", CredentialFile: cred}
 	now := f.clk.Now()
-	b := report.Batch{Node: "gpu-7", InstanceID: "i-7", Records: []report.Record{
-		{Seq: 1, Time: now, Kind: report.KindGPU, GPUs: []report.GPUReading{
-			{Sample: gpu.Sample{Time: now, Index: 0, UUID: "GPU-0", Name: "NVIDIA A10G", UtilPercent: 77, MemoryUsedBytes: 9 << 30, MemoryTotalBytes: 24 << 30, PowerWatts: 120, TemperatureC: 60, PIDs: []int{42}}, JobIDs: []uint32{55}},
-			{Sample: gpu.Sample{Time: now, Index: 1, UUID: "GPU-1", Name: "NVIDIA A10G", MemoryTotalBytes: 24 << 30}},
+	b := sizerapi.ReportBatch{Node: "gpu-7", InstanceID: "i-7", Records: []sizerapi.Record{
+		{Seq: 1, Time: now, Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{
+			{Time: now, Index: 0, UUID: "GPU-0", Name: "NVIDIA A10G", UtilPercent: 77, MemoryUsedBytes: 9 << 30, MemoryTotalBytes: 24 << 30, PowerWatts: 120, TemperatureC: 60, PIDs: []int{42}, JobIDs: []uint32{55}},
+			{Time: now, Index: 1, UUID: "GPU-1", Name: "NVIDIA A10G", MemoryTotalBytes: 24 << 30},
 		}},
-		{Seq: 2, Time: now, Kind: report.KindJobSummary, Summary: &report.JobSummary{JobID: 55, Start: now, End: now.Add(time.Minute), GPUs: []string{"GPU-0"}, PeakMemoryBytes: 9 << 30, MemoryTotalBytes: 24 << 30, MeanUtilPercent: 77}},
-		{Seq: 3, Time: now, Kind: report.KindInterruption, Event: &report.Event{InstanceID: "i-7", Action: "terminate", NoticeTime: now, Deadline: now.Add(2 * time.Minute),
-			Jobs: []report.JobEvent{{JobID: 55, Signal: "USR1", Checkpointed: true, Waited: time.Second, Requeued: true}}}},
+		{Seq: 2, Time: now, Kind: sizerapi.KindJobSummary, Summary: &sizerapi.JobSummary{JobID: 55, Start: now, End: now.Add(time.Minute), GPUs: []string{"GPU-0"}, PeakMemoryBytes: 9 << 30, MemoryTotalBytes: 24 << 30, MeanUtilPercent: 77}},
+		{Seq: 3, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{InstanceID: "i-7", Action: "terminate", NoticeTime: now, Deadline: now.Add(2 * time.Minute),
+			Jobs: []sizerapi.JobEvent{{JobID: 55, Signal: "USR1", Checkpointed: true, Waited: time.Second, Requeued: true}}}},
 	}}
 	ctx := context.Background()
 	if err := sink.Send(ctx, b); err != nil {
@@ -46,7 +45,7 @@ func TestAgentHTTPSinkCompat(t *testing.T) {
 	if ins, _ := st.Interruptions(ctx, now.Add(-time.Minute)); len(ins) != 1 || ins[0].Node != "gpu-7" {
 		t.Errorf("interruption %+v", ins)
 	}
-	if err := st.UpsertJob(ctx, api.Job{JobID: "55", JobName: "ft", User: "ann", Account: "a", GPUsPerNode: 2, GPUMemoryMiB: 24 << 10}, now); err != nil {
+	if err := st.UpsertJob(ctx, sizerapi.Job{JobID: "55", JobName: "ft", User: "ann", Account: "a", GPUsPerNode: 2, GPUMemoryMiB: 24 << 10}, now); err != nil {
 		t.Fatal(err)
 	}
 	jobs, err := st.Jobs(ctx, time.Time{}, "ann", "ft", 0)

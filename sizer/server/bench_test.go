@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/auth"
-	"github.com/burst-hpc/burst/sizer/client"
+	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizerclient"
 )
 
 const benchWorkers = 16
@@ -73,7 +73,7 @@ func BenchmarkHTTP(b *testing.B) {
 	ctx := context.Background()
 	tr := &http.Transport{MaxIdleConnsPerHost: benchWorkers * 2}
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	admin, _ := client.New(f.url, f.token, client.WithHTTPClient(hc))
+	admin, _ := sizerclient.New(f.url, f.token, sizerclient.WithHTTPClient(hc))
 	var base50 time.Duration
 
 	b.Run("healthz", func(b *testing.B) {
@@ -89,7 +89,7 @@ func BenchmarkHTTP(b *testing.B) {
 		reportLatency(b, p50, p99, 0)
 	})
 	b.Run("rank", func(b *testing.B) {
-		rq := api.RankRequest{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b", "us-east-1c"}, Job: api.JobRequest{Account: "phys", Comment: "burst: params=1B checkpoint=30m"}}
+		rq := sizerapi.RankRequest{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b", "us-east-1c"}, Job: sizerapi.JobRequest{Account: "phys", Comment: "burst: params=1B checkpoint=30m"}}
 		p50, p99 := loadTest(b, func(_, _ int) error {
 			_, err := admin.Rank(ctx, rq)
 			return err
@@ -99,15 +99,15 @@ func BenchmarkHTTP(b *testing.B) {
 	var round atomic.Int64
 	b.Run("report", func(b *testing.B) {
 		r := round.Add(1)
-		clients := make([]*client.Client, benchWorkers)
+		clients := make([]*sizerclient.Client, benchWorkers)
 		for w := range clients {
-			clients[w], _ = client.New(f.url, auth.NodeToken(f.token, fmt.Sprintf("gpu-%d", w)), client.WithHTTPClient(hc))
+			clients[w], _ = sizerclient.New(f.url, auth.NodeToken(f.token, fmt.Sprintf("gpu-%d", w)), sizerclient.WithHTTPClient(hc))
 		}
 		seqs := make([]uint64, benchWorkers)
 		p50, p99 := loadTest(b, func(w, _ int) error {
 			seqs[w] += 10
 			node := fmt.Sprintf("gpu-%d", w)
-			res, err := clients[w].Report(ctx, gpuBatch(node, uint64(r)<<32+seqs[w], 10, uint64(w), f.clk.Now()))
+			res, err := clients[w].Report(ctx, gpuBatch(node, uint64(r)<<32+seqs[w], 10, uint32(w), f.clk.Now()))
 			if err == nil && res.Accepted != 10 {
 				err = fmt.Errorf("accepted %d of 10", res.Accepted)
 			}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/budget"
-	"github.com/burst-hpc/burst/sizer/policy"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -22,30 +22,30 @@ const DefaultHistoryJobs = 20
 // the store's instances and caps, and history from the store's usage. st may
 // be nil (no state: no history, no spend). It is shared by the daemon's
 // /v1/route and by `burst-sizer route` when the daemon is down.
-func Decide(ctx context.Context, p *policy.Policy, st *store.Store, caps map[string]float64, job api.JobRequest, now time.Time, historyJobs int) (policy.Decision, error) {
+func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, caps map[string]float64, job sizerapi.JobRequest, now time.Time, historyJobs int) (sizing.Decision, error) {
 	req, mdErrs := job.Policy()
 	if len(mdErrs) > 0 {
 		msgs := make([]string, len(mdErrs))
 		for i, e := range mdErrs {
 			msgs[i] = e.Error()
 		}
-		return policy.Decision{Refused: true, Nodes: max(req.Nodes, 1), Reason: "bad burst metadata",
+		return sizing.Decision{Refused: true, Nodes: max(req.Nodes, 1), Reason: "bad burst metadata",
 			RefuseMessage: "job refused: " + strings.Join(msgs, " | ") + ". Fix the --comment (see `burst-sizer route --help`) and submit again."}, nil
 	}
-	in := policy.RouteInput{Request: req}
+	in := sizing.RouteInput{Request: req}
 	if st != nil {
 		if historyJobs <= 0 {
 			historyJobs = DefaultHistoryJobs
 		}
 		h, err := st.History(ctx, req.User, req.JobName, historyJobs)
 		if err != nil {
-			return policy.Decision{}, fmt.Errorf("reading history: %w", err)
+			return sizing.Decision{}, fmt.Errorf("reading history: %w", err)
 		}
 		in.History = h
 	}
 	b, err := AccountBudget(ctx, st, caps, req.Account, now)
 	if err != nil {
-		return policy.Decision{}, err
+		return sizing.Decision{}, err
 	}
 	in.Budget = b
 	return p.Route(in)
@@ -53,8 +53,8 @@ func Decide(ctx context.Context, p *policy.Policy, st *store.Store, caps map[str
 
 // AccountBudget returns an account's cap and spend this month (spend 0 when
 // st is nil).
-func AccountBudget(ctx context.Context, st *store.Store, caps map[string]float64, account string, now time.Time) (policy.Budget, error) {
-	b := policy.Budget{Account: account, CapUSD: caps[account]}
+func AccountBudget(ctx context.Context, st *store.Store, caps map[string]float64, account string, now time.Time) (sizing.Budget, error) {
+	b := sizing.Budget{Account: account, CapUSD: caps[account]}
 	if b.CapUSD <= 0 || st == nil {
 		return b, nil
 	}
@@ -70,14 +70,14 @@ func AccountBudget(ctx context.Context, st *store.Store, caps map[string]float64
 // errCode maps policy errors to API codes and HTTP statuses.
 func errCode(err error) (int, string) {
 	switch {
-	case errors.Is(err, policy.ErrOverBudget):
-		return 402, api.CodeOverBudget
-	case errors.Is(err, policy.ErrUnknownClass):
-		return 404, api.CodeUnknownClass
-	case errors.Is(err, policy.ErrNoOffering):
-		return 409, api.CodeNoOffering
-	case errors.Is(err, policy.ErrNoClass):
-		return 422, api.CodeNoClass
+	case errors.Is(err, sizing.ErrOverBudget):
+		return 402, sizerapi.CodeOverBudget
+	case errors.Is(err, sizing.ErrUnknownClass):
+		return 404, sizerapi.CodeUnknownClass
+	case errors.Is(err, sizing.ErrNoOffering):
+		return 409, sizerapi.CodeNoOffering
+	case errors.Is(err, sizing.ErrNoClass):
+		return 422, sizerapi.CodeNoClass
 	}
-	return 500, api.CodeInternal
+	return 500, sizerapi.CodeInternal
 }

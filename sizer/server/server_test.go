@@ -15,15 +15,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/auth"
-	"github.com/burst-hpc/burst/sizer/client"
-	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
-func testClasses() []policy.Class {
-	return []policy.Class{
+func testClasses() []sizing.Class {
+	return []sizing.Class{
 		{Name: "l4-1x", GPUModel: "l4", GPUsPerNode: 1, InstanceTypes: []string{"g6.xlarge", "g6.2xlarge"}},
 		{Name: "l40s-1x", GPUModel: "l40s", GPUsPerNode: 1, InstanceTypes: []string{"g6e.xlarge"}},
 		{Name: "l40s-8x", GPUModel: "l40s", GPUsPerNode: 8, InstanceTypes: []string{"g6e.48xlarge"}},
@@ -88,22 +89,22 @@ func (f *fixture) stop() error {
 	}
 }
 
-func (f *fixture) client(t testing.TB, tok string) *client.Client {
-	c, err := client.New(f.url, tok, client.WithTimeout(10*time.Second))
+func (f *fixture) client(t testing.TB, tok string) *sizerclient.Client {
+	c, err := sizerclient.New(f.url, tok, sizerclient.WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func gpuBatch(node string, seq0 uint64, n int, job uint64, t time.Time) api.ReportBatch {
-	b := api.ReportBatch{Node: node}
+func gpuBatch(node string, seq0 uint64, n int, job uint32, t time.Time) sizerapi.ReportBatch {
+	b := sizerapi.ReportBatch{Node: node}
 	for i := 0; i < n; i++ {
-		rec := api.Record{Seq: seq0 + uint64(i), Time: t.Add(time.Duration(i) * time.Second), Kind: api.KindGPU}
+		rec := sizerapi.Record{Seq: seq0 + uint64(i), Time: t.Add(time.Duration(i) * time.Second), Kind: sizerapi.KindGPU}
 		for g := 0; g < 8; g++ {
-			rd := api.GPUReading{Index: g, MemoryTotalBytes: 45776 << 20}
+			rd := sizerapi.GPUReading{Index: g, MemoryTotalBytes: 45776 << 20}
 			if g == 0 {
-				rd.UtilPercent, rd.MemoryUsedBytes, rd.JobIDs = 60, 15<<30, []uint64{job}
+				rd.UtilPercent, rd.MemoryUsedBytes, rd.JobIDs = 60, 15<<30, []uint32{job}
 			}
 			rec.GPUs = append(rec.GPUs, rd)
 		}
@@ -116,31 +117,31 @@ func TestAuth(t *testing.T) {
 	f := start(t, nil)
 	ctx := context.Background()
 	_, err := f.client(t, "wrong-token").Budgets(ctx)
-	if !errors.Is(err, client.ErrUnauthorized) {
+	if !errors.Is(err, sizerclient.ErrUnauthorized) {
 		t.Fatalf("wrong token: %v", err)
 	}
 	node := f.client(t, auth.NodeToken(f.token, "gpu-1"))
-	if _, err := node.Budgets(ctx); !errors.Is(err, client.ErrUnauthorized) {
+	if _, err := node.Budgets(ctx); !errors.Is(err, sizerclient.ErrUnauthorized) {
 		t.Errorf("node credential on an admin endpoint: %v", err)
 	}
-	if _, err := node.Report(ctx, gpuBatch("gpu-2", 1, 1, 7, f.clk.Now())); !errors.Is(err, client.ErrUnauthorized) {
+	if _, err := node.Report(ctx, gpuBatch("gpu-2", 1, 1, 7, f.clk.Now())); !errors.Is(err, sizerclient.ErrUnauthorized) {
 		t.Errorf("node reporting for another node: %v", err)
 	}
 	if _, err := node.Report(ctx, gpuBatch("gpu-1", 1, 1, 7, f.clk.Now())); err != nil {
 		t.Errorf("node reporting for itself: %v", err)
 	}
 	rc := f.client(t, auth.RouteToken(f.token))
-	if _, err := rc.Route(ctx, api.JobRequest{GPUsPerNode: 1}); err != nil {
+	if _, err := rc.Route(ctx, sizerapi.JobRequest{GPUsPerNode: 1}); err != nil {
 		t.Errorf("route credential on /v1/route: %v", err)
 	}
-	if _, err := rc.Rank(ctx, api.RankRequest{Class: "l4-1x"}); !errors.Is(err, client.ErrUnauthorized) {
+	if _, err := rc.Rank(ctx, sizerapi.RankRequest{Class: "l4-1x"}); !errors.Is(err, sizerclient.ErrUnauthorized) {
 		t.Errorf("route credential on /v1/rank: %v", err)
 	}
-	if _, err := rc.Report(ctx, gpuBatch("gpu-1", 9, 1, 7, f.clk.Now())); !errors.Is(err, client.ErrUnauthorized) {
+	if _, err := rc.Report(ctx, gpuBatch("gpu-1", 9, 1, 7, f.clk.Now())); !errors.Is(err, sizerclient.ErrUnauthorized) {
 		t.Errorf("route credential on /v1/reports: %v", err)
 	}
-	forged := client.NodeToken("another-admin-token-that-is-long-enough", "gpu-1")
-	if _, err := f.client(t, forged).Report(ctx, gpuBatch("gpu-1", 2, 1, 7, f.clk.Now())); !errors.Is(err, client.ErrUnauthorized) {
+	forged := auth.NodeToken("another-admin-token-that-is-long-enough", "gpu-1")
+	if _, err := f.client(t, forged).Report(ctx, gpuBatch("gpu-1", 2, 1, 7, f.clk.Now())); !errors.Is(err, sizerclient.ErrUnauthorized) {
 		t.Errorf("forged node credential: %v", err)
 	}
 	// /healthz and /metrics need no token.
@@ -168,7 +169,7 @@ func TestReportsIdempotentAndLimits(t *testing.T) {
 		t.Fatalf("overlapping resend: %+v %v", res, err)
 	}
 	// Bad kind and unknown fields are 400s; an oversized body is 413.
-	b3 := api.ReportBatch{Node: "gpu-1", Records: []api.Record{{Seq: 100, Kind: "nonsense"}}}
+	b3 := sizerapi.ReportBatch{Node: "gpu-1", Records: []sizerapi.Record{{Seq: 100, Kind: "nonsense"}}}
 	if _, err := c.Report(ctx, b3); !isStatus(err, 400) {
 		t.Errorf("bad kind: %v", err)
 	}
@@ -195,7 +196,7 @@ func TestReportsIdempotentAndLimits(t *testing.T) {
 }
 
 func isStatus(err error, status int) bool {
-	var ae *client.APIError
+	var ae *sizerclient.APIError
 	return errors.As(err, &ae) && ae.Status == status
 }
 
@@ -206,10 +207,10 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 	now := f.clk.Now()
 
 	// Two finished jobs named "eval" by dan on 8 x L40S that kept one GPU busy.
-	for i, id := range []uint64{101, 102} {
+	for i, id := range []uint32{101, 102} {
 		node := fmt.Sprintf("gpu-%d", i)
-		ev := api.InstanceEvent{InstanceID: fmt.Sprintf("i-%d", id), Node: node, InstanceType: "g6e.48xlarge", Zone: "us-east-1a", Capacity: "spot", Time: now.Add(-3 * time.Hour),
-			Job: &api.Job{JobID: fmt.Sprint(id), JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 45776}}
+		ev := sizerapi.InstanceEvent{InstanceID: fmt.Sprintf("i-%d", id), Node: node, InstanceType: "g6e.48xlarge", Zone: "us-east-1a", Capacity: "spot", Time: now.Add(-3 * time.Hour),
+			Job: &sizerapi.Job{JobID: fmt.Sprint(id), JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 45776}}
 		if err := admin.Launched(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +222,7 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, err := admin.Route(ctx, api.JobRequest{JobName: "eval", User: "dan", Account: "bio", GPUModel: "l40s", GPUsPerNode: 8})
+	d, err := admin.Route(ctx, sizerapi.JobRequest{JobName: "eval", User: "dan", Account: "bio", GPUModel: "l40s", GPUsPerNode: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +234,8 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	price, _ := f.srv.Policy().HourlyPrice("g6e.48xlarge", policy.CapacitySpot)
-	var phys api.BudgetStatus
+	price, _ := f.srv.Policy().HourlyPrice("g6e.48xlarge", jobmeta.CapacitySpot)
+	var phys sizerapi.BudgetStatus
 	for _, b := range bs {
 		if b.Account == "phys" {
 			phys = b
@@ -247,36 +248,36 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 		t.Errorf("over flag %+v", phys)
 	}
 	// Push phys over budget: a running on-demand p4d for 5 more hours.
-	if err := admin.Launched(ctx, api.InstanceEvent{InstanceID: "i-big", Node: "gpu-9", InstanceType: "p4d.24xlarge", Capacity: "on-demand", Account: "phys", Time: now}); err != nil {
+	if err := admin.Launched(ctx, sizerapi.InstanceEvent{InstanceID: "i-big", Node: "gpu-9", InstanceType: "p4d.24xlarge", Capacity: "on-demand", Account: "phys", Time: now}); err != nil {
 		t.Fatal(err)
 	}
 	f.clk.Add(5 * time.Hour)
-	_, err = admin.Rank(ctx, api.RankRequest{Class: "a100-8x", Job: api.JobRequest{Account: "phys"}})
-	if !errors.Is(err, client.ErrOverBudget) || !strings.Contains(err.Error(), "phys") {
+	_, err = admin.Rank(ctx, sizerapi.RankRequest{Class: "a100-8x", Job: sizerapi.JobRequest{Account: "phys"}})
+	if !errors.Is(err, sizerclient.ErrOverBudget) || !strings.Contains(err.Error(), "phys") {
 		t.Fatalf("rank for over-budget account: %v", err)
 	}
-	d, err = admin.Route(ctx, api.JobRequest{Account: "phys", GPUsPerNode: 1})
+	d, err = admin.Route(ctx, sizerapi.JobRequest{Account: "phys", GPUsPerNode: 1})
 	if err != nil || !d.Refused || !strings.Contains(d.RefuseMessage, "over its monthly GPU budget") {
 		t.Fatalf("route for over-budget account: %+v %v", d, err)
 	}
 	// Metadata errors refuse with the column and a hint.
-	d, err = admin.Route(ctx, api.JobRequest{Account: "bio", Comment: "burst: params=7Q"})
+	d, err = admin.Route(ctx, sizerapi.JobRequest{Account: "bio", Comment: "burst: params=7Q"})
 	if err != nil || !d.Refused || !strings.Contains(d.RefuseMessage, "column 8") {
 		t.Fatalf("bad metadata: %+v %v", d, err)
 	}
 
 	// An interruption makes rank avoid that spot offering for a while.
-	rq := api.RankRequest{Class: "l4-1x", Job: api.JobRequest{Account: "bio"}}
+	rq := sizerapi.RankRequest{Class: "l4-1x", Job: sizerapi.JobRequest{Account: "bio"}}
 	before, err := admin.Rank(ctx, rq)
 	if err != nil {
 		t.Fatal(err)
 	}
 	top := before.Offerings[0]
-	if err := admin.Launched(ctx, api.InstanceEvent{InstanceID: "i-spot", Node: "gpu-5", InstanceType: top.InstanceType, Zone: top.Zone, Capacity: "spot", Account: "bio", Time: f.clk.Now()}); err != nil {
+	if err := admin.Launched(ctx, sizerapi.InstanceEvent{InstanceID: "i-spot", Node: "gpu-5", InstanceType: top.InstanceType, Zone: top.Zone, Capacity: "spot", Account: "bio", Time: f.clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	nc := f.client(t, auth.NodeToken(f.token, "gpu-5"))
-	if err := nc.Interruption(ctx, api.Interruption{InstanceID: "i-spot", Node: "gpu-5", Action: "terminate", Time: f.clk.Now()}); err != nil {
+	if err := nc.Interruption(ctx, sizerapi.Interruption{InstanceID: "i-spot", Node: "gpu-5", Action: "terminate", Time: f.clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	after, err := admin.Rank(ctx, rq)
@@ -291,7 +292,7 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 	if len(later.Offerings) != len(before.Offerings) {
 		t.Errorf("avoidance should expire: %d offerings", len(later.Offerings))
 	}
-	if _, err := admin.Rank(ctx, api.RankRequest{Class: "nope"}); !isStatus(err, 404) {
+	if _, err := admin.Rank(ctx, sizerapi.RankRequest{Class: "nope"}); !isStatus(err, 404) {
 		t.Errorf("unknown class: %v", err)
 	}
 	rep, err := admin.UsageReport(ctx)
@@ -304,8 +305,8 @@ func TestClientUnavailable(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	c, _ := client.New("http://"+addr, "x", client.WithTimeout(time.Second))
-	if _, err := c.Rank(context.Background(), api.RankRequest{Class: "x"}); !errors.Is(err, client.ErrUnavailable) {
+	c, _ := sizerclient.New("http://"+addr, "x", sizerclient.WithTimeout(time.Second))
+	if _, err := c.Rank(context.Background(), sizerapi.RankRequest{Class: "x"}); !errors.Is(err, sizerclient.ErrUnavailable) {
 		t.Fatalf("want ErrUnavailable, got %v", err)
 	}
 }
@@ -326,7 +327,7 @@ func TestGracefulShutdownLosesNoAcceptedReport(t *testing.T) {
 			node := fmt.Sprintf("gpu-%d", w)
 			c := f.client(t, auth.NodeToken(f.token, node))
 			for i := 0; ; i++ {
-				res, err := c.Report(ctx, gpuBatch(node, uint64(i*5+1), 5, uint64(1000+w), f.clk.Now()))
+				res, err := c.Report(ctx, gpuBatch(node, uint64(i*5+1), 5, uint32(1000+w), f.clk.Now()))
 				if err != nil {
 					return // server gone
 				}

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
@@ -132,7 +132,7 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 		js.remaining = jobs[i].Duration.Seconds()
 		js.firstStart = -1
 		js.checkpoint = o.Checkpoint.Seconds()
-		if md, errs := policy.ParseMetadata(jobs[i].Metadata); len(errs) == 0 {
+		if md, errs := jobmeta.ParseMetadata(jobs[i].Metadata); len(errs) == 0 {
 			switch {
 			case md.NoCheckpoint:
 				js.checkpoint = -1

@@ -6,17 +6,18 @@ import (
 	"sync"
 
 	"github.com/burst-hpc/burst/internal/catalog"
-	"github.com/burst-hpc/burst/sizer/policy"
+	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/sizing"
 )
 
-// PolicySizer is the Sizer backed by burst's sizing policy (sizer/policy):
+// PolicySizer is the Sizer backed by burst's sizing policy (internal/sizing):
 // Route picks the node class at submission, Rank orders the class's
 // offerings (spot and on-demand, by expected price per useful hour). Nothing
 // of the policy is re-implemented here; this type only translates a trace
-// job into a policy.Request and caches answers (the policy is pure, so equal
+// job into a sizing.Request and caches answers (the policy is pure, so equal
 // requests get equal answers).
 type PolicySizer struct {
-	pol   *policy.Policy
+	pol   *sizing.Policy
 	cat   *catalog.Catalog
 	mu    sync.Mutex
 	cache map[sizerKey]cached
@@ -38,10 +39,10 @@ type cached struct {
 }
 
 // NewPolicySizer builds the policy over cat with one class per (GPU model,
-// GPUs per instance) of the catalog (policy.ClassesFromCatalog), spot then
-// on-demand, in catalog.PriceRegion, with policy.DefaultParams.
+// GPUs per instance) of the catalog (sizing.ClassesFromCatalog), spot then
+// on-demand, in catalog.PriceRegion, with sizing.DefaultParams.
 func NewPolicySizer(cat *catalog.Catalog) (*PolicySizer, error) {
-	p, err := policy.New(cat, catalog.PriceRegion, policy.ClassesFromCatalog(cat), policy.DefaultParams())
+	p, err := sizing.New(cat, catalog.PriceRegion, sizing.ClassesFromCatalog(cat), sizing.DefaultParams())
 	if err != nil {
 		return nil, fmt.Errorf("building the sizing policy from the catalog: %w", err)
 	}
@@ -85,7 +86,7 @@ func (s *PolicySizer) Offerings(r Request) ([]Offering, error) {
 }
 
 func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
-	md, errs := policy.ParseMetadata(r.Job.Metadata)
+	md, errs := jobmeta.ParseMetadata(r.Job.Metadata)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("job %s metadata: %w", r.Job.ID, errs[0])
 	}
@@ -97,22 +98,22 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 		md.NoCheckpoint = true
 	}
 	if !r.AllowSpot {
-		md.Capacity = policy.CapacityOnDemand
+		md.Capacity = jobmeta.CapacityOnDemand
 	}
 	nodes, gpn := NodeShape(r.Job.GPUs, maxGPUsPerNode(s.cat, r.GPUModel))
-	req := policy.Request{GPUModel: r.GPUModel, GPUsPerNode: gpn, Nodes: nodes, Metadata: md}
-	var unavail []policy.Unavailable
+	req := sizing.Request{GPUModel: r.GPUModel, GPUsPerNode: gpn, Nodes: nodes, Metadata: md}
+	var unavail []sizing.Unavailable
 	for _, t := range r.AvoidSpot {
-		unavail = append(unavail, policy.Unavailable{InstanceType: t, Capacity: policy.CapacitySpot, Reason: "spot interruption"})
+		unavail = append(unavail, sizing.Unavailable{InstanceType: t, Capacity: jobmeta.CapacitySpot, Reason: "spot interruption"})
 	}
-	d, err := s.pol.Route(policy.RouteInput{Request: req, Unavailable: unavail})
+	d, err := s.pol.Route(sizing.RouteInput{Request: req, Unavailable: unavail})
 	if err != nil {
 		return nil, fmt.Errorf("routing: %w", err)
 	}
 	if d.Refused {
 		return nil, fmt.Errorf("routing: refused: %s", d.RefuseMessage)
 	}
-	ranked, err := s.pol.Rank(policy.RankInput{Class: d.Class, Request: req, Unavailable: unavail, Zones: r.Zones})
+	ranked, err := s.pol.Rank(sizing.RankInput{Class: d.Class, Request: req, Unavailable: unavail, Zones: r.Zones})
 	if err != nil {
 		return nil, fmt.Errorf("ranking class %s: %w", d.Class, err)
 	}
@@ -122,7 +123,7 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 		if !ok {
 			return nil, fmt.Errorf("ranking class %s: offering %s is not in the catalog", d.Class, o.InstanceType)
 		}
-		out = append(out, Offering{Type: t, Zone: o.Zone, Spot: o.Capacity == policy.CapacitySpot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
+		out = append(out, Offering{Type: t, Zone: o.Zone, Spot: o.Capacity == jobmeta.CapacitySpot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
 	}
 	return out, nil
 }

@@ -21,17 +21,6 @@ type SweepSpec struct {
 	Checkpoints   []time.Duration // negative: no checkpointing
 }
 
-// DefaultSweep covers 1-10 minute boots, the Spot Advisor buckets up to
-// five interruptions per node-hour (bamboo's measured p3 fleet had 0.61),
-// and checkpoints from 10 minutes to none.
-func DefaultSweep() SweepSpec {
-	return SweepSpec{
-		BootMedians:   []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute},
-		Interruptions: []InterruptModel{AdvisorRate{}, PoissonRate{PerNodeHour: 0.1}, PoissonRate{PerNodeHour: 0.61, Source: "bamboo p3"}, PoissonRate{PerNodeHour: 2}, PoissonRate{PerNodeHour: 5}},
-		Checkpoints:   []time.Duration{10 * time.Minute, 30 * time.Minute, 2 * time.Hour, -1},
-	}
-}
-
 // SweepRow is one combination's outcome.
 type SweepRow struct {
 	BootMedianS        float64 `json:"boot_median_s"`

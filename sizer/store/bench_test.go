@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
-func batchOf(node string, seq0 uint64, n int, job uint64, t time.Time) api.ReportBatch {
-	b := api.ReportBatch{Node: node}
+func batchOf(node string, seq0 uint64, n int, job uint32, t time.Time) sizerapi.ReportBatch {
+	b := sizerapi.ReportBatch{Node: node}
 	for i := 0; i < n; i++ {
 		b.Records = append(b.Records, gpuRecord(seq0+uint64(i), t, job, []uint32{50, 0, 0, 0, 0, 0, 0, 0}, []uint64{3, 0, 0, 0, 0, 0, 0, 0}))
 	}
@@ -47,7 +47,7 @@ func BenchmarkAddBatch(b *testing.B) {
 						if next.Add(1) > int64(b.N) {
 							return
 						}
-						rb := batchOf(node, seq, 10, uint64(w), now)
+						rb := batchOf(node, seq, 10, uint32(w), now)
 						if _, err := s.AddBatch(context.Background(), rb); err != nil {
 							b.Error(err)
 							return

@@ -8,17 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/sizer/api"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/sizer/report"
 )
 
 const gib = 1 << 30
 
-func gpuRecord(seq uint64, t time.Time, job uint64, utils []uint32, memGiB []uint64) api.Record {
-	r := api.Record{Seq: seq, Time: t, Kind: api.KindGPU}
+func gpuRecord(seq uint64, t time.Time, job uint32, utils []uint32, memGiB []uint64) sizerapi.Record {
+	r := sizerapi.Record{Seq: seq, Time: t, Kind: sizerapi.KindGPU}
 	for i := range utils {
-		g := api.GPUReading{Index: i, UtilPercent: utils[i], MemoryUsedBytes: memGiB[i] * gib, MemoryTotalBytes: 40 * gib}
+		g := sizerapi.GPUReading{Index: i, UtilPercent: utils[i], MemoryUsedBytes: memGiB[i] * gib, MemoryTotalBytes: 40 * gib}
 		if utils[i] > 0 || memGiB[i] > 0 {
-			g.JobIDs = []uint64{job}
+			g.JobIDs = []uint32{job}
 		}
 		r.GPUs = append(r.GPUs, g)
 	}
@@ -44,14 +45,14 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	}
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	for i, id := range []string{"101", "102"} {
-		if err := s.RecordLaunch(ctx, api.InstanceEvent{InstanceID: "i-" + id, Node: "gpu-1", InstanceType: "p4d.24xlarge", Zone: "us-east-1a", Capacity: "spot", Time: now.Add(time.Duration(i) * time.Hour),
-			Job: &api.Job{JobID: id, JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 40960}}, 10); err != nil {
+		if err := s.RecordLaunch(ctx, sizerapi.InstanceEvent{InstanceID: "i-" + id, Node: "gpu-1", InstanceType: "p4d.24xlarge", Zone: "us-east-1a", Capacity: "spot", Time: now.Add(time.Duration(i) * time.Hour),
+			Job: &sizerapi.Job{JobID: id, JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 40960}}, 10); err != nil {
 			t.Fatal(err)
 		}
 	}
 	utils := []uint32{90, 0, 0, 0, 0, 0, 0, 0}
 	mem := []uint64{12, 0, 0, 0, 0, 0, 0, 0}
-	batch := api.ReportBatch{Node: "gpu-1", Records: []api.Record{
+	batch := sizerapi.ReportBatch{Node: "gpu-1", Records: []sizerapi.Record{
 		gpuRecord(1, now, 101, utils, mem),
 		gpuRecord(2, now.Add(time.Minute), 101, []uint32{70, 3, 0, 0, 0, 0, 0, 0}, []uint64{20, 1, 0, 0, 0, 0, 0, 0}),
 	}}
@@ -66,8 +67,8 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 		t.Fatalf("resend: %+v %v", res, err)
 	}
 	// Job 102 only sent a summary.
-	_, err = s.AddBatch(ctx, api.ReportBatch{Node: "gpu-1", Records: []api.Record{{Seq: 4, Time: now, Kind: api.KindJobSummary,
-		Summary: &api.JobSummary{JobID: 102, Start: now, End: now.Add(time.Hour), GPUs: []string{"GPU-a", "GPU-b"}, PeakMemoryBytes: 10 * gib, MemoryTotalBytes: 40 * gib, MeanUtilPercent: 40}}}})
+	_, err = s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", Records: []sizerapi.Record{{Seq: 4, Time: now, Kind: sizerapi.KindJobSummary,
+		Summary: &sizerapi.JobSummary{JobID: 102, Start: now, End: now.Add(time.Hour), GPUs: []string{"GPU-a", "GPU-b"}, PeakMemoryBytes: 10 * gib, MemoryTotalBytes: 40 * gib, MeanUtilPercent: 40}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("jobs %+v %v", jobs, err)
 	}
-	byID := map[string]JobUsage{}
+	byID := map[string]report.JobUsage{}
 	for _, j := range jobs {
 		byID[j.JobID] = j
 	}
@@ -96,7 +97,7 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	}
 
 	// Interruptions get their type and zone from the launch record.
-	_, err = s.AddBatch(ctx, api.ReportBatch{Node: "gpu-1", InstanceID: "i-101", Records: []api.Record{{Seq: 5, Time: now, Kind: api.KindInterruption, Event: &api.Event{Action: "terminate", NoticeTime: now}}}})
+	_, err = s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", InstanceID: "i-101", Records: []sizerapi.Record{{Seq: 5, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{Action: "terminate", NoticeTime: now}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,10 +121,10 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 		}
 	}
 	// A bad record kind rolls the whole batch back.
-	if _, err := s.AddBatch(ctx, api.ReportBatch{Node: "gpu-1", Records: []api.Record{gpuRecord(6, now, 101, utils, mem), {Seq: 7, Kind: "bogus"}}}); err == nil {
+	if _, err := s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", Records: []sizerapi.Record{gpuRecord(6, now, 101, utils, mem), {Seq: 7, Kind: "bogus"}}}); err == nil {
 		t.Fatal("bogus kind accepted")
 	}
-	if res, _ := s.AddBatch(ctx, api.ReportBatch{Node: "gpu-1", Records: []api.Record{gpuRecord(6, now, 101, utils, mem)}}); res.Accepted != 1 {
+	if res, _ := s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", Records: []sizerapi.Record{gpuRecord(6, now, 101, utils, mem)}}); res.Accepted != 1 {
 		t.Errorf("seq 6 should not have been kept from the failed batch: %+v", res)
 	}
 
@@ -140,7 +141,7 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	if err != nil || h2.Jobs != 2 {
 		t.Fatalf("read-only history %+v %v", h2, err)
 	}
-	if err := ro.UpsertJob(ctx, api.Job{JobID: "x"}, now); err == nil {
+	if err := ro.UpsertJob(ctx, sizerapi.Job{JobID: "x"}, now); err == nil {
 		t.Error("read-only store accepted a write")
 	}
 	if _, err := OpenReadOnly(t.TempDir()); !errors.Is(err, ErrNoState) {

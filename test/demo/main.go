@@ -155,8 +155,31 @@ func run(bin string, keep bool, idleTimeout time.Duration) error {
 		}
 		<-polled
 	}()
-	// 4. the L4 spot pools run dry: the next L4 job falls back to on-demand
-	time.Sleep(25 * time.Second)
+	// 4. the L4 spot pools run dry: the next L4 job falls back to on-demand.
+	// That happens at 25 s, or later, once the first two (L4) jobs are done
+	// and their instances terminated: a terminated instance gives its capacity back
+	// to the pool, and how long jobs take depends on the Slurm version.
+	l4Done := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range order[:2] {
+			if s := jobs[id].state; s != "COMPLETED" && s != "FAILED" && s != "CANCELLED" {
+				return false
+			}
+		}
+		for _, in := range st.Emu.Instances() {
+			if strings.HasPrefix(in.InstanceType, "g6.") && in.State != "terminated" {
+				return false
+			}
+		}
+		return true
+	}
+	for wait := time.Now().Add(2 * time.Minute); time.Since(t0) < 25*time.Second || !l4Done() && time.Now().Before(wait); {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	for _, typ := range []string{"g6.xlarge", "g6.2xlarge"} {
 		for z := range st.Cfg.Network.Subnets {
 			st.Emu.SetCapacity(typ, z, "spot", 0)

@@ -155,7 +155,7 @@ func resumeOnce(b *testing.B, n int) (wall, cpu time.Duration) {
 	}
 	cfg.Classes[1].MaxNodes = 1000
 	cfg.Classes[1].InstanceTypes = []string{"g5.xlarge"}
-	cfg.Cluster.EC2Endpoint = emu.URL()
+	cfg.Cluster.EC2Endpoint, cfg.Cluster.EC2StaticCredentials = emu.URL(), true
 	cfg.Log.File = filepath.Join(dir, "burst.log")
 	cfg.Sizer.StateDir = filepath.Join(dir, "state")
 	cfg.Sizer.TokenFile = filepath.Join(dir, "missing-token")

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/sizer/api"
-	"github.com/burst-hpc/burst/sizer/client"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
@@ -18,12 +18,12 @@ import (
 func TestOverBudgetAtResume(t *testing.T) {
 	s := start(t, stack.Options{})
 	ctx := context.Background()
-	c, err := client.New(s.Cfg.Sizer.URL, s.Token)
+	c, err := sizerclient.New(s.Cfg.Sizer.URL, s.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// account demo (budget $100) ran a $500/h instance for the last hour
-	if err := c.Launched(ctx, api.InstanceEvent{InstanceID: "i-0spent0000000000", Node: "l4-9", InstanceType: "g6.xlarge",
+	if err := c.Launched(ctx, sizerapi.InstanceEvent{InstanceID: "i-0spent0000000000", Node: "l4-9", InstanceType: "g6.xlarge",
 		Zone: "us-east-1a", Capacity: "on-demand", PriceUSD: 500, Account: "demo", Time: time.Now().Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/sizer/client"
-	"github.com/burst-hpc/burst/sizer/report"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -109,11 +109,11 @@ func TestSpotInterruption(t *testing.T) {
 	// the feedback loop: the agents' utilisation reports and the launch and
 	// termination events reached the sizer, which accounts them to the job's
 	// account
-	c, err := client.New(s.Cfg.Sizer.URL, s.Token)
+	c, err := sizerclient.New(s.Cfg.Sizer.URL, s.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var row report.Row
+	var row sizerapi.UsageRow
 	eventually(t, 40*time.Second, "the sizer to hold the job's request and the agents' measurements of it", func() bool {
 		r, err := c.UsageReport(ctx)
 		if err != nil {

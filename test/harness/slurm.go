@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 )
@@ -112,11 +113,10 @@ func LookupSlurm(version string) (Slurm, error) {
 		}
 		return Slurm{Version: version, Release: rel, Root: "/"}, nil
 	}
-	link := filepath.Join(RootsDir(), suite)
 	build := fmt.Sprintf("build it with `make deps` or `scripts/slurm-roots.sh %s` (as root)", version)
-	root, err := filepath.EvalSymlinks(link)
+	root, err := rootOf(version, suite)
 	if err != nil {
-		return Slurm{}, fmt.Errorf("Slurm %s: no Debian %s root at %s (%v): %s", version, suite, link, err, build)
+		return Slurm{}, err
 	}
 	stamp, err := readStamp(filepath.Join(root, ".burst-root"))
 	if err != nil {
@@ -130,6 +130,31 @@ func LookupSlurm(version string) (Slurm, error) {
 		return Slurm{}, fmt.Errorf("Slurm %s: root %s has no slurmctld (%v): %s", version, root, err, build)
 	}
 	return Slurm{Version: version, Release: rel, Suite: suite, Root: root}, nil
+}
+
+// rootOf finds the root of version: the one scripts/slurm-roots.sh built
+// for this tree's recipe (its package list), asked with --print-root; when
+// the script is not beside this source (a binary built elsewhere), the
+// suite's root built last.
+func rootOf(version, suite string) (string, error) {
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "slurm-roots.sh")
+	if _, err := os.Stat(script); err == nil {
+		var stderr strings.Builder
+		cmd := exec.Command(script, "--print-root", version)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("%s (%v)", strings.TrimPrefix(strings.TrimSpace(stderr.String()), "slurm-roots: FAIL: "), err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	link := filepath.Join(RootsDir(), suite)
+	root, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return "", fmt.Errorf("Slurm %s: no Debian %s root at %s (%v): build it with `make deps` or `scripts/slurm-roots.sh %s` (as root)", version, suite, link, err, version)
+	}
+	return root, nil
 }
 
 // readStamp reads the KEY=VALUE lines scripts/slurm-roots.sh writes into /.burst-root.

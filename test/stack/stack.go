@@ -29,11 +29,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/slurmconf"
-	"github.com/burst-hpc/burst/sizer/auth"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/harness"
 )
@@ -198,6 +198,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: starting the EC2 emulator: %w", err)
 	}
 	s.Cfg.Cluster.EC2Endpoint = s.Emu.URL()
+	s.Cfg.Cluster.EC2StaticCredentials = true // the emulator checks no credentials
 	if err := s.writeConfig(); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/nodeid"
 )
 
 func TestClassify(t *testing.T) {
@@ -38,52 +39,12 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestNodeOfAndNodesTags(t *testing.T) {
-	var names []string
-	for i := range 80 {
-		names = append(names, fmt.Sprintf("gpu-long-name-%03d", i))
-	}
+func TestNodeOf(t *testing.T) {
 	tags := map[string]string{}
-	for _, tg := range nodesTags(names) {
-		if len(*tg.Value) > maxTagValue {
-			t.Fatalf("tag %s is %d chars", *tg.Key, len(*tg.Value))
-		}
-		tags[*tg.Key] = *tg.Value
+	for _, tg := range nodeid.Tags([]string{"gpu-1", "gpu-2"}) {
+		tags[tg.Key] = tg.Value
 	}
-	if len(tags) < 2 {
-		t.Fatalf("80 long names fit one tag? %v", tags)
+	if NodeOf(tags, 1) != "gpu-2" || NodeOf(tags, 2) != "" || NodeOf(nil, 0) != "" {
+		t.Error("NodeOf does not follow internal/nodeid")
 	}
-	for i, n := range names {
-		if got := NodeOf(tags, i); got != n {
-			t.Fatalf("NodeOf(%d) = %q, want %q", i, got, n)
-		}
-	}
-	if NodeOf(tags, 80) != "" || NodeOf(tags, -1) != "" || NodeOf(nil, 0) != "" {
-		t.Error("out of range index resolved")
-	}
-	if NodeOf(map[string]string{TagNode: "gpu-9", TagNodes: "a,b"}, 1) != "gpu-9" {
-		t.Error("TagNode must win")
-	}
-}
-
-func FuzzNodesTags(f *testing.F) {
-	f.Add("gpu-1,gpu-2,gpu-3")
-	f.Add(strings.Repeat("x", 300) + ",y")
-	f.Fuzz(func(t *testing.T, s string) {
-		names := strings.Split(s, ",")
-		for _, n := range names {
-			if n == "" || len(n) > maxTagValue {
-				return
-			}
-		}
-		tags := map[string]string{}
-		for _, tg := range nodesTags(names) {
-			tags[*tg.Key] = *tg.Value
-		}
-		for i, n := range names {
-			if got := NodeOf(tags, i); got != n {
-				t.Fatalf("NodeOf(%d) = %q, want %q", i, got, n)
-			}
-		}
-	})
 }

@@ -2,7 +2,7 @@ package ec2
 
 import (
 	"context"
-	"io"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -11,23 +11,22 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/test/ec2emu"
 )
 
+// imdsGet reads an instance's metadata from the emulator through burst's
+// own IMDS client.
 func imdsGet(t *testing.T, url, path string) (string, error) {
 	t.Helper()
-	c := imds.New(imds.Options{Endpoint: url, ClientEnableState: imds.ClientEnabled})
-	out, err := c.GetMetadata(context.Background(), &imds.GetMetadataInput{Path: path})
-	if err != nil {
-		return "", err
+	b, ok, err := imds.New(imds.Options{Endpoint: url, Timeout: 5 * time.Second}).Get(context.Background(), path)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s: not found", path)
 	}
-	defer out.Content.Close()
-	b, err := io.ReadAll(out.Content)
 	return string(b), err
 }
 
@@ -379,12 +378,10 @@ func TestEnsuredLaunchTemplate(t *testing.T) {
 		t.Errorf("%d CreateLaunchTemplate calls, want 1", n)
 	}
 	url, _ := e.srv.IMDSURL(r.Instances[0].ID)
-	c := imds.New(imds.Options{Endpoint: url, ClientEnableState: imds.ClientEnabled})
-	ud, err := c.GetUserData(context.Background(), &imds.GetUserDataInput{})
+	b, _, err := imds.New(imds.Options{Endpoint: url, Timeout: 5 * time.Second}).UserData(context.Background(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(ud.Content)
 	if string(b) != "#!/bin/sh\necho hi\n" {
 		t.Errorf("user data = %q", b)
 	}
@@ -397,11 +394,11 @@ func TestEnsuredLaunchTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	url, _ = e.srv.IMDSURL(r3.Instances[0].ID)
-	ud, err = imds.New(imds.Options{Endpoint: url, ClientEnableState: imds.ClientEnabled}).GetUserData(context.Background(), &imds.GetUserDataInput{})
+	b, _, err = imds.New(imds.Options{Endpoint: url, Timeout: 5 * time.Second}).UserData(context.Background(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := io.ReadAll(ud.Content); string(b) != "#!/bin/sh\necho job 3\n" {
+	if string(b) != "#!/bin/sh\necho job 3\n" {
 		t.Errorf("request user data = %q", b)
 	}
 }
@@ -428,34 +425,6 @@ func TestLaunchRejectsBadRequests(t *testing.T) {
 	}
 	if _, err := New(nil, Options{}); err == nil || !strings.Contains(err.Error(), "cluster name is empty") {
 		t.Errorf("New with no options: %v", err)
-	}
-}
-
-func TestSpotPricesAndInstanceTypes(t *testing.T) {
-	e := newEnv(t, ec2emu.Options{}, Options{})
-	offs, err := e.prov.SpotPrices(ctx(t), []string{"g5.xlarge", "g6.xlarge"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(offs) != 6 {
-		t.Fatalf("got %d spot offerings, want 2 types x 3 zones", len(offs))
-	}
-	for i, o := range offs {
-		if o.PriceUSD <= 0 || o.SubnetID == "" || (i > 0 && o.PriceUSD < offs[i-1].PriceUSD) {
-			t.Errorf("offering %d = %+v (want priced, with subnet, cheapest first)", i, o)
-		}
-	}
-	ti, err := e.prov.InstanceTypes(ctx(t), []string{"g5.xlarge"})
-	if err != nil || len(ti) != 1 || ti[0].GPUs != 1 || ti[0].GPUModel != "a10g" {
-		t.Errorf("instance types = %+v, %v", ti, err)
-	}
-	all, err := e.prov.InstanceTypes(ctx(t), nil)
-	if err != nil || len(all) < 20 {
-		t.Errorf("all instance types: %d, %v (want the paginated catalog)", len(all), err)
-	}
-	_, err = e.prov.InstanceTypes(ctx(t), []string{"g99.huge"})
-	if !cloud.IsInvalid(err) {
-		t.Errorf("unknown type err = %v, want invalid", err)
 	}
 }
 

@@ -2,16 +2,13 @@ package ec2
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/statefile"
 )
 
 // UnavailableFile is the cache's file name in the state directory.
@@ -98,49 +95,37 @@ func (c *UnavailableCache) Mark(code string, offs ...cloud.Offering) error {
 		apply(c.mem)
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
-		return fmt.Errorf("creating state directory for the unavailable-offerings cache: %w", err)
-	}
-	lock, err := os.OpenFile(c.path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	err := statefile.Update(c.path, 0o644, func(old []byte) ([]byte, bool, error) {
+		m, err := c.decode(old)
+		if err != nil {
+			m = map[string]unavailableEntry{} // a corrupt cache is rebuilt, not fatal
+		}
+		apply(m)
+		doc := unavailableDoc{Version: 1}
+		for _, e := range m {
+			doc.Entries = append(doc.Entries, e)
+		}
+		b, err := json.MarshalIndent(doc, "", "  ")
+		return b, err == nil, err
+	})
 	if err != nil {
-		return fmt.Errorf("opening cache lock %s: %w", c.path+".lock", err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("locking %s: %w", c.path+".lock", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	m, err := c.read()
-	if err != nil {
-		m = map[string]unavailableEntry{} // a corrupt cache is rebuilt, not fatal
-	}
-	apply(m)
-	doc := unavailableDoc{Version: 1}
-	for _, e := range m {
-		doc.Entries = append(doc.Entries, e)
-	}
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := fmt.Sprintf("%s.%d.tmp", c.path, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("writing the unavailable-offerings cache: %w", err)
-	}
-	if err := os.Rename(tmp, c.path); err != nil {
-		return fmt.Errorf("replacing the unavailable-offerings cache: %w", err)
+		return fmt.Errorf("updating the unavailable-offerings cache: %w", err)
 	}
 	return nil
 }
 
 func (c *UnavailableCache) read() (map[string]unavailableEntry, error) {
-	m := map[string]unavailableEntry{}
-	b, err := os.ReadFile(c.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return m, nil
-	}
+	b, err := statefile.Read(c.path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the unavailable-offerings cache: %w", err)
+	}
+	return c.decode(b)
+}
+
+func (c *UnavailableCache) decode(b []byte) (map[string]unavailableEntry, error) {
+	m := map[string]unavailableEntry{}
+	if len(b) == 0 {
+		return m, nil
 	}
 	var doc unavailableDoc
 	if err := json.Unmarshal(b, &doc); err != nil {

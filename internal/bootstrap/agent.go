@@ -1,0 +1,94 @@
+package bootstrap
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/statefile"
+	"github.com/burst-hpc/burst/internal/userdata"
+)
+
+// Environment variables burst-agent run reads its per-node settings from.
+const (
+	EnvNodeName       = "BURST_NODE_NAME"
+	EnvSizerURL       = "BURST_SIZER_URL"
+	EnvCredentialFile = "BURST_CREDENTIAL_FILE"
+	EnvIMDSEndpoint   = "BURST_IMDS_ENDPOINT"
+	EnvReportInterval = "BURST_REPORT_INTERVAL"
+	EnvCheckpointRoot = "BURST_CHECKPOINT_ROOT"
+	EnvLogLevel       = "BURST_LOG_LEVEL"
+)
+
+// AgentEnv returns the environment (KEY=value) burst-agent run gets. The
+// credential is passed as a file path, never as a value, so it does not show
+// in /proc/<pid>/environ of other tools or in `systemctl show`.
+func AgentEnv(u userdata.UserData, credentialFile string) []string {
+	env := []string{
+		EnvNodeName + "=" + u.NodeName,
+		EnvSizerURL + "=" + u.Agent.SizerURL,
+		EnvCredentialFile + "=" + credentialFile,
+		EnvReportInterval + "=" + time.Duration(u.Agent.ReportInterval).String(),
+		EnvCheckpointRoot + "=" + u.FSx.CheckpointRoot,
+	}
+	if u.Agent.IMDSEndpoint != "" {
+		env = append(env, EnvIMDSEndpoint+"="+u.Agent.IMDSEndpoint)
+	}
+	if u.Agent.LogLevel != "" {
+		env = append(env, EnvLogLevel+"="+u.Agent.LogLevel)
+	}
+	return env
+}
+
+func (b *boot) agent(ctx context.Context) (string, error) {
+	cred := filepath.Join(b.o.RunDir, "agent.credential")
+	if err := installSecretFile(cred, []byte(b.ud.Agent.Credential), -1, -1); err != nil {
+		return "", fmt.Errorf("writing agent credential: %w", err)
+	}
+	u := b.ud
+	if b.o.IMDSEndpoint != "" {
+		// per instance (a fleet shares one user-data document): the agent uses
+		// the metadata service the bootstrap was pointed at
+		u.Agent.IMDSEndpoint = b.o.IMDSEndpoint
+	}
+	env := AgentEnv(u, cred)
+	switch b.o.Exec {
+	case ExecSystemd:
+		var buf bytes.Buffer
+		for _, kv := range env {
+			k, v, _ := strings.Cut(kv, "=")
+			line, err := envLine(k, v)
+			if err != nil {
+				return "", err
+			}
+			buf.WriteString(line)
+		}
+		if err := statefile.WriteAtomic(filepath.Join(b.o.RunDir, "agent.env"), buf.Bytes(), 0o644); err != nil {
+			return "", fmt.Errorf("writing agent.env: %w", err)
+		}
+		return "", b.startUnit(ctx, b.o.Units.Agent, true)
+	default:
+		argv := []string{b.o.Commands.Agent, "run"}
+		// several direct-mode "instances" share one file system: each agent
+		// keeps its report buffer under its own run directory
+		env = append(env, "BURST_STATE_DIR="+filepath.Join(b.o.RunDir, "agent-state"))
+		if u.Slurm.ConfMode == userdata.ConfFile {
+			env = append(env, "SLURM_CONF="+u.Slurm.ConfPath)
+		}
+		_, err := b.startDaemon(ctx, "agent", argv, append(os.Environ(), env...), b.o.StartCheck)
+		return "", err
+	}
+}
+
+// envLine renders one systemd EnvironmentFile line, double-quoted.
+func envLine(k, v string) (string, error) {
+	if strings.ContainsAny(v, "\x00\n\r") || strings.ContainsAny(k, "\x00\n\r= ") || k == "" {
+		return "", fmt.Errorf("writing env file: %s has a character an env file cannot carry", k)
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return k + `="` + r.Replace(v) + "\"\n", nil
+}

@@ -1,0 +1,186 @@
+package bootstrap
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/statefile"
+	"github.com/burst-hpc/burst/internal/userdata"
+)
+
+// LustreMountArgs returns the mount(8) arguments AWS documents for FSx for
+// Lustre: mount -t lustre -o relatime,flock <dns>@tcp:/<mountname> <mountpoint>.
+func LustreMountArgs(f userdata.FSx) []string {
+	return []string{"-t", "lustre", "-o", "relatime,flock", f.DNSName + "@tcp:/" + f.MountName, f.MountPoint}
+}
+
+func (b *boot) mount(ctx context.Context) (string, error) {
+	f := b.ud.FSx
+	if err := os.MkdirAll(f.MountPoint, 0o755); err != nil {
+		return "", fmt.Errorf("creating mount point: %w", err)
+	}
+	if ok, err := isMountPoint(f.MountPoint); err != nil {
+		return "", err
+	} else if ok {
+		return f.MountPoint + " is already a mount point", nil
+	}
+	if b.ud.Test != nil && b.ud.Test.LocalFSDir != "" {
+		dir := b.ud.Test.LocalFSDir
+		st, err := os.Stat(dir)
+		if err != nil {
+			return "", fmt.Errorf("test switch test.local_fs_dir: %w", err)
+		}
+		if !st.IsDir() {
+			return "", fmt.Errorf("test switch test.local_fs_dir: %s is not a directory", dir)
+		}
+		b.log.Warn("TEST SWITCH: bind-mounting a local directory instead of FSx for Lustre", "local_fs_dir", dir, "mount_point", f.MountPoint)
+		if err := b.runCmd(ctx, b.o.Commands.Mount, "--bind", dir, f.MountPoint); err != nil {
+			return "", err
+		}
+	} else {
+		args := LustreMountArgs(f)
+		var err error
+		for attempt := 1; attempt <= b.o.MountAttempts; attempt++ {
+			if err = b.runCmd(ctx, b.o.Commands.Mount, args...); err == nil {
+				break
+			}
+			b.log.Warn("lustre mount failed", "attempt", attempt, "of", b.o.MountAttempts, "err", err)
+			if attempt < b.o.MountAttempts {
+				select {
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(3 * time.Second):
+				}
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("mounting FSx for Lustre %s@tcp:/%s on %s (check the security group allows TCP 988 and the lustre client module matches the kernel): %w",
+				f.DNSName, f.MountName, f.MountPoint, err)
+		}
+	}
+	if ok, err := isMountPoint(f.MountPoint); err != nil {
+		return "", err
+	} else if !ok {
+		return "", fmt.Errorf("mount reported success but %s is not a mount point", f.MountPoint)
+	}
+	return "", nil
+}
+
+func isMountPoint(dir string) (bool, error) {
+	fh, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, fmt.Errorf("reading mount table: %w", err)
+	}
+	defer fh.Close()
+	mps, err := ParseMountPoints(fh)
+	if err != nil {
+		return false, err
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	for _, mp := range mps {
+		if mp == real || mp == dir {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ParseMountPoints returns the mount points (field 5) of a
+// /proc/self/mountinfo table, with octal escapes such as \040 decoded.
+func ParseMountPoints(r io.Reader) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 10 {
+			return nil, fmt.Errorf("parsing mountinfo line %d: %d fields, want at least 10", n, len(f))
+		}
+		mp, err := unescapeOctal(f[4])
+		if err != nil {
+			return nil, fmt.Errorf("parsing mountinfo line %d: %w", n, err)
+		}
+		out = append(out, mp)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading mountinfo: %w", err)
+	}
+	return out, nil
+}
+
+func unescapeOctal(s string) (string, error) {
+	if !strings.Contains(s, `\`) {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' {
+			if i+4 > len(s) {
+				return "", fmt.Errorf("bad escape in %q", s)
+			}
+			v, err := strconv.ParseUint(s[i+1:i+4], 8, 8)
+			if err != nil {
+				return "", fmt.Errorf("bad escape in %q", s)
+			}
+			b.WriteByte(byte(v))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String(), nil
+}
+
+func (b *boot) checkpointRoot(context.Context) (string, error) {
+	root := b.ud.FSx.CheckpointRoot
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", fmt.Errorf("creating checkpoint root: %w", err)
+	}
+	// Sticky and world-writable like /tmp: jobs create their own per-job
+	// directories and cannot remove each other's.
+	if err := os.Chmod(root, os.ModeSticky|0o777); err != nil {
+		return "", fmt.Errorf("setting mode 1777 on checkpoint root: %w", err)
+	}
+	probe, err := os.CreateTemp(root, ".burst-probe-*")
+	if err != nil {
+		return "", fmt.Errorf("checkpoint root %s is not writable: %w", root, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	// the TaskProlog (burst-agent) gives jobs BURST_CHECKPOINT_DIR under it
+	if err := statefile.WriteAtomic(filepath.Join(b.o.RunDir, "checkpoint-root"), []byte(root+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("recording the checkpoint root: %w", err)
+	}
+	return "", nil
+}
+
+// Unmount detaches the file system mounted on mountPoint (FSx, or the test
+// switch's bind mount); not being a mount point is not an error. The test
+// harness calls it when it tears an instance down.
+func Unmount(mountPoint string) error {
+	ok, err := isMountPoint(mountPoint)
+	if err != nil || !ok {
+		return err
+	}
+	if err := syscall.Unmount(mountPoint, syscall.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmounting %s: %w", mountPoint, err)
+	}
+	return nil
+}

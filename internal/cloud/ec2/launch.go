@@ -1,0 +1,240 @@
+package ec2
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/burst-hpc/burst/internal/cloud"
+)
+
+// Launch implements cloud.Provider.
+func (p *Provider) Launch(ctx context.Context, req cloud.LaunchRequest) (cloud.LaunchResult, error) {
+	res := cloud.LaunchResult{Failed: map[string]error{}}
+	if err := p.check(req); err != nil {
+		return res, err
+	}
+	names := make([]string, len(req.Nodes))
+	for i, n := range req.Nodes {
+		names[i] = n.Node
+	}
+	existing, err := p.liveFor(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	todo := res.Reuse(req.Nodes, existing)
+	if len(todo) == 0 {
+		return res, nil
+	}
+	lt, err := p.launchTemplate(ctx)
+	if err != nil {
+		return res, err
+	}
+	offs := p.candidates(req)
+	if req.AllOrNothing && len(res.Instances) > 0 {
+		// Part of the job already runs (a node was lost): the rest must join it.
+		zone := res.Instances[0].Zone
+		offs = filterOfferings(offs, func(o cloud.Offering) bool { return o.Zone == zone })
+	}
+	if len(offs) == 0 {
+		err := &cloud.Error{Kind: cloud.KindInvalid, Op: "launching " + strings.Join(names, ","),
+			Message: "no offering has a subnet configured for its zone; add the zones to the provider's subnets", Offerings: req.Offerings}
+		return res, p.failAll(&res, todo, err)
+	}
+	if req.AllOrNothing && len(todo) > 1 || len(todo) == 1 {
+		ins, tried, err := p.launchGroup(ctx, lt, req, todo, offs)
+		res.Tried = tried
+		res.Instances = append(res.Instances, ins...)
+		if err != nil {
+			return res, p.failAll(&res, todo, err)
+		}
+		return res, nil
+	}
+	// Independent nodes: one fleet each, a few at a time.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, p.opts.Concurrency)
+	var lastErr error
+	for _, n := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ins, tried, err := p.launchGroup(ctx, lt, req, []cloud.NodeSpec{n}, offs)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(tried) > len(res.Tried) {
+				res.Tried = tried
+			}
+			res.Instances = append(res.Instances, ins...)
+			if err != nil {
+				res.Failed[n.Node] = err
+				lastErr = err
+			}
+		}()
+	}
+	wg.Wait()
+	if len(res.Instances) == 0 {
+		return res, lastErr
+	}
+	return res, nil
+}
+
+// failAll records err for every node and returns it: the request failed.
+func (p *Provider) failAll(res *cloud.LaunchResult, nodes []cloud.NodeSpec, err error) error {
+	for _, n := range nodes {
+		res.Failed[n.Node] = err
+	}
+	return err
+}
+
+func (p *Provider) check(req cloud.LaunchRequest) error {
+	var probs []string
+	if req.Cluster != "" && req.Cluster != p.opts.Cluster {
+		probs = append(probs, fmt.Sprintf("request is for cluster %q but the provider manages %q", req.Cluster, p.opts.Cluster))
+	}
+	if len(req.Nodes) == 0 {
+		probs = append(probs, "no nodes")
+	}
+	if len(req.Offerings) == 0 {
+		probs = append(probs, "no offerings")
+	}
+	seen := map[string]bool{}
+	for _, n := range req.Nodes {
+		if n.Node == "" || strings.ContainsAny(n.Node, ", ") {
+			probs = append(probs, fmt.Sprintf("bad node name %q", n.Node))
+		}
+		if seen[n.Node] {
+			probs = append(probs, fmt.Sprintf("node %s listed twice", n.Node))
+		}
+		seen[n.Node] = true
+	}
+	for _, o := range req.Offerings {
+		if !o.Capacity.Valid() || o.InstanceType == "" || o.Zone == "" {
+			probs = append(probs, fmt.Sprintf("bad offering %+v (want instance type, zone and capacity spot or on-demand)", o))
+		}
+	}
+	if len(probs) > 0 {
+		return &cloud.Error{Kind: cloud.KindInvalid, Op: "checking launch request", Message: strings.Join(probs, "; ")}
+	}
+	return nil
+}
+
+// candidates orders the offerings: the ranked ones (spot phase, then
+// on-demand phase keep their rank order), the on-demand fallback copies,
+// subnets filled in, offerings without a subnet dropped.
+func (p *Provider) candidates(req cloud.LaunchRequest) []cloud.Offering {
+	var out []cloud.Offering
+	for _, o := range req.Candidates() {
+		if o.SubnetID == "" {
+			o.SubnetID = p.opts.Subnets[o.Zone]
+		}
+		if o.SubnetID == "" {
+			p.log.Warn("skipping offering in a zone without a configured subnet", "offering", o.Key())
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func filterOfferings(offs []cloud.Offering, keep func(cloud.Offering) bool) []cloud.Offering {
+	var out []cloud.Offering
+	for _, o := range offs {
+		if keep(o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// launchGroup launches nodes as one fleet per capacity type phase until one
+// succeeds. len(nodes) > 1 means all-or-nothing.
+func (p *Provider) launchGroup(ctx context.Context, lt string, req cloud.LaunchRequest, nodes []cloud.NodeSpec, offs []cloud.Offering) ([]cloud.Instance, []cloud.Offering, error) {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Node
+	}
+	op := "launching " + strings.Join(names, ",")
+	unavailable, err := p.cache.Snapshot()
+	if err != nil {
+		p.log.Warn("ignoring the unavailable-offerings cache", "err", err)
+		unavailable = nil
+	}
+	var skipped []cloud.Offering
+	var phases [][]cloud.Offering
+	phaseOf := map[cloud.CapacityType]int{}
+	for _, o := range offs {
+		if _, bad := unavailable[o.Key()]; bad {
+			skipped = append(skipped, o)
+			continue
+		}
+		i, ok := phaseOf[o.Capacity]
+		if !ok {
+			i = len(phases)
+			phaseOf[o.Capacity] = i
+			phases = append(phases, nil)
+		}
+		phases[i] = append(phases[i], o)
+	}
+	var tried []cloud.Offering
+	var errs []*cloud.Error
+	for _, phase := range phases {
+		tried = append(tried, phase...)
+		ins, ferrs, err := p.fleet(ctx, lt, req, nodes, phase)
+		if err != nil {
+			return nil, tried, err // a whole-call error (throttled, unauthorized...): stop here
+		}
+		if len(ins) == len(nodes) {
+			return ins, tried, nil
+		}
+		errs = append(errs, ferrs...)
+	}
+	return nil, tried, summarize(op, errs, skipped, tried)
+}
+
+// summarize turns per-offering failures into one error for the nodes.
+func summarize(op string, errs []*cloud.Error, skipped, tried []cloud.Offering) error {
+	if len(errs) == 0 {
+		if len(skipped) > 0 {
+			return &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
+				Message: "every offering failed for lack of capacity within the last few minutes (unavailable-offerings cache)", Offerings: skipped}
+		}
+		return &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
+			Message: "the fleet launched no instance and gave no reason", Offerings: tried}
+	}
+	// Report the most common code, with every offering that failed with it.
+	count := map[string]int{}
+	for _, e := range errs {
+		count[e.Code]++
+	}
+	best := errs[0].Code
+	for c, n := range count {
+		if n > count[best] || n == count[best] && c < best {
+			best = c
+		}
+	}
+	out := &cloud.Error{Code: best, Kind: Classify(best), Op: op}
+	for _, e := range errs {
+		if e.Code == best {
+			out.Offerings = append(out.Offerings, e.Offerings...)
+			if out.Message == "" {
+				out.Message = e.Message
+			}
+		}
+	}
+	return out
+}
+
+// clientToken is stable for (cluster, nodes, job, attempt, capacity).
+func (p *Provider) clientToken(req cloud.LaunchRequest, nodes []cloud.NodeSpec, capacity cloud.CapacityType) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%s", p.opts.Cluster, req.Attempt, capacity)
+	for _, n := range nodes {
+		fmt.Fprintf(h, "\x00%s/%d", n.Node, n.JobID)
+	}
+	return "burst-" + hex.EncodeToString(h.Sum(nil))[:40]
+}

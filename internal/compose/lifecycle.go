@@ -1,0 +1,102 @@
+package compose
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/breaker"
+	"github.com/burst-hpc/burst/internal/cloud"
+	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/lifecycle"
+	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/slurm"
+)
+
+// Stack is what burst-resume and burst-suspend need, built from burst.yaml:
+// the file log, Slurm, the EC2 provider, the sizer client (nil when the
+// admin token cannot be read) and the journaling event recorder.
+type Stack struct {
+	Cfg        *config.Config
+	Log        *slog.Logger
+	Slurm      *slurm.Scontrol
+	Cloud      *ec2p.Provider
+	Sizer      *sizerclient.Client
+	AdminToken string
+	Recorder   *lifecycle.JournalRecorder
+	closeLog   func() error
+}
+
+// Open loads burst.yaml (see Load) and builds the stack of prog.
+// Configuration problems come back as config.Problems (exit status 2); a
+// failure to start is also recorded in the default log (see StartupError).
+func Open(ctx context.Context, cfgFlag, prog string, getenv Getenv) (st *Stack, err error) {
+	defer func() {
+		if err != nil {
+			StartupError(prog, err, getenv)
+		}
+	}()
+	cfg, err := Load(cfgFlag, getenv)
+	if err != nil {
+		return nil, err
+	}
+	log, closeLog := FileLogger(cfg, prog)
+	s := &Stack{Cfg: cfg, Log: log, closeLog: closeLog, Slurm: Slurm(cfg, getenv, log)}
+	if s.Cloud, err = Cloud(ctx, cfg, log); err != nil {
+		s.Close()
+		return nil, err
+	}
+	var serr error
+	s.Sizer, s.AdminToken, serr = SizerClient(cfg)
+	if serr != nil && s.AdminToken == "" {
+		log.Warn("cannot read the sizer token; ranking in-process and journaling events", "file", cfg.Sizer.TokenFile, "err", serr)
+	} else if serr != nil {
+		log.Warn("sizer client", "err", serr)
+	}
+	s.Recorder = &lifecycle.JournalRecorder{Sizer: s.Sizer, Dir: cfg.Sizer.StateDir, Log: log}
+	return s, nil
+}
+
+// Close flushes and closes the log.
+func (s *Stack) Close() {
+	if s.closeLog != nil {
+		s.closeLog()
+	}
+}
+
+// UserDataFor renders the user data of a launch request (see
+// lifecycle.RenderUserData).
+func (s *Stack) UserDataFor(nodes []cloud.NodeSpec, issued time.Time) (string, error) {
+	return lifecycle.RenderUserData(s.Cfg, s.AdminToken, nodes, issued)
+}
+
+// Breaker is the launch breaker shared by every resume process (its state
+// file lives in sizer.state_dir).
+func (s *Stack) Breaker() *breaker.Breaker {
+	return breaker.New(breaker.Options{Dir: s.Cfg.Sizer.StateDir, Logger: s.Log})
+}
+
+// Resumer is burst-resume's Resumer: it ranks through the sizer, falling
+// back to the in-process policy of burst.yaml. Only resume builds the
+// policy: suspend, prolog and epilog never need it.
+func (s *Stack) Resumer() (*lifecycle.Resumer, error) {
+	local, err := Policy(s.Cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &lifecycle.Resumer{Cfg: s.Cfg, Slurm: s.Slurm, Cloud: s.Cloud, Recorder: s.Recorder, Log: s.Log, UserData: s.UserDataFor,
+		Breaker: s.Breaker(),
+		Ranker:  &lifecycle.FallbackRanker{Sizer: s.Sizer, Local: local, Timeout: s.Cfg.Sizer.Timeout.Duration, Log: s.Log}}, nil
+}
+
+// Suspender is burst-suspend's Suspender.
+func (s *Stack) Suspender() *lifecycle.Suspender {
+	return &lifecycle.Suspender{Cfg: s.Cfg, Cloud: s.Cloud, Recorder: s.Recorder, Log: s.Log}
+}
+
+// Releaser is the EpilogSlurmctld's Releaser; linger starts the warm-reuse
+// timer (the program's own self-exec).
+func (s *Stack) Releaser(linger func(nodes []string, until time.Time, waiting []uint32) error) *lifecycle.Releaser {
+	return &lifecycle.Releaser{Cfg: s.Cfg, Slurm: s.Slurm, Log: s.Log, Linger: linger}
+}

@@ -1,0 +1,310 @@
+// Package sizing is burst's sizing policy: from what a job requests and says
+// about itself (metadata), the EC2 catalog's prices and spot risk, offerings
+// known to be unavailable, what similar past jobs used and the account's
+// budget, it chooses a node class at submission (Route) and ranks offerings
+// within a class at resume (Rank).
+//
+// The package is pure: no I/O and no clock. Everything it needs, including
+// history and budget figures, is passed in; the same functions serve
+// `burst-sizer route`, the sizer daemon's rank API, burst-resume's in-process
+// fallback and the simulator.
+//
+// Models (each documented where it is defined):
+//   - GPU memory: MemoryBytesPerParam (inference 2 B/param fp16 x 1.2; LoRA;
+//     full training with Adam mixed precision 16 B/param x 1.15).
+//   - run time: FLOPsPerParamToken x params x tokens at PerfOf(model)'s peak
+//     x MFU (6ND for training).
+//   - spot risk: SpotRiskFactor, 1 + λ·nodes·(C/2 + R).
+//   - learning: History, downsizing when past jobs of the same user and job
+//     name used at most Params.DownsizeFraction of what they were given.
+package sizing
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/jobmeta"
+)
+
+// Class is a node class as the admin defines it: a Slurm node feature
+// (constraint) backed by instance types that all carry GPUsPerNode GPUs of
+// GPUModel.
+type Class struct {
+	Name          string           // class name; also the Slurm feature unless Feature is set
+	Feature       string           // Slurm node feature for --constraint; "" means Name
+	Partition     string           // Slurm partition the class's nodes are in; "" leaves the job's
+	GPUModel      string           // GRES type, e.g. "a100"
+	GPUsPerNode   int              // GPUs per node
+	MaxNodes      int              // most nodes of this class one job may use; 0 means no limit
+	InstanceTypes []string         // EC2 types that can back a node, in admin order
+	Capacity      jobmeta.Capacity // spot, on-demand or spot-then-on-demand ("" means spot-then-on-demand)
+}
+
+// Constraint is the Slurm feature the class's nodes carry.
+func (c Class) Constraint() string {
+	if c.Feature != "" {
+		return c.Feature
+	}
+	return c.Name
+}
+
+// Request is a job as Slurm sees it, plus its parsed metadata.
+type Request struct {
+	JobName          string
+	User             string
+	Account          string
+	Partition        string
+	GPUModel         string        // GRES type requested ("" any)
+	GPUsPerNode      int           // GPUs per node requested (GRES count, or --gpus / nodes)
+	Nodes            int           // nodes requested; 0 means 1
+	CPUsPerNode      int           // 0 means any
+	MemoryMiBPerNode int           // 0 means any
+	TimeLimit        time.Duration // --time; 0 when not given
+	NoRequeue        bool          // --no-requeue: the job must not be interrupted
+	Metadata         jobmeta.Metadata
+}
+
+func (r Request) nodes() int {
+	if r.Nodes < 1 {
+		return 1
+	}
+	return r.Nodes
+}
+
+// History summarises what past jobs of the same user and job name used, as
+// the sizer's feedback store measured them (per node, maximum over jobs).
+type History struct {
+	Jobs                  int     // past jobs with utilisation reports
+	GPUsAllocated         int     // GPUs per node they were given (largest)
+	GPUMemoryMiBAllocated int     // GPU memory per node they were given (largest)
+	GPUsUsed              int     // most GPUs per node any of them kept busy
+	PeakGPUMemoryMiB      int     // most GPU memory per node any of them used
+	MeanUtilPct           float64 // mean GPU utilisation over their GPUs, 0-100
+}
+
+// Budget is an account's monthly cap and spend so far. CapUSD 0 means no cap.
+type Budget struct {
+	Account  string
+	CapUSD   float64
+	SpentUSD float64
+}
+
+// Over reports whether the account has used up its budget.
+func (b Budget) Over() bool { return b.CapUSD > 0 && b.SpentUSD >= b.CapUSD }
+
+// Unavailable marks offerings not to use (no capacity, recently interrupted).
+// Empty Zone matches every zone; empty Capacity matches spot and on-demand.
+type Unavailable struct {
+	InstanceType string
+	Zone         string
+	Capacity     jobmeta.Capacity
+	Reason       string
+}
+
+func (u Unavailable) matches(typ, zone string, c jobmeta.Capacity) bool {
+	return u.InstanceType == typ && (u.Zone == "" || u.Zone == zone) && (u.Capacity == jobmeta.CapacityAny || u.Capacity == c)
+}
+
+// Offering is one way to get a node: an instance type in a zone, spot or
+// on-demand, with its hourly price and its risk-adjusted expected price.
+type Offering struct {
+	InstanceType string           `json:"instance_type"`
+	Zone         string           `json:"zone,omitempty"`
+	Capacity     jobmeta.Capacity `json:"capacity"`
+	PriceUSD     float64          `json:"price_usd"`    // per instance-hour
+	ExpectedUSD  float64          `json:"expected_usd"` // per instance-hour of useful work, after spot rework
+	Reason       string           `json:"reason"`
+}
+
+// Params are the policy's tunables. DefaultParams gives the documented values.
+type Params struct {
+	RelaunchOverhead        time.Duration // R in SpotRiskFactor: boot + requeue + restore after an interruption
+	UsableGPUMemoryFraction float64       // share of each GPU's memory a job can use
+	DownsizeMinJobs         int           // past jobs needed before learning applies
+	DownsizeFraction        float64       // downsize when use <= this share of allocation
+	LearnedHeadroom         float64       // multiply observed peak memory by this when sizing from history
+}
+
+// DefaultParams: 10 minute relaunch, 90% usable GPU memory, learning after 2
+// jobs that used at most half of what they had, with 25% memory headroom.
+func DefaultParams() Params {
+	return Params{RelaunchOverhead: 10 * time.Minute, UsableGPUMemoryFraction: 0.9, DownsizeMinJobs: 2, DownsizeFraction: 0.5, LearnedHeadroom: 1.25}
+}
+
+// Policy holds the static inputs: catalog, region and classes.
+type Policy struct {
+	cat     *catalog.Catalog
+	region  string
+	classes []Class
+	params  Params
+	byName  map[string]int
+}
+
+// Errors callers can test for.
+var (
+	ErrNoClass      = errors.New("no node class fits the job")
+	ErrUnknownClass = errors.New("unknown node class")
+)
+
+// New validates the classes against the catalog and returns a Policy. Every
+// problem is reported (joined), each naming the class.
+func New(cat *catalog.Catalog, region string, classes []Class, params Params) (*Policy, error) {
+	if cat == nil {
+		return nil, errors.New("creating policy: nil catalog")
+	}
+	if params == (Params{}) {
+		params = DefaultParams()
+	}
+	p := &Policy{cat: cat, region: region, params: params, byName: map[string]int{}}
+	var errs []error
+	for i, c := range classes {
+		if c.Name == "" {
+			errs = append(errs, fmt.Errorf("classes[%d]: name is empty", i))
+			continue
+		}
+		if _, dup := p.byName[c.Name]; dup {
+			errs = append(errs, fmt.Errorf("classes[%d] %q: duplicate class name", i, c.Name))
+			continue
+		}
+		switch c.Capacity {
+		case jobmeta.CapacityAny, jobmeta.CapacitySpot, jobmeta.CapacityOnDemand, jobmeta.CapacitySpotThenOnDemand:
+		default:
+			errs = append(errs, fmt.Errorf("class %q: capacity %q is not spot, on-demand or spot-then-on-demand", c.Name, c.Capacity))
+		}
+		if len(c.InstanceTypes) == 0 {
+			errs = append(errs, fmt.Errorf("class %q: no instance types; list at least one, e.g. p4d.24xlarge", c.Name))
+		}
+		for _, tn := range c.InstanceTypes {
+			t, ok := cat.Lookup(tn)
+			if !ok {
+				errs = append(errs, fmt.Errorf("class %q: instance type %q is not in the catalog", c.Name, tn))
+				continue
+			}
+			if !t.NVIDIA() || !strings.EqualFold(t.GPUModel, c.GPUModel) || t.GPUs != c.GPUsPerNode {
+				errs = append(errs, fmt.Errorf("class %q: instance type %s has %d x %s GPUs, class says %d x %s", c.Name, tn, t.GPUs, t.GPUModel, c.GPUsPerNode, c.GPUModel))
+			}
+			if !t.HasPrice() {
+				errs = append(errs, fmt.Errorf("class %q: instance type %s has no on-demand price in the catalog", c.Name, tn))
+			}
+		}
+		c.InstanceTypes = append([]string(nil), c.InstanceTypes...)
+		p.byName[c.Name] = len(p.classes)
+		p.classes = append(p.classes, c)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("creating policy: %w", err)
+	}
+	return p, nil
+}
+
+// Classes returns the policy's classes.
+func (p *Policy) Classes() []Class { return append([]Class(nil), p.classes...) }
+
+// Class looks a class up by name.
+func (p *Policy) Class(name string) (Class, bool) {
+	i, ok := p.byName[name]
+	if !ok {
+		return Class{}, false
+	}
+	return p.classes[i], true
+}
+
+// ClassesFromCatalog derives one class per (GPU model, GPUs per instance) from
+// the catalog's priced NVIDIA types, named "<model>-<n>x" (e.g. "a100-8x"),
+// each listing its types cheapest first. Used by the simulator and when
+// burst.yaml defines no classes.
+func ClassesFromCatalog(cat *catalog.Catalog) []Class {
+	type key struct {
+		model string
+		n     int
+		mem   int
+	}
+	groups := map[key][]catalog.InstanceType{}
+	var keys []key
+	for _, t := range cat.All() {
+		if !t.NVIDIA() || !t.HasPrice() || t.GPUs < 1 {
+			continue
+		}
+		k := key{t.GPUModel, t.GPUs, t.GPUMemoryMiB}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], t)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].model != keys[j].model {
+			return keys[i].model < keys[j].model
+		}
+		if keys[i].n != keys[j].n {
+			return keys[i].n < keys[j].n
+		}
+		return keys[i].mem < keys[j].mem
+	})
+	var out []Class
+	names := map[string]int{}
+	for _, k := range keys {
+		ts := groups[k]
+		sort.SliceStable(ts, func(i, j int) bool { return ts[i].OnDemandUSD < ts[j].OnDemandUSD })
+		name := fmt.Sprintf("%s-%dx", k.model, k.n)
+		names[name]++
+		if names[name] > 1 {
+			name = fmt.Sprintf("%s-%dgb-%dx", k.model, k.mem/1024, k.n)
+		}
+		c := Class{Name: name, GPUModel: k.model, GPUsPerNode: k.n, Capacity: jobmeta.CapacitySpotThenOnDemand}
+		for _, t := range ts {
+			c.InstanceTypes = append(c.InstanceTypes, t.Name)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// spotOf returns the spot data for a type in the policy's region, falling
+// back to the catalog's default region.
+func (p *Policy) spotOf(t catalog.InstanceType) (catalog.Spot, bool) {
+	if p.region != "" {
+		if s, ok := p.cat.SpotIn(p.region, t.Name); ok {
+			return s, s.Bucket != catalog.InterruptUnknown
+		}
+	}
+	return t.Spot, t.HasSpot()
+}
+
+// capacities returns the capacities a job may use in a class, and why spot is
+// excluded when it is.
+func capacities(c Class, r Request) ([]jobmeta.Capacity, string) {
+	md := r.Metadata
+	var forceOD string
+	switch {
+	case r.NoRequeue:
+		forceOD = "the job cannot be requeued (--no-requeue)"
+	case md.Capacity == jobmeta.CapacityOnDemand:
+		forceOD = "the job asks for capacity=on-demand"
+	case md.NoCheckpoint:
+		forceOD = "the job cannot checkpoint (checkpoint=none), so an interruption would lose all its work"
+	}
+	switch c.Capacity {
+	case jobmeta.CapacityOnDemand:
+		if md.Capacity == jobmeta.CapacitySpot {
+			return nil, "the job asks for spot and the class is on-demand only"
+		}
+		return []jobmeta.Capacity{jobmeta.CapacityOnDemand}, "the class is on-demand only"
+	case jobmeta.CapacitySpot:
+		if forceOD != "" {
+			return nil, forceOD + " and the class is spot only"
+		}
+		return []jobmeta.Capacity{jobmeta.CapacitySpot}, ""
+	default:
+		if forceOD != "" {
+			return []jobmeta.Capacity{jobmeta.CapacityOnDemand}, forceOD
+		}
+		if md.Capacity == jobmeta.CapacitySpot {
+			return []jobmeta.Capacity{jobmeta.CapacitySpot}, ""
+		}
+		return []jobmeta.Capacity{jobmeta.CapacitySpot, jobmeta.CapacityOnDemand}, ""
+	}
+}

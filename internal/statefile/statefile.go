@@ -1,0 +1,155 @@
+// Package statefile is how burst's short-lived processes share the small
+// state files of sizer.state_dir (the launch breaker, the
+// unavailable-offerings cache, the instance-event journal): a change runs
+// under an exclusive flock on <file>.lock, so that burst-resume and
+// burst-suspend processes started at the same moment take turns; a
+// rewrite goes to a temporary file in the same directory, is fsynced and
+// renamed over the file (and the directory fsynced), so a reader never sees
+// half a file and a crash loses at most the change in progress.
+package statefile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Read returns the file's content, nil when it does not exist. It takes no
+// lock: files are only ever replaced whole, so a read sees one version.
+func Read(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// Lock takes the exclusive lock of path (flock on path+".lock", created
+// with perm and the directory when missing) and returns its release.
+func Lock(path string, perm os.FileMode) (unlock func(), err error) {
+	return lock(path, perm, syscall.LOCK_EX)
+}
+
+// TryLock is Lock without waiting: ok is false when another process holds
+// the lock.
+func TryLock(path string, perm os.FileMode) (unlock func(), ok bool, err error) {
+	u, err := lock(path, perm, syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, false, nil
+	}
+	return u, err == nil, err
+}
+
+// dirPerm is the mode of a state directory the package creates: readable
+// by others only when the file is.
+func dirPerm(perm os.FileMode) os.FileMode {
+	if perm&0o044 != 0 {
+		return 0o755
+	}
+	return 0o700
+}
+
+func lock(path string, perm os.FileMode, how int) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), dirPerm(perm)); err != nil {
+		return nil, fmt.Errorf("creating the state directory %s: %w", filepath.Dir(path), err)
+	}
+	lp := path + ".lock"
+	f, err := os.OpenFile(lp, os.O_CREATE|os.O_RDWR, perm)
+	if err != nil {
+		return nil, fmt.Errorf("opening the lock %s: %w", lp, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("locking %s: %w", lp, err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it too
+		f.Close()
+	}, nil
+}
+
+// Update changes the file under its lock: f gets the current content (nil
+// when there is none) and returns the new content and whether to write it
+// (false leaves the file alone). An error from f is returned as is.
+func Update(path string, perm os.FileMode, f func(old []byte) (data []byte, write bool, err error)) error {
+	unlock, err := Lock(path, perm)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	old, err := Read(path)
+	if err != nil {
+		return err
+	}
+	data, write, err := f(old)
+	if err != nil || !write {
+		return err
+	}
+	return WriteAtomic(path, data, perm)
+}
+
+// Append adds data at the end of the file under its lock and fsyncs it.
+func Append(path string, perm os.FileMode, data []byte) error {
+	unlock, err := Lock(path, perm)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, perm)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("appending to %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// WriteAtomic replaces the file with data: a temporary file beside it,
+// fsynced, renamed over it, and the directory fsynced. Callers that share
+// the file with other processes hold its lock (see Update).
+func WriteAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename there is nothing to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("syncing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("replacing %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() //nolint:errcheck // the rename is done; a failed directory sync only widens the crash window
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/compose"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/sizer/report"
+	"github.com/burst-hpc/burst/sizer/server"
+	"github.com/burst-hpc/burst/sizer/store"
+)
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the sizer daemon (HTTP API, metrics, state, reconciler)",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "no-reconcile", Usage: "do not run the reconciler loop"},
+			&cli.DurationFlag{Name: "reconcile-grace", Value: DefaultReconcileGrace, Usage: "how old an instance must be to count as an orphan or duplicate"},
+		},
+		Action: func(c *cli.Context) error {
+			st, err := loadSettings(c)
+			if err != nil {
+				return err
+			}
+			log := compose.StderrLogger(c.App.ErrWriter, st.cfg.Log.Level, "burst-sizer", false)
+			o := st.serverOptions()
+			o.Logger = log
+			o.Registry = prometheus.NewRegistry()
+			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			srv, err := server.New(ctx, o)
+			if err != nil {
+				return err
+			}
+			if !c.Bool("no-reconcile") {
+				startReconciler(ctx, st, o.Registry, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
+					_, err := srv.Store().RecordTerminate(ctx, id, at)
+					return err
+				}, log)
+			}
+			return srv.ListenAndServe(ctx)
+		},
+	}
+}
+
+func reportCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "report",
+		Usage: "GPUs and GPU memory requested vs used, spend vs budget, right-sizing advice (this month)",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}, &cli.BoolFlag{Name: "local", Usage: "read the state database instead of asking the daemon"}},
+		Action: func(c *cli.Context) error {
+			st, err := loadSettings(c)
+			if err != nil {
+				return err
+			}
+			rep, err := buildReport(c.Context, st, c.Bool("local"))
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return report.WriteText(c.App.Writer, rep)
+		},
+	}
+}
+
+func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageReport, error) {
+	if !local && st.cfg.Sizer.URL != "" {
+		if tok, err := auth.LoadToken(st.cfg.Sizer.TokenFile); err == nil {
+			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok); err == nil {
+				rep, err := cl.UsageReport(ctx)
+				if err == nil {
+					return rep, nil
+				}
+				if !errors.Is(err, sizerclient.ErrUnavailable) {
+					return sizerapi.UsageReport{}, err
+				}
+			}
+		}
+	}
+	s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir)
+	if err != nil {
+		return sizerapi.UsageReport{}, fmt.Errorf("building report: the daemon is unreachable and %w", err)
+	}
+	defer s.Close()
+	return server.BuildReport(ctx, s, st.budgets, time.Now())
+}

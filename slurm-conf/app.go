@@ -1,0 +1,153 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/clifilter"
+	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/compose"
+	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/iampolicy"
+	"github.com/burst-hpc/burst/internal/slurmconf"
+	"github.com/burst-hpc/burst/internal/statefile"
+)
+
+// ErrDrift is returned by check when slurm.conf differs from what burst needs.
+var ErrDrift = errors.New("slurm.conf differs from what burst.yaml needs")
+
+func loadPlan(c *cli.Context) (*config.Config, *slurmconf.Plan, error) {
+	cfg, err := compose.Load(cmdline.ConfigPath(c), os.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := slurmconf.Build(cfg, catalog.Default())
+	return cfg, p, err
+}
+
+// App builds the CLI; output goes to out (run it with cmdline.Run).
+func App(out io.Writer) *cli.App {
+	app := &cli.App{
+		Name:  "burst-slurm-conf",
+		Usage: "write Slurm's configuration for burst's cloud GPU nodes from burst.yaml",
+		Description: "Prints the slurm.conf include on standard output, or with --out writes " +
+			slurmconf.IncludeName + ", " + slurmconf.GresName + " (and " + slurmconf.CliFilterName + ") into a directory.",
+		Writer:          out,
+		HideHelpCommand: true,
+		Flags: []cli.Flag{cmdline.ConfigFlag(),
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the files into `DIR` instead of printing the include"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cmdline.Usagef("unexpected argument %q (see --help)", c.Args().First())
+			}
+			cfg, p, err := loadPlan(c)
+			if err != nil {
+				return err
+			}
+			dir := c.String("out")
+			if dir == "" {
+				_, err := out.Write(p.Include())
+				return err
+			}
+			files, err := Files(cfg, p)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("creating %s: %w", dir, err)
+			}
+			for name, data := range files {
+				if err := statefile.WriteAtomic(filepath.Join(dir, name), data, 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, name))
+			}
+			return nil
+		},
+		Commands: []*cli.Command{iamCommand(out), {
+			Name:  "check",
+			Usage: "compare an existing slurm.conf (and its includes) with what burst.yaml needs",
+			Flags: []cli.Flag{&cli.StringFlag{Name: "slurm-conf", Value: "/etc/slurm/slurm.conf", Usage: "slurm.conf to check"}},
+			Action: func(c *cli.Context) error {
+				_, p, err := loadPlan(c)
+				if err != nil {
+					return err
+				}
+				es, err := slurmconf.LoadFile(c.String("slurm-conf"))
+				if err != nil {
+					return err
+				}
+				diffs := p.Check(es)
+				for _, d := range diffs {
+					fmt.Fprintln(out, d)
+				}
+				if len(diffs) > 0 {
+					return fmt.Errorf("%w: %d differences (regenerate with burst-slurm-conf --out and Include %s)", ErrDrift, len(diffs), slurmconf.IncludeName)
+				}
+				fmt.Fprintln(out, "slurm.conf has everything burst needs")
+				return nil
+			},
+		}},
+	}
+	cmdline.AcceptConfigEverywhere(app)
+	cmdline.SetEnvVars(app)
+	return app
+}
+
+// Files is every file --out writes, by name.
+func Files(cfg *config.Config, p *slurmconf.Plan) (map[string][]byte, error) {
+	files := map[string][]byte{slurmconf.IncludeName: p.Include(), slurmconf.GresName: p.GresConf()}
+	if cfg.Slurm.CliFilter {
+		o := clifilter.Options{SizerPath: filepath.Join(cfg.Slurm.BurstBin, "burst-sizer"), Timeout: 10 * time.Second}
+		if src, err := filepath.Abs(cfg.Source); err == nil && cfg.Source != "" && src != config.DefaultPath {
+			o.GlobalArgs = []string{"--config", src}
+		}
+		for _, part := range cfg.Slurm.Partitions {
+			o.Partitions = append(o.Partitions, part.Name)
+			if part.Default {
+				o.DefaultPartition = part.Name
+			}
+		}
+		lua, err := clifilter.Render(o)
+		if err != nil {
+			return nil, fmt.Errorf("writing %s: %w", slurmconf.CliFilterName, err)
+		}
+		files[slurmconf.CliFilterName] = lua
+	}
+	return files, nil
+}
+
+func iamCommand(out io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:  "iam-policy",
+		Usage: "print the least-privilege IAM policy the head node's burst programs need",
+		Description: "Covers exactly the EC2 actions burst calls (checked against the EC2 emulator's record of a full run), " +
+			"scoped to instances tagged " + ec2p.TagCluster + "=<cluster.name> where EC2 supports it.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "account", Usage: "AWS account id to scope ARNs to (default any)"},
+			&cli.StringFlag{Name: "pass-role", Usage: "ARN of the nodes' instance-profile role (adds iam:PassRole)"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := compose.Load(cmdline.ConfigPath(c), os.Getenv)
+			if err != nil {
+				return err
+			}
+			doc, err := iampolicy.Render(ec2p.TagCluster, cfg.Cluster.Name, iampolicy.Options{
+				Region: cfg.Cluster.Region, Account: c.String("account"), PassRoleARN: c.String("pass-role")})
+			if err != nil {
+				return cmdline.Usage(err)
+			}
+			_, err = out.Write(doc)
+			return err
+		},
+	}
+}
