@@ -24,6 +24,7 @@ import (
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/compose"
+	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
@@ -61,6 +62,10 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "reserve", Value: 20 * time.Second, EnvVars: []string{"BURST_CHECKPOINT_RESERVE"}, Usage: "time kept before EC2's deadline to requeue jobs and hand the node back"},
 			&cli.StringFlag{Name: "slurm-bin-dir", Value: "/usr/bin", EnvVars: []string{"BURST_SLURM_BIN_DIR"}, Usage: "directory of scontrol, squeue, scancel"},
 			&cli.StringFlag{Name: "slurm-conf", EnvVars: []string{"SLURM_CONF"}, Usage: "slurm.conf for the Slurm commands"},
+			&cli.StringFlag{Name: "slurm-api", Value: "cli", EnvVars: []string{"BURST_SLURM_API"}, Usage: "cli (the Slurm commands: a node has them and munge) or rest (slurmrestd, with --slurm-rest-url and --slurm-rest-token-file)"},
+			&cli.StringFlag{Name: "slurm-rest-url", EnvVars: []string{"BURST_SLURM_REST_URL"}, Usage: "slurmrestd's http(s)://host:port or unix:/path (--slurm-api rest)"},
+			&cli.StringFlag{Name: "slurm-rest-token-file", EnvVars: []string{"BURST_SLURM_REST_TOKEN_FILE"}, Usage: "file with a Slurm JWT (scontrol token) of a user that may requeue jobs and drain nodes, mode 0600, re-read when it changes (--slurm-api rest; nodes never get the JWT key)"},
+			&cli.StringFlag{Name: "slurm-rest-user", EnvVars: []string{"BURST_SLURM_REST_USER"}, Usage: "X-SLURM-USER-NAME (default: the token's user)"},
 			&cli.DurationFlag{Name: "dead-man-after", Value: 15 * time.Minute, EnvVars: []string{"BURST_DEAD_MAN_AFTER"}, Usage: "terminate this instance after its node has been powered down or down in Slurm, or the controller unreachable, this long (0 disables)"},
 			&cli.StringFlag{Name: "ec2-endpoint", EnvVars: []string{"BURST_EC2_ENDPOINT"}, Usage: "EC2 API endpoint for the dead-man switch (default: the region's)"},
 			&cli.BoolFlag{Name: "ec2-static-credentials", EnvVars: []string{"BURST_EC2_STATIC_CREDENTIALS"}, Usage: "sign the dead-man switch's EC2 calls with dummy credentials (the EC2 emulator; test only)"},
@@ -97,6 +102,15 @@ func runConfig(c *cli.Context) error {
 	}
 	if c.Int("sim-gpus") < 1 || c.Int("sim-gpus") > 64 {
 		errs = append(errs, fmt.Errorf("--sim-gpus %d: want 1..64", c.Int("sim-gpus")))
+	}
+	switch c.String("slurm-api") {
+	case "cli":
+	case "rest":
+		if c.String("slurm-rest-url") == "" || c.String("slurm-rest-token-file") == "" {
+			errs = append(errs, errors.New("--slurm-api rest: needs --slurm-rest-url and --slurm-rest-token-file"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--slurm-api %q: want cli or rest", c.String("slurm-api")))
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
@@ -173,7 +187,11 @@ func runAgent(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 3)
 	}
-	sc := compose.SlurmAt(c.String("slurm-bin-dir"), c.String("slurm-conf"), log)
+	sc, err := compose.SlurmVia(c.String("slurm-api"), config.Rest{URL: c.String("slurm-rest-url"), User: c.String("slurm-rest-user"),
+		TokenFile: c.String("slurm-rest-token-file"), Fallback: "cli"}, c.String("slurm-bin-dir"), c.String("slurm-conf"), log)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
 	ops := interrupt.SlurmClient{C: sc}
 
 	var resolver sampler.JobResolver = &attrib.Resolver{}
@@ -241,7 +259,7 @@ func syncSimJobs(ctx context.Context, r *sim.Reader, ops interrupt.SlurmOps, nod
 
 // deadManSwitch builds the switch that terminates this instance when Slurm
 // has abandoned its node (see agent/deadman).
-func deadManSwitch(ctx context.Context, c *cli.Context, md *imds.Client, sc *slurm.Scontrol, instanceID string, after time.Duration, log *slog.Logger) (*deadman.Switch, error) {
+func deadManSwitch(ctx context.Context, c *cli.Context, md *imds.Client, sc slurm.Client, instanceID string, after time.Duration, log *slog.Logger) (*deadman.Switch, error) {
 	if instanceID == "" {
 		return nil, errors.New("no instance id")
 	}

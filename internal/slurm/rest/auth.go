@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/auth"
 )
 
 // Slurm's auth/jwt: a client sends X-SLURM-USER-NAME and X-SLURM-USER-TOKEN;
@@ -38,27 +40,6 @@ type credentials interface {
 	token(now time.Time) (user, token string, err error)
 }
 
-// CheckSecretFile checks that path is a regular file only its owner can
-// read or write (no group or other write, no other read: mode 0600 or
-// 0640), owned by root or the user burst runs as (SlurmUser). It is
-// exported for burst.yaml's validation.
-func CheckSecretFile(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
-	}
-	if m := fi.Mode().Perm(); m&0o027 != 0 {
-		return fmt.Errorf("%s has mode %04o: other users could read or change it; it must be readable by root or SlurmUser only (chmod 0600 %s)", path, m, path)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s is owned by uid %d, neither root nor the user burst runs as (uid %d): chown it to SlurmUser", path, st.Uid, os.Geteuid())
-	}
-	return nil
-}
-
 // minted signs its own short-lived tokens with the JWT key.
 type minted struct {
 	user     string
@@ -73,7 +54,7 @@ type minted struct {
 
 // newMinted reads the key file (checking its mode) for tokens of user.
 func newMinted(keyFile, user string, lifetime time.Duration) (*minted, error) {
-	if err := CheckSecretFile(keyFile); err != nil {
+	if err := auth.CheckPrivate(keyFile); err != nil {
 		return nil, fmt.Errorf("JWT key: %w", err)
 	}
 	key, err := readLimited(keyFile)
@@ -157,7 +138,7 @@ func (t *tokenFile) token(now time.Time) (string, string, error) {
 		st.ino = int64(s.Ino)
 	}
 	if st != t.stamp || t.tok == "" {
-		if err := CheckSecretFile(t.path); err != nil {
+		if err := auth.CheckPrivate(t.path); err != nil {
 			return "", "", fmt.Errorf("token file: %w", err)
 		}
 		b, err := readLimited(t.path)
