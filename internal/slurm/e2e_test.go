@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -153,6 +155,11 @@ func TestCaptureSamples(t *testing.T) {
 		out, _ := c.Run(ctx, "scontrol", "show", "node", "-o", "-d", "gpu-2,big-1,nope-1")
 		files["scontrol-show-node-named.txt"] = []byte(out)
 	}
+	restFiles, status := captureREST(t, c, ctx, v)
+	for name, b := range restFiles {
+		files[name] = b
+	}
+	files["rest-status.txt"] = status
 	kept, err := filepath.Glob(filepath.Join(c.Dir(), "work", "resume", "*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -506,4 +513,62 @@ func oneNode(ctx context.Context, t *testing.T, cl slurm.Client, name string) sl
 		t.Fatalf("Nodes(%s) returned %d nodes", name, len(nodes))
 	}
 	return nodes[0]
+}
+
+// captureREST asks the cluster's slurmrestd (JWT, the data version burst
+// speaks on the release) what burst asks it, errors included, and returns
+// each answer's body by fixture name, and "name status" lines.
+func captureREST(t *testing.T, c *harness.Cluster, ctx context.Context, v slurm.Version) (map[string][]byte, []byte) {
+	t.Helper()
+	key, err := os.ReadFile(c.JWTKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dv := c.Slurm().RestVersion()
+	slash := "/"
+	if dv == "v0.0.38" {
+		slash = ""
+	}
+	files := map[string][]byte{}
+	var status strings.Builder
+	do := func(name, method, path, body string, signKey []byte) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, c.RestURL()+"/slurm/"+dv+"/"+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-SLURM-USER-NAME", "root")
+		req.Header.Set("X-SLURM-USER-TOKEN", rest.MintToken(signKey, "root", time.Now(), time.Minute))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = b
+		fmt.Fprintf(&status, "%s %d %s %s\n", name, resp.StatusCode, method, req.URL.RequestURI())
+	}
+	do("rest-ping.json", "GET", "ping"+slash, "", key)
+	do("rest-jobs.json", "GET", "jobs"+slash, "", key)
+	do("rest-job.json", "GET", "job/6", "", key)
+	do("rest-job-unknown.json", "GET", "job/999999", "", key)
+	do("rest-nodes.json", "GET", "nodes"+slash, "", key)
+	do("rest-node.json", "GET", "node/big-1", "", key)
+	do("rest-node-unknown.json", "GET", "node/nope-1", "", key)
+	do("rest-signal-unknown.json", "DELETE", "job/999999?signal=USR1", "", key)
+	do("rest-bad-token.json", "GET", "job/6", "", []byte("not-the-cluster-key-0123456789ab"))
+	if v.AtLeast(23, 2) {
+		do("rest-update-unknown-node.json", "POST", "node/nope-1", `{"comment":"x"}`, key)
+		do("rest-update-unknown-field.json", "POST", "node/big-1", `{"comment":"i-0abc","bogus":"x"}`, key)
+	}
+	if v.AtLeast(24, 5) {
+		do("rest-jobs-state.json", "GET", "jobs/state/", "", key)
+	}
+	return files, []byte(status.String())
 }

@@ -111,10 +111,19 @@ func (f JobFilter) Matches(j Job) bool {
 	return true
 }
 
+// JobStateRef is one job of slurmrestd's jobs/state answer: the job's ID
+// (for an array task, the array's job ID, with the task in ArrayTask) and
+// its state as squeue prints it.
+type JobStateRef struct {
+	JobID     uint32
+	ArrayTask string // "0", "[1-3]"; "" unless an array task
+	State     string
+}
+
 // ParseJobStatesJSON parses slurmrestd's GET /slurm/v0.0.4x/jobs/state/
-// answer (24.05+: {"jobs":[{"job_id":"5","state":["RUNNING"]}]}): the ID and
-// State of each job (Reason, Nodes and NodeCount are not in it).
-func ParseJobStatesJSON(b []byte) ([]JobState, error) {
+// answer (24.05+: {"jobs":[{"job_id":"5","state":["RUNNING"]}]}, array
+// tasks as "3_0"): no reason, nodes or node count are in it.
+func ParseJobStatesJSON(b []byte) ([]JobStateRef, error) {
 	var d struct {
 		doc
 		Jobs *[]struct {
@@ -131,19 +140,19 @@ func ParseJobStatesJSON(b []byte) ([]JobState, error) {
 	if d.Jobs == nil {
 		return nil, fmt.Errorf(`parsing job state JSON (%s): no "jobs" array`, d.Meta)
 	}
-	out := make([]JobState, 0, len(*d.Jobs))
+	out := make([]JobStateRef, 0, len(*d.Jobs))
 	for i, r := range *d.Jobs {
-		// a job ID as a string ("5"; 24.11 and 26.05) or a number
-		raw := strings.Trim(string(r.JobID), `"`)
+		// "5", "3_0", "3_[1-3]" (24.11, 26.05) or a number
+		raw, task, _ := strings.Cut(strings.Trim(string(r.JobID), `"`), "_")
 		id, err := strconv.ParseUint(raw, 10, 32)
-		if err != nil || id == 0 {
-			return nil, fmt.Errorf("parsing job state JSON (%s): jobs[%d]: job_id %s is not a positive 32-bit job ID", d.Meta, i, r.JobID)
+		if err != nil || id == 0 || strings.ContainsAny(task, "\"\\ ") {
+			return nil, fmt.Errorf("parsing job state JSON (%s): jobs[%d]: job_id %s is not a job ID (N or N_TASK)", d.Meta, i, r.JobID)
 		}
 		st, _, err := jobState(r.State)
 		if err != nil {
-			return nil, fmt.Errorf("parsing job state JSON (%s): job %d: state: %w", d.Meta, id, err)
+			return nil, fmt.Errorf("parsing job state JSON (%s): job %s: state: %w", d.Meta, r.JobID, err)
 		}
-		out = append(out, JobState{ID: uint32(id), State: st})
+		out = append(out, JobStateRef{JobID: uint32(id), ArrayTask: task, State: st})
 	}
 	return out, nil
 }

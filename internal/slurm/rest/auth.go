@@ -200,7 +200,7 @@ func ParseTokenFile(b []byte) (tok, sun string, exp time.Time, err error) {
 	}
 	if len(c.Exp) > 0 {
 		var n json.Number
-		if err := json.Unmarshal(c.Exp, &n); err != nil {
+		if c.Exp[0] == '"' || json.Unmarshal(c.Exp, &n) != nil {
 			return "", "", time.Time{}, errors.New(`the token's "exp" claim is not a number`)
 		}
 		sec, err := n.Int64()

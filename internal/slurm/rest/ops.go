@@ -99,6 +99,16 @@ func (c *Client) Jobs(ctx context.Context, ids ...uint32) ([]slurm.Job, error) {
 		}
 		return decode(ans, slurm.ParseJobsJSON)
 	}
+	jobs, err := c.jobsByID(ctx, a, ids)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(jobs, func(j slurm.Job) bool { return !slices.Contains(ids, j.ID) }), nil
+}
+
+// jobsByID reads GET job/{id} for each id, unknown ones left out; an
+// array's ID gives every task of it.
+func (c *Client) jobsByID(ctx context.Context, a *api, ids []uint32) ([]slurm.Job, error) {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -117,11 +127,7 @@ func (c *Client) Jobs(ctx context.Context, ids ...uint32) ([]slurm.Job, error) {
 	}
 	var jobs []slurm.Job
 	for _, js := range per {
-		for _, j := range js {
-			if slices.Contains(ids, j.ID) {
-				jobs = append(jobs, j)
-			}
-		}
+		jobs = append(jobs, js...)
 	}
 	return jobs, nil
 }
@@ -150,11 +156,12 @@ func (c *Client) JobStates(ctx context.Context, f slurm.JobFilter) ([]slurm.JobS
 		if err != nil {
 			return nil, fmt.Errorf("reading job states: %w", err)
 		}
+		// an array task is read through its array's job ID (GET job/N
+		// answers every task), then filtered with the others below
 		ids = nil
 		for _, s := range all {
-			if s.State != "PENDING" && (len(f.IDs) == 0 || slices.Contains(f.IDs, s.ID)) &&
-				(len(f.States) == 0 || slices.ContainsFunc(f.States, func(w string) bool { return strings.EqualFold(w, s.State) })) {
-				ids = append(ids, s.ID)
+			if s.State != "PENDING" && (len(f.States) == 0 || slices.ContainsFunc(f.States, func(w string) bool { return strings.EqualFold(w, s.State) })) {
+				ids = append(ids, s.JobID)
 			}
 		}
 		if len(ids) == 0 {
@@ -166,13 +173,21 @@ func (c *Client) JobStates(ctx context.Context, f slurm.JobFilter) ([]slurm.JobS
 	} else {
 		ids = nil
 	}
-	jobs, err := c.Jobs(ctx, ids...)
-	if err != nil {
+	var jobs []slurm.Job
+	if len(ids) == 0 {
+		ans, err := c.call(ctx, a.jobs())
+		if err == nil {
+			jobs, err = decode(ans, slurm.ParseJobsJSON)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading job states: %w", err)
+		}
+	} else if jobs, err = c.jobsByID(ctx, a, ids); err != nil {
 		return nil, fmt.Errorf("reading job states: %w", err)
 	}
 	var out []slurm.JobState
 	for _, j := range jobs {
-		if f.Matches(j) {
+		if f.Matches(j) { // IDs, States and Nodes, as squeue filters
 			out = append(out, j.Brief())
 		}
 	}

@@ -208,7 +208,9 @@ func (c *Client) apiFor(version string) (*api, error) {
 
 // detected caches the data version per slurmrestd URL for the life of the
 // process (burst-resume and the prolog are short-lived: one probe each).
-var detected sync.Map // URL -> version
+var detected sync.Map // URL -> detection
+
+type detection struct{ version, release string }
 
 // apiOf returns the client's api, detecting the data version on first use:
 // GET /slurm/<version>/ping for each of dataVersions, newest first, until
@@ -220,12 +222,17 @@ func (c *Client) apiOf(ctx context.Context) (*api, error) {
 	if c.api != nil {
 		return c.api, nil
 	}
-	order := dataVersions
-	if v, ok := detected.Load(c.o.URL); ok {
-		order = []string{v.(string)}
+	if d, ok := detected.Load(c.o.URL); ok {
+		d := d.(detection)
+		a, err := c.apiFor(d.version)
+		if err != nil {
+			return nil, err
+		}
+		a.release, c.api = d.release, a
+		return a, nil
 	}
 	var tried []string
-	for _, v := range order {
+	for _, v := range dataVersions {
 		a, err := c.apiFor(v)
 		if err != nil {
 			return nil, err
@@ -252,7 +259,7 @@ func (c *Client) apiOf(ctx context.Context) (*api, error) {
 		}
 		a.release = rel
 		c.api = a
-		detected.Store(c.o.URL, v)
+		detected.Store(c.o.URL, detection{v, rel})
 		c.log.Info("slurmrestd", "url", c.o.URL, "data_version", v, "slurm", rel)
 		return a, nil
 	}
