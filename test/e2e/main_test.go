@@ -145,12 +145,19 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 // command line (the fallback for what a release's REST API lacks) must
 // have used slurmrestd as well.
 func checkBackend(t *testing.T, s *stack.Stack) {
+	const jwtHeader = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" // {"alg":"HS256","typ":"JWT"}
 	b, err := os.ReadFile(s.LogPath())
 	if err != nil {
 		return
 	}
 	rest := strings.Contains(string(b), `"msg":"slurmrestd"`)
 	cli := strings.Contains(string(b), `"msg":"slurm version"`)
+	// no log holds a token (every token burst mints starts with this header)
+	for _, f := range []string{s.LogPath(), filepath.Join(s.Dir, "sizer.log")} {
+		if l, _ := os.ReadFile(f); strings.Contains(string(l), jwtHeader) {
+			t.Errorf("%s holds a JWT", f)
+		}
+	}
 	switch {
 	case s.Cfg.Slurm.API == "rest" && cli && !rest:
 		t.Errorf("slurm.api is rest, but burst's hooks talked to Slurm through the command line only (log %s)", s.LogPath())
