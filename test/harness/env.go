@@ -69,6 +69,11 @@ mount -t proc proc "$N/proc"
 mount --rbind /sys "$N/sys"
 mount --rbind /dev "$N/dev"
 mount -t tmpfs -o mode=755 tmpfs "$N/run"
+# host names from the host's /etc/hosts, and no DNS: the roots have no
+# /etc/hosts, and Slurm's address lookups (24.11+ resolve each munge
+# client's address) otherwise wait 5 s for a resolver the machine may not reach
+cp /etc/hosts "$N/etc/hosts"
+sed -i 's/^hosts:.*/hosts: files/' "$N/etc/nsswitch.conf"
 for d in "$@"; do mkdir -p "$N$d"; mount --bind "$d" "$N$d"; done
 mkdir "$N/.bst-oldroot"
 cd "$N"
