@@ -291,6 +291,7 @@ func (b *boot) run(ctx context.Context) (Report, error) {
 		b.log.Info("burst bootstrap done", "node", b.ud.NodeName, "total_ms", ms(b.rep.Total))
 	}
 	b.writeStatus()
+	b.sendBootReport(ctx)
 	if failed != nil {
 		return b.rep, failed
 	}

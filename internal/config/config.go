@@ -39,6 +39,7 @@ type Config struct {
 	Sizer    Sizer    `yaml:"sizer"`
 	Agent    Agent    `yaml:"agent"`
 	Teardown Teardown `yaml:"teardown"`
+	Warm     Warm     `yaml:"warm"`
 	Budgets  []Budget `yaml:"budgets"`
 	Log      Log      `yaml:"log"`
 
@@ -157,6 +158,9 @@ type Class struct {
 	// MemoryHeadroomMiB is kept back from the smallest candidate's memory
 	// for the OS and daemons when declaring RealMemory.
 	MemoryHeadroomMiB int `yaml:"memory_headroom_mib"`
+	// WarmUSDPerDay is the hard cap on what this class's warm pool (nodes
+	// kept up with no job, see Warm) may cost a day; 0 keeps none warm.
+	WarmUSDPerDay float64 `yaml:"warm_usd_per_day"`
 }
 
 // Network is where instances go.
@@ -214,6 +218,26 @@ type Agent struct {
 type Teardown struct {
 	ReleaseOnCompletion bool     `yaml:"release_on_completion"`
 	WarmReuse           Duration `yaml:"warm_reuse"` // hand a finished node to a waiting job within this window
+}
+
+// Warm is the forecast-driven warm pool (internal/warm): burst-sizer serve
+// forecasts each class's node demand from the jobs it has seen (learned
+// state kept in sizer.state_dir/warm-forecast.json across restarts) and keeps
+// that many nodes powered up with no job, within each class's
+// warm_usd_per_day, so that jobs start without a boot.
+type Warm struct {
+	Enabled bool `yaml:"enabled"`
+	// Interval is how often serve re-plans every class.
+	Interval Duration `yaml:"interval"`
+	// Quantile of one lead time's Poisson node demand kept warm.
+	Quantile float64 `yaml:"quantile"`
+	// HalfLife of the recent arrival rate.
+	HalfLife Duration `yaml:"half_life"`
+	// ProfileWeight of the hour-of-week profile against the recent rate
+	// (0: recent rate only; 1: profile only).
+	ProfileWeight float64 `yaml:"profile_weight"`
+	// LeadTime is how long a replacement node takes: one boot.
+	LeadTime Duration `yaml:"lead_time"`
 }
 
 // Budget caps one Slurm account's monthly spend.
@@ -276,6 +300,7 @@ func Default() *Config {
 		Sizer:    Sizer{Listen: "127.0.0.1:8472", URL: "http://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second)},
 		Agent:    Agent{ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
 		Teardown: Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute)},
+		Warm:     Warm{Interval: D(time.Minute), Quantile: 0.95, HalfLife: D(30 * time.Minute), ProfileWeight: 0.5, LeadTime: D(2 * time.Minute)},
 		Log:      Log{File: "/var/log/burst/burst.log", Level: "info"},
 	}
 }

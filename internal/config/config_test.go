@@ -70,6 +70,9 @@ func TestMinimalValid(t *testing.T) {
 	if cfg.Slurm.ResumeTimeout.Minutes() != 10 || cfg.Sizer.StateDir != "/var/lib/burst" {
 		t.Fatal("defaults not applied")
 	}
+	if w := cfg.Warm; w.Enabled || w.Quantile != 0.95 || w.ProfileWeight != 0.5 || w.Interval.Minutes() != 1 || w.LeadTime.Minutes() != 2 || cfg.Classes[0].WarmUSDPerDay != 0 {
+		t.Fatalf("warm defaults: %+v", w)
+	}
 }
 
 // TestProblems checks that each malformed input gets exactly the expected
@@ -98,6 +101,9 @@ func TestProblems(t *testing.T) {
 			[]string{`8:classes[0].gpu_model:"a11g" is not an NVIDIA GPU model`}},
 		{"duration", strings.Replace(good, "controller: 10.0.0.1", "controller: 10.0.0.1\n  resume_timeout: soon", 1),
 			[]string{`5:slurm.resume_timeout:"soon" is not a duration`}},
+		{"warm pool values", strings.Replace(good, "capacity: spot", "capacity: spot\n    warm_usd_per_day: -5", 1) + "warm:\n  enabled: true\n  quantile: 1\n  profile_weight: 1.5\n  half_life: 0s\n",
+			[]string{"13:classes[0].warm_usd_per_day:want US dollars per day >= 0", "18:warm.enabled:no class has a warm pool", "19:warm.quantile:want a share between 0 and 1", "20:warm.profile_weight:want a number from 0", "21:warm.half_life:must be a positive duration"}},
+		{"warm unknown key", good + "warm:\n  enable: true\n", []string{`17:warm.enable:did you mean "enabled"`}},
 		{"static credentials without an emulator", strings.Replace(good, "region: us-east-1}", "region: us-east-1, ec2_static_credentials: true}", 1),
 			[]string{"2:cluster.ec2_static_credentials:only work with an EC2 emulator"}},
 	}

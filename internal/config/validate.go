@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -37,6 +38,7 @@ func (c *Config) ValidateWith(cat *catalog.Catalog) error {
 	v.fsx()
 	v.sizer()
 	v.agentTeardown()
+	v.warm()
 	v.budgets()
 	v.log()
 	if len(v.probs) > 0 {
@@ -368,6 +370,31 @@ func (v *validator) agentTeardown() {
 	}
 	if v.c.Teardown.WarmReuse.Duration < 0 {
 		v.add("teardown.warm_reuse", "must not be negative")
+	}
+}
+
+func (v *validator) warm() {
+	w := v.c.Warm
+	v.positive("warm.interval", w.Interval)
+	v.positive("warm.half_life", w.HalfLife)
+	v.positive("warm.lead_time", w.LeadTime)
+	if !(w.Quantile > 0 && w.Quantile < 1) {
+		v.add("warm.quantile", "%v: want a share between 0 and 1, e.g. 0.95", w.Quantile)
+	}
+	if !(w.ProfileWeight >= 0 && w.ProfileWeight <= 1) {
+		v.add("warm.profile_weight", "%v: want a number from 0 (recent rate only) to 1 (hour-of-week profile only)", w.ProfileWeight)
+	}
+	capped := false
+	for i, cl := range v.c.Classes {
+		switch {
+		case math.IsNaN(cl.WarmUSDPerDay) || math.IsInf(cl.WarmUSDPerDay, 0) || cl.WarmUSDPerDay < 0:
+			v.add(fmt.Sprintf("classes[%d].warm_usd_per_day", i), "%v: want US dollars per day >= 0 (0 keeps no node of the class warm)", cl.WarmUSDPerDay)
+		case cl.WarmUSDPerDay > 0:
+			capped = true
+		}
+	}
+	if w.Enabled && !capped && len(v.c.Classes) > 0 {
+		v.add("warm.enabled", "no class has a warm pool: set classes[].warm_usd_per_day on the classes to keep warm")
 	}
 }
 

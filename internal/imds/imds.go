@@ -303,3 +303,20 @@ func (c *Client) InstanceType(ctx context.Context) (string, error) {
 	}
 	return t, nil
 }
+
+// Identity is what burst reads from the instance identity document.
+type Identity struct {
+	InstanceID   string
+	InstanceType string
+	PendingTime  time.Time // when the instance last entered pending (launch or start)
+}
+
+// Identity reads the instance identity document
+// (/latest/dynamic/instance-identity/document).
+func (c *Client) Identity(ctx context.Context) (Identity, error) {
+	out, err := c.c.GetInstanceIdentityDocument(ctx, &imds.GetInstanceIdentityDocumentInput{})
+	if err != nil {
+		return Identity{}, fmt.Errorf("reading the instance identity document: %w", err)
+	}
+	return Identity{InstanceID: out.InstanceID, InstanceType: out.InstanceType, PendingTime: out.PendingTime}, nil
+}

@@ -72,31 +72,36 @@ func TestUserDataRoundTrip(t *testing.T) {
 	}
 }
 
-func TestWaitingFor(t *testing.T) {
+func TestKeepFor(t *testing.T) {
 	cfg := demoConfig(t)
-	l4, _ := cfg.Class("l4")
+	r := &Releaser{Cfg: cfg}
 	gres := func(s string) []slurm.GRES { g, _ := slurm.ParseGRES(s); return g }
 	jobs := []slurm.Job{
 		{ID: 1, State: "RUNNING", Nodes: "l4-1"},
 		{ID: 2, State: "PENDING", Reason: "JobHeldAdmin"},
-		{ID: 3, State: "PENDING", Reason: "Resources", NodeCount: 2},
 		{ID: 4, State: "PENDING", Reason: "Resources", GRESPerNode: gres("gpu:a10g:1")},
 		{ID: 5, State: "PENDING", Reason: "Resources", GRESPerNode: gres("gpu:2")},
 		{ID: 6, State: "PENDING", Reason: "Priority", Features: "a10g"},
+		{ID: 9, State: "PENDING", Reason: "Priority", Features: "l"}, // not a substring match of l4
+		{ID: 3, State: "PENDING", Reason: "Resources", NodeCount: 2, Features: "l4"},
 		{ID: 7, State: "PENDING", Reason: "Resources", GRESPerNode: gres("gpu:l4:1")},
 		{ID: 8, State: "PENDING", Reason: "Resources"},
 	}
-	claimed := map[uint32]bool{}
-	if got := waitingFor(jobs, l4, 1, claimed); got != 7 {
-		t.Fatalf("first waiting job for an l4 node: %d, want 7", got)
+	// three l4 nodes and an a10g node end with job 1: the two-node job 3
+	// takes two l4 nodes, job 7 the third; job 4 (gpu:a10g) the a10g node
+	kept, released, waiting := r.keepFor(jobs, 1, []string{"l4-1", "l4-2", "l4-3", "a10g-1"})
+	if strings.Join(kept, ",") != "l4-1,l4-2,l4-3,a10g-1" || len(released) != 0 || fmt.Sprint(waiting) != "[3 7 4]" {
+		t.Fatalf("kept %v released %v waiting %v", kept, released, waiting)
 	}
-	claimed[7] = true
-	if got := waitingFor(jobs, l4, 1, claimed); got != 8 {
-		t.Fatalf("next: %d, want 8", got)
+	// one l4 node: the first fitting job, which asks for two, gets it
+	kept, released, waiting = r.keepFor(jobs, 1, []string{"l4-2"})
+	if fmt.Sprint(kept, released, waiting) != "[l4-2] [] [3]" {
+		t.Fatalf("kept %v released %v waiting %v", kept, released, waiting)
 	}
-	claimed[8] = true
-	if got := waitingFor(jobs, l4, 1, claimed); got != 0 {
-		t.Fatalf("no more fitting jobs, got %d", got)
+	// no fitting job: released
+	kept, released, _ = r.keepFor(jobs[:6], 1, []string{"l4-2"})
+	if len(kept) != 0 || fmt.Sprint(released) != "[l4-2]" {
+		t.Fatalf("kept %v released %v", kept, released)
 	}
 }
 
@@ -167,7 +172,8 @@ func TestReleaseKeepsHandBackReason(t *testing.T) {
 }
 
 // TestWaitingJobsReadsOnlyCandidates: warm reuse lists pending jobs' states
-// and reads in full only those that could take a node now, in squeue's order.
+// and reads in full only those that could take a node now (multi-node jobs
+// too: they may take several), in squeue's order.
 func TestWaitingJobsReadsOnlyCandidates(t *testing.T) {
 	var held []slurm.Job
 	for id := uint32(1); id <= 1000; id++ {
@@ -185,11 +191,11 @@ func TestWaitingJobsReadsOnlyCandidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 2 || jobs[0].ID != 2003 || jobs[1].ID != 2005 {
-		t.Errorf("waiting jobs %+v, want 2003 then 2005", jobs)
+	if len(jobs) != 3 || jobs[0].ID != 2002 || jobs[1].ID != 2003 || jobs[2].ID != 2005 {
+		t.Errorf("waiting jobs %+v, want 2002, 2003, 2005", jobs)
 	}
-	if r := sl.JobReads(); len(r) != 1 || !slices.Equal(r[0], []uint32{2003, 2005}) {
-		t.Errorf("Jobs calls %v, want one for 2003 and 2005", r)
+	if r := sl.JobReads(); len(r) != 1 || !slices.Equal(r[0], []uint32{2002, 2003, 2005}) {
+		t.Errorf("Jobs calls %v, want one for 2002, 2003 and 2005", r)
 	}
 	sl = slurmfake.New(held, nil)
 	if jobs, err := waitingJobs(context.Background(), sl, 1); err != nil || len(jobs) != 0 || len(sl.JobReads()) != 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/classmatch"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/slurm"
@@ -71,19 +72,8 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 		if err != nil {
 			log.Warn("listing pending jobs for warm reuse; releasing", "err", err)
 		}
-		claimed := map[uint32]bool{}
 		var waiting []uint32
-		for _, n := range ours {
-			cl, _ := r.Cfg.ClassOfNode(n)
-			if j := waitingFor(pending, cl, jobID, claimed); j != 0 {
-				claimed[j] = true
-				waiting = append(waiting, j)
-				kept = append(kept, n)
-				log.Info("keeping node warm for a waiting job", "node", n, "job", jobID, "waiting_job", j, "window", w)
-				continue
-			}
-			released = append(released, n)
-		}
+		kept, released, waiting = r.keepFor(pending, jobID, ours)
 		if len(kept) > 0 {
 			if err := r.Linger(kept, now().Add(w), waiting); err != nil {
 				log.Warn("cannot keep nodes warm; releasing them", "err", err)
@@ -106,11 +96,60 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 	return kept, released, err
 }
 
+// keepFor splits a finished job's nodes into those kept for waiting jobs
+// and those released. A waiting job (pending, no nodes yet, not held or
+// waiting on a dependency or begin time) gets up to as many of the nodes as
+// it asks for, of a class that fits it exactly (internal/classmatch:
+// constraint over whole feature names, partition, GRES, --gpus); a
+// multi-node job may get several, and Slurm powers up the rest it needs.
+func (r *Releaser) keepFor(jobs []slurm.Job, done uint32, nodes []string) (kept, released []string, waiting []uint32) {
+	byClass := map[string][]string{}
+	var order []string
+	for _, n := range nodes {
+		cl, _ := r.Cfg.ClassOfNode(n)
+		if _, ok := byClass[cl.Name]; !ok {
+			order = append(order, cl.Name)
+		}
+		byClass[cl.Name] = append(byClass[cl.Name], n)
+	}
+	claimed := map[uint32]bool{}
+	log := logOr(r.Log)
+	for _, name := range order {
+		cl, _ := r.Cfg.Class(name)
+		free := byClass[name]
+		for _, j := range jobs {
+			if len(free) == 0 {
+				break
+			}
+			if j.ID == done || claimed[j.ID] || j.State != "PENDING" || j.Nodes != "" {
+				continue
+			}
+			if !waitingReason(j.Reason) {
+				continue // held, dependency, begin time, ...
+			}
+			if ok, why := classmatch.Fits(r.Cfg, cl, j); !ok {
+				log.Debug("a waiting job does not fit the class", "waiting_job", j.ID, "class", cl.Name, "why", why)
+				continue
+			}
+			k := min(classmatch.Nodes(j), len(free))
+			for _, n := range free[:k] {
+				log.Info("keeping node warm for a waiting job", "node", n, "job", done, "waiting_job", j.ID, "waiting_job_nodes", classmatch.Nodes(j))
+			}
+			kept = append(kept, free[:k]...)
+			free = free[k:]
+			claimed[j.ID] = true
+			waiting = append(waiting, j.ID)
+		}
+		released = append(released, free...)
+	}
+	return kept, released, waiting
+}
+
 // maxWarmCandidates bounds the jobs Release reads in full for warm reuse.
 const maxWarmCandidates = 200
 
 // waitingJobs returns the pending jobs that could take a warm node: waiting
-// for resources or priority, one node, not the job that ended. It lists
+// for resources or priority, no nodes yet, not the job that ended. It lists
 // pending jobs' states first (one small call, however many jobs are held or
 // waiting for their begin time) and reads only those candidates in full
 // (at most maxWarmCandidates, in squeue's order: highest priority first).
@@ -121,7 +160,7 @@ func waitingJobs(ctx context.Context, sl Slurm, done uint32) ([]slurm.Job, error
 	}
 	var ids []uint32
 	for _, s := range states {
-		if s.ID == done || s.Nodes != "" || s.NodeCount > 1 || !waitingReason(s.Reason) {
+		if s.ID == done || s.Nodes != "" || !waitingReason(s.Reason) {
 			continue
 		}
 		if ids = append(ids, s.ID); len(ids) == maxWarmCandidates {
@@ -152,36 +191,6 @@ func waitingReason(r string) bool {
 		return true
 	}
 	return false
-}
-
-// waitingFor returns a pending job (not yet given nodes) that a node of the
-// class could run, 0 when none.
-func waitingFor(jobs []slurm.Job, cl *config.Class, done uint32, claimed map[uint32]bool) uint32 {
-	for _, j := range jobs {
-		if j.ID == done || claimed[j.ID] || j.State != "PENDING" || j.Nodes != "" {
-			continue
-		}
-		if !waitingReason(j.Reason) {
-			continue // held, dependency, begin time, ...
-		}
-		if j.NodeCount > 1 {
-			continue
-		}
-		if g := j.GPUsPerNode(); g > uint64(cl.GPUsPerNode) {
-			continue
-		}
-		if f := j.Features; f != "" && !strings.Contains(f, cl.Name) && !strings.Contains(f, cl.GPUModel) {
-			continue
-		}
-		for _, gr := range j.GRESPerNode {
-			if gr.Type != "" && gr.Type != cl.GPUModel {
-				goto next
-			}
-		}
-		return j.ID
-	next:
-	}
-	return 0
 }
 
 // Poke makes Slurm schedule the waiting jobs as soon as the warm nodes are

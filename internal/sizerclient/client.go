@@ -166,6 +166,11 @@ func (c *Client) Interruption(ctx context.Context, in sizerapi.Interruption) err
 	return c.do(ctx, http.MethodPost, sizerapi.PathInterruptions, in, nil)
 }
 
+// Boot posts a node's boot report (node credential or admin token).
+func (c *Client) Boot(ctx context.Context, b sizerapi.BootReport) error {
+	return c.do(ctx, http.MethodPost, sizerapi.PathBoots, b, nil)
+}
+
 // Launched records an instance launch (spend starts).
 func (c *Client) Launched(ctx context.Context, ev sizerapi.InstanceEvent) error {
 	return c.do(ctx, http.MethodPost, sizerapi.PathInstanceLaunch, ev, nil)

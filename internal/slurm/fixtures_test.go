@@ -187,13 +187,14 @@ func TestNodesFixtures(t *testing.T) {
 			b := by["big-1"]
 			if b.StateString() != "IDLE+CLOUD+DRAIN+POWERED_DOWN" || b.Reason != "capacity test" || b.Comment != "i-0abc" ||
 				b.Extra != `{"instance_id":"i-0abc"}` || GPUs(b.GRES) != 8 || b.GRES[0].Type != "a100" || b.CPUs != 2 ||
-				b.RealMemoryMB != 1000 || !b.BootTime.IsZero() || b.GRESUsed != "gpu:a100:0(IDX:N/A)" ||
+				b.RealMemoryMB != 1000 || !b.BootTime.IsZero() || !b.SlurmdStart.IsZero() || b.GRESUsed != "gpu:a100:0(IDX:N/A)" ||
 				!slices.Equal(b.Features, []string{"p4d.24xlarge", "a100"}) || !slices.Equal(b.Partitions, []string{"cloud"}) {
 				t.Errorf("big-1: %+v", b)
 			}
 			u := by["gpu-1"]
 			if u.StateString() != "ALLOCATED+CLOUD" || u.HasFlag("POWERED_DOWN") || !u.HasFlag("cloud") || u.Addr == "" || u.Addr == "gpu-1" ||
-				u.GRESUsed != "gpu:a10g:1(IDX:0)" || u.BootTime.IsZero() || u.SlurmdVersion != v.String() {
+				u.GRESUsed != "gpu:a10g:1(IDX:0)" || u.BootTime.IsZero() || u.SlurmdStart.IsZero() || u.SlurmdStart.Before(u.BootTime) ||
+				u.SlurmdVersion != v.String() {
 				t.Errorf("gpu-1: %+v", u)
 			}
 			// 23.11+ record the node's instance (set with scontrol update
@@ -248,7 +249,11 @@ func TestScontrolNodesMatchSinfoJSON(t *testing.T) {
 		if !n.BootTime.Equal(j.BootTime) {
 			t.Errorf("node %s: boot time %v (text), %v (JSON)", n.Name, n.BootTime, j.BootTime)
 		}
+		if !n.SlurmdStart.Equal(j.SlurmdStart) {
+			t.Errorf("node %s: slurmd start %v (text), %v (JSON)", n.Name, n.SlurmdStart, j.SlurmdStart)
+		}
 		n.BootTime, j.BootTime = time.Time{}, time.Time{}
+		n.SlurmdStart, j.SlurmdStart = time.Time{}, time.Time{}
 		if !reflect.DeepEqual(n, j) {
 			t.Errorf("node %s:\ntext %+v\njson %+v", n.Name, n, j)
 		}

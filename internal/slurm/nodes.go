@@ -27,6 +27,7 @@ type Node struct {
 	CPUs           uint32
 	RealMemoryMB   uint64
 	BootTime       time.Time
+	SlurmdStart    time.Time // when the node's slurmd started (on a cloud node: its boot)
 	SlurmdVersion  string
 	// InstanceID and InstanceType are what slurmd registered with
 	// --instance-id/--instance-type (23.11+); "" before.
@@ -92,6 +93,7 @@ type rawNode struct {
 	CPUs           num     `json:"cpus"`
 	RealMemory     num     `json:"real_memory"`
 	BootTime       num     `json:"boot_time"`
+	SlurmdStart    num     `json:"slurmd_start_time"`
 	SlurmdVersion  string  `json:"slurmd_version"` // 22.05
 	Version        string  `json:"version"`        // 23.02+
 	InstanceID     string  `json:"instance_id"`    // 23.11+
@@ -146,6 +148,7 @@ func ParseNodesJSON(b []byte) ([]Node, error) {
 		n.CPUs = c.u32("cpus", r.CPUs)
 		n.RealMemoryMB = c.uint("real_memory", r.RealMemory, math.MaxInt64)
 		n.BootTime = c.unix("boot_time", r.BootTime)
+		n.SlurmdStart = c.unix("slurmd_start_time", r.SlurmdStart)
 		if c.err != nil {
 			return nil, c.err
 		}

@@ -128,14 +128,19 @@ func nodeFromText(kv map[string]string) (Node, error) {
 		}
 		n.RealMemoryMB = m
 	}
-	switch v := kv["BootTime"]; v {
-	case "", "None", "Unknown":
-	default:
-		t, err := time.ParseInLocation("2006-01-02T15:04:05", v, time.Local)
-		if err != nil {
-			return n, fmt.Errorf("%s: BootTime %q: want YYYY-MM-DDTHH:MM:SS", where, v)
+	for _, f := range []struct {
+		key string
+		dst *time.Time
+	}{{"BootTime", &n.BootTime}, {"SlurmdStartTime", &n.SlurmdStart}} {
+		switch v := kv[f.key]; v {
+		case "", "None", "Unknown":
+		default:
+			t, err := time.ParseInLocation("2006-01-02T15:04:05", v, time.Local)
+			if err != nil {
+				return n, fmt.Errorf("%s: %s %q: want YYYY-MM-DDTHH:MM:SS", where, f.key, v)
+			}
+			*f.dst = t
 		}
-		n.BootTime = t
 	}
 	if n.GRES, err = ParseGRES(kv["Gres"]); err != nil {
 		return n, fmt.Errorf("%s: Gres: %w", where, err)

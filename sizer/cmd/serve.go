@@ -26,7 +26,7 @@ import (
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "run the sizer daemon (HTTP API, metrics, state, reconciler)",
+		Usage: "run the sizer daemon (HTTP API, metrics, state, reconciler, warm pool)",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "no-reconcile", Usage: "do not run the reconciler loop"},
 			&cli.DurationFlag{Name: "reconcile-grace", Value: DefaultReconcileGrace, Usage: "how old an instance must be to count as an orphan or duplicate"},
@@ -53,6 +53,7 @@ func serveCommand() *cli.Command {
 					return err
 				}, log)
 			}
+			startWarmPool(ctx, st, o.Registry, log)
 			return srv.ListenAndServe(ctx)
 		},
 	}

@@ -37,6 +37,7 @@ func (s *Server) routes() {
 	s.handle("POST "+sizerapi.PathRoute, "route", roleRoute, s.route)
 	s.handle("POST "+sizerapi.PathReports, "reports", roleNode, s.reports)
 	s.handle("POST "+sizerapi.PathInterruptions, "interruptions", roleNode, s.interruption)
+	s.handle("POST "+sizerapi.PathBoots, "boots", roleNode, s.boot)
 	s.handle("POST "+sizerapi.PathInstanceLaunch, "launch", roleAdmin, s.launch)
 	s.handle("POST "+sizerapi.PathInstanceTerminate, "terminate", roleAdmin, s.terminate)
 	s.handle("GET "+sizerapi.PathBudgets, "budgets", roleAdmin, s.budgets)

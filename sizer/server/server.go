@@ -60,6 +60,7 @@ type Server struct {
 	latency   *prometheus.HistogramVec
 	records   *prometheus.CounterVec
 	interrupt prometheus.Counter
+	boots     *prometheus.HistogramVec
 	decisions *prometheus.CounterVec
 }
 
@@ -114,7 +115,10 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.records = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_report_records_total", Help: "Agent report records by result (accepted, duplicate)."}, []string{"result"})
 	s.interrupt = prometheus.NewCounter(prometheus.CounterOpts{Name: "burst_sizer_interruptions_total", Help: "Spot interruption notices recorded."})
 	s.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_decisions_total", Help: "Policy decisions by kind (route, rank) and outcome."}, []string{"kind", "outcome"})
-	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(&budgetCollector{s: s})); err != nil {
+	s.boots = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_boot_phase_seconds",
+		Help:    "Node boot phases as the nodes report them: ec2-pending-to-bootstrap (EC2 pending to the bootstrap's start), each bootstrap step (mount is the FSx mount, register slurmd's registration), bootstrap-total.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16)}, []string{"class", "phase"})
+	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(s.boots), s.reg.Register(&budgetCollector{s: s})); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: registering metrics: %w", err)
 	}

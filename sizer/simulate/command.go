@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/warm"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
@@ -27,13 +29,15 @@ func Command() *cli.Command {
 		Name:  "simulate",
 		Usage: "replay a job trace through static, idle-timeout and burst provisioning and compare cost and wait",
 		Description: `Discrete-event simulation of a GPU job trace (Philly CSV, burst's simple CSV
-submit,duration,gpus[,gpu_model][,metadata], or sacct --parsable2 output).
+submit,duration,gpus[,gpu_model][,metadata], sacct --parsable2 output, or the
+Alibaba GPU traces: cluster-trace-gpu-v2023 openb_pod_list_*.csv and
+cluster-trace-gpu-v2025 disaggregated_DLRM_trace.csv).
 Prices and spot savings come from the embedded EC2 catalog; burst's choices
 (class, instance type, spot or on-demand) come from the sizing policy.
 Deterministic for a given --seed.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace `FILE` (- for stdin); required"},
-			&cli.StringFlag{Name: "format", Value: trace.FormatAuto, Usage: "trace format: auto, philly, csv or sacct"},
+			&cli.StringFlag{Name: "format", Value: trace.FormatAuto, Usage: "trace format: " + strings.Join(trace.Formats, ", ")},
 			&cli.BoolFlag{Name: "skip-bad", Usage: "skip malformed trace rows (counted) instead of failing on the first"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table"},
 			&cli.StringFlag{Name: "svg", Usage: "write a chart of cumulative cost and GPUs billed to `FILE`"},
@@ -44,6 +48,13 @@ Deterministic for a given --seed.`,
 			&cli.Float64Flag{Name: "boot-sigma", Value: DefaultBootSigma, Usage: "lognormal sigma of boot times; 0 for a fixed boot time"},
 			&cli.DurationFlag{Name: "idle-timeout", Value: DefaultIdleTimeout, Usage: "idle-timeout policy's scale-down time (ParallelCluster default 10m)"},
 			&cli.DurationFlag{Name: "warm-window", Value: DefaultWarmWindow, Usage: "burst's warm reuse window after a job ends; 0 releases at once"},
+			&cli.DurationFlag{Name: "sched-delay", Value: DefaultSchedDelay, Usage: "Slurm's delay from nodes up to job running, paid by every job (a warm hit pays only this); 0 for none"},
+			&cli.BoolFlag{Name: "warm-pool", Value: true, Usage: "burst keeps warm nodes per class by the forecast (internal/warm); --warm-pool=false for the reuse window only"},
+			&cli.Float64Flag{Name: "warm-quantile", Value: warm.DefaultQuantile, Usage: "warm pool: keep this quantile of the Poisson node demand of one lead time"},
+			&cli.DurationFlag{Name: "warm-half-life", Value: warm.DefaultHalfLife, Usage: "warm pool: half-life of the recent arrival rate"},
+			&cli.Float64Flag{Name: "warm-profile-weight", Value: warm.DefaultProfileWeight, Usage: "warm pool: weight of the hour-of-week profile against the recent rate (0..1)"},
+			&cli.Float64Flag{Name: "warm-cap", Value: DefaultWarmCapUSDPerDay, Usage: "warm pool: hard cap per class in USD per day (0: the pool holds nothing)"},
+			&cli.DurationFlag{Name: "warm-lead", Usage: "warm pool: replenishment lead time the forecast covers (default: --boot-median)"},
 			&cli.StringFlag{Name: "checkpoint", Value: DefaultCheckpoint.String(), Usage: "checkpoint interval of jobs without checkpoint= metadata, or none"},
 			&cli.BoolFlag{Name: "checkpoint-on-notice", Usage: "jobs checkpoint within the 2-minute spot notice (burst-agent's signal): interruptions lose no work"},
 			&cli.StringFlag{Name: "interruptions", Value: "advisor", Usage: "spot interruption model: advisor (Spot Advisor bucket per type), bamboo:FILE (measured removals per node-hour), or a rate per node-hour"},
@@ -57,6 +68,8 @@ Deterministic for a given --seed.`,
 			&cli.StringFlag{Name: "sweep-boot", Value: "1m,2m,5m,10m", Usage: "boot medians for --sweep"},
 			&cli.StringFlag{Name: "sweep-interruptions", Value: "advisor,0.1,0.61,2,5", Usage: "interruption models for --sweep (advisor, bamboo:FILE or rates per node-hour)"},
 			&cli.StringFlag{Name: "sweep-checkpoint", Value: "10m,30m,2h,none", Usage: "checkpoint intervals for --sweep"},
+			&cli.StringFlag{Name: "sweep-warm-cap", Usage: "warm pool caps (USD per class per day) for --sweep; off for no pool (default: --warm-cap only)"},
+			&cli.StringFlag{Name: "sweep-warm-quantile", Usage: "warm pool quantiles for --sweep (default: --warm-quantile only)"},
 		},
 		Action: runCommand,
 		Subcommands: []*cli.Command{{
@@ -185,6 +198,15 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 		MaxSpotInterruptions: c.Int("max-spot-interruptions"),
 		StaticType:           c.String("static-type"),
 		StaticPercentile:     c.Float64("static-percentile"),
+		SchedDelay:           c.Duration("sched-delay"),
+		Warm: WarmOptions{
+			Disabled:      !c.Bool("warm-pool"),
+			Quantile:      c.Float64("warm-quantile"),
+			HalfLife:      c.Duration("warm-half-life"),
+			ProfileWeight: c.Float64("warm-profile-weight"),
+			CapUSDPerDay:  c.Float64("warm-cap"),
+			LeadTime:      c.Duration("warm-lead"),
+		},
 	}
 	switch z := c.Int("zones"); {
 	case z < 1 || z > 26:
@@ -206,6 +228,33 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 	}
 	if o.SpotDryProb == 0 {
 		o.SpotDryProb = -1
+	}
+	if o.SchedDelay == 0 {
+		o.SchedDelay = -1
+	}
+	if o.Warm.ProfileWeight == 0 {
+		o.Warm.ProfileWeight = -1
+	}
+	if o.Warm.CapUSDPerDay == 0 {
+		o.Warm.CapUSDPerDay = -1
+	}
+	if c.Duration("sched-delay") < 0 {
+		errs = append(errs, fmt.Errorf("--sched-delay %v: want a duration >= 0", c.Duration("sched-delay")))
+	}
+	if q := c.Float64("warm-quantile"); !(q > 0 && q < 1) {
+		errs = append(errs, fmt.Errorf("--warm-quantile %g: want a number between 0 and 1", q))
+	}
+	if w := c.Float64("warm-profile-weight"); !(w >= 0 && w <= 1) {
+		errs = append(errs, fmt.Errorf("--warm-profile-weight %g: want a number from 0 to 1", w))
+	}
+	if h := c.Duration("warm-half-life"); h <= 0 {
+		errs = append(errs, fmt.Errorf("--warm-half-life %v: want a positive duration", h))
+	}
+	if v := c.Float64("warm-cap"); !(v >= 0) || math.IsInf(v, 0) {
+		errs = append(errs, fmt.Errorf("--warm-cap %g: want USD per day >= 0", v))
+	}
+	if d := c.Duration("warm-lead"); d < 0 {
+		errs = append(errs, fmt.Errorf("--warm-lead %v: want a duration > 0 (or leave it out for --boot-median)", d))
 	}
 	if o.BootMedian <= 0 {
 		errs = append(errs, fmt.Errorf("--boot-median %v: want a positive duration", o.BootMedian))
@@ -271,6 +320,26 @@ func sweepFromFlags(c *cli.Context) (SweepSpec, error) {
 			continue
 		}
 		spec.Checkpoints = append(spec.Checkpoints, d)
+	}
+	for _, f := range splitList(c.String("sweep-warm-cap")) {
+		if f == "off" {
+			spec.WarmCaps = append(spec.WarmCaps, -1)
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+			errs = append(errs, fmt.Errorf("--sweep-warm-cap %q: want USD per day >= 0, or off", f))
+			continue
+		}
+		spec.WarmCaps = append(spec.WarmCaps, v)
+	}
+	for _, f := range splitList(c.String("sweep-warm-quantile")) {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(v > 0 && v < 1) {
+			errs = append(errs, fmt.Errorf("--sweep-warm-quantile %q: want a number between 0 and 1", f))
+			continue
+		}
+		spec.WarmQuantiles = append(spec.WarmQuantiles, v)
 	}
 	if len(spec.BootMedians) == 0 || len(spec.Interruptions) == 0 || len(spec.Checkpoints) == 0 {
 		errs = append(errs, errors.New("--sweep needs at least one value each in --sweep-boot, --sweep-interruptions and --sweep-checkpoint"))

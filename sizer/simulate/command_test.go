@@ -3,6 +3,7 @@ package simulate
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,6 +68,23 @@ func TestCommandSweep(t *testing.T) {
 	if !strings.Contains(lines[3], "50/node-h") || !strings.Contains(lines[4], "none") {
 		t.Errorf("sweep rows out of order:\n%s", out)
 	}
+	// warm knobs: "off" once, then each cap x quantile
+	out, err = runCLI(t, "", "simulate", "--trace", tr, "--sweep", "--sweep-boot", "2m", "--sweep-interruptions", "advisor", "--sweep-checkpoint", "30m",
+		"--sweep-warm-cap", "off,0,50", "--sweep-warm-quantile", "0.9,0.99", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sw struct{ Sweep []SweepRow }
+	if err := json.Unmarshal([]byte(out), &sw); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range sw.Sweep {
+		got = append(got, fmt.Sprintf("%g/%g", r.WarmCapUSDPerDay, r.WarmQuantile))
+	}
+	if strings.Join(got, " ") != "-1/0 0/0.9 0/0.99 50/0.9 50/0.99" {
+		t.Errorf("warm sweep rows %v", got)
+	}
 }
 
 func TestCommandErrors(t *testing.T) {
@@ -80,6 +98,9 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"simulate", "--trace", tr, "--checkpoint", "5x", "--interruptions", "often", "--zones", "0", "--max-spot-interruptions", "0"},
 			[]string{`checkpoint "5x"`, `interruptions "often"`, "--zones 0", "--max-spot-interruptions 0"}},
 		{[]string{"simulate", "--trace", tr, "--policies", "static,cheapest"}, []string{`policy "cheapest" is unknown`}},
+		{[]string{"simulate", "--trace", tr, "--warm-quantile", "1", "--warm-profile-weight", "2", "--warm-cap", "-1", "--warm-half-life", "0s", "--sched-delay", "-1s"},
+			[]string{"--warm-quantile 1", "--warm-profile-weight 2", "--warm-cap -1", "--warm-half-life 0s", "--sched-delay -1s"}},
+		{[]string{"simulate", "--trace", tr, "--sweep", "--sweep-warm-cap", "lots", "--sweep-warm-quantile", "1.5"}, []string{`--sweep-warm-cap "lots"`, `--sweep-warm-quantile "1.5"`}},
 		{[]string{"simulate", "--trace", tr, "--interruptions", "bamboo:/nonexistent"}, []string{"opening the bamboo trace"}},
 		{[]string{"simulate", "--trace", writeTrace(t, "0,60,1\n0,x,1\n")}, []string{"line 2", `duration "x"`}},
 	} {

@@ -11,6 +11,7 @@ const (
 	evIdleEnd                    // an idle node's timeout/warm window ran out
 	evInterrupt                  // EC2 reclaims a spot node
 	evStaticEnd                  // a job on the static cluster finished
+	evWarmTick                   // burst's warm pool re-plans every class
 )
 
 // event is one entry of the simulation's queue. gen guards against stale

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/warm"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
@@ -55,6 +56,17 @@ const (
 	DefaultMaxSpotInterruptions = 3
 	// DefaultStaticPercentile sizes the static cluster.
 	DefaultStaticPercentile = 0.95
+	// DefaultSchedDelay is Slurm starting a job on nodes that are up: its
+	// event-driven main scheduler runs on submission and on node state
+	// changes (burst pokes it when a warm node frees). A stated assumption
+	// for both elastic policies and the static cluster.
+	DefaultSchedDelay = 2 * time.Second
+	// DefaultWarmCapUSDPerDay is the simulated per-class warm-pool cap
+	// (burst.yaml classes[].warm.usd_per_day).
+	DefaultWarmCapUSDPerDay = 100
+	// DefaultWarmInterval is how often the warm pool re-plans every class
+	// besides arrivals and job ends (burst-sizer serve's warm.interval).
+	DefaultWarmInterval = time.Minute
 	// DefaultStaticLookahead bounds how far the static scheduler's backfill
 	// looks down the queue.
 	DefaultStaticLookahead = 1000
@@ -78,6 +90,13 @@ type Options struct {
 
 	IdleTimeout time.Duration // idle-timeout policy's scale-down time
 	WarmWindow  time.Duration // burst's warm reuse window; negative means release at once
+
+	// SchedDelay is Slurm's delay from "nodes up" to "job running", paid by
+	// every job (a warm hit pays only this); negative means none.
+	SchedDelay time.Duration
+
+	// Warm is burst's forecast-driven warm pool (internal/warm).
+	Warm WarmOptions
 
 	// Checkpoint is how often jobs checkpoint (run time between saves);
 	// negative means never (an interruption loses the whole attempt).
@@ -154,8 +173,42 @@ func (o Options) withDefaults() Options {
 	if o.SeriesPoints == 0 {
 		o.SeriesPoints = 600
 	}
+	if o.SchedDelay == 0 {
+		o.SchedDelay = DefaultSchedDelay
+	}
+	if o.Warm.CapUSDPerDay == 0 {
+		o.Warm.CapUSDPerDay = DefaultWarmCapUSDPerDay
+	}
+	if o.Warm.Interval == 0 {
+		o.Warm.Interval = DefaultWarmInterval
+	}
 	return o
 }
+
+// WarmOptions configure burst's warm pool in the simulation. Zero fields
+// take the defaults of internal/warm (and DefaultWarm*).
+type WarmOptions struct {
+	Disabled      bool          // no warm pool: the reuse window only (burst before issue 19)
+	Quantile      float64       // q: share of one boot's node demand kept warm (0.95)
+	HalfLife      time.Duration // recent-rate half-life (30 min)
+	ProfileWeight float64       // weight of the hour-of-week profile (0.5); negative means 0
+	CapUSDPerDay  float64       // per-class hard cap on the pool's spend; negative means 0 (no pool)
+	LeadTime      time.Duration // replenishment time assumed by the forecast (default: BootMedian)
+	Interval      time.Duration // re-plan period besides events (1 min)
+}
+
+func (w WarmOptions) params(o Options) warm.Params {
+	lead := w.LeadTime
+	if lead == 0 {
+		lead = o.BootMedian
+	}
+	return warm.Params{HalfLife: w.HalfLife, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: lead}.WithDefaults()
+}
+
+func (o Options) schedDelay() float64 { return max(o.SchedDelay, 0).Seconds() }
+
+// capUSD is the per-class warm-pool cap (negative means 0).
+func (w WarmOptions) capUSD() float64 { return max(w.CapUSDPerDay, 0) }
 
 // validate reports every problem at once.
 func (o Options) validate() error {
@@ -183,6 +236,17 @@ func (o Options) validate() error {
 	}
 	if o.StaticLookahead < 1 {
 		errs = append(errs, fmt.Errorf("static lookahead %d is below 1", o.StaticLookahead))
+	}
+	if !o.Warm.Disabled {
+		if err := o.Warm.params(o).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("warm pool: %w", err))
+		}
+		if o.Warm.Interval < 0 {
+			errs = append(errs, fmt.Errorf("warm pool interval %v is negative", o.Warm.Interval))
+		}
+		if math.IsNaN(o.Warm.CapUSDPerDay) || math.IsInf(o.Warm.CapUSDPerDay, 0) {
+			errs = append(errs, fmt.Errorf("warm pool cap %g USD/day is not a number", o.Warm.CapUSDPerDay))
+		}
 	}
 	if o.SeriesPoints < 2 {
 		errs = append(errs, fmt.Errorf("series points %d is below 2", o.SeriesPoints))
@@ -278,8 +342,10 @@ type Request struct {
 }
 
 // Offering is one way to run a job: Nodes instances of Type, on spot or
-// on-demand, at USDPerHour each.
+// on-demand, at USDPerHour each, in node class Class (the offerings of one
+// answer share a class; "" means the instance type is the class).
 type Offering struct {
+	Class      string
 	Type       catalog.InstanceType
 	Zone       string // "" when zones are not modelled
 	Spot       bool

@@ -123,7 +123,7 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 		if !ok {
 			return nil, fmt.Errorf("ranking class %s: offering %s is not in the catalog", d.Class, o.InstanceType)
 		}
-		out = append(out, Offering{Type: t, Zone: o.Zone, Spot: o.Capacity == jobmeta.CapacitySpot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
+		out = append(out, Offering{Class: d.Class, Type: t, Zone: o.Zone, Spot: o.Capacity == jobmeta.CapacitySpot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
 	}
 	return out, nil
 }

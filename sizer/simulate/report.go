@@ -13,11 +13,15 @@ import (
 // static and idle-timeout baselines.
 func WriteTable(w io.Writer, r Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tcost USD\tGPU-h billed\tGPU-h used\tidle GPU-h\tlost GPU-h\twait p50\tp95\tp99\tlaunches\tspot GPU-h\tinterrupts\tvs static\tvs idle-timeout\t")
+	fmt.Fprintln(tw, "policy\tcost USD\tGPU-h billed\tGPU-h used\tidle GPU-h\tlost GPU-h\twait p50\tp95\tp99\twarm starts\tlaunches\tspot GPU-h\tinterrupts\twarm pool USD\tvs static\tvs idle-timeout\t")
 	for _, p := range r.Policies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t\n",
+		pool := "-"
+		if p.PoolLaunches > 0 || p.PoolCostUSD > 0 {
+			pool = money(p.PoolCostUSD)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t\n",
 			p.Name, money(p.CostUSD), num(p.GPUHoursBilled), num(p.GPUHoursUsed), num(p.IdleGPUHours), num(p.LostGPUHours),
-			dur(p.WaitP50S), dur(p.WaitP95S), dur(p.WaitP99S), p.Launches, spotShare(p), p.Interruptions,
+			dur(p.WaitP50S), dur(p.WaitP95S), dur(p.WaitP99S), warmShare(p), p.Launches, spotShare(p), p.Interruptions, pool,
 			pct(p.SavingsVsStaticPct), pct(p.SavingsVsIdleTimeoutPct))
 	}
 	if err := tw.Flush(); err != nil {
@@ -31,6 +35,12 @@ func WriteTable(w io.Writer, r Result) error {
 	_, err := fmt.Fprintf(w, "\n%d jobs over %.1f days; GPU model %s; boot %s; idle timeout %s; warm window %s; checkpoint %s (on notice: %v); interruptions %s; spot dry %.0f%% per pool, %d zone(s); on-demand after %d interruptions without progress; avoid interrupted pool %v; seed %d\n",
 		r.Jobs, r.SpanHours/24, a.GPUModel, boot, dur(a.IdleTimeoutS), dur(a.WarmWindowS), ckptText(a.CheckpointS), a.CheckpointOnNotice,
 		a.Interruptions, 100*a.SpotDryProb, a.Zones, a.MaxSpotInterruptions, a.AvoidInterruptedPool, a.Seed)
+	if a.WarmPool {
+		fmt.Fprintf(w, "burst warm pool: %.2f-quantile of Poisson node demand in one %s lead time; rate = %.2f x hour-of-week profile + %.2f x recent rate (half-life %s); cap $%s per class per day; scheduling delay %s\n",
+			a.WarmQuantile, dur(a.WarmLeadTimeS), a.WarmProfileWeight, 1-a.WarmProfileWeight, dur(a.WarmHalfLifeS), num(a.WarmCapUSDPerDay), dur(a.SchedDelayS))
+	} else {
+		fmt.Fprintf(w, "burst warm pool: off; scheduling delay %s\n", dur(a.SchedDelayS))
+	}
 	for _, p := range r.Policies {
 		if p.StaticNodes > 0 {
 			fmt.Fprintf(w, "static cluster: %d x %s (%d%%-ile of concurrent GPU demand), FIFO with greedy backfill\n", p.StaticNodes, p.StaticType, int(math.Round(100*a.StaticPercentile)))
@@ -40,6 +50,15 @@ func WriteTable(w io.Writer, r Result) error {
 		return fmt.Errorf("writing the table: %w", err)
 	}
 	return nil
+}
+
+// warmShare is the share of jobs whose first start found every node up.
+func warmShare(p PolicyResult) string {
+	n := p.WarmStarts + p.AheadStarts + p.ColdStarts
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*float64(p.WarmStarts)/float64(n))
 }
 
 func spotShare(p PolicyResult) string {

@@ -53,8 +53,19 @@ type PolicyResult struct {
 	SpotLaunches   int     `json:"spot_launches"`
 	DryFallbacks   int     `json:"spot_dry_fallbacks"`
 	Interruptions  int     `json:"interruptions"`
-	StaticNodes    int     `json:"static_nodes,omitempty"`
-	StaticType     string  `json:"static_type,omitempty"`
+	// First starts on nodes that were up (a warm hit: the wait is Slurm's
+	// scheduling only), on nodes the warm pool launched ahead (part of a
+	// boot), and on nodes launched for the job (a cold start).
+	WarmStarts  int `json:"warm_starts"`
+	AheadStarts int `json:"ahead_starts"`
+	ColdStarts  int `json:"cold_starts"`
+	// The warm pool (burst only): node-hours and cost of pool nodes with no
+	// job (idle in the pool or booting ahead), and its launches.
+	PoolNodeHours float64 `json:"warm_pool_node_hours"`
+	PoolCostUSD   float64 `json:"warm_pool_cost_usd"`
+	PoolLaunches  int     `json:"warm_pool_launches"`
+	StaticNodes   int     `json:"static_nodes,omitempty"`
+	StaticType    string  `json:"static_type,omitempty"`
 	// Savings in percent of the baseline's cost; nil when the baseline was
 	// not simulated.
 	SavingsVsStaticPct      *float64 `json:"savings_vs_static_pct,omitempty"`
@@ -79,6 +90,13 @@ type Assumptions struct {
 	BootSigma            float64 `json:"boot_sigma"`
 	IdleTimeoutS         float64 `json:"idle_timeout_s"`
 	WarmWindowS          float64 `json:"warm_window_s"`
+	SchedDelayS          float64 `json:"sched_delay_s"`
+	WarmPool             bool    `json:"warm_pool"`
+	WarmQuantile         float64 `json:"warm_quantile"`
+	WarmHalfLifeS        float64 `json:"warm_half_life_s"`
+	WarmProfileWeight    float64 `json:"warm_profile_weight"`
+	WarmLeadTimeS        float64 `json:"warm_lead_time_s"`
+	WarmCapUSDPerDay     float64 `json:"warm_cap_usd_per_day"`
 	CheckpointS          float64 `json:"checkpoint_s"`
 	CheckpointOnNotice   bool    `json:"checkpoint_on_notice"`
 	Interruptions        string  `json:"interruptions"`
@@ -120,11 +138,16 @@ func Run(ctx context.Context, opts Options, jobs []trace.Job) (Result, error) {
 	}
 	res := Result{Jobs: len(js), Start: t0, SpanHours: span / 3600, Assumptions: Assumptions{
 		Seed: o.Seed, GPUModel: o.GPUModel, BootMedianS: o.BootMedian.Seconds(), BootSigma: max(o.BootSigma, 0),
-		IdleTimeoutS: o.IdleTimeout.Seconds(), WarmWindowS: max(o.WarmWindow, 0).Seconds(),
+		IdleTimeoutS: o.IdleTimeout.Seconds(), WarmWindowS: max(o.WarmWindow, 0).Seconds(), SchedDelayS: o.schedDelay(),
 		CheckpointS: max(o.Checkpoint, 0).Seconds(), CheckpointOnNotice: o.CheckpointOnNotice,
 		Interruptions: o.Interruptions.String(), AvoidInterruptedPool: o.AvoidInterruptedPool, Zones: max(1, len(o.Zones)), SpotDryProb: max(o.SpotDryProb, 0),
 		MaxSpotInterruptions: o.MaxSpotInterruptions, StaticPercentile: o.StaticPercentile,
 	}}
+	if !o.Warm.Disabled {
+		wp := o.Warm.params(o)
+		res.Assumptions.WarmPool, res.Assumptions.WarmQuantile, res.Assumptions.WarmHalfLifeS = true, wp.Quantile, wp.HalfLife.Seconds()
+		res.Assumptions.WarmProfileWeight, res.Assumptions.WarmLeadTimeS, res.Assumptions.WarmCapUSDPerDay = wp.ProfileWeight, wp.LeadTime.Seconds(), o.Warm.capUSD()
+	}
 	for _, p := range o.Policies {
 		if err := ctx.Err(); err != nil {
 			return Result{}, fmt.Errorf("simulating %s: %w", p, err)
@@ -175,6 +198,8 @@ func fill(p *PolicyResult, tl *tally) {
 	p.SpotGPUHours = tl.gpuSecSpot / 3600
 	p.IdleGPUHours = p.GPUHoursBilled - p.GPUHoursUsed - p.LostGPUHours
 	p.Launches, p.SpotLaunches, p.DryFallbacks, p.Interruptions = tl.launches, tl.spotLaunches, tl.dry, tl.interruptions
+	p.WarmStarts, p.AheadStarts, p.ColdStarts = tl.warmStarts, tl.aheadStarts, tl.coldStarts
+	p.PoolNodeHours, p.PoolCostUSD, p.PoolLaunches = tl.poolSec/3600, tl.poolCost, tl.poolLaunches
 	w := tl.waits
 	sort.Float64s(w)
 	p.WaitP50S, p.WaitP95S, p.WaitP99S = quantile(w, 0.50), quantile(w, 0.95), quantile(w, 0.99)

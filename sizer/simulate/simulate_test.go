@@ -15,8 +15,8 @@ import (
 // tst.1x (1 GPU, $1.00/h on-demand, 60% spot savings: $0.40/h) and
 // tst.8x (8 GPUs, $8.00/h, spot $3.20/h), and a fixed sizer: the job's
 // GPUs on tst.1x when it needs 1 GPU, else ceil(GPUs/8) x tst.8x; spot
-// first when allowed and the type's spot pool is not to be avoided, then
-// on-demand.
+// first when allowed, the type's spot pool is not to be avoided and the job
+// checkpoints (metadata "checkpoint=none" does not), then on-demand.
 var (
 	t1 = catalog.InstanceType{Name: "tst.1x", Family: "tst", GPUModel: "tst", GPUManufacturer: "nvidia", GPUs: 1, GPUMemoryMiB: 16384, VCPU: 4, MemoryMiB: 16384, OnDemandUSD: 1, Spot: catalog.Spot{SavingsPct: 60, Bucket: catalog.InterruptUnder5}}
 	t8 = catalog.InstanceType{Name: "tst.8x", Family: "tst", GPUModel: "tst", GPUManufacturer: "nvidia", GPUs: 8, GPUMemoryMiB: 16384, VCPU: 64, MemoryMiB: 131072, OnDemandUSD: 8, Spot: catalog.Spot{SavingsPct: 60, Bucket: catalog.InterruptUnder5}}
@@ -40,7 +40,7 @@ func (f *fixedSizer) Offerings(r Request) ([]Offering, error) {
 		typ, nodes = t8, (r.Job.GPUs+7)/8
 	}
 	od := Offering{Type: typ, Nodes: nodes, USDPerHour: typ.OnDemandUSD}
-	if !r.AllowSpot || len(r.AvoidSpot) > 0 && r.AvoidSpot[0] == typ.Name {
+	if !r.AllowSpot || len(r.AvoidSpot) > 0 && r.AvoidSpot[0] == typ.Name || r.Job.Metadata == "checkpoint=none" {
 		return []Offering{od}, nil
 	}
 	return []Offering{{Type: typ, Spot: true, Nodes: nodes, USDPerHour: typ.SpotUSD()}, od}, nil
@@ -65,9 +65,11 @@ func job(submitS, durS float64, gpus int) trace.Job {
 }
 
 // handOptions: fixed 120 s boot, 10 min idle timeout, 2 min warm window,
-// 30 min checkpoints, no dry pools, no interruptions unless injected.
+// 30 min checkpoints, no dry pools, no interruptions unless injected, no
+// scheduling delay, no warm pool (warmpool_test.go turns it on).
 func handOptions(t testing.TB) Options {
 	return Options{
+		SchedDelay: -1, Warm: WarmOptions{Disabled: true},
 		Catalog: testCatalog(t), Sizer: &fixedSizer{}, GPUModel: "tst",
 		BootMedian: 120 * time.Second, BootSigma: -1,
 		IdleTimeout: 10 * time.Minute, WarmWindow: 2 * time.Minute,

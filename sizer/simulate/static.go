@@ -255,7 +255,7 @@ func runStatic(o Options, jobs []trace.Job, t0 time.Time, span float64) (*tally,
 	tl.gpuSecUsed = used
 	tl.launches = nodes
 	for i := range sj {
-		tl.waits = append(tl.waits, sj[i].start-sj[i].submit)
+		tl.waits = append(tl.waits, sj[i].start-sj[i].submit+o.schedDelay())
 	}
 	return tl, nodes, typ, nil
 }

@@ -13,32 +13,48 @@ import (
 )
 
 // SweepSpec lists the values a sensitivity sweep tries. Every combination
-// of BootMedians x Interruptions x Checkpoints is simulated for burst;
-// idle-timeout (which has no spot and no checkpoints) once per boot median.
+// of BootMedians x Interruptions x Checkpoints x WarmCaps x WarmQuantiles
+// is simulated for burst; idle-timeout (which has no spot, no checkpoints
+// and no warm pool) once per boot median.
 type SweepSpec struct {
 	BootMedians   []time.Duration
 	Interruptions []InterruptModel
 	Checkpoints   []time.Duration // negative: no checkpointing
+	// WarmCaps are warm-pool caps in USD per class per day; negative means
+	// no pool. Empty: the base options' pool only.
+	WarmCaps []float64
+	// WarmQuantiles are warm-pool quantiles; empty: the base options'.
+	WarmQuantiles []float64
 }
 
 // SweepRow is one combination's outcome.
 type SweepRow struct {
 	BootMedianS        float64 `json:"boot_median_s"`
 	Interruptions      string  `json:"interruptions"`
-	CheckpointS        float64 `json:"checkpoint_s"` // 0: none
+	CheckpointS        float64 `json:"checkpoint_s"`         // 0: none
+	WarmCapUSDPerDay   float64 `json:"warm_cap_usd_per_day"` // -1: no warm pool
+	WarmQuantile       float64 `json:"warm_quantile,omitempty"`
 	BurstCostUSD       float64 `json:"burst_cost_usd"`
 	IdleTimeoutCostUSD float64 `json:"idle_timeout_cost_usd"`
 	SavingsPct         float64 `json:"savings_vs_idle_timeout_pct"`
+	BurstWaitP50S      float64 `json:"burst_wait_p50_s"`
+	IdleWaitP50S       float64 `json:"idle_timeout_wait_p50_s"`
 	BurstWaitP95S      float64 `json:"burst_wait_p95_s"`
 	IdleWaitP95S       float64 `json:"idle_timeout_wait_p95_s"`
+	BurstWarmStarts    float64 `json:"burst_warm_start_share"`
+	BurstPoolCostUSD   float64 `json:"burst_warm_pool_cost_usd"`
 	BurstLostGPUHours  float64 `json:"burst_lost_gpu_hours"`
 	BurstInterruptions int     `json:"burst_interruptions"`
 	BurstSpotShare     float64 `json:"burst_spot_gpu_hour_share"` // of billed GPU-hours
 	BurstWins          bool    `json:"burst_cheaper"`
+	// BurstWaitsNoLonger: burst's p50 and p95 waits are at most
+	// idle-timeout's.
+	BurstWaitsNoLonger bool `json:"burst_waits_no_longer"`
 }
 
 // Sweep runs the sensitivity sweep on all CPUs. Rows come back in spec
-// order (boot, then interruptions, then checkpoint).
+// order (boot, then interruptions, then checkpoint, then warm cap, then
+// warm quantile).
 func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) ([]SweepRow, error) {
 	base = base.withDefaults()
 	if base.Sizer == nil {
@@ -59,14 +75,42 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 		o.BootMedian, o.Policies = b, []string{PolicyIdleTimeout}
 		tasks = append(tasks, task{-1 - bi, o})
 	}
+	caps, qs := spec.WarmCaps, spec.WarmQuantiles
+	if len(caps) == 0 {
+		c := base.Warm.capUSD()
+		if base.Warm.Disabled {
+			c = -1
+		}
+		caps = []float64{c}
+	}
+	if len(qs) == 0 {
+		qs = []float64{base.Warm.Quantile}
+	}
 	var rows []SweepRow
 	for _, b := range spec.BootMedians {
 		for _, im := range spec.Interruptions {
 			for _, ck := range spec.Checkpoints {
-				o := base
-				o.BootMedian, o.Interruptions, o.Checkpoint, o.Policies = b, im, ck, []string{PolicyBurst}
-				tasks = append(tasks, task{len(rows), o})
-				rows = append(rows, SweepRow{BootMedianS: b.Seconds(), Interruptions: im.String(), CheckpointS: max(ck, 0).Seconds()})
+				for _, wc := range caps {
+					for qi, wq := range qs {
+						if wc < 0 && qi > 0 {
+							continue // no pool: the quantile does not matter
+						}
+						o := base
+						o.BootMedian, o.Interruptions, o.Checkpoint, o.Policies = b, im, ck, []string{PolicyBurst}
+						o.Warm.Disabled, o.Warm.CapUSDPerDay, o.Warm.Quantile = wc < 0, wc, wq
+						if wc == 0 {
+							o.Warm.CapUSDPerDay = -1 // a cap of 0 (zero would mean the default)
+						}
+						row := SweepRow{BootMedianS: b.Seconds(), Interruptions: im.String(), CheckpointS: max(ck, 0).Seconds(), WarmCapUSDPerDay: wc}
+						if wc < 0 {
+							row.WarmCapUSDPerDay = -1
+						} else {
+							row.WarmQuantile = o.Warm.params(o.withDefaults()).Quantile
+						}
+						tasks = append(tasks, task{len(rows), o})
+						rows = append(rows, row)
+					}
+				}
 			}
 		}
 	}
@@ -93,10 +137,14 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 						idle[-1-t.idx] = p
 					} else {
 						row := &rows[t.idx]
-						row.BurstCostUSD, row.BurstWaitP95S, row.BurstLostGPUHours, row.BurstInterruptions = p.CostUSD, p.WaitP95S, p.LostGPUHours, p.Interruptions
+						row.BurstCostUSD, row.BurstWaitP50S, row.BurstWaitP95S, row.BurstLostGPUHours, row.BurstInterruptions = p.CostUSD, p.WaitP50S, p.WaitP95S, p.LostGPUHours, p.Interruptions
 						if p.GPUHoursBilled > 0 {
 							row.BurstSpotShare = p.SpotGPUHours / p.GPUHoursBilled
 						}
+						if n := p.WarmStarts + p.AheadStarts + p.ColdStarts; n > 0 {
+							row.BurstWarmStarts = float64(p.WarmStarts) / float64(n)
+						}
+						row.BurstPoolCostUSD = p.PoolCostUSD
 					}
 				}
 				mu.Unlock()
@@ -111,14 +159,15 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 	if firstErr != nil {
 		return nil, fmt.Errorf("sweeping: %w", firstErr)
 	}
-	per := len(spec.Interruptions) * len(spec.Checkpoints)
+	per := len(rows) / max(1, nb)
 	for i := range rows {
 		it := idle[i/per]
-		rows[i].IdleTimeoutCostUSD, rows[i].IdleWaitP95S = it.CostUSD, it.WaitP95S
+		rows[i].IdleTimeoutCostUSD, rows[i].IdleWaitP50S, rows[i].IdleWaitP95S = it.CostUSD, it.WaitP50S, it.WaitP95S
 		if it.CostUSD > 0 {
 			rows[i].SavingsPct = 100 * (it.CostUSD - rows[i].BurstCostUSD) / it.CostUSD
 		}
 		rows[i].BurstWins = rows[i].BurstCostUSD < it.CostUSD
+		rows[i].BurstWaitsNoLonger = rows[i].BurstWaitP50S <= it.WaitP50S && rows[i].BurstWaitP95S <= it.WaitP95S
 	}
 	return rows, nil
 }
@@ -126,14 +175,23 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 // WriteSweep prints the sweep as a table.
 func WriteSweep(w io.Writer, rows []SweepRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "boot\tinterruptions\tcheckpoint\tburst USD\tidle-timeout USD\tsavings\tburst wait p95\tidle-timeout p95\tlost GPU-h\tinterrupts\tspot GPU-h\tcheaper\t")
+	fmt.Fprintln(tw, "boot\tinterruptions\tcheckpoint\twarm cap/day\twarm q\tburst USD\tidle-timeout USD\tsavings\tburst wait p50\tp95\tidle-timeout p50\tp95\twarm starts\twarm pool USD\tlost GPU-h\tinterrupts\tspot GPU-h\tcheaper\twaits\t")
 	for _, r := range rows {
 		win := "burst"
 		if !r.BurstWins {
 			win = "IDLE-TIMEOUT"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%+.1f%%\t%s\t%s\t%s\t%d\t%.0f%%\t%s\t\n", dur(r.BootMedianS), r.Interruptions, ckptText(r.CheckpointS),
-			money(r.BurstCostUSD), money(r.IdleTimeoutCostUSD), r.SavingsPct, dur(r.BurstWaitP95S), dur(r.IdleWaitP95S), num(r.BurstLostGPUHours), r.BurstInterruptions, 100*r.BurstSpotShare, win)
+		waits := "burst <="
+		if !r.BurstWaitsNoLonger {
+			waits = "LONGER"
+		}
+		wc, wq := "off", "-"
+		if r.WarmCapUSDPerDay >= 0 {
+			wc, wq = money(r.WarmCapUSDPerDay), fmt.Sprintf("%.2f", r.WarmQuantile)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f%%\t%s\t%s\t%s\t%s\t%.0f%%\t%s\t%s\t%d\t%.0f%%\t%s\t%s\t\n", dur(r.BootMedianS), r.Interruptions, ckptText(r.CheckpointS), wc, wq,
+			money(r.BurstCostUSD), money(r.IdleTimeoutCostUSD), r.SavingsPct, dur(r.BurstWaitP50S), dur(r.BurstWaitP95S), dur(r.IdleWaitP50S), dur(r.IdleWaitP95S),
+			100*r.BurstWarmStarts, money(r.BurstPoolCostUSD), num(r.BurstLostGPUHours), r.BurstInterruptions, 100*r.BurstSpotShare, win, waits)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the sweep: %w", err)

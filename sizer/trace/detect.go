@@ -13,16 +13,25 @@ const (
 	FormatPhilly = "philly"
 	FormatCSV    = "csv"
 	FormatSacct  = "sacct"
+	FormatOpenB  = "alibaba-openb" // alibaba/clusterdata cluster-trace-gpu-v2023 pod lists
+	FormatDLRM   = "alibaba-dlrm"  // alibaba/clusterdata cluster-trace-gpu-v2025 DLRM serving trace
 )
 
-// DetectFormat names the format of a trace from its first line: the Philly
-// header, a sacct --parsable2 header (with '|' and JobID), else the simple
-// CSV.
+// Formats lists the formats ReadAny reads, for messages.
+var Formats = []string{FormatAuto, FormatPhilly, FormatCSV, FormatSacct, FormatOpenB, FormatDLRM}
+
+// DetectFormat names the format of a trace from its first line: the Philly,
+// openb or DLRM header, a sacct --parsable2 header (with '|' and JobID),
+// else the simple CSV.
 func DetectFormat(firstLine string) string {
-	l := strings.ToLower(strings.TrimSpace(firstLine))
+	l := strings.ToLower(strings.TrimSpace(strings.TrimPrefix(firstLine, "\ufeff")))
 	switch {
 	case strings.HasPrefix(l, strings.Join(PhillyColumns, ",")):
 		return FormatPhilly
+	case strings.HasPrefix(l, strings.Join(OpenBColumns[:4], ",")):
+		return FormatOpenB
+	case strings.HasPrefix(l, strings.Join(DLRMColumns[:3], ",")):
+		return FormatDLRM
 	case strings.Contains(l, "|") && strings.Contains(l, "jobid"):
 		return FormatSacct
 	default:
@@ -48,6 +57,10 @@ func ReadAny(r io.Reader, format string, opt ReadOptions) ([]Job, Report, error)
 		return ReadCSV(br, opt)
 	case FormatSacct:
 		return ParseSacct(br, opt)
+	case FormatOpenB:
+		return ReadOpenB(br, opt)
+	case FormatDLRM:
+		return ReadDLRM(br, opt)
 	}
-	return nil, Report{}, fmt.Errorf("trace format %q is unknown; want auto, philly, csv or sacct", format)
+	return nil, Report{}, fmt.Errorf("trace format %q is unknown; want one of %s", format, strings.Join(Formats, ", "))
 }

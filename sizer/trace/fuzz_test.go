@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -105,4 +106,32 @@ func FuzzReadBamboo(f *testing.F) {
 			t.Fatalf("rate %v", r)
 		}
 	})
+}
+
+func FuzzReadOpenB(f *testing.F) {
+	f.Add(openBSample)
+	f.Add(openBHeader + "p,1,1,1.0,1000,,LS,Running,1e3,2e3,1.5e3\np,1,1,8,1000,,LS,Running,nan,1,\n")
+	f.Fuzz(func(t *testing.T, in string) { fuzzAgree(t, in, ReadOpenB) })
+}
+
+func FuzzReadDLRM(f *testing.F) {
+	f.Add(dlrmSample)
+	f.Add(dlrmHeader + "i,HN,a,8,8,1.0,1,25,25,40,40,1,1,2,1e3,1e3,2e3\ni,CN,a,8,8,0,0,1,1,1,1,1,1,-1,,,\n")
+	f.Fuzz(func(t *testing.T, in string) { fuzzAgree(t, in, ReadDLRM) })
+}
+
+// fuzzAgree: no panic, valid sorted jobs, and a strict read and a skip-bad
+// read agree when the strict one succeeds.
+func fuzzAgree(t *testing.T, in string, read func(io.Reader, ReadOptions) ([]Job, Report, error)) {
+	jobs, _, err := read(strings.NewReader(in), ReadOptions{})
+	if err == nil {
+		checkJobs(t, jobs)
+	}
+	skipped, rep, err2 := read(strings.NewReader(in), ReadOptions{SkipBad: true})
+	if err2 == nil {
+		checkJobs(t, skipped)
+		if err == nil && (len(skipped) != len(jobs) || rep.Skipped != 0) {
+			t.Fatalf("strict read %d jobs, skip-bad %d with %d skipped", len(jobs), len(skipped), rep.Skipped)
+		}
+	}
 }

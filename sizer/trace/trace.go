@@ -1,6 +1,7 @@
 // Package trace reads job traces for burst's cost simulator: the Philly
-// trace, burst's own simple CSV, and Slurm's `sacct --parsable2` output
-// (converted into the simple CSV). Every reader is a pure function over an
+// trace, the Alibaba GPU traces (cluster-trace-gpu-v2023 openb pod lists,
+// cluster-trace-gpu-v2025 DLRM serving instances), burst's own simple CSV,
+// and Slurm's `sacct --parsable2` output (converted into the simple CSV). Every reader is a pure function over an
 // io.Reader; bad rows are errors naming the line, or, with
 // ReadOptions.SkipBad, are skipped and counted in the Report.
 package trace

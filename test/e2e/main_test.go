@@ -82,6 +82,8 @@ func start(t *testing.T, o stack.Options) *stack.Stack {
 
 func dumpLogs(t *testing.T, s *stack.Stack) {
 	nodeLogs, _ := filepath.Glob(filepath.Join(s.Cluster.Dir(), "log", "node-*.out"))
+	agentLogs, _ := filepath.Glob(filepath.Join(s.Dir, "run", "*", "agent.log"))
+	nodeLogs = append(nodeLogs, agentLogs...)
 	for _, f := range append([]string{s.LogPath(), s.Cluster.SlurmctldLog()}, nodeLogs...) {
 		b, _ := os.ReadFile(f)
 		lines := strings.Split(string(b), "\n")

@@ -19,8 +19,9 @@ import (
 // the host itself. For a Debian root it is a private mount namespace, held
 // open by an anchor process (`sleep infinity`), whose root is a writable
 // overlay (tmpfs upper layer) over the read-only cached root, with the
-// host's /proc, /sys and /dev, a private tmpfs /run, and host directories
-// (os.TempDir(), the burst binaries, ...) bind-mounted at their own paths:
+// host's /proc, /sys, /dev, /etc/hosts and /etc/resolv.conf, a private
+// tmpfs /run, and host directories (os.TempDir(), the burst binaries, ...)
+// bind-mounted at their own paths:
 // every path under them means the same file inside and outside. Processes
 // enter it with `nsenter -t ANCHOR -m -r`; the network namespace stays the
 // host's (or a node's, with --net). Nothing of it shows in the host's mount
@@ -75,6 +76,11 @@ mount -t tmpfs -o mode=755 tmpfs "$N/run"
 cp /etc/hosts "$N/etc/hosts"
 sed -i 's/^hosts:.*/hosts: files/' "$N/etc/nsswitch.conf"
 for d in "$@"; do mkdir -p "$N$d"; mount --bind "$d" "$N$d"; done
+# the host's names: a minbase root has no /etc/hosts, and looking up the
+# host name in DNS from a node's network namespace waits for a timeout
+for f in /etc/hosts /etc/resolv.conf; do
+  if [ -f "$f" ]; then touch "$N$f"; mount --bind "$f" "$N$f"; fi
+done
 mkdir "$N/.bst-oldroot"
 cd "$N"
 pivot_root . .bst-oldroot
