@@ -70,17 +70,15 @@ mount -t proc proc "$N/proc"
 mount --rbind /sys "$N/sys"
 mount --rbind /dev "$N/dev"
 mount -t tmpfs -o mode=755 tmpfs "$N/run"
-# host names from the host's /etc/hosts, and no DNS: the roots have no
-# /etc/hosts, and Slurm's address lookups (24.11+ resolve each munge
-# client's address) otherwise wait 5 s for a resolver the machine may not reach
-cp /etc/hosts "$N/etc/hosts"
-sed -i 's/^hosts:.*/hosts: files/' "$N/etc/nsswitch.conf"
 for d in "$@"; do mkdir -p "$N$d"; mount --bind "$d" "$N$d"; done
 # the host's names: a minbase root has no /etc/hosts, and looking up the
 # host name in DNS from a node's network namespace waits for a timeout
 for f in /etc/hosts /etc/resolv.conf; do
   if [ -f "$f" ]; then touch "$N$f"; mount --bind "$f" "$N$f"; fi
 done
+# and host names from files only: 24.11+ slurmctld resolves every munge
+# client's address, and a resolver that does not answer stalls it 5 s
+sed -i 's/^hosts:.*/hosts: files/' "$N/etc/nsswitch.conf"
 mkdir "$N/.bst-oldroot"
 cd "$N"
 pivot_root . .bst-oldroot
