@@ -21,7 +21,7 @@ export BURST_SLURM
 BURST_SLURM_API ?= cli
 export BURST_SLURM_API
 
-.PHONY: help deps build test test-unit test-fuzz bench demo install lint image test-gpu generate clean
+.PHONY: help deps build test test-unit test-fuzz bench demo screenshots install lint image test-gpu generate clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -60,8 +60,11 @@ bench: ## run the benchmarks and print their figures
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./... | grep -E 'Benchmark|ok|FAIL|^[a-z]'
 
 demo: DEPS_SLURM = $(BURST_SLURM)
-demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24.11|26.05, BURST_SLURM_API=cli|rest), burst, the EC2 emulator (as root)
-	$(GO) run ./test/demo -bin $(CURDIR)/$(BIN)
+demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24.11|26.05, BURST_SLURM_API=cli|rest), burst, the EC2 emulator (as root); KEEP=1 keeps it and the dashboard up until Ctrl-C
+	$(GO) run ./test/demo -bin $(CURDIR)/$(BIN) $(if $(KEEP),-stay)
+
+screenshots: deps build ## refresh the dashboard screenshots in docs/img (the browser end-to-end test, as root)
+	BURST_SCREENSHOTS=docs/img BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run TestDashboard -v ./test/e2e
 
 install: build ## install the binaries into PREFIX/bin (default /usr/local/bin)
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -143,6 +143,11 @@ func TestRunSpotInterruption(t *testing.T) {
 		}
 		return false
 	})
+	// the report leaves before the hand-back (which ends the instance)
+	waitFor("the node handed back", func() bool {
+		b, _ := os.ReadFile(calls)
+		return strings.Contains(string(b), "state=POWER_DOWN_FORCE")
+	})
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("agent exit status %d", code)

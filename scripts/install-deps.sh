@@ -37,6 +37,9 @@ have ip || need+=(iproute2)
 have nsenter || need+=(util-linux)
 have perl || need+=(perl)
 have curl || need+=(curl)
+# headless Chromium and its WebDriver for the dashboard's browser test
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 if [ ${#roots[@]} -gt 0 ]; then
   have debootstrap || need+=(debootstrap)
   have xz || need+=(xz-utils)

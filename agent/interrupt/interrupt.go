@@ -241,14 +241,16 @@ func (h *Handler) interrupt(ctx context.Context, a imds.InstanceAction) (sizerap
 		}
 	}
 	ev.Jobs = results
+	if err := errors.Join(errs...); err != nil {
+		ev.Error = err.Error()
+	}
+	// Report what happened to the jobs before handing the node back: the
+	// hand-back terminates this instance, and the unsent spool with it.
+	h.record(ctx, ev)
 	if err := h.ops.PowerDownForce(ctx, h.opts.Node, reason); err != nil {
 		errs = append(errs, fmt.Errorf("handing %s back (POWER_DOWN_FORCE): %w", h.opts.Node, err))
 	}
 	err = errors.Join(errs...)
-	if err != nil {
-		ev.Error = err.Error()
-	}
-	h.record(ctx, ev)
 	h.log.Warn("spot interruption handled", "jobs", len(jobs), "took", h.opts.Now().Sub(start), "err", err)
 	return ev, err
 }

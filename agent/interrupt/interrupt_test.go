@@ -72,6 +72,7 @@ type fakeRecorder struct {
 	mu      sync.Mutex
 	recs    []sizerapi.Record
 	flushes int
+	ops     *fakeOps // when set, flushes are logged among its calls
 }
 
 func (r *fakeRecorder) Add(rec sizerapi.Record) error {
@@ -84,6 +85,9 @@ func (r *fakeRecorder) Flush(context.Context) error {
 	r.mu.Lock()
 	r.flushes++
 	r.mu.Unlock()
+	if r.ops != nil {
+		r.ops.log("report flushed")
+	}
 	return nil
 }
 
@@ -124,7 +128,7 @@ func TestInterruptSequence(t *testing.T) {
 	os.MkdirAll(CheckpointDir(root, 12), 0o755)
 	os.WriteFile(MarkerPath(CheckpointDir(root, 12), 3), nil, 0o644)
 
-	rec := &fakeRecorder{}
+	rec := &fakeRecorder{ops: ops}
 	ann := &fakeAnnouncer{}
 	h, err := New(ops, rec, Options{Node: "gpu-1", InstanceID: "i-0abc", CheckpointRoot: root,
 		Grace: 2 * time.Second, PollMarker: 5 * time.Millisecond, Announcer: ann})
@@ -154,6 +158,11 @@ func TestInterruptSequence(t *testing.T) {
 	}
 	if pd != len(calls)-1 {
 		t.Fatalf("POWER_DOWN_FORCE is not last: %q", calls)
+	}
+	// the report of what happened to the jobs leaves before the hand-back
+	// terminates the instance (and its spool)
+	if f := indexOf(t, calls, "report flushed"); !(u11 < f && u12 < f && f < pd) {
+		t.Fatalf("the interruption report is not flushed between the requeues and the hand-back: %q", calls)
 	}
 	if len(ev.Jobs) != 2 || !ev.Jobs[0].Checkpointed || ev.Jobs[1].Checkpointed || !ev.Jobs[0].Released || !ev.Jobs[1].Requeued {
 		t.Fatalf("event jobs = %+v", ev.Jobs)

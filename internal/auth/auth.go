@@ -2,7 +2,8 @@
 // 0600 file) and per-node credentials derived from it, so that burst-resume
 // can mint a node's credential without shared state and the sizer can check
 // it without a lookup. A node credential only authorises reports for its own
-// node.
+// node; an account credential only reads its own account's figures (the
+// dashboard and the read-only API).
 package auth
 
 import (
@@ -21,8 +22,9 @@ import (
 const MinTokenLen = 32
 
 const (
-	nodePrefix  = "bn1:"
-	routePrefix = "br1:"
+	nodePrefix    = "bn1:"
+	routePrefix   = "br1:"
+	accountPrefix = "ba1:"
 )
 
 // LoadCredential reads any credential (admin, node or route) from the first
@@ -59,8 +61,8 @@ func LoadToken(path string) (string, error) {
 	if len(tok) < MinTokenLen {
 		return "", fmt.Errorf("reading sizer token: %s holds %d characters, want at least %d; regenerate it with `burst-sizer token init --force %s`", path, len(tok), MinTokenLen, path)
 	}
-	if strings.HasPrefix(tok, nodePrefix) || strings.HasPrefix(tok, routePrefix) {
-		return "", fmt.Errorf("reading sizer token: %s holds a node or route credential, not the admin token", path)
+	if strings.HasPrefix(tok, nodePrefix) || strings.HasPrefix(tok, routePrefix) || strings.HasPrefix(tok, accountPrefix) {
+		return "", fmt.Errorf("reading sizer token: %s holds a node, route or account credential, not the admin token", path)
 	}
 	return tok, nil
 }
@@ -117,11 +119,42 @@ func NodeToken(admin, node string) string {
 // cli_filter). "br1:<HMAC-SHA256(admin, "route")>".
 func RouteToken(admin string) string { return routePrefix + nodeMAC(admin, "\x00route") }
 
+// ValidAccount checks a Slurm account name for an account credential:
+// 1 to 64 letters, digits, '.', '_' or '-'.
+func ValidAccount(account string) error {
+	if account == "" || len(account) > 64 {
+		return fmt.Errorf("account name %q: want 1 to 64 characters", account)
+	}
+	for _, r := range account {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("account name %q: only letters, digits, '.', '_' and '-' are allowed", account)
+		}
+	}
+	return nil
+}
+
+func accountMAC(admin, account string) string {
+	m := hmac.New(sha256.New, []byte(admin))
+	m.Write([]byte("burst-sizer account credential v1\x00" + account))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// AccountToken is the read-only credential of a Slurm account (its
+// dashboard and the read-only API, its own figures only):
+// "ba1:<account>:<HMAC-SHA256(admin, label, account)>".
+func AccountToken(admin, account string) (string, error) {
+	if err := ValidAccount(account); err != nil {
+		return "", err
+	}
+	return accountPrefix + account + ":" + accountMAC(admin, account), nil
+}
+
 // Principal is who a bearer token belongs to.
 type Principal struct {
-	Admin bool
-	Node  string // for node credentials
-	Route bool   // the submit-time route credential
+	Admin   bool
+	Node    string // for node credentials
+	Route   bool   // the submit-time route credential
+	Account string // for account (read-only) credentials
 }
 
 // ErrBadToken is returned for a missing or wrong token.
@@ -142,6 +175,17 @@ func Verify(admin, tok string) (Principal, error) {
 			return Principal{}, ErrBadToken
 		}
 		return Principal{Node: node}, nil
+	}
+	if rest, ok := strings.CutPrefix(tok, accountPrefix); ok {
+		i := strings.LastIndexByte(rest, ':')
+		if i <= 0 || ValidAccount(rest[:i]) != nil {
+			return Principal{}, ErrBadToken
+		}
+		acct, mac := rest[:i], rest[i+1:]
+		if subtle.ConstantTimeCompare([]byte(mac), []byte(accountMAC(admin, acct))) != 1 {
+			return Principal{}, ErrBadToken
+		}
+		return Principal{Account: acct}, nil
 	}
 	if strings.HasPrefix(tok, routePrefix) {
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(RouteToken(admin))) != 1 {

@@ -53,3 +53,39 @@ func TestTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestAccountTokens(t *testing.T) {
+	admin, _ := Generate()
+	other, _ := Generate()
+	at, err := AccountToken(admin, "nlp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Verify(admin, at)
+	if err != nil || p.Account != "nlp" || p.Admin || p.Node != "" || p.Route || p.MayReportFor("nlp") {
+		t.Errorf("account: %+v %v", p, err)
+	}
+	// the account token is not a node token of a node named like the account
+	if _, err := Verify(admin, strings.Replace(at, "ba1:", "bn1:", 1)); err == nil {
+		t.Error("an account credential passed as a node credential")
+	}
+	foreign, _ := AccountToken(other, "nlp")
+	vision, _ := AccountToken(admin, "vision")
+	for _, bad := range []string{foreign, strings.Replace(at, "nlp", "vision", 1), vision[:len(vision)-1], "ba1:nlp", "ba1::" + strings.Repeat("0", 64),
+		"ba1:a b:" + strings.Repeat("0", 64)} {
+		if p, err := Verify(admin, bad); err == nil {
+			t.Errorf("accepted %q as %+v", bad, p)
+		}
+	}
+	for _, bad := range []string{"", "a b", "x/y", strings.Repeat("a", 65), "<script>"} {
+		if _, err := AccountToken(admin, bad); err == nil {
+			t.Errorf("account token minted for %q", bad)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	os.WriteFile(path, []byte(at+strings.Repeat("0", 10)+"\n"), 0o600)
+	if _, err := LoadToken(path); err == nil {
+		t.Error("an account credential loaded as the admin token")
+	}
+}

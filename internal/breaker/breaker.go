@@ -55,6 +55,8 @@ type Status struct {
 	Reason     string    `json:"reason,omitempty"` // last failure
 	Changed    time.Time `json:"changed,omitzero"` // last state change
 	TotalTrips int       `json:"total_trips"`      // times opened ever (metrics)
+	// TotalFailures counts every launch failure ever recorded (metrics).
+	TotalFailures int `json:"total_failures"`
 }
 
 type doc struct {
@@ -196,6 +198,7 @@ func (b *Breaker) Failure(class, reason string) {
 		st := m[class]
 		st.Class = class
 		st.Failures++
+		st.TotalFailures++
 		st.Reason = trimReason(reason)
 		if st.State == HalfOpen || (st.State != Open && st.Failures >= b.o.Threshold) {
 			cool := b.o.Cooldown

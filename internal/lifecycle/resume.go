@@ -313,6 +313,9 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 				// agents measure (requested vs used) and charges the spend to it
 				ev.Job = &sizerapi.Job{JobID: jr.JobID, JobName: jr.JobName, User: jr.User, Account: jr.Account, Class: g.class.Name,
 					GPUModel: g.class.GPUModel, GPUsPerNode: jr.GPUsPerNode, Nodes: jr.Nodes}
+				if g.job != nil {
+					ev.Job.Attempt = attempt // Slurm's restart count + 1
+				}
 				if t, ok := catalog.Default().Lookup(in.InstanceType); ok {
 					ev.Job.GPUMemoryMiB = t.GPUMemoryMiB
 				}

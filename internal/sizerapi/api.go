@@ -3,7 +3,8 @@
 // both ends).
 //
 // Endpoints (all JSON; "admin" needs the admin bearer token, "node" accepts a
-// node credential for the named node too):
+// node credential for the named node too, "read" an account credential,
+// answered for its own account only; the dashboard's views are in dash.go):
 //
 //	POST /v1/rank                 admin  RankRequest -> RankResponse
 //	POST /v1/route                admin  RouteRequest -> sizing.Decision
@@ -11,8 +12,10 @@
 //	POST /v1/interruptions        node   Interruption -> {}
 //	POST /v1/instances/launch     admin  InstanceEvent -> {}
 //	POST /v1/instances/terminate  admin  InstanceEvent (instance_id, time) -> {}
-//	GET  /v1/budgets              admin  -> []BudgetStatus
-//	GET  /v1/report               admin  -> UsageReport
+//	GET  /v1/budgets              read   -> []BudgetStatus
+//	GET  /v1/report               read   -> UsageReport
+//	GET  /v1/fleet, /v1/jobs[/ID], /v1/money, /v1/rightsizing  read (dash.go)
+//	GET  /ui/                     the dashboard (login with the admin or an account token)
 //	GET  /metrics                 none   Prometheus text format
 //	GET  /healthz                 none   "ok"
 //
@@ -51,6 +54,7 @@ const (
 	CodeUnknownClass = "unknown_class"
 	CodeInternal     = "internal"
 	CodeShuttingDown = "shutting_down"
+	CodeNotFound     = "not_found"
 )
 
 // ErrorResponse is the body of every non-2xx answer.
@@ -238,6 +242,8 @@ type Job struct {
 	Nodes       int    `json:"nodes,omitempty"`
 	// GPUMemoryMiB is the memory of one of the job's GPUs.
 	GPUMemoryMiB int `json:"gpu_memory_mib,omitempty"`
+	// Attempt is Slurm's restart count of the job + 1 (requeues = attempts - 1).
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // InstanceEvent is a launch (all fields) or a termination (InstanceID, Time).

@@ -111,15 +111,20 @@ func newReconciler(ctx context.Context, cfg *config.Config, o reconcile.Options)
 	return reconcile.New(prov, sl, o)
 }
 
+// registerBreakerMetrics exports the launch breaker's state file of dir.
+func registerBreakerMetrics(reg prometheus.Registerer, dir string, log *slog.Logger) {
+	if err := reg.Register(breakermetrics.NewCollector(breaker.New(breaker.Options{Dir: dir, Logger: log}))); err != nil {
+		log.Warn("exporting launch breaker metrics", "err", err)
+	}
+}
+
 // startReconciler runs the reconciler loop of burst-sizer serve every
 // sizer.reconcile_interval, and exports the launch breaker's state. A
 // reconciler that cannot be built (no EC2 credentials, say) is logged and
 // the daemon serves without it.
 func startReconciler(ctx context.Context, st *settings, reg prometheus.Registerer, grace time.Duration,
 	terminated func(context.Context, string, time.Time) error, log *slog.Logger) {
-	if err := reg.Register(breakermetrics.NewCollector(breaker.New(breaker.Options{Dir: st.cfg.Sizer.StateDir, Logger: log}))); err != nil {
-		log.Warn("exporting launch breaker metrics", "err", err)
-	}
+	registerBreakerMetrics(reg, st.cfg.Sizer.StateDir, log)
 	r, err := newReconciler(ctx, st.cfg, reconcile.Options{Grace: grace, Logger: log, Registerer: reg, Terminated: terminated})
 	if err != nil {
 		log.Error("reconciler not started: orphaned instances will not be reaped", "err", err)

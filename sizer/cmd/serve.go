@@ -18,6 +18,7 @@ import (
 	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/sizer/dash"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/server"
 	"github.com/burst-hpc/burst/sizer/store"
@@ -30,6 +31,8 @@ func serveCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "no-reconcile", Usage: "do not run the reconciler loop"},
 			&cli.DurationFlag{Name: "reconcile-grace", Value: DefaultReconcileGrace, Usage: "how old an instance must be to count as an orphan or duplicate"},
+			&cli.BoolFlag{Name: "no-ui", Usage: "serve the API without the dashboard (/ui)"},
+			&cli.DurationFlag{Name: "idle-timeout", Value: dash.DefaultIdleTimeout, Usage: "idle time of the money view's idle-timeout counterfactual (ParallelCluster's default: 10m)"},
 		},
 		Action: func(c *cli.Context) error {
 			st, err := loadSettings(c)
@@ -39,6 +42,9 @@ func serveCommand() *cli.Command {
 			log := compose.StderrLogger(c.App.ErrWriter, st.cfg.Log.Level, "burst-sizer", false)
 			o := st.serverOptions()
 			o.Logger = log
+			o.NoUI, o.IdleTimeout = c.Bool("no-ui"), c.Duration("idle-timeout")
+			// the dashboard shows Slurm's node and job states
+			o.Slurm = compose.Slurm(st.cfg, os.Getenv, log)
 			o.Registry = prometheus.NewRegistry()
 			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)

@@ -70,6 +70,28 @@ func tokenCommand() *cli.Command {
 					return err
 				},
 			},
+			{
+				Name: "account", Usage: "print a Slurm account's read-only credential (its dashboard and read-only API: that account's figures only)", ArgsUsage: "ACCOUNT",
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return cmdline.Usagef("usage: burst-sizer token account ACCOUNT")
+					}
+					path, err := tokenFile(c)
+					if err != nil {
+						return err
+					}
+					tok, err := auth.LoadToken(path)
+					if err != nil {
+						return err
+					}
+					at, err := auth.AccountToken(tok, c.Args().First())
+					if err != nil {
+						return cmdline.Usagef("burst-sizer token account: %v", err)
+					}
+					_, err = fmt.Fprintln(c.App.Writer, at)
+					return err
+				},
+			},
 		},
 	}
 }

@@ -27,16 +27,28 @@ func (s *Server) budgetStatuses(ctx context.Context) ([]sizerapi.BudgetStatus, e
 	return out, nil
 }
 
-func (s *Server) budgets(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
-	out, err := s.budgetStatuses(r.Context())
-	if out == nil {
-		out = []sizerapi.BudgetStatus{}
+func (s *Server) budgets(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
+	sc, err := scope(r, p)
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	m, err := s.dash.Money(r.Context(), sc)
+	if err != nil {
+		return nil, err
+	}
+	out := []sizerapi.BudgetStatus{}
+	for _, a := range m.Accounts {
+		out = append(out, sizerapi.BudgetStatus{Account: a.Account, MonthlyUSD: a.BudgetUSD, SpentUSD: a.SpentUSD, RemainingUSD: a.RemainingUSD, Over: a.Over, Since: m.From})
+	}
+	return out, nil
 }
 
-func (s *Server) report(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
-	return BuildReport(r.Context(), s.st, s.o.Budgets, s.now())
+func (s *Server) report(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
+	sc, err := scope(r, p)
+	if err != nil {
+		return nil, err
+	}
+	return s.dash.Report(r.Context(), sc)
 }
 
 // BuildReport builds the monthly report from a store (shared with

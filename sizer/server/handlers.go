@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
@@ -53,6 +54,15 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) 
 	}
 	s.decisions.WithLabelValues("rank", "ok").Inc()
 	resp.Offerings = offers
+	if rq.Job.JobID != "" && len(offers) > 0 {
+		// the dashboard shows the decision and its reason per job
+		b := offers[0]
+		d := sizerapi.JobDecision{JobID: rq.Job.JobID, Time: now, Class: rq.Class, InstanceType: b.InstanceType, Zone: b.Zone, Capacity: string(b.Capacity),
+			PriceUSD: b.PriceUSD, ExpectedUSD: b.ExpectedUSD, Reason: b.Reason, Offerings: len(offers), Avoided: len(resp.Avoided), Comment: truncate(rq.Job.Comment, 1000)}
+		if err := s.st.RecordDecision(context.WithoutCancel(r.Context()), d); err != nil {
+			s.log.Warn("recording the decision", "job", rq.Job.JobID, "err", err)
+		}
+	}
 	return resp, nil
 }
 
@@ -75,6 +85,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 	}
 	s.decisions.WithLabelValues("route", outcome).Inc()
 	return d, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
 }
 
 // MaxRecords bounds one report batch.

@@ -40,8 +40,19 @@ func (s *Server) routes() {
 	s.handle("POST "+sizerapi.PathBoots, "boots", roleNode, s.boot)
 	s.handle("POST "+sizerapi.PathInstanceLaunch, "launch", roleAdmin, s.launch)
 	s.handle("POST "+sizerapi.PathInstanceTerminate, "terminate", roleAdmin, s.terminate)
-	s.handle("GET "+sizerapi.PathBudgets, "budgets", roleAdmin, s.budgets)
-	s.handle("GET "+sizerapi.PathReport, "report", roleAdmin, s.report)
+	s.handle("GET "+sizerapi.PathBudgets, "budgets", roleRead, s.budgets)
+	s.handle("GET "+sizerapi.PathReport, "report", roleRead, s.report)
+	s.handle("GET "+sizerapi.PathFleet, "fleet", roleRead, s.fleet)
+	s.handle("GET "+sizerapi.PathJobs, "jobs", roleRead, s.jobs)
+	s.handle("GET "+sizerapi.PathJobs+"/{id}", "job", roleRead, s.job)
+	s.handle("GET "+sizerapi.PathMoney, "money", roleRead, s.money)
+	s.handle("GET "+sizerapi.PathRightSizing, "rightsizing", roleRead, s.rightSizing)
+	if s.ui != nil {
+		ui := s.ui.Handler()
+		s.mux.Handle("/ui/", s.instrument("ui", ui))
+		s.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusSeeOther))
+		s.mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusSeeOther))
+	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 }
@@ -53,6 +64,7 @@ const (
 	roleAdmin role = iota // admin token only
 	roleNode              // admin, or a node credential (the handler checks the node)
 	roleRoute             // admin, or the route credential
+	roleRead              // admin, or an account credential (the handler scopes the read)
 )
 
 func (s *Server) handle(pattern, name string, who role, h handler) {
@@ -63,6 +75,24 @@ func (s *Server) handle(pattern, name string, who role, h handler) {
 		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 	})
 }
+
+// instrument counts and times a plain handler like the API's endpoints.
+func (s *Server) instrument(name string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: 200}
+		h.ServeHTTP(sw, r)
+		s.requests.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
+		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.code = code; w.ResponseWriter.WriteHeader(code) }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h handler) int {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -75,8 +105,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h ha
 	case p.Admin:
 	case who == roleNode && p.Node != "":
 	case who == roleRoute && p.Route:
+	case who == roleRead && p.Account != "":
 	default:
-		return writeErr(w, &apiError{403, sizerapi.CodeForbidden, "this credential may not call " + r.URL.Path + " (node credentials post reports and interruptions; the route credential asks for routes)"})
+		return writeErr(w, &apiError{403, sizerapi.CodeForbidden, "this credential may not call " + r.URL.Path + " (node credentials post reports and interruptions; the route credential asks for routes; account credentials read their account)"})
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
 	out, err := h(w, r, p)

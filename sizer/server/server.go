@@ -19,7 +19,9 @@ import (
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/sizer/dash"
 	"github.com/burst-hpc/burst/sizer/store"
+	"github.com/burst-hpc/burst/sizer/ui"
 )
 
 // Options configure the daemon. main maps burst.yaml onto them.
@@ -42,6 +44,14 @@ type Options struct {
 	Logger          *slog.Logger
 	Now             func() time.Time     // default time.Now
 	Registry        *prometheus.Registry // default: a new registry with Go/process collectors
+
+	// The dashboard (/ui) and the read-only views: Slurm gives node and job
+	// states (nil: the sizer's records only); IdleTimeout is the money
+	// view's counterfactual idle time (default 10 minutes).
+	Slurm       dash.SlurmReader
+	IdleTimeout time.Duration
+	// NoUI serves the API without the dashboard.
+	NoUI bool
 }
 
 // Server is the running daemon's state.
@@ -55,6 +65,8 @@ type Server struct {
 	reg    *prometheus.Registry
 	mux    *http.ServeMux
 	closed sync.Once
+	dash   *dash.Source
+	ui     *ui.UI
 
 	requests  *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
@@ -106,6 +118,17 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
 	s := &Server{o: o, token: tok, pol: pol, st: st, log: o.Logger, now: o.Now, reg: o.Registry}
+	if s.dash, err = dash.New(dash.Options{Store: st, Policy: pol, Budgets: o.Budgets, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now}); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("starting sizer: %w", err)
+	}
+	if !o.NoUI {
+		s.ui, err = ui.New(ui.Options{Source: s.dash, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(s.token, tok) }, Logger: o.Logger, Now: o.Now})
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("starting sizer: %w", err)
+		}
+	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -118,7 +141,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.boots = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_boot_phase_seconds",
 		Help:    "Node boot phases as the nodes report them: ec2-pending-to-bootstrap (EC2 pending to the bootstrap's start), each bootstrap step (mount is the FSx mount, register slurmd's registration), bootstrap-total.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16)}, []string{"class", "phase"})
-	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(s.boots), s.reg.Register(&budgetCollector{s: s})); err != nil {
+	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(s.boots),
+		s.reg.Register(&budgetCollector{s: s}), s.reg.Register(&nodeCollector{s: s})); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: registering metrics: %w", err)
 	}
@@ -132,7 +156,7 @@ func (s *Server) Policy() *sizing.Policy { return s.pol }
 // Store returns the server's store.
 func (s *Server) Store() *store.Store { return s.st }
 
-// Handler is the HTTP handler (API, /metrics, /healthz).
+// Handler is the HTTP handler (API, dashboard, /metrics, /healthz).
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Close closes the store (checkpointing the WAL). Serve calls it on return.

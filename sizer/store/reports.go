@@ -61,6 +61,9 @@ func addBatch(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch) (sizerapi
 				return fmt.Errorf("applying report %s/%d: %w", b.Node, r.Seq, err)
 			}
 		}
+		if len(b.Records) > 0 {
+			return markSeen(ctx, tx, b.Node, b.InstanceID, time.Now())
+		}
 		return nil
 	}()
 	if err != nil {
@@ -111,7 +114,10 @@ ON CONFLICT(job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = c
 		if t.IsZero() {
 			t = r.Time
 		}
-		return addInterruption(ctx, tx, sizerapi.Interruption{InstanceID: id, Node: b.Node, Action: r.Event.Action, Time: t})
+		if err := addInterruption(ctx, tx, sizerapi.Interruption{InstanceID: id, Node: b.Node, Action: r.Event.Action, Time: t}); err != nil {
+			return err
+		}
+		return addInterruptionJobs(ctx, tx, id, t, r.Event.Jobs)
 	default:
 		return fmt.Errorf("unknown record kind %q (want gpu, job_summary or interruption)", r.Kind)
 	}

@@ -41,6 +41,9 @@ func (s *Store) RecordLaunch(ctx context.Context, ev sizerapi.InstanceEvent, pri
 			if err := upsertJob(ctx, tx, *ev.Job, ev.Time); err != nil {
 				return err
 			}
+			if err := recordAttempt(ctx, tx, jobID, ev.Job.Attempt, ev.Time); err != nil {
+				return err
+			}
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO instances(instance_id, node, instance_type, zone, capacity, price, account, job_id, launched) VALUES(?,?,?,?,?,?,?,?,?)
 ON CONFLICT(instance_id) DO UPDATE SET node=excluded.node, instance_type=excluded.instance_type, zone=excluded.zone, capacity=excluded.capacity, price=excluded.price, account=excluded.account, job_id=excluded.job_id`,

@@ -105,7 +105,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening sizer database %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	if _, err := w.ExecContext(ctx, schema); err != nil {
+	if _, err := w.ExecContext(ctx, schema+schemaDash); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("creating sizer schema in %s: %w", path, err)
 	}
@@ -115,7 +115,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("securing %s%s: %w", path, suf, err)
 		}
 	}
-	r, err := sql.Open("sqlite", dsn(path, false)+"&_pragma=query_only(1)")
+	r, err := sql.Open("sqlite", dsn(path, false)+"&_pragma=query_only(1)&_pragma=cache_size(-32768)&_pragma=mmap_size(268435456)")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("opening sizer database %s for reading: %w", path, err)

@@ -21,25 +21,61 @@ const BusyUtilPct = 5
 // Jobs returns usage for registered jobs updated at or after since (newest
 // first); user and jobName filter when not empty; limit <= 0 means all.
 func (s *Store) Jobs(ctx context.Context, since time.Time, user, jobName string, limit int) ([]report.JobUsage, error) {
-	q := `SELECT job_id, job_name, user, account, coalesce(class,''), coalesce(gpu_model,''), gpus_per_node, nodes, gpu_mem_mib, updated FROM jobs WHERE updated >= ?`
-	args := []any{ms(since)}
-	if user != "" {
-		q += " AND user = ?"
-		args = append(args, user)
+	return s.JobUsages(ctx, JobQuery{Since: since, User: user, JobName: jobName, Limit: limit})
+}
+
+// JobQuery selects registered jobs. Empty fields do not filter.
+type JobQuery struct {
+	Since   time.Time // updated at or after
+	Account string
+	User    string
+	JobName string
+	JobIDs  []string
+	Limit   int // <= 0: all
+}
+
+func (q JobQuery) where() (string, []any) {
+	w := "updated >= ?"
+	args := []any{ms(q.Since)}
+	for _, f := range []struct{ col, v string }{{"account", q.Account}, {"user", q.User}, {"job_name", q.JobName}} {
+		if f.v != "" {
+			w += " AND " + f.col + " = ?"
+			args = append(args, f.v)
+		}
 	}
-	if jobName != "" {
-		q += " AND job_name = ?"
-		args = append(args, jobName)
+	if q.JobIDs != nil {
+		w += " AND job_id IN (SELECT value FROM json_each(?))"
+		b, _ := json.Marshal(q.JobIDs)
+		args = append(args, string(b))
 	}
-	q += " ORDER BY updated DESC"
-	if limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", limit)
+	return w, args
+}
+
+// selected is the subquery of the job ids q selects.
+func (q JobQuery) selected() (string, []any) {
+	w, args := q.where()
+	sub := "SELECT job_id FROM jobs WHERE " + w
+	if q.Limit > 0 {
+		sub += fmt.Sprintf(" ORDER BY updated DESC, job_id DESC LIMIT %d", q.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	return sub, args
+}
+
+// JobUsages returns usage for the jobs q selects, newest first. It reads
+// the per-GPU aggregates and summaries of all of them in three queries
+// (not three per job), so a page over thousands of jobs stays fast.
+func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]report.JobUsage, error) {
+	w, args := q.where()
+	qs := `SELECT job_id, job_name, user, account, coalesce(class,''), coalesce(gpu_model,''), gpus_per_node, nodes, gpu_mem_mib, updated FROM jobs WHERE ` + w + ` ORDER BY updated DESC, job_id DESC`
+	if q.Limit > 0 {
+		qs += fmt.Sprintf(" LIMIT %d", q.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, qs, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading jobs: %w", err)
 	}
 	var out []report.JobUsage
+	idx := map[string]int{}
 	for rows.Next() {
 		var u report.JobUsage
 		var upd sql.NullInt64
@@ -48,78 +84,106 @@ func (s *Store) Jobs(ctx context.Context, since time.Time, user, jobName string,
 			return nil, fmt.Errorf("reading jobs: %w", err)
 		}
 		u.LastSeen = fromMS(upd)
+		idx[u.JobID] = len(out)
 		out = append(out, u)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading jobs: %w", err)
 	}
-	for i := range out {
-		if err := s.fillUsage(ctx, &out[i]); err != nil {
-			return nil, err
+	if len(out) == 0 {
+		return out, nil
+	}
+	sub, sargs := q.selected()
+	nodes := make([][]nodeAgg, len(out))
+	// per job and node: the GPUs' mean utilisations summed, how many were
+	// busy, the GPU memory size, and the node's peak memory (one row per
+	// job and node, not per GPU)
+	err = s.each(ctx, `SELECT g.job_id, g.node, sum(g.util_sum / max(g.samples, 1)), sum(g.util_sum / max(g.samples, 1) >= ?), max(g.mem_total), coalesce(max(n.peak_mem), 0)
+FROM job_gpu g LEFT JOIN job_node n ON n.job_id = g.job_id AND n.node = g.node WHERE g.job_id IN (`+sub+`) GROUP BY g.job_id, g.node`, append([]any{BusyUtilPct}, sargs...), func(r *sql.Rows) error {
+		var id string
+		var a nodeAgg
+		if err := r.Scan(&id, &a.node, &a.utilSum, &a.busy, &a.memTotal, &a.peak); err != nil {
+			return err
 		}
+		if i, ok := idx[id]; ok {
+			nodes[i] = append(nodes[i], a)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading GPU usage of jobs: %w", err)
+	}
+	sums := make([][]string, len(out))
+	err = s.each(ctx, `SELECT job_id, summary FROM job_node WHERE summary IS NOT NULL AND job_id IN (`+sub+`)`, sargs, func(r *sql.Rows) error {
+		var id, raw string
+		if err := r.Scan(&id, &raw); err != nil {
+			return err
+		}
+		if i, ok := idx[id]; ok {
+			sums[i] = append(sums[i], raw)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading summaries of jobs: %w", err)
+	}
+	for i := range out {
+		usageFrom(&out[i], nodes[i], sums[i])
 	}
 	return out, nil
 }
 
-// fillUsage derives GPUs used, peak memory and mean utilisation from the
-// per-GPU aggregates, or from agent job summaries when no samples arrived.
-func (s *Store) fillUsage(ctx context.Context, u *report.JobUsage) error {
-	rows, err := s.r.QueryContext(ctx, `SELECT node, gpu, samples, util_sum, mem_peak, mem_total FROM job_gpu WHERE job_id = ?`, u.JobID)
+// each runs a query and calls f for every row.
+func (s *Store) each(ctx context.Context, q string, args []any, f func(*sql.Rows) error) error {
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return fmt.Errorf("reading usage of job %s: %w", u.JobID, err)
+		return err
 	}
-	used := map[string]int{}
-	var utilSum float64
-	var nodes = map[string]bool{}
+	defer rows.Close()
 	for rows.Next() {
-		var node string
-		var gpu, samples int
-		var us float64
-		var mp, mt int64
-		if err := rows.Scan(&node, &gpu, &samples, &us, &mp, &mt); err != nil {
-			rows.Close()
-			return fmt.Errorf("reading usage of job %s: %w", u.JobID, err)
+		if err := f(rows); err != nil {
+			return err
 		}
+	}
+	return rows.Err()
+}
+
+// nodeAgg is one job's GPU samples on one node.
+type nodeAgg struct {
+	node     string
+	utilSum  float64 // the GPUs' mean utilisations, summed
+	busy     int     // GPUs whose mean utilisation is at least BusyUtilPct
+	memTotal int64   // one GPU's memory
+	peak     int64   // the node's peak memory used by the job
+}
+
+// usageFrom derives GPUs used, peak memory and mean utilisation from a
+// job's per-node GPU aggregates, or from agent job summaries when no
+// samples arrived.
+func usageFrom(u *report.JobUsage, nodes []nodeAgg, summaries []string) {
+	var utilSum float64
+	var peak int64
+	for _, n := range nodes {
 		u.Reported = true
-		nodes[node] = true
-		mean := us / float64(max(samples, 1))
-		utilSum += mean
-		if mean >= BusyUtilPct {
-			used[node]++
-		}
+		utilSum += n.utilSum
+		u.GPUsUsed = max(u.GPUsUsed, n.busy)
+		peak = max(peak, n.peak)
 		if u.GPUMemoryMiB == 0 {
-			u.GPUMemoryMiB = int(mt >> 20)
+			u.GPUMemoryMiB = int(n.memTotal >> 20)
 		}
 	}
-	rows.Close()
-	for _, n := range used {
-		u.GPUsUsed = max(u.GPUsUsed, n)
-	}
-	var peak sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT max(peak_mem) FROM job_node WHERE job_id = ?`, u.JobID).Scan(&peak); err != nil {
-		return fmt.Errorf("reading peak memory of job %s: %w", u.JobID, err)
-	}
-	u.PeakMemMiB = int(peak.Int64 >> 20)
+	u.PeakMemMiB = int(peak >> 20)
 	alloc := u.GPUsPerNode * max(len(nodes), 1)
 	if u.Reported && alloc > 0 {
 		u.MeanUtilPct = utilSum / float64(alloc)
 	}
 	if u.Reported {
-		return nil
+		return
 	}
 	// No samples: fall back to the agents' end-of-job summaries.
-	srows, err := s.r.QueryContext(ctx, `SELECT summary FROM job_node WHERE job_id = ? AND summary IS NOT NULL`, u.JobID)
-	if err != nil {
-		return fmt.Errorf("reading summaries of job %s: %w", u.JobID, err)
-	}
-	defer srows.Close()
 	var n int
-	for srows.Next() {
-		var raw string
-		if err := srows.Scan(&raw); err != nil {
-			return fmt.Errorf("reading summaries of job %s: %w", u.JobID, err)
-		}
+	for _, raw := range summaries {
 		var js sizerapi.JobSummary
 		if err := json.Unmarshal([]byte(raw), &js); err != nil {
 			continue
@@ -139,7 +203,6 @@ func (s *Store) fillUsage(ctx context.Context, u *report.JobUsage) error {
 	if n > 0 {
 		u.MeanUtilPct /= float64(n)
 	}
-	return srows.Err()
 }
 
 // History summarises the last limit reported jobs of a user with a job name

@@ -32,9 +32,10 @@ import (
 func main() {
 	bin := flag.String("bin", "", "directory with the burst binaries (make build)")
 	keep := flag.Bool("keep", false, "keep the run directories for inspection")
+	stay := flag.Bool("stay", false, "after the scenario keep the stack and the dashboard up until Ctrl-C (make demo KEEP=1)")
 	idle := flag.Duration("idle-timeout", 10*time.Minute, "idle timeout of the comparison policy (ParallelCluster's default)")
 	flag.Parse()
-	if err := run(*bin, *keep, *idle); err != nil {
+	if err := run(*bin, *keep, *stay, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -46,7 +47,7 @@ type job struct {
 	state     string
 }
 
-func run(bin string, keep bool, idleTimeout time.Duration) error {
+func run(bin string, keep, stay bool, idleTimeout time.Duration) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the demo starts slurmctld, munged and network namespaces: run it as root (sudo make demo)")
 	}
@@ -218,6 +219,26 @@ func run(bin string, keep bool, idleTimeout time.Duration) error {
 	<-polled
 	fmt.Printf("\nall %d jobs done and every instance released after %.0f s\n\n", len(jobs), time.Since(t0).Seconds())
 	printCosts(st, idleTimeout)
+	if stay {
+		return stayUp(ctx, st, bin)
+	}
+	return nil
+}
+
+// stayUp keeps the stack (Slurm, the emulator, the sizer and its
+// dashboard) running until Ctrl-C, and says how to log in.
+func stayUp(ctx context.Context, st *stack.Stack, bin string) error {
+	ui := st.Cfg.Sizer.URL + "/ui/"
+	fmt.Printf(`
+The stack stays up until Ctrl-C.
+  dashboard   %s
+  log in with the admin token:     cat %s
+  or as account demo (read-only):  %s/burst-sizer --config %s token account demo
+  the same figures as JSON:        curl -H "Authorization: Bearer $(cat %s)" %s/v1/money
+  submit more jobs:                SLURM_CONF=%s sbatch --gres=gpu:1 --account=demo --wrap "sleep 30"
+`, ui, st.Cfg.Sizer.TokenFile, bin, st.CfgPath, st.Cfg.Sizer.TokenFile, st.Cfg.Sizer.URL, st.Cluster.ConfPath())
+	<-ctx.Done()
+	fmt.Println("\nstopping the stack ...")
 	return nil
 }
 

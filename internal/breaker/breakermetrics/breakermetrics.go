@@ -18,10 +18,11 @@ import (
 //	burst_launch_breaker_consecutive_failures{class}
 //	burst_launch_breaker_open_until_timestamp_seconds{class}
 //	burst_launch_breaker_trips_total{class}
+//	burst_launch_failures_total{class}                launch failures ever recorded
 type Collector struct {
-	b                                   *breaker.Breaker
-	open, state, failures, until, trips *prometheus.Desc
-	errors                              prometheus.Counter
+	b                                             *breaker.Breaker
+	open, state, failures, until, trips, launchFx *prometheus.Desc
+	errors                                        prometheus.Counter
 }
 
 // NewCollector returns a collector for b.
@@ -35,13 +36,14 @@ func NewCollector(b *breaker.Breaker) *Collector {
 		failures: d("consecutive_failures", "Consecutive launch failures of the class.", "class"),
 		until:    d("open_until_timestamp_seconds", "Unix time the cool-down (open) or trial (half-open) ends; 0 when closed.", "class"),
 		trips:    d("trips_total", "Times the class's breaker opened.", "class"),
+		launchFx: prometheus.NewDesc("burst_launch_failures_total", "Launch failures of the class that count against its breaker (capacity, quota, authorization, invalid request, unknown; not throttling).", []string{"class"}, nil),
 		errors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "burst_launch_breaker_read_errors_total", Help: "Scrapes that could not read the breaker state file."}),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.open, c.state, c.failures, c.until, c.trips} {
+	for _, d := range []*prometheus.Desc{c.open, c.state, c.failures, c.until, c.trips, c.launchFx} {
 		ch <- d
 	}
 	c.errors.Describe(ch)
@@ -73,6 +75,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.until, prometheus.GaugeValue, u, s.Class)
 		ch <- prometheus.MustNewConstMetric(c.trips, prometheus.CounterValue, float64(s.TotalTrips), s.Class)
+		ch <- prometheus.MustNewConstMetric(c.launchFx, prometheus.CounterValue, float64(s.TotalFailures), s.Class)
 	}
 	c.errors.Collect(ch)
 }

@@ -40,6 +40,8 @@ func TestCollector(t *testing.T) {
 		"burst_launch_breaker_state/l4/open": 1, "burst_launch_breaker_state/a10g/closed": 1,
 		"burst_launch_breaker_trips_total/l4": 1, "burst_launch_breaker_trips_total/a10g": 1,
 		"burst_launch_breaker_consecutive_failures/l4":         1,
+		"burst_launch_failures_total/l4":                       1,
+		"burst_launch_failures_total/a10g":                     1, // a success resets the consecutive count, not the total
 		"burst_launch_breaker_open_until_timestamp_seconds/l4": float64(now.Add(breaker.DefaultCooldown).Unix()),
 	}
 	for k, v := range want {

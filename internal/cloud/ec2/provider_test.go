@@ -139,6 +139,16 @@ func TestFallbackToNextOfferingAndOnDemand(t *testing.T) {
 			t.Errorf("cache[%s] = %q, want InsufficientInstanceCapacity; cache %v", k, snap[k], snap)
 		}
 	}
+	// The dashboard's view of the same cache: the pools, their code and end.
+	pools, err := NewUnavailableCache(dir, time.Hour, time.Now).Pools()
+	if err != nil || len(pools) != len(snap) {
+		t.Fatalf("Pools() = %+v, %v; want the %d pools of %v", pools, err, len(snap), snap)
+	}
+	for _, pl := range pools {
+		if snap[pl.InstanceType+"/"+pl.Zone+"/"+pl.Capacity] != pl.Code || !pl.Until.After(time.Now()) {
+			t.Errorf("pool %+v does not match the cache %v", pl, snap)
+		}
+	}
 	// Without fallback and with every pool cached dry the error names them.
 	_, err = p2.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(3, "gpu-3"), Offerings: offs})
 	if !cloud.IsInsufficientCapacity(err) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -135,4 +136,38 @@ func (c *UnavailableCache) decode(b []byte) (map[string]unavailableEntry, error)
 		m[entryKey(e.InstanceType, e.Zone, e.Capacity)] = e
 	}
 	return m, nil
+}
+
+// UnavailablePool is a pool the cache holds as unavailable until Until.
+type UnavailablePool struct {
+	InstanceType, Zone, Capacity, Code string
+	Until                              time.Time
+}
+
+// Pools returns the pools unavailable now (for the dashboard), soonest
+// available first.
+func (c *UnavailableCache) Pools() ([]UnavailablePool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	entries := c.mem
+	if c.path != "" {
+		var err error
+		if entries, err = c.read(); err != nil {
+			return nil, err
+		}
+	}
+	now := c.now()
+	var out []UnavailablePool
+	for _, e := range entries {
+		if now.Before(e.Until) {
+			out = append(out, UnavailablePool{e.InstanceType, e.Zone, e.Capacity, e.Code, e.Until})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Until.Equal(out[j].Until) {
+			return out[i].Until.Before(out[j].Until)
+		}
+		return entryKey(out[i].InstanceType, out[i].Zone, out[i].Capacity) < entryKey(out[j].InstanceType, out[j].Zone, out[j].Capacity)
+	})
+	return out, nil
 }

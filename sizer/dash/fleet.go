@@ -1,0 +1,179 @@
+package dash
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/breaker"
+	"github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/hostlist"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/sizer/store"
+)
+
+// Fleet is what runs now: every class's nodes with their Slurm state and
+// the live instance behind each, the breaker, the pools burst skips after
+// capacity errors, and the last day's spot notices. An account scope sees
+// only nodes that run its instances or its jobs (the breaker and the
+// capacity state are the pool's, shown to all).
+func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error) {
+	now := s.o.Now()
+	v := sizerapi.FleetView{At: now, Account: sc.Account, Classes: []sizerapi.FleetClass{}, Unavailable: []sizerapi.UnavailablePool{}, Interruptions: []sizerapi.FleetInterruption{}}
+	live, err := s.o.Store.Instances(ctx, time.Time{}, now.Add(time.Hour), "", true)
+	if err != nil {
+		return v, err
+	}
+	seen, err := s.o.Store.NodesSeen(ctx)
+	if err != nil {
+		return v, err
+	}
+	byNode := map[string]store.Instance{}
+	for _, in := range live {
+		// a node with two live instances (a duplicate the reconciler will
+		// reap) shows the newer one
+		if old, ok := byNode[in.Node]; !ok || in.Launched.After(old.Launched) {
+			byNode[in.Node] = in
+		}
+	}
+	sn := s.slurmState(ctx)
+	if sn != nil {
+		v.Slurm = sn.err == nil
+		if sn.err != nil {
+			v.SlurmError = sn.err.Error()
+		}
+	}
+	breakers := map[string]breaker.Status{}
+	if s.o.StateDir != "" {
+		sts, err := breaker.New(breaker.Options{Dir: s.o.StateDir}).Snapshot()
+		if err != nil {
+			return v, fmt.Errorf("reading the launch breaker: %w", err)
+		}
+		for _, st := range sts {
+			breakers[st.Class] = st
+		}
+		pools, err := ec2.NewUnavailableCache(s.o.StateDir, 0, s.o.Now).Pools()
+		if err != nil {
+			return v, err
+		}
+		for _, p := range pools {
+			v.Unavailable = append(v.Unavailable, sizerapi.UnavailablePool{InstanceType: p.InstanceType, Zone: p.Zone, Capacity: p.Capacity, Code: p.Code, Until: p.Until})
+		}
+	}
+	// the jobs the nodes run, for names and accounts
+	var jobIDs []string
+	for _, in := range live {
+		if in.JobID != "" {
+			jobIDs = append(jobIDs, in.JobID)
+		}
+	}
+	if sn != nil {
+		for _, j := range sn.onNode {
+			jobIDs = append(jobIDs, strconv.FormatUint(uint64(j.ID), 10))
+		}
+	}
+	slices.Sort(jobIDs)
+	jobIDs = slices.Compact(jobIDs)
+	known := map[string]jobInfo{}
+	if len(jobIDs) > 0 {
+		us, err := s.o.Store.JobUsages(ctx, store.JobQuery{JobIDs: jobIDs})
+		if err != nil {
+			return v, err
+		}
+		for _, u := range us {
+			known[u.JobID] = jobInfo{name: u.JobName, user: u.User, account: u.Account}
+		}
+	}
+	for _, c := range s.o.Policy.Classes() {
+		fc := sizerapi.FleetClass{Class: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Nodes: []sizerapi.FleetNode{}}
+		b := breakers[c.Name]
+		fc.Breaker = sizerapi.BreakerView{State: string(b.State), Failures: b.Failures, TotalFails: b.TotalFailures, TotalTrips: b.TotalTrips, LastFailure: b.Reason}
+		if fc.Breaker.State == "" {
+			fc.Breaker.State = string(breaker.Closed)
+		}
+		if b.State == breaker.Open || b.State == breaker.HalfOpen {
+			fc.Breaker.Until = b.Until
+		}
+		for i := 1; i <= max(c.MaxNodes, 0); i++ {
+			name := nodeName(c.Name, i) // internal/config's rule: <class>-<n>, n = 1..max_nodes
+			n := sizerapi.FleetNode{Node: name}
+			if in, ok := byNode[name]; ok {
+				n.InstanceID, n.Type, n.Zone, n.Capacity, n.UpSince, n.PriceUSD = in.InstanceID, in.InstanceType, in.Zone, in.Capacity, in.Launched, in.PriceUSD
+				n.JobID, n.Account = in.JobID, in.Account
+			}
+			if sn != nil && sn.err == nil {
+				if sl, ok := sn.nodes[name]; ok {
+					n.SlurmState, n.SlurmReason = slurmState(sl.State, sl.Flags), sl.Reason
+				}
+				if j, ok := sn.onNode[name]; ok {
+					n.JobID, n.JobName, n.User, n.Account = strconv.FormatUint(uint64(j.ID), 10), j.Name, j.User, j.Account
+				}
+			}
+			if ji, ok := known[n.JobID]; ok && n.JobID != "" {
+				if n.JobName == "" {
+					n.JobName, n.User = ji.name, ji.user
+				}
+				if n.Account == "" {
+					n.Account = ji.account
+				}
+			}
+			if ns, ok := seen[name]; ok && n.InstanceID != "" && !ns.Last.Before(n.UpSince) {
+				n.LastReport = ns.Last
+			}
+			if !sc.All() && !(n.Account == sc.Account) {
+				continue
+			}
+			if n.InstanceID != "" {
+				fc.Instances++
+				fc.HourlyUSD += n.PriceUSD
+			}
+			fc.Nodes = append(fc.Nodes, n)
+		}
+		v.Instances += fc.Instances
+		v.HourlyUSD += fc.HourlyUSD
+		fc.HourlyUSD = round4(fc.HourlyUSD)
+		v.Classes = append(v.Classes, fc)
+	}
+	v.HourlyUSD = round4(v.HourlyUSD)
+	ints, err := s.o.Store.InterruptionsOf(ctx, now.Add(-24*time.Hour), sc.Account)
+	if err != nil {
+		return v, err
+	}
+	for _, it := range ints {
+		v.Interruptions = append(v.Interruptions, sizerapi.FleetInterruption{Time: it.Time, InstanceID: it.InstanceID, Node: it.Node,
+			InstanceType: it.InstanceType, Zone: it.Zone, Action: it.Action, Account: it.Account, JobID: it.JobID})
+	}
+	return v, nil
+}
+
+type jobInfo struct{ name, user, account string }
+
+func nodeName(class string, i int) string { return class + "-" + strconv.Itoa(i) }
+
+// slurmState writes a node's state as scontrol does (IDLE+POWERED_DOWN),
+// without the CLOUD flag every burst node has.
+func slurmState(state string, flags []string) string {
+	parts := []string{state}
+	fs := slices.Clone(flags)
+	sort.Strings(fs)
+	for _, f := range fs {
+		if f != "CLOUD" {
+			parts = append(parts, f)
+		}
+	}
+	return strings.Join(parts, "+")
+}
+
+// expandNodes expands a Slurm hostlist; a malformed one gives its
+// comma-separated parts.
+func expandNodes(expr string) []string {
+	ns, err := hostlist.Expand(expr)
+	if err != nil {
+		return strings.Split(expr, ",")
+	}
+	return ns
+}

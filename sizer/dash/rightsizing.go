@@ -1,0 +1,158 @@
+package dash
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/report"
+	"github.com/burst-hpc/burst/sizer/store"
+)
+
+// Report is the monthly usage report (GET /v1/report) for the scope.
+func (s *Source) Report(ctx context.Context, sc Scope) (sizerapi.UsageReport, error) {
+	rep, _, _, err := s.report(ctx, sc)
+	return rep, err
+}
+
+func (s *Source) report(ctx context.Context, sc Scope) (sizerapi.UsageReport, []report.JobUsage, []store.Instance, error) {
+	now := s.o.Now()
+	from := budget.MonthStart(now)
+	jobs, err := s.o.Store.JobUsages(ctx, store.JobQuery{Since: from, Account: sc.Account})
+	if err != nil {
+		return sizerapi.UsageReport{}, nil, nil, err
+	}
+	ins, _, err := s.monthInstances(ctx, sc, now)
+	if err != nil {
+		return sizerapi.UsageReport{}, nil, nil, err
+	}
+	ivs := make([]budget.Interval, len(ins))
+	for i, in := range ins {
+		ivs[i] = in.Interval()
+	}
+	rep := report.Build(jobs, ivs, s.caps(sc), now, report.Options{})
+	if rep.Accounts == nil {
+		rep.Accounts = []sizerapi.UsageRow{}
+	}
+	if rep.Users == nil {
+		rep.Users = []sizerapi.UsageRow{}
+	}
+	if rep.Advice == nil {
+		rep.Advice = []sizerapi.Advice{}
+	}
+	return rep, jobs, ins, nil
+}
+
+// RightSizing is the report's advice (recurring jobs that used at most
+// half of the GPUs they asked for), each with the cheapest configured
+// class that holds what the jobs used and what moving there would save a
+// month at this month's pace.
+func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizingView, error) {
+	now := s.o.Now()
+	rep, jobs, ins, err := s.report(ctx, sc)
+	if err != nil {
+		return sizerapi.RightSizingView{}, err
+	}
+	v := sizerapi.RightSizingView{At: now, Account: sc.Account, From: rep.From, UsedFraction: 0.5, Items: []sizerapi.RightSizingItem{}}
+	type gk struct{ account, user, name string }
+	latestClass := map[gk]string{}
+	jobGroup := map[string]gk{}
+	for _, j := range jobs { // newest first
+		k := gk{j.Account, j.User, j.JobName}
+		if _, ok := latestClass[k]; !ok {
+			latestClass[k] = j.Class
+		}
+		jobGroup[j.JobID] = k
+	}
+	// what each group's instances cost per hour, and on which capacity
+	type price struct{ usd, hours, spotHours float64 }
+	prices := map[gk]*price{}
+	for _, in := range ins {
+		k, ok := jobGroup[in.JobID]
+		if !ok {
+			continue
+		}
+		p := prices[k]
+		if p == nil {
+			p = &price{}
+			prices[k] = p
+		}
+		c := in.Interval().Cost(rep.From, now)
+		if in.PriceUSD > 0 {
+			h := c / in.PriceUSD
+			p.usd += c
+			p.hours += h
+			if in.Capacity == string(jobmeta.CapacitySpot) {
+				p.spotHours += h
+			}
+		}
+	}
+	elapsed := now.Sub(rep.From).Hours()
+	monthHours := rep.From.AddDate(0, 1, 0).Sub(rep.From).Hours()
+	for _, a := range rep.Advice {
+		k := gk{a.Account, a.User, a.JobName}
+		it := sizerapi.RightSizingItem{Advice: a, Class: latestClass[k], SuggestedGPUs: max(a.UsedGPUs, 1)}
+		p := prices[k]
+		capacity := jobmeta.CapacityOnDemand
+		if p != nil && p.hours > 0 {
+			it.CurrentUSDH = round4(p.usd / p.hours)
+			if p.spotHours*2 >= p.hours {
+				capacity = jobmeta.CapacitySpot
+			}
+		}
+		if c, usd, ok := s.smallerClass(it.SuggestedGPUs, a.UsedMemGiB, capacity); ok && (it.CurrentUSDH == 0 || usd < it.CurrentUSDH) {
+			it.SuggestedClass, it.SuggestedUSDH = c.Name, round4(usd)
+			if it.CurrentUSDH > 0 {
+				save := a.SpendUSD * (1 - usd/it.CurrentUSDH)
+				if elapsed > 0 {
+					save *= monthHours / elapsed
+				}
+				it.SaveUSDPerMonth = round2(save)
+			}
+			it.Text = fmt.Sprintf("%s's jobs named %s asked for %d GPUs and used %d (peak %.0f of %.0f GiB GPU memory): run them on class %s (%d GPU%s, $%.4f/h against $%.4f/h) and save about $%.2f a month (%d jobs)",
+				a.User, a.JobName, a.AskedGPUs, a.UsedGPUs, a.UsedMemGiB, a.AskedMemGiB, c.Name, c.GPUsPerNode, plural(c.GPUsPerNode), usd, it.CurrentUSDH, it.SaveUSDPerMonth, a.Jobs)
+		}
+		v.Items = append(v.Items, it)
+	}
+	return v, nil
+}
+
+// smallerClass is the configured class with the lowest hourly price (of
+// its cheapest instance type at that capacity) whose nodes hold gpus GPUs
+// and memGiB of GPU memory.
+func (s *Source) smallerClass(gpus int, memGiB float64, capacity jobmeta.Capacity) (sizing.Class, float64, bool) {
+	cat := s.o.Policy.Catalog()
+	var best sizing.Class
+	bestUSD := math.Inf(1)
+	for _, c := range s.o.Policy.Classes() {
+		if c.GPUsPerNode < gpus {
+			continue
+		}
+		for _, tn := range c.InstanceTypes {
+			t, ok := cat.Lookup(tn)
+			if !ok || float64(t.TotalGPUMemoryMiB())/1024 < memGiB {
+				continue
+			}
+			cp := capacity
+			if c.Capacity == jobmeta.CapacityOnDemand {
+				cp = jobmeta.CapacityOnDemand
+			}
+			usd, ok := s.o.Policy.HourlyPrice(tn, cp)
+			if ok && usd < bestUSD {
+				best, bestUSD = c, usd
+			}
+		}
+	}
+	return best, bestUSD, !math.IsInf(bestUSD, 1)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,94 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/sizer/dash"
+	"github.com/burst-hpc/burst/sizer/dash/dashtest"
+	"github.com/burst-hpc/burst/sizer/store"
+	"github.com/burst-hpc/burst/sizer/ui"
+)
+
+// BenchmarkPages renders every dashboard page over a store holding 10,000
+// jobs of this month (synthetic, dashtest), each with an instance, agent
+// reports and a decision, and prints each page's median and worst render
+// time over 15 renders (whole request: queries, template, SVG), and the
+// same for its data alone (the /v1 view it draws) as the baseline.
+func BenchmarkPages(b *testing.B) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "state"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Now()
+	now := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC) // 10,000 jobs over 19.5 days
+	if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 10000, Now: now, Live: 20}); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("filled 10,000 jobs in %.1f s", time.Since(t0).Seconds())
+	pol, _ := sizing.New(catalog.Default(), "us-east-1", dashtest.Classes(), sizing.Params{})
+	src, err := dash.New(dash.Options{Store: st, Policy: pol, Budgets: map[string]float64{"nlp": 5000, "vision": 2000},
+		Now: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin, _ := auth.Generate()
+	u, err := ui.New(ui.Options{Source: src, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok) }, Now: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := u.Handler()
+	pages := []struct {
+		path string
+		data func() error
+	}{
+		{"/ui/fleet", func() error { _, err := src.Fleet(ctx, dash.Scope{}); return err }},
+		{"/ui/jobs", func() error { _, err := src.Jobs(ctx, dash.Scope{}, dash.JobsQuery{}); return err }},
+		{"/ui/jobs/5000", func() error { _, err := src.Job(ctx, dash.Scope{}, "5000"); return err }},
+		{"/ui/money", func() error { _, err := src.Money(ctx, dash.Scope{}); return err }},
+		{"/ui/rightsizing", func() error { _, err := src.RightSizing(ctx, dash.Scope{}); return err }},
+		{"/ui/money?account=nlp", func() error { _, err := src.Money(ctx, dash.Scope{Account: "nlp"}); return err }},
+	}
+	const n = 15
+	b.ResetTimer()
+	for range b.N {
+		for _, p := range pages {
+			var page, data []time.Duration
+			size := 0
+			for range n {
+				t := time.Now()
+				if err := p.data(); err != nil {
+					b.Fatal(err)
+				}
+				data = append(data, time.Since(t))
+				req := httptest.NewRequest("GET", p.path, nil)
+				req.Header.Set("Authorization", "Bearer "+admin)
+				w := httptest.NewRecorder()
+				t = time.Now()
+				h.ServeHTTP(w, req)
+				page = append(page, time.Since(t))
+				if w.Code != http.StatusOK {
+					b.Fatalf("%s: %d", p.path, w.Code)
+				}
+				size = w.Body.Len()
+			}
+			slices.Sort(page)
+			slices.Sort(data)
+			fmt.Printf("dashboard %-22s 10,000 jobs: page median %6.1f ms, worst %6.1f ms (%4d KiB); its data alone median %6.1f ms; page/data %.2fx\n",
+				p.path, ms(page[n/2]), ms(page[n-1]), size>>10, ms(data[n/2]), ms(page[n/2])/ms(data[n/2]))
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
