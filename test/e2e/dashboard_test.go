@@ -71,8 +71,14 @@ func TestDashboard(t *testing.T) {
 	evalA := sbatch(t, s, "--gres=gpu:4", "--constraint=l4x4", "--account=demo", "--job-name=nightly-eval", "--comment=burst: workload=inference", "--wrap", "sleep 10")
 	evalB := sbatch(t, s, "--gres=gpu:4", "--constraint=l4x4", "--account=demo", "--job-name=nightly-eval", "--comment=burst: workload=inference", "--wrap", "sleep 10")
 	xss := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--account=vision", "--job-name="+xssJobName, "--comment="+xssComment, "--wrap", "sleep 6")
-	script, err := filepath.Abs("../../examples/train/train.sh")
+	// the job script goes where the cluster's Slurm sees it (a Debian
+	// root's namespace binds the stack's directory, not the source tree)
+	body, err := os.ReadFile("../../examples/train/train.sh")
 	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(s.Dir, "train.sh")
+	if err := os.WriteFile(script, body, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--constraint=a10g", "--account=demo", script)
