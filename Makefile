@@ -16,6 +16,10 @@ SLURM_VERSIONS ?= 22.05 24.11 26.05
 # the version `make demo` (and a plain `go test`) runs
 BURST_SLURM ?= 22.05
 export BURST_SLURM
+# how burst talks to Slurm in `make demo` (and a plain `go test` of test/e2e):
+# cli (scontrol, squeue, sinfo) or rest (slurmrestd with JWT)
+BURST_SLURM_API ?= cli
+export BURST_SLURM_API
 
 .PHONY: help deps build test test-unit test-fuzz bench demo screenshots install lint image test-gpu generate clean
 
@@ -56,7 +60,7 @@ bench: ## run the benchmarks and print their figures
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./... | grep -E 'Benchmark|ok|FAIL|^[a-z]'
 
 demo: DEPS_SLURM = $(BURST_SLURM)
-demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24.11|26.05), burst, the EC2 emulator (as root); KEEP=1 keeps it and the dashboard up until Ctrl-C
+demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24.11|26.05, BURST_SLURM_API=cli|rest), burst, the EC2 emulator (as root); KEEP=1 keeps it and the dashboard up until Ctrl-C
 	$(GO) run ./test/demo -bin $(CURDIR)/$(BIN) $(if $(KEEP),-stay)
 
 screenshots: deps build ## refresh the dashboard screenshots in docs/img (the browser end-to-end test, as root)
@@ -78,8 +82,8 @@ image: build ## build the node image with Packer (needs AWS credentials; VARS=pa
 test-gpu: ## sample the machine's NVIDIA GPUs through NVML (skips, saying so, without a driver)
 	$(GO) test -count=1 -v -run TestRealNVML ./agent/gpu/...
 
-generate: ## regenerate the embedded catalog from ../shared/data
-	$(GO) generate ./internal/catalog
+generate: ## regenerate the embedded catalog (from ../shared/data) and the slurmrestd clients (from internal/slurm/rest/openapi)
+	$(GO) generate ./internal/catalog ./internal/slurm/rest
 
 clean: ## remove build output
 	rm -rf $(BIN)

@@ -163,7 +163,7 @@ func TestRunSpotInterruption(t *testing.T) {
 		t.Fatalf("agent exit status %d", code)
 	}
 	b, _ := os.ReadFile(calls)
-	const startTime = "2026-12-01T09:41:58Z" // job 5's start in the squeue fixture
+	const startTime = "2026-12-01T11:30:16Z" // job 5's start in the squeue fixture
 	want := []string{
 		"scontrol update nodename=gpu-1 state=DRAIN reason=burst: spot interruption i-0test",
 		"scancel --signal=USR1 --batch 5",

@@ -24,6 +24,7 @@ import (
 	"github.com/burst-hpc/burst/agent/sampler"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/compose"
+	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
@@ -66,6 +67,10 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "reserve", Value: 20 * time.Second, EnvVars: []string{"BURST_CHECKPOINT_RESERVE"}, Usage: "time kept before EC2's deadline to requeue jobs and hand the node back"},
 			&cli.StringFlag{Name: "slurm-bin-dir", Value: "/usr/bin", EnvVars: []string{"BURST_SLURM_BIN_DIR"}, Usage: "directory of scontrol, squeue, scancel"},
 			&cli.StringFlag{Name: "slurm-conf", EnvVars: []string{"SLURM_CONF"}, Usage: "slurm.conf for the Slurm commands"},
+			&cli.StringFlag{Name: "slurm-api", Value: "cli", EnvVars: []string{"BURST_AGENT_SLURM_API"}, Usage: "cli (the Slurm commands: a node has them and munge) or rest (slurmrestd, with --slurm-rest-url and --slurm-rest-token-file)"},
+			&cli.StringFlag{Name: "slurm-rest-url", EnvVars: []string{"BURST_AGENT_SLURM_REST_URL"}, Usage: "slurmrestd's http(s)://host:port or unix:/path (--slurm-api rest)"},
+			&cli.StringFlag{Name: "slurm-rest-token-file", EnvVars: []string{"BURST_AGENT_SLURM_REST_TOKEN_FILE"}, Usage: "file with a Slurm JWT (scontrol token) of a user that may requeue jobs and drain nodes, mode 0600, re-read when it changes (--slurm-api rest; nodes never get the JWT key)"},
+			&cli.StringFlag{Name: "slurm-rest-user", EnvVars: []string{"BURST_AGENT_SLURM_REST_USER"}, Usage: "X-SLURM-USER-NAME (default: the token's user)"},
 			&cli.DurationFlag{Name: "dead-man-after", Value: 15 * time.Minute, EnvVars: []string{"BURST_DEAD_MAN_AFTER"}, Usage: "power this instance off (which terminates it) after its node has been powered down or down in Slurm, or the controller unreachable, this long (0 disables)"},
 			&cli.DurationFlag{Name: "dead-man-poll", Value: 30 * time.Second, EnvVars: []string{"BURST_DEAD_MAN_POLL"}, Usage: "how often the dead-man switch looks at the node in Slurm"},
 			&cli.StringFlag{Name: "poweroff-command", Value: "/usr/bin/systemctl poweroff", EnvVars: []string{"BURST_POWEROFF_COMMAND"}, Usage: "the dead-man switch's command (no shell; split on spaces)"},
@@ -106,6 +111,15 @@ func runConfig(c *cli.Context) error {
 	if c.Int("sim-gpus") < 1 || c.Int("sim-gpus") > 64 {
 		errs = append(errs, fmt.Errorf("--sim-gpus %d: want 1..64", c.Int("sim-gpus")))
 	}
+	switch c.String("slurm-api") {
+	case "cli":
+	case "rest":
+		if c.String("slurm-rest-url") == "" || c.String("slurm-rest-token-file") == "" {
+			errs = append(errs, errors.New("--slurm-api rest: needs --slurm-rest-url and --slurm-rest-token-file"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--slurm-api %q: want cli or rest", c.String("slurm-api")))
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level")))
@@ -134,7 +148,7 @@ func openGPUs(source string, so sim.Options) (gpu.Reader, *sim.Reader, error) {
 // drainForGPUs takes the node out of service with the reason when its GPUs
 // cannot be read (a node whose GPUs the agent cannot see must not run GPU
 // jobs, and the admin sees why in sinfo -R).
-func drainForGPUs(ctx context.Context, sc *slurm.Scontrol, node string, cause error, log *slog.Logger) {
+func drainForGPUs(ctx context.Context, sc slurm.Client, node string, cause error, log *slog.Logger) {
 	reason := "burst-agent: cannot read GPUs through NVML: " + cause.Error()
 	if len(reason) > 120 {
 		reason = reason[:117] + "..."
@@ -182,7 +196,11 @@ func runAgent(c *cli.Context) error {
 		}
 		cancel()
 	}
-	sc := compose.SlurmAt(c.String("slurm-bin-dir"), c.String("slurm-conf"), log)
+	sc, err := compose.SlurmVia(c.String("slurm-api"), config.Rest{URL: c.String("slurm-rest-url"), User: c.String("slurm-rest-user"),
+		TokenFile: c.String("slurm-rest-token-file"), Fallback: "cli"}, c.String("slurm-bin-dir"), c.String("slurm-conf"), log)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
 	source := c.String("gpu-source")
 	reader, simReader, err := openGPUs(source, sim.Options{GPUs: simGPUs, Seed: c.Uint64("sim-seed"), MemoryTotalBytes: simMem, MemoryUsedPercent: c.Int("sim-memory-percent")})
 	if err != nil {

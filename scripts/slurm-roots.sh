@@ -42,13 +42,14 @@ set -euo pipefail
 
 CACHE=${BURST_SLURM_ROOTS:-/var/cache/burst/slurm-roots}
 MIRROR=${BURST_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-# What every root holds: Slurm's daemons and clients, munge, the CA
+# What every root holds: Slurm's daemons and clients, munge, Slurm's JWT
+# plugins (auth/jwt for slurmctld, rest_auth/jwt for slurmrestd), the CA
 # certificates burst's AWS SDK client loads when AWS_CA_BUNDLE or
 # SSL_CERT_FILE name Debian's bundle, and ps for debugging. Jobs and hooks in
 # the tests need only the base system besides.
-INCLUDE=slurmctld,slurmd,slurm-client,munge,slurmrestd,ca-certificates,procps
+INCLUDE=slurmctld,slurmd,slurm-client,munge,slurmrestd,slurm-wlm-jwt-plugin,ca-certificates,procps
 # Packages whose version on the mirror decides whether a root is stale.
-KEYPKGS=(slurmctld slurmd slurm-client slurmrestd slurm-wlm-basic-plugins munge)
+KEYPKGS=(slurmctld slurmd slurm-client slurmrestd slurm-wlm-basic-plugins slurm-wlm-jwt-plugin munge)
 # Bump when the build steps below change in a way the package list does not show.
 LAYOUT=1
 

@@ -5,12 +5,16 @@
 #   24.11, 26.05  the packages whose tests drive real Slurm daemons (those
 #          importing test/harness or test/stack), against the Debian roots
 #          scripts/slurm-roots.sh built (BURST_SLURM=<version>)
+#   <version>+rest  the e2e lifecycle, spot and fault tests (REST_TESTS)
+#          again with burst talking to Slurm through slurmrestd
+#          (BURST_SLURM_API=rest; the tests above use the command line)
 #
 #   scripts/test-matrix.sh [VERSION...]      (default: 22.05 24.11 26.05)
 #
 # Environment: GO (default go), BURST_BIN (burst's binaries, from make build),
 # TEST_TIMEOUT (per go test, default 40m), MATRIX_PARALLEL (1: run the
-# versions side by side, the default; 0: one after another), GOTESTFLAGS.
+# versions side by side, the default; 0: one after another), GOTESTFLAGS,
+# REST_TESTS (the -run pattern of the +rest runs; empty: none).
 # Each version's output goes to a log that is printed whole when it ends;
 # a summary with the wall time of each follows. Fails if any version fails.
 set -euo pipefail
@@ -21,6 +25,11 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-40m}
 MATRIX_PARALLEL=${MATRIX_PARALLEL:-1}
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(22.05 24.11 26.05)
+REST_TESTS=${REST_TESTS-'^(TestSingleGPUJob|TestTwoNodeJob|TestAllOrNothingFailure|TestResumeTwice|TestSpotInterruption|TestFault.*)$'}
+runs=("${versions[@]}")
+if [ -n "$REST_TESTS" ]; then
+  for v in "${versions[@]}"; do runs+=("$v+rest"); done
+fi
 
 mod=$($GO list -m)
 # Real-Slurm packages that run on 22.05 only, and why.
@@ -38,18 +47,21 @@ mapfile -t slurm_pkgs < <($GO list -f '{{.ImportPath}}{{range .TestImports}} {{.
 logdir=$(mktemp -d /tmp/burst-test-matrix.XXXXXX)
 trap 'rm -rf "$logdir"' EXIT
 
-run_version() { # run_version VERSION: go test, output to $logdir/VERSION.log, status to .rc, seconds to .secs
-  local v=$1 t0 rc=0
+run_version() { # run_version VERSION[+rest]: go test, output to $logdir/RUN.log, status to .rc, seconds to .secs
+  local run=$1 v=${1%+rest} t0 rc=0
   t0=$(date +%s)
-  if [ "$v" = 22.05 ]; then
+  if [ "$run" != "$v" ]; then
+    # shellcheck disable=SC2086
+    BURST_SLURM=$v BURST_SLURM_API=rest $GO test -count=1 -timeout "$TEST_TIMEOUT" ${GOTESTFLAGS:-} -run "$REST_TESTS" ./test/e2e >"$logdir/$run.log" 2>&1 || rc=$?
+  elif [ "$v" = 22.05 ]; then
     # shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
-    BURST_SLURM=$v $GO test -count=1 -timeout "$TEST_TIMEOUT" ${GOTESTFLAGS:-} ./... >"$logdir/$v.log" 2>&1 || rc=$?
+    BURST_SLURM=$v $GO test -count=1 -timeout "$TEST_TIMEOUT" ${GOTESTFLAGS:-} ./... >"$logdir/$run.log" 2>&1 || rc=$?
   else
     # shellcheck disable=SC2086
-    BURST_SLURM=$v $GO test -count=1 -timeout "$TEST_TIMEOUT" ${GOTESTFLAGS:-} "${slurm_pkgs[@]}" >"$logdir/$v.log" 2>&1 || rc=$?
+    BURST_SLURM=$v $GO test -count=1 -timeout "$TEST_TIMEOUT" ${GOTESTFLAGS:-} "${slurm_pkgs[@]}" >"$logdir/$run.log" 2>&1 || rc=$?
   fi
-  echo $(($(date +%s) - t0)) >"$logdir/$v.secs"
-  echo "$rc" >"$logdir/$v.rc"
+  echo $(($(date +%s) - t0)) >"$logdir/$run.secs"
+  echo "$rc" >"$logdir/$run.rc"
 }
 
 report() { # report VERSION
@@ -58,14 +70,14 @@ report() { # report VERSION
   cat "$logdir/$v.log"
 }
 
-echo "test-matrix: Slurm ${versions[*]}; real-Slurm packages run on every version: ${slurm_pkgs[*]#"$mod"/}"
+echo "test-matrix: Slurm ${versions[*]}${REST_TESTS:+ (and e2e $REST_TESTS through slurmrestd)}; real-Slurm packages run on every version: ${slurm_pkgs[*]#"$mod"/}"
 for p in "${!host_only[@]}"; do echo "test-matrix: $p runs on 22.05 only: ${host_only[$p]}"; done
 t0=$(date +%s)
 if [ "$MATRIX_PARALLEL" = 1 ]; then
-  for v in "${versions[@]}"; do
+  for v in "${runs[@]}"; do
     run_version "$v" &
   done
-  left=("${versions[@]}")
+  left=("${runs[@]}")
   while [ ${#left[@]} -gt 0 ]; do
     wait -n || true
     still=()
@@ -76,7 +88,7 @@ if [ "$MATRIX_PARALLEL" = 1 ]; then
   done
   wait
 else
-  for v in "${versions[@]}"; do
+  for v in "${runs[@]}"; do
     run_version "$v"
     report "$v"
   done
@@ -85,9 +97,9 @@ fi
 echo
 echo "test-matrix summary (wall $(($(date +%s) - t0)) s, parallel=$MATRIX_PARALLEL):"
 fail=0
-for v in "${versions[@]}"; do
+for v in "${runs[@]}"; do
   rc=$(cat "$logdir/$v.rc")
-  printf '  Slurm %-6s %-4s %5s s\n' "$v" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" "$(cat "$logdir/$v.secs")"
+  printf '  Slurm %-11s %-4s %5s s\n' "$v" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" "$(cat "$logdir/$v.secs")"
   [ "$rc" = 0 ] || fail=1
 done
 exit $fail

@@ -112,12 +112,11 @@ func ParseCredentialFile(b []byte) (string, error) {
 // LoadToken reads the admin token: the first line of path, which must not be
 // readable or writable by group or others.
 func LoadToken(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		return "", fmt.Errorf("reading sizer token: %w; create it with `burst-sizer token init %s`", err, path)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("reading sizer token: %s has mode %04o; run `chmod 600 %s`", path, fi.Mode().Perm(), path)
+	if err := CheckPrivate(path); err != nil {
+		return "", fmt.Errorf("reading sizer token: %w", err)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/rest"
 )
 
 // Getenv looks up an environment variable ("" when unset); programs pass
@@ -122,9 +123,34 @@ func SlurmConf(cfg *config.Config, getenv Getenv) string {
 	return filepath.Join(cfg.Slurm.ConfDir, "slurm.conf")
 }
 
-// Slurm is the Slurm client over the command-line tools of slurm.bin_dir.
-func Slurm(cfg *config.Config, getenv Getenv, log *slog.Logger) *slurm.Scontrol {
-	return SlurmAt(cfg.Slurm.BinDir, SlurmConf(cfg, getenv), log)
+// Slurm is the Slurm client burst.yaml's slurm.api selects: the
+// command-line tools of slurm.bin_dir (cli), or slurmrestd at slurm.rest.url
+// (rest), whose fallback (slurm.rest.fallback: cli) is those tools.
+func Slurm(cfg *config.Config, getenv Getenv, log *slog.Logger) (slurm.Client, error) {
+	return SlurmVia(cfg.Slurm.API, cfg.Slurm.Rest, cfg.Slurm.BinDir, SlurmConf(cfg, getenv), log)
+}
+
+// SlurmVia builds the client of api ("cli" or "rest") from settings in
+// burst.yaml's form: burst-agent passes its flags this way.
+func SlurmVia(api string, r config.Rest, binDir, conf string, log *slog.Logger) (slurm.Client, error) {
+	cli := SlurmAt(binDir, conf, log)
+	switch api {
+	case "", "cli":
+		return cli, nil
+	case "rest":
+	default:
+		return nil, fmt.Errorf("Slurm API %q: want cli or rest", api)
+	}
+	o := rest.Options{URL: r.URL, User: r.User, JWTKeyFile: r.JWTKeyFile, TokenFile: r.TokenFile,
+		TokenLifetime: r.TokenLifetime.Duration, Timeout: 20 * time.Second, Logger: log}
+	if r.Fallback == "cli" {
+		o.Fallback = cli
+	}
+	c, err := rest.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("slurm.api rest: %w", err)
+	}
+	return c, nil
 }
 
 // SlurmAt is the Slurm client over the command-line tools in binDir reading

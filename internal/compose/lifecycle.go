@@ -21,7 +21,7 @@ import (
 type Stack struct {
 	Cfg        *config.Config
 	Log        *slog.Logger
-	Slurm      *slurm.Scontrol
+	Slurm      slurm.Client
 	Cloud      *ec2p.Provider
 	Sizer      *sizerclient.Client
 	AdminToken string
@@ -43,7 +43,11 @@ func Open(ctx context.Context, cfgFlag, prog string, getenv Getenv) (st *Stack, 
 		return nil, err
 	}
 	log, closeLog := FileLogger(cfg, prog)
-	s := &Stack{Cfg: cfg, Log: log, closeLog: closeLog, Slurm: Slurm(cfg, getenv, log)}
+	s := &Stack{Cfg: cfg, Log: log, closeLog: closeLog}
+	if s.Slurm, err = Slurm(cfg, getenv, log); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if s.Cloud, err = Cloud(ctx, cfg, log); err != nil {
 		s.Close()
 		return nil, err

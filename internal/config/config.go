@@ -72,6 +72,13 @@ type Cluster struct {
 
 // Slurm says where Slurm is and which partitions burst owns.
 type Slurm struct {
+	// API is how burst's controller-side programs (resume, suspend, the
+	// prolog and epilog, burst-sizer's reconciler) talk to Slurm: "cli"
+	// (scontrol, squeue, sinfo of bin_dir; the default) or "rest"
+	// (slurmrestd with JWT, see Rest). burst-agent on the nodes uses its
+	// own flags (the command line by default).
+	API        string `yaml:"api"`
+	Rest       Rest   `yaml:"rest"`
 	BinDir     string `yaml:"bin_dir"`    // scontrol, squeue, sinfo; called by absolute path
 	SbinDir    string `yaml:"sbin_dir"`   // slurmd on nodes
 	ConfDir    string `yaml:"conf_dir"`   // where slurm.conf, burst.conf, gres.conf, cli_filter.lua live
@@ -113,6 +120,31 @@ type Slurm struct {
 	SetNodeAddr bool `yaml:"set_node_addr"`
 	// CliFilter enables submission-time sizing through cli_filter.lua.
 	CliFilter bool `yaml:"cli_filter"`
+}
+
+// Rest is how burst reaches slurmrestd (slurm.api: rest).
+type Rest struct {
+	// URL is slurmrestd's address: http://host:port, https://host:port or
+	// unix:/path/to/slurmrestd.socket.
+	URL string `yaml:"url"`
+	// User is the Slurm user burst acts as (X-SLURM-USER-NAME, the tokens'
+	// sun): SlurmUser, root or a Slurm administrator, since burst updates
+	// nodes and requeues other users' jobs. Required with jwt_key_file; with
+	// token_file the token's own user is the default.
+	User string `yaml:"user"`
+	// JWTKeyFile is slurm.conf's AuthAltParameters=jwt_key=... file: burst
+	// mints short-lived tokens from it (mode 0600, owned by SlurmUser).
+	JWTKeyFile string `yaml:"jwt_key_file"`
+	// TokenFile holds a token someone else renews (`scontrol token
+	// username=slurm lifespan=...`), re-read when it changes. Exactly one
+	// of jwt_key_file and token_file.
+	TokenFile string `yaml:"token_file"`
+	// TokenLifetime is how long each minted token is valid (default 5m).
+	TokenLifetime Duration `yaml:"token_lifetime"`
+	// Fallback is what does what a release's REST API cannot (22.05: node
+	// updates; before 26.05: requeue): "cli" (the command-line tools of
+	// bin_dir, the default) or "none" (those operations fail, saying so).
+	Fallback string `yaml:"fallback"`
 }
 
 // Partition is a Slurm partition burst owns.
@@ -397,6 +429,7 @@ func Default() *Config {
 	return &Config{
 		Cluster: Cluster{Region: "us-east-1"},
 		Slurm: Slurm{
+			API: "cli", Rest: Rest{TokenLifetime: D(5 * time.Minute), Fallback: "cli"},
 			BinDir: "/usr/bin", SbinDir: "/usr/sbin", ConfDir: "/etc/slurm", BurstBin: "/usr/local/bin",
 			GresFiles: "/dev/nvidia", GresAutodetect: "nvml",
 			ResumeTimeout: D(10 * time.Minute), SuspendTimeout: D(2 * time.Minute), SuspendTime: D(time.Hour),

@@ -119,6 +119,7 @@ func (v *validator) cluster() {
 
 func (v *validator) slurm() {
 	s := v.c.Slurm
+	v.slurmAPI()
 	v.abs("slurm.bin_dir", s.BinDir, true)
 	v.abs("slurm.sbin_dir", s.SbinDir, true)
 	v.abs("slurm.conf_dir", s.ConfDir, true)

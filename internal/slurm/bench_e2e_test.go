@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/rest"
+	"github.com/burst-hpc/burst/test/harness"
 )
 
 // queuedJobs is how many held jobs BenchmarkSlurmPerResumedNode queues
@@ -23,12 +25,6 @@ const queuedJobs = 10000
 // prologPolls is how many polls the prolog wait makes for one node: a 5 s
 // boot at its 200 ms poll interval (it checks the job every 5th poll).
 const prologPolls = 25
-
-// benchCluster is the Slurm a benchmark runs against.
-type benchCluster interface {
-	Run(ctx context.Context, name string, args ...string) (string, error)
-	ConfPath() string
-}
 
 // tally counts Slurm calls, bytes and time.
 type tally struct {
@@ -66,7 +62,7 @@ func (o oldClient) jobs(b *testing.B)  { o.run(b, "squeue", "--json") }
 func (o oldClient) nodes(b *testing.B) { o.run(b, "sinfo", "--json") }
 
 // queueHeld submits n held jobs, two sbatch at a time.
-func queueHeld(b *testing.B, c benchCluster, n int) {
+func queueHeld(b *testing.B, c *harness.Cluster, n int) {
 	ctx := context.Background()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -95,11 +91,11 @@ func queueHeld(b *testing.B, c benchCluster, n int) {
 // benchPerResumedNode measures the Slurm calls burst makes for one resumed
 // node (resume's job lookup, the prolog wait, the release at job end with
 // its warm-reuse scan) and for one spot notice (the jobs on the node), the
-// old client's way and this client's, on the same cluster in the same run.
-// Each burst hook is its own process, so the new way detects the version in
-// each (scontrol --version, counted). Node updates are the same both ways
-// and left out.
-func benchPerResumedNode(b *testing.B, c benchCluster, bin, node, release string) {
+// old client's way and through each backend, on the same cluster in the
+// same run. Each burst hook is its own process, so each detects the
+// version (scontrol --version; slurmrestd's ping), counted. Node updates
+// and the spot notice's signal and requeue are left out.
+func benchPerResumedNode(b *testing.B, c *harness.Cluster, bin, node, release string) {
 	ctx := context.Background()
 	n := queuedJobs
 	if v, err := strconv.Atoi(os.Getenv("BURST_BENCH_QUEUED")); err == nil && v >= 0 {
@@ -127,7 +123,7 @@ func benchPerResumedNode(b *testing.B, c benchCluster, bin, node, release string
 		}
 	}
 
-	var oldNode, newNode, oldSpot, newSpot tally
+	var oldNode, oldPoll, oldSpot tally
 	b.Run(release+"/resumed-node/old", func(b *testing.B) {
 		for range b.N {
 			o := oldClient{bin, c.ConfPath(), &oldNode}
@@ -141,55 +137,9 @@ func benchPerResumedNode(b *testing.B, c benchCluster, bin, node, release string
 			o.nodes(b) // release: is the node already going down?
 			o.jobs(b)  // release: pending jobs for warm reuse
 		}
-		report(b, oldNode, b.N, "node", tally{})
-	})
-	b.Run(release+"/resumed-node/new", func(b *testing.B) {
-		for range b.N {
-			process := func() *slurm.Scontrol {
-				slurm.ForgetVersion()
-				return slurm.NewScontrol(slurm.ScontrolOptions{BinDir: bin, Conf: c.ConfPath(), Observe: newNode.add})
-			}
-			cl := process() // burst-resume
-			if js, err := cl.Jobs(ctx, id); err != nil || len(js) != 1 {
-				b.Fatalf("Jobs(%d) = %v, %v", id, js, err)
-			}
-			cl = process() // burst-resume as PrologSlurmctld
-			for i := range prologPolls {
-				if i%5 == 4 {
-					if _, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if ns, err := cl.Nodes(ctx, node); err != nil || len(ns) != 1 {
-					b.Fatalf("Nodes(%s) = %v, %v", node, ns, err)
-				}
-			}
-			cl = process() // burst-suspend as EpilogSlurmctld
-			if _, err := cl.Nodes(ctx, node); err != nil {
-				b.Fatal(err)
-			}
-			// warm reuse (lifecycle.waitingJobs): pending jobs' states, then
-			// in full only those waiting for resources or priority
-			st, err := cl.JobStates(ctx, slurm.JobFilter{States: []string{"PENDING"}})
-			if err != nil || len(st) < n {
-				b.Fatalf("JobStates(PENDING) = %d jobs, %v", len(st), err)
-			}
-			var cand []uint32
-			for _, s := range st {
-				if s.NodeCount <= 1 && (s.Reason == "Resources" || s.Reason == "Priority" || s.Reason == "None") {
-					cand = append(cand, s.ID)
-				}
-			}
-			if len(cand) > 0 {
-				if _, err := cl.Jobs(ctx, cand[:min(len(cand), 200)]...); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		report(b, newNode, b.N, "node", oldNode)
+		report(b, oldNode, b.N, "node", "old", tally{})
 	})
 	// the prolog wait alone, per 200 ms poll (the job checked every 5th)
-	var oldPoll, newPoll tally
 	b.Run(release+"/prolog-poll/old", func(b *testing.B) {
 		o := oldClient{bin, c.ConfPath(), &oldPoll}
 		for range b.N {
@@ -200,69 +150,136 @@ func benchPerResumedNode(b *testing.B, c benchCluster, bin, node, release string
 				o.nodes(b)
 			}
 		}
-		report(b, oldPoll, 5*b.N, "poll", tally{})
-	})
-	b.Run(release+"/prolog-poll/new", func(b *testing.B) {
-		cl := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: bin, Conf: c.ConfPath(), Observe: newPoll.add})
-		if _, err := cl.Nodes(ctx, node); err != nil { // detect the version first, uncounted
-			b.Fatal(err)
-		}
-		newPoll = tally{}
-		for range b.N {
-			for i := range 5 {
-				if i == 4 {
-					if _, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if _, err := cl.Nodes(ctx, node); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		report(b, newPoll, 5*b.N, "poll", oldPoll)
+		report(b, oldPoll, 5*b.N, "poll", "old", tally{})
 	})
 	b.Run(release+"/spot-notice/old", func(b *testing.B) {
 		for range b.N {
 			oldClient{bin, c.ConfPath(), &oldSpot}.jobs(b) // the jobs on the node
 		}
-		report(b, oldSpot, b.N, "notice", tally{})
+		report(b, oldSpot, b.N, "notice", "old", tally{})
 	})
-	b.Run(release+"/spot-notice/new", func(b *testing.B) {
-		cl := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: bin, Conf: c.ConfPath(), Observe: newSpot.add})
-		if _, err := cl.Nodes(ctx, node); err != nil { // the agent is long-lived: detect first, uncounted
-			b.Fatal(err)
-		}
-		newSpot = tally{}
-		for range b.N {
-			// agent/interrupt.SlurmClient.JobsOnNode
-			st, err := cl.JobStates(ctx, slurm.JobFilter{Nodes: []string{node}, States: []string{"RUNNING", "CONFIGURING"}})
-			if err != nil || len(st) != 1 || st[0].ID != id {
-				b.Fatalf("JobStates(%s) = %+v, %v", node, st, err)
+
+	// each backend the way burst uses it; ratios against the old way, and
+	// for rest also against cli, all measured in this run
+	node1, poll1, spot1 := map[string]tally{}, map[string]tally{}, map[string]tally{}
+	for _, backend := range backends {
+		var nodeT, pollT, spotT tally
+		b.Run(release+"/resumed-node/"+backend, func(b *testing.B) {
+			for range b.N {
+				process := func() slurm.Client { // each burst hook is its own process
+					slurm.ForgetVersion()
+					rest.ResetDetection()
+					return newBackend(b, c, backend, nodeT.add)
+				}
+				cl := process() // burst-resume
+				if js, err := cl.Jobs(ctx, id); err != nil || len(js) != 1 {
+					b.Fatalf("Jobs(%d) = %v, %v", id, js, err)
+				}
+				cl = process() // burst-resume as PrologSlurmctld
+				for i := range prologPolls {
+					if i%5 == 4 {
+						if _, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if ns, err := cl.Nodes(ctx, node); err != nil || len(ns) != 1 {
+						b.Fatalf("Nodes(%s) = %v, %v", node, ns, err)
+					}
+				}
+				cl = process() // burst-suspend as EpilogSlurmctld
+				if _, err := cl.Nodes(ctx, node); err != nil {
+					b.Fatal(err)
+				}
+				// warm reuse (lifecycle.waitingJobs): pending jobs' states, then
+				// in full only those waiting for resources or priority
+				st, err := cl.JobStates(ctx, slurm.JobFilter{States: []string{"PENDING"}})
+				if err != nil || len(st) < n {
+					b.Fatalf("JobStates(PENDING) = %d jobs, %v", len(st), err)
+				}
+				var cand []uint32
+				for _, s := range st {
+					if s.NodeCount <= 1 && (s.Reason == "Resources" || s.Reason == "Priority" || s.Reason == "None") {
+						cand = append(cand, s.ID)
+					}
+				}
+				if len(cand) > 0 {
+					if _, err := cl.Jobs(ctx, cand[:min(len(cand), 200)]...); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
-			if _, err := cl.Jobs(ctx, id); err != nil {
+			report(b, nodeT, b.N, "node", "old", oldNode)
+			if backend == "rest" {
+				report(b, nodeT, b.N, "node", "cli", node1["cli"])
+			}
+			node1[backend] = nodeT
+		})
+		b.Run(release+"/prolog-poll/"+backend, func(b *testing.B) {
+			cl := newBackend(b, c, backend, pollT.add)
+			if _, err := cl.Nodes(ctx, node); err != nil { // detect first, uncounted
 				b.Fatal(err)
 			}
-		}
-		report(b, newSpot, b.N, "notice", oldSpot)
-	})
+			pollT = tally{}
+			for range b.N {
+				for i := range 5 {
+					if i == 4 {
+						if _, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if _, err := cl.Nodes(ctx, node); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			report(b, pollT, 5*b.N, "poll", "old", oldPoll)
+			if backend == "rest" {
+				report(b, pollT, 5*b.N, "poll", "cli", poll1["cli"])
+			}
+			poll1[backend] = pollT
+		})
+		b.Run(release+"/spot-notice/"+backend, func(b *testing.B) {
+			cl := newBackend(b, c, backend, spotT.add)
+			if _, err := cl.Nodes(ctx, node); err != nil { // the agent is long-lived: detect first, uncounted
+				b.Fatal(err)
+			}
+			spotT = tally{}
+			for range b.N {
+				// agent/interrupt.SlurmClient.JobsOnNode
+				st, err := cl.JobStates(ctx, slurm.JobFilter{Nodes: []string{node}, States: []string{"RUNNING", "CONFIGURING"}})
+				if err != nil || len(st) != 1 || st[0].ID != id {
+					b.Fatalf("JobStates(%s) = %+v, %v", node, st, err)
+				}
+				if _, err := cl.Jobs(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report(b, spotT, b.N, "notice", "old", oldSpot)
+			if backend == "rest" {
+				report(b, spotT, b.N, "notice", "cli", spot1["cli"])
+			}
+			spot1[backend] = spotT
+		})
+	}
 }
 
-// report prints per-unit figures and, given the old way's tally, the ratios.
-func report(b *testing.B, t tally, n int, unit string, old tally) {
+// report prints per-unit figures and, given a baseline's tally from the
+// same run, the ratios to it (named x_fewer_bytes_vs_<base>, ...).
+func report(b *testing.B, t tally, n int, unit, base string, baseline tally) {
 	b.ReportMetric(float64(t.calls)/float64(n), "calls/"+unit)
 	b.ReportMetric(float64(t.bytes)/float64(n), "bytes/"+unit)
 	b.ReportMetric(float64(t.took.Microseconds())/1000/float64(n), "ms/"+unit)
-	if old.calls > 0 && t.bytes > 0 && t.took > 0 {
-		b.ReportMetric(float64(old.bytes)/float64(t.bytes), "x_fewer_bytes")
-		b.ReportMetric(float64(old.took)/float64(t.took), "x_less_time")
+	if baseline.calls > 0 && t.bytes > 0 && t.took > 0 {
+		b.ReportMetric(float64(baseline.bytes)/float64(t.bytes), "x_fewer_bytes_vs_"+base)
+		b.ReportMetric(float64(baseline.took)/float64(t.took), "x_less_time_vs_"+base)
 	}
 }
 
 // BenchmarkSlurmPerResumedNode: calls, bytes and time burst spends on Slurm
 // per resumed node and per spot notice, against the harness's real
-// slurmctld with 10,000 held jobs queued; the old client's way and this
-// one's in the same run (see benchPerResumedNode).
+// slurmctld with 10,000 held jobs queued: the old client's way, then each
+// backend (the command line, slurmrestd with JWT), in the same run (see
+// benchPerResumedNode).
 func BenchmarkSlurmPerResumedNode(b *testing.B) {
 	c := startCluster(b)
 	v := clusterVersion(b, c)

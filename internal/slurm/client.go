@@ -47,6 +47,11 @@ type Client interface {
 	Hold(ctx context.Context, jobID uint32, reason string) error
 	// Release releases a held job (scontrol release).
 	Release(ctx context.Context, jobID uint32) error
+	// RequeueHold requeues a job that was given nodes and holds it
+	// (scontrol requeuehold), recording reason as its AdminComment.
+	RequeueHold(ctx context.Context, jobID uint32, reason string) error
+	// SetAdminComment replaces a job's AdminComment (AdminCommenter).
+	SetAdminComment(ctx context.Context, jobID uint32, text string) error
 	// Signal sends sig (e.g. "USR1") to a job's steps, or only to its
 	// batch shell when batchOnly (scancel --signal=SIG [--batch]).
 	Signal(ctx context.Context, jobID uint32, sig string, batchOnly bool) error
@@ -72,9 +77,6 @@ func (u NodeUpdate) key() string {
 	return strings.Join([]string{u.State, u.Reason, u.Addr, u.Hostname, u.Comment, u.Extra}, "\x00")
 }
 
-// ErrNotFound is wrapped by errors for jobs or nodes Slurm does not know.
-var ErrNotFound = errors.New("not found in Slurm")
-
 // CommandError is a failed Slurm command.
 type CommandError struct {
 	Path   string
@@ -93,8 +95,8 @@ func (e *CommandError) Error() string {
 
 func (e *CommandError) Unwrap() []error {
 	errs := []error{e.Err}
-	if s := e.Stderr; strings.Contains(s, "Invalid job id specified") || strings.Contains(s, "Invalid node name") {
-		errs = append(errs, ErrNotFound)
+	if c := Classify(0, e.Stderr); c != nil {
+		errs = append(errs, c)
 	}
 	return errs
 }
@@ -212,15 +214,37 @@ func (s *Scontrol) Ping(ctx context.Context) error {
 	return nil
 }
 
-// UpdateNodes implements Client. Updates that differ only in Names are
-// merged into one scontrol call; calls run in the order of first appearance
-// and stop at the first error.
+// UpdateNodes implements Client: one scontrol call per merged update (see
+// MergeNodeUpdates), in order, stopping at the first error.
 func (s *Scontrol) UpdateNodes(ctx context.Context, updates ...NodeUpdate) error {
+	merged, err := MergeNodeUpdates(updates)
+	if err != nil {
+		return err
+	}
+	for _, u := range merged {
+		args := []string{"update", "nodename=" + strings.Join(u.Names, ",")}
+		for _, f := range []struct{ k, v string }{{"state", u.State}, {"reason", u.Reason}, {"nodeaddr", u.Addr},
+			{"nodehostname", u.Hostname}, {"comment", u.Comment}, {"extra", u.Extra}} {
+			if f.v != "" {
+				args = append(args, f.k+"="+f.v)
+			}
+		}
+		if _, err := s.run(ctx, "scontrol", args...); err != nil {
+			return fmt.Errorf("updating nodes %s: %w", strings.Join(u.Names, ","), err)
+		}
+	}
+	return nil
+}
+
+// MergeNodeUpdates validates updates and merges those that differ only in
+// Names (never those setting Addr or Hostname, which are per node), in the
+// order of first appearance: what each backend's UpdateNodes applies.
+func MergeNodeUpdates(updates []NodeUpdate) ([]NodeUpdate, error) {
 	var order []string
 	merged := map[string]*NodeUpdate{}
 	for i, u := range updates {
 		if err := u.validate(); err != nil {
-			return fmt.Errorf("updating nodes: update %d: %w", i, err)
+			return nil, fmt.Errorf("updating nodes: update %d: %w", i, err)
 		}
 		k := u.key()
 		if m, ok := merged[k]; ok && u.Addr == "" && u.Hostname == "" {
@@ -235,20 +259,11 @@ func (s *Scontrol) UpdateNodes(ctx context.Context, updates ...NodeUpdate) error
 		merged[k] = &c
 		order = append(order, k)
 	}
+	out := make([]NodeUpdate, 0, len(order))
 	for _, k := range order {
-		u := merged[k]
-		args := []string{"update", "nodename=" + strings.Join(u.Names, ",")}
-		for _, f := range []struct{ k, v string }{{"state", u.State}, {"reason", u.Reason}, {"nodeaddr", u.Addr},
-			{"nodehostname", u.Hostname}, {"comment", u.Comment}, {"extra", u.Extra}} {
-			if f.v != "" {
-				args = append(args, f.k+"="+f.v)
-			}
-		}
-		if _, err := s.run(ctx, "scontrol", args...); err != nil {
-			return fmt.Errorf("updating nodes %s: %w", strings.Join(u.Names, ","), err)
-		}
+		out = append(out, *merged[k])
 	}
-	return nil
+	return out, nil
 }
 
 func (u NodeUpdate) validate() error {

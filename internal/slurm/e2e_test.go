@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/rest"
 	"github.com/burst-hpc/burst/test/harness"
 )
 
@@ -37,7 +40,7 @@ MaxJobCount=20000
 const e2eGres = "AutoDetect=off\nNodeName=gpu-[1-6] Name=gpu Type=a10g File={{DEVDIR}}/nvidia[0-1]\nNodeName=big-1 Name=gpu Type=a100 File={{DEVDIR}}/nvidia[0-7]\n"
 
 func startCluster(t testing.TB) *harness.Cluster {
-	return harness.New(t, harness.Options{Fragment: e2eFragment, GresConf: e2eGres, GPUs: 8, Prepare: func(c *harness.Cluster) error {
+	return harness.New(t, harness.Options{Fragment: e2eFragment, GresConf: e2eGres, GPUs: 8, RestJWT: true, Prepare: func(c *harness.Cluster) error {
 		dir := filepath.Join(c.Dir(), "work")
 		if err := os.MkdirAll(filepath.Join(dir, "resume"), 0o755); err != nil {
 			return err
@@ -152,6 +155,11 @@ func TestCaptureSamples(t *testing.T) {
 		out, _ := c.Run(ctx, "scontrol", "show", "node", "-o", "-d", "gpu-2,big-1,nope-1")
 		files["scontrol-show-node-named.txt"] = []byte(out)
 	}
+	restFiles, status := captureREST(t, c, ctx, v)
+	for name, b := range restFiles {
+		files[name] = b
+	}
+	files["rest-status.txt"] = status
 	kept, err := filepath.Glob(filepath.Join(c.Dir(), "work", "resume", "*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -181,15 +189,45 @@ func TestCaptureSamples(t *testing.T) {
 	}
 }
 
+// backends are the slurm.Client implementations every real-Slurm test of
+// the contract runs: the command line, and slurmrestd (with JWT) whose
+// fallback for what a release's REST API cannot do is the command line.
+var backends = []string{"cli", "rest"}
+
+// newBackend returns the client of backend for cluster c.
+func newBackend(t testing.TB, c *harness.Cluster, backend string, observe func(slurm.Call)) slurm.Client {
+	t.Helper()
+	cli := slurm.NewScontrol(slurm.ScontrolOptions{Conf: c.ConfPath(), BinDir: c.ClientBin(), Timeout: 20 * time.Second, Observe: observe})
+	if backend == "cli" {
+		return cli
+	}
+	rc, err := rest.New(rest.Options{URL: c.RestURL(), User: "root", JWTKeyFile: c.JWTKeyPath(), Fallback: cli, Observe: observe, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// TestClientAgainstSlurm runs the slurm.Client contract against the real
+// daemons through each backend, each on a cluster of its own.
 func TestClientAgainstSlurm(t *testing.T) {
-	c := startCluster(t)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			c := startCluster(t)
+			clientContract(t, c, backend)
+		})
+	}
+}
+
+func clientContract(t *testing.T, c *harness.Cluster, backend string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
-	cl := slurm.NewScontrol(slurm.ScontrolOptions{Conf: c.ConfPath(), BinDir: c.ClientBin(), Timeout: 20 * time.Second})
+	cl := newBackend(t, c, backend, nil)
 	if err := cl.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("Slurm %s", clusterVersion(t, c))
+	v := clusterVersion(t, c)
+	t.Logf("Slurm %s, backend %s", v, backend)
 
 	// A pending GRES job with burst metadata.
 	js, err := c.Sbatch(ctx, "-J", "train-7b", "--gres=gpu:a10g:2", "--comment", "burst: params=7B", "-C", "a10g",
@@ -346,10 +384,36 @@ func TestClientAgainstSlurm(t *testing.T) {
 	}
 	err = cl.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{"nope-1"}, State: "DRAIN", Reason: "x"})
 	var ce *slurm.CommandError
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "scontrol update nodename=nope-1") || !errors.Is(err, slurm.ErrNotFound) {
-		t.Errorf("UpdateNodes(nope-1) = %v, want a CommandError naming the command", err)
+	var ae *rest.APIError
+	switch {
+	case !errors.Is(err, slurm.ErrNotFound):
+		t.Errorf("UpdateNodes(nope-1) = %v, want ErrNotFound", err)
+	case backend == "cli" || !v.AtLeast(23, 2): // 22.05's REST API cannot update nodes: scontrol does
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "scontrol update nodename=nope-1") {
+			t.Errorf("UpdateNodes(nope-1) = %v, want a CommandError naming the command", err)
+		}
+	default:
+		if !errors.As(err, &ae) || ae.Method != "POST" || !strings.HasSuffix(ae.Endpoint, "/node/nope-1") || !strings.Contains(err.Error(), "Invalid node name") {
+			t.Errorf("UpdateNodes(nope-1) = %v, want an APIError naming POST .../node/nope-1 and Slurm's error", err)
+		}
 	}
 	t.Logf("unknown node error: %v", err)
+	if ns, err := cl.Nodes(ctx, "nope-1"); err != nil || len(ns) != 0 {
+		t.Errorf("Nodes(nope-1) = %+v, %v; want none, nil", ns, err)
+	}
+	if err := cl.Hold(ctx, 999999, ""); !errors.Is(err, slurm.ErrNotFound) {
+		t.Errorf("Hold(999999) = %v, want ErrNotFound", err)
+	}
+	if err := cl.Signal(ctx, 999999, "USR1", false); !errors.Is(err, slurm.ErrNotFound) {
+		t.Errorf("Signal(999999) = %v, want ErrNotFound", err)
+	}
+	// several nodes in one update
+	if err := cl.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{"gpu-5", "gpu-6"}, Comment: "pair"}); err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := cl.Nodes(ctx, "gpu-5", "gpu-6"); err != nil || len(ns) != 2 || ns[0].Comment != "pair" || ns[1].Comment != "pair" {
+		t.Errorf("Nodes(gpu-5, gpu-6) after one update of both = %+v, %v", ns, err)
+	}
 
 	// Signal and requeue a running job on a booted node.
 	if err := cl.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{"big-1"}, State: "POWER_UP"}); err != nil {
@@ -405,6 +469,29 @@ func TestClientAgainstSlurm(t *testing.T) {
 		len(st) != 1 || st[0].ID != rid || st[0].Nodes != "big-1" {
 		t.Errorf("JobStates(big-1, RUNNING) = %+v, %v", st, err)
 	}
+
+	// Power down: ASAP lets the job run on, FORCE ends it now.
+	if err := cl.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{"big-1"}, State: "POWER_DOWN_ASAP", Reason: "burst: test asap"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := oneNode(ctx, t, cl, "big-1"); !n.HasFlag("POWER_DOWN") && !n.HasFlag("POWER_DRAIN") && !n.HasFlag("DRAIN") {
+		t.Errorf("big-1 after POWER_DOWN_ASAP: %s, want it draining to power down", n.StateString())
+	}
+	if j := oneJob(ctx, t, cl, rid); j.State != "RUNNING" {
+		t.Errorf("job %d after POWER_DOWN_ASAP of its node: %s, want it still RUNNING", rid, j.State)
+	}
+	if err := cl.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{"big-1"}, State: "POWER_DOWN_FORCE", Reason: "burst: test force"}); err != nil {
+		t.Fatal(err)
+	}
+	for n := oneNode(ctx, t, cl, "big-1"); !n.HasFlag("POWERING_DOWN") && !n.HasFlag("POWERED_DOWN"); n = oneNode(ctx, t, cl, "big-1") {
+		if ctx.Err() != nil {
+			t.Fatalf("big-1 after POWER_DOWN_FORCE: %s, want POWERING_DOWN", n.StateString())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if j := oneJob(ctx, t, cl, rid); j.State == "RUNNING" {
+		t.Errorf("job %d still RUNNING after POWER_DOWN_FORCE of its node", rid)
+	}
 }
 
 func mustID(t *testing.T, s string) uint32 {
@@ -438,4 +525,62 @@ func oneNode(ctx context.Context, t *testing.T, cl slurm.Client, name string) sl
 		t.Fatalf("Nodes(%s) returned %d nodes", name, len(nodes))
 	}
 	return nodes[0]
+}
+
+// captureREST asks the cluster's slurmrestd (JWT, the data version burst
+// speaks on the release) what burst asks it, errors included, and returns
+// each answer's body by fixture name, and "name status" lines.
+func captureREST(t *testing.T, c *harness.Cluster, ctx context.Context, v slurm.Version) (map[string][]byte, []byte) {
+	t.Helper()
+	key, err := os.ReadFile(c.JWTKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dv := c.Slurm().RestVersion()
+	slash := "/"
+	if dv == "v0.0.38" {
+		slash = ""
+	}
+	files := map[string][]byte{}
+	var status strings.Builder
+	do := func(name, method, path, body string, signKey []byte) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, c.RestURL()+"/slurm/"+dv+"/"+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-SLURM-USER-NAME", "root")
+		req.Header.Set("X-SLURM-USER-TOKEN", rest.MintToken(signKey, "root", time.Now(), time.Minute))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = b
+		fmt.Fprintf(&status, "%s %d %s %s\n", name, resp.StatusCode, method, req.URL.RequestURI())
+	}
+	do("rest-ping.json", "GET", "ping"+slash, "", key)
+	do("rest-jobs.json", "GET", "jobs"+slash, "", key)
+	do("rest-job.json", "GET", "job/6", "", key)
+	do("rest-job-unknown.json", "GET", "job/999999", "", key)
+	do("rest-nodes.json", "GET", "nodes"+slash, "", key)
+	do("rest-node.json", "GET", "node/big-1", "", key)
+	do("rest-node-unknown.json", "GET", "node/nope-1", "", key)
+	do("rest-signal-unknown.json", "DELETE", "job/999999?signal=USR1", "", key)
+	do("rest-bad-token.json", "GET", "job/6", "", []byte("not-the-cluster-key-0123456789ab"))
+	if v.AtLeast(23, 2) {
+		do("rest-update-unknown-node.json", "POST", "node/nope-1", `{"comment":"x"}`, key)
+		do("rest-update-unknown-field.json", "POST", "node/big-1", `{"comment":"i-0abc","bogus":"x"}`, key)
+	}
+	if v.AtLeast(24, 5) {
+		do("rest-jobs-state.json", "GET", "jobs/state/", "", key)
+	}
+	return files, []byte(status.String())
 }

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -108,4 +109,50 @@ func (f JobFilter) Matches(j Job) bool {
 		}
 	}
 	return true
+}
+
+// JobStateRef is one job of slurmrestd's jobs/state answer: the job's ID
+// (for an array task, the array's job ID, with the task in ArrayTask) and
+// its state as squeue prints it.
+type JobStateRef struct {
+	JobID     uint32
+	ArrayTask string // "0", "[1-3]"; "" unless an array task
+	State     string
+}
+
+// ParseJobStatesJSON parses slurmrestd's GET /slurm/v0.0.4x/jobs/state/
+// answer (24.05+: {"jobs":[{"job_id":"5","state":["RUNNING"]}]}, array
+// tasks as "3_0"): no reason, nodes or node count are in it.
+func ParseJobStatesJSON(b []byte) ([]JobStateRef, error) {
+	var d struct {
+		doc
+		Jobs *[]struct {
+			JobID json.RawMessage `json:"job_id"`
+			State strList         `json:"state"`
+		} `json:"jobs"`
+	}
+	if err := decodeDoc("job state JSON", b, &d); err != nil {
+		return nil, err
+	}
+	if err := docErrors("job state JSON", d.Meta, d.Errors); err != nil {
+		return nil, err
+	}
+	if d.Jobs == nil {
+		return nil, fmt.Errorf(`parsing job state JSON (%s): no "jobs" array`, d.Meta)
+	}
+	out := make([]JobStateRef, 0, len(*d.Jobs))
+	for i, r := range *d.Jobs {
+		// "5", "3_0", "3_[1-3]" (24.11, 26.05) or a number
+		raw, task, _ := strings.Cut(strings.Trim(string(r.JobID), `"`), "_")
+		id, err := strconv.ParseUint(raw, 10, 32)
+		if err != nil || id == 0 || strings.ContainsAny(task, "\"\\ ") {
+			return nil, fmt.Errorf("parsing job state JSON (%s): jobs[%d]: job_id %s is not a job ID (N or N_TASK)", d.Meta, i, r.JobID)
+		}
+		st, _, err := jobState(r.State)
+		if err != nil {
+			return nil, fmt.Errorf("parsing job state JSON (%s): job %s: state: %w", d.Meta, r.JobID, err)
+		}
+		out = append(out, JobStateRef{JobID: uint32(id), ArrayTask: task, State: st})
+	}
+	return out, nil
 }

@@ -193,7 +193,11 @@ func startLedger(ctx context.Context, st *settings, srv *server.Server, log *slo
 
 // releaseLoop releases held jobs that fit now, every interval.
 func releaseLoop(ctx context.Context, st *settings, srv *server.Server, interval time.Duration, log *slog.Logger) {
-	sl := compose.Slurm(st.cfg, os.Getenv, log)
+	sl, err := compose.Slurm(st.cfg, os.Getenv, log)
+	if err != nil {
+		log.Error("held jobs are not released: no Slurm client", "err", err)
+		return
+	}
 	ac := compose.Admission(st.cfg, srv.AccountSpend, log)
 	t := time.NewTicker(min(interval, 10*time.Second))
 	defer t.Stop()

@@ -39,7 +39,12 @@ func startNotices(ctx context.Context, st *settings, store *sizerstore.Store, ki
 		log.Error("interruption queue reader not started", "err", err)
 		return
 	}
-	ops := interruption.SlurmClient{C: compose.Slurm(cfg, os.Getenv, log)}
+	sl, err := compose.Slurm(cfg, os.Getenv, log)
+	if err != nil {
+		log.Error("interruption queue reader not started", "err", err)
+		return
+	}
+	ops := interruption.SlurmClient{C: sl}
 	// the checkpoint root as the nodes see it (internal/lifecycle's user
 	// data); on the head node too when it mounts the file system, else the
 	// markers are never seen and the wait runs out the grace period

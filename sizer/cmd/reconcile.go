@@ -100,7 +100,10 @@ func newReconciler(ctx context.Context, cfg *config.Config, o reconcile.Options)
 	if err != nil {
 		return nil, fmt.Errorf("the reconciler: %w", err)
 	}
-	sl := compose.Slurm(cfg, os.Getenv, o.Logger)
+	sl, err := compose.Slurm(cfg, os.Getenv, o.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("the reconciler: %w", err)
+	}
 	o.Owned = func(n string) bool { _, ok := cfg.ClassOfNode(n); return ok }
 	if o.ResumeTimeout <= 0 {
 		o.ResumeTimeout = cfg.Slurm.ResumeTimeout.Duration

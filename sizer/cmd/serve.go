@@ -51,7 +51,11 @@ func serveCommand() *cli.Command {
 				return err
 			}
 			// the dashboard shows Slurm's node and job states
-			o.Slurm = compose.Slurm(st.cfg, os.Getenv, log)
+			sl, err := compose.Slurm(st.cfg, os.Getenv, log)
+			if err != nil {
+				return err
+			}
+			o.Slurm = sl
 			o.Registry = prometheus.NewRegistry()
 			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)

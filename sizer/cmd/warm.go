@@ -60,7 +60,12 @@ func startWarmPool(ctx context.Context, st *settings, reg prometheus.Registerer,
 		waits.WithLabelValues(class, kind).Observe(wait.Seconds())
 		log.Info("job started", "class", class, "start", kind, "wait_s", wait.Seconds())
 	}
-	p, err := warmpool.New(warmpool.Options{Config: st.cfg, Slurm: compose.Slurm(st.cfg, os.Getenv, log), Price: classPricer(pol),
+	sl, err := compose.Slurm(st.cfg, os.Getenv, log)
+	if err != nil {
+		log.Error("warm pool not started", "err", err)
+		return nil
+	}
+	p, err := warmpool.New(warmpool.Options{Config: st.cfg, Slurm: sl, Price: classPricer(pol),
 		StateFile: filepath.Join(st.cfg.Sizer.StateDir, WarmStateFile), Log: log, Started: started})
 	if err != nil {
 		log.Error("warm pool not started", "err", err)

@@ -71,7 +71,13 @@ func run(bin string, keep, stay bool, idleTimeout time.Duration) error {
 		return err
 	}
 	defer st.Stop()
-	fmt.Printf("cluster %s: slurm.conf %s, burst.yaml %s\n  burst log %s\n\n", st.Cfg.Cluster.Name, st.Cluster.ConfPath(), st.CfgPath, st.LogPath())
+	fmt.Printf("cluster %s: slurm.conf %s, burst.yaml %s\n  burst log %s\n", st.Cfg.Cluster.Name, st.Cluster.ConfPath(), st.CfgPath, st.LogPath())
+	if st.Cfg.Slurm.API == "rest" {
+		fmt.Printf("  burst talks to Slurm through slurmrestd at %s (JWT minted from %s)\n", st.Cfg.Slurm.Rest.URL, st.Cfg.Slurm.Rest.JWTKeyFile)
+	} else {
+		fmt.Printf("  burst talks to Slurm through its command-line tools (BURST_SLURM_API=rest: through slurmrestd)\n")
+	}
+	fmt.Println()
 	t0 := time.Now()
 	st.Events.Live(os.Stdout)
 	fmt.Printf("%7s  %-10s %-18s %s\n", "time", "subject", "event", "detail")

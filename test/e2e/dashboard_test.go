@@ -58,7 +58,10 @@ func TestDashboard(t *testing.T) {
 		Configure: func(c *config.Config) {
 			c.Agent.ReportInterval = config.D(2 * time.Second)
 			c.Classes = append(c.Classes, config.Class{Name: "l4x4", GPUModel: "l4", GPUsPerNode: 4, MaxNodes: 2, InstanceTypes: []string{"g6.12xlarge"}, Capacity: "spot-then-on-demand"})
-			c.Budgets = append(c.Budgets, config.Budget{Account: "vision", MonthlyUSD: 0.001})
+			// budgets are hard caps: a job starts only when its
+			// reservation (on-demand price x time limit) fits; vision's
+			// one-minute job fits this one
+			c.Budgets = append(c.Budgets, config.Budget{Account: "vision", MonthlyUSD: 0.05})
 		},
 	})
 	ctx := context.Background()
@@ -75,7 +78,7 @@ func TestDashboard(t *testing.T) {
 	// the jobs
 	evalA := sbatch(t, s, "--gres=gpu:4", "--constraint=l4x4", "--account=demo", "--job-name=nightly-eval", "--comment=burst: workload=inference", "--wrap", "sleep 10")
 	evalB := sbatch(t, s, "--gres=gpu:4", "--constraint=l4x4", "--account=demo", "--job-name=nightly-eval", "--comment=burst: workload=inference", "--wrap", "sleep 10")
-	xss := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--account=vision", "--job-name="+xssJobName, "--comment="+xssComment, "--wrap", "sleep 6")
+	xss := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--account=vision", "--time=1", "--job-name="+xssJobName, "--comment="+xssComment, "--wrap", "sleep 6")
 	script := jobScript(t, s, "../../examples/train/train.sh")
 	cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--constraint=a10g", "--account=demo", script)
 	cmd.Env = append(cmd.Env, "TRAIN_STEPS=14", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY=3",
@@ -377,8 +380,8 @@ func TestDashboard(t *testing.T) {
 		if accounts["demo"] == nil || accounts["vision"] == nil || accounts["demo"]["budget_usd"] != 100.0 {
 			t.Errorf("accounts %v", accounts)
 		}
-		if vs := accounts["vision"]; vs != nil && vs["over"] != true {
-			t.Errorf("vision (cap $0.001) is not over budget: %v", vs)
+		if vs := accounts["vision"]; vs != nil && (vs["budget_usd"] != 0.05 || vs["over"] != false || !(vs["spent_usd"].(float64) > 0)) {
+			t.Errorf("vision (cap $0.05, one short job) should show its spend under its cap: %v", vs)
 		}
 		// the instances and their seconds, against the emulator's own record
 		emu := s.Emu.Instances()

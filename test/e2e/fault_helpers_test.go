@@ -20,6 +20,7 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/reconcile"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/rest"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -61,6 +62,23 @@ func slurmClient(s *stack.Stack) *slurm.Scontrol {
 	return slurm.NewScontrol(slurm.ScontrolOptions{Conf: s.Cluster.ConfPath(), BinDir: s.Cluster.ClientBin(), Timeout: 20 * time.Second})
 }
 
+// burstSlurm is the Slurm client burst's own programs use with this
+// stack's burst.yaml (slurm.api), for the reconciler a test runs in-process:
+// the command-line fallback runs the cluster's own clients.
+func burstSlurm(t *testing.T, s *stack.Stack) slurm.Client {
+	t.Helper()
+	cli := slurmClient(s)
+	if s.Cfg.Slurm.API != "rest" {
+		return cli
+	}
+	r := s.Cfg.Slurm.Rest
+	c, err := rest.New(rest.Options{URL: r.URL, User: r.User, JWTKeyFile: r.JWTKeyFile, Fallback: cli, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // emuEC2 is a plain SDK client on the emulator: an admin's or another
 // tool's access, behind burst's back.
 func emuEC2(s *stack.Stack) *ec2.Client {
@@ -83,7 +101,7 @@ func provider(t *testing.T, s *stack.Stack) *ec2p.Provider {
 // builds it, with the given grace period.
 func reconciler(t *testing.T, s *stack.Stack, grace time.Duration) *reconcile.Reconciler {
 	t.Helper()
-	r, err := reconcile.New(provider(t, s), slurmClient(s), reconcile.Options{Grace: grace, ResumeTimeout: s.Cfg.Slurm.ResumeTimeout.Duration,
+	r, err := reconcile.New(provider(t, s), burstSlurm(t, s), reconcile.Options{Grace: grace, ResumeTimeout: s.Cfg.Slurm.ResumeTimeout.Duration,
 		Owned:  func(n string) bool { _, ok := s.Cfg.ClassOfNode(n); return ok },
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {

@@ -35,7 +35,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "SKIPPING ALL END-TO-END TESTS:", msg)
 		os.Exit(0)
 	}
-	fmt.Fprintf(os.Stderr, "e2e: %s\n", sl)
+	api, err := stack.SlurmAPIFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: e2e:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: %s, slurm.api %s\n", sl, api)
 	dir, cleanup, err := stack.Binaries()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -66,7 +71,7 @@ func start(t *testing.T, o stack.Options) *stack.Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s (cluster %s, run dir %s)", s.Cluster.Slurm(), s.Cluster.Name(), s.Cluster.Dir())
+	t.Logf("%s, slurm.api %s (cluster %s, run dir %s)", s.Cluster.Slurm(), s.Cfg.Slurm.API, s.Cluster.Name(), s.Cluster.Dir())
 	t.Cleanup(func() {
 		if !o.NoLedgerCheck {
 			ledgerCheck(t, s)
@@ -74,6 +79,7 @@ func start(t *testing.T, o stack.Options) *stack.Stack {
 		if t.Failed() {
 			dumpLogs(t, s)
 		}
+		checkBackend(t, s)
 		s.Stop()
 	})
 	return s
@@ -153,4 +159,32 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s waiting for %s", limit, what)
+}
+
+// checkBackend fails a test whose burst hooks did not talk to Slurm the way
+// slurm.api says. Each hook process that talks to Slurm logs how once: the
+// command line's "slurm version", slurmrestd's "slurmrestd" (data version).
+// With cli no hook may use slurmrestd; with rest a hook that used the
+// command line (the fallback for what a release's REST API lacks) must
+// have used slurmrestd as well.
+func checkBackend(t *testing.T, s *stack.Stack) {
+	const jwtHeader = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" // {"alg":"HS256","typ":"JWT"}
+	b, err := os.ReadFile(s.LogPath())
+	if err != nil {
+		return
+	}
+	rest := strings.Contains(string(b), `"msg":"slurmrestd"`)
+	cli := strings.Contains(string(b), `"msg":"slurm version"`)
+	// no log holds a token (every token burst mints starts with this header)
+	for _, f := range []string{s.LogPath(), filepath.Join(s.Dir, "sizer.log")} {
+		if l, _ := os.ReadFile(f); strings.Contains(string(l), jwtHeader) {
+			t.Errorf("%s holds a JWT", f)
+		}
+	}
+	switch {
+	case s.Cfg.Slurm.API == "rest" && cli && !rest:
+		t.Errorf("slurm.api is rest, but burst's hooks talked to Slurm through the command line only (log %s)", s.LogPath())
+	case s.Cfg.Slurm.API != "rest" && rest:
+		t.Errorf("slurm.api is %s, but burst's hooks used slurmrestd (log %s)", s.Cfg.Slurm.API, s.LogPath())
+	}
 }

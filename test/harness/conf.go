@@ -120,6 +120,11 @@ func (c *Cluster) defaults() (site, cloud []kv) {
 		// not cloud_dns: srun then needs node names in DNS.
 		{"SlurmctldParameters", strings.Join(c.slurm.CloudCtldParameters(), ",")},
 	}
+	if c.opts.RestJWT {
+		// slurmrestd's rest_auth/jwt passes the client's token on; slurmctld
+		// verifies it with the key (munge stays the primary AuthType)
+		site = append(site, kv{"AuthAltTypes", "auth/jwt"}, kv{"AuthAltParameters", "jwt_key=" + c.JWTKeyPath()})
+	}
 	return site, cloud
 }
 

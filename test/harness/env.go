@@ -76,6 +76,9 @@ for d in "$@"; do mkdir -p "$N$d"; mount --bind "$d" "$N$d"; done
 for f in /etc/hosts /etc/resolv.conf; do
   if [ -f "$f" ]; then touch "$N$f"; mount --bind "$f" "$N$f"; fi
 done
+# and host names from files only: 24.11+ slurmctld resolves every munge
+# client's address, and a resolver that does not answer stalls it 5 s
+sed -i 's/^hosts:.*/hosts: files/' "$N/etc/nsswitch.conf"
 mkdir "$N/.bst-oldroot"
 cd "$N"
 pivot_root . .bst-oldroot

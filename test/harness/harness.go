@@ -75,6 +75,14 @@ type Options struct {
 	Setup func(c *Cluster) error
 	// RestAPI starts slurmrestd on the unix socket c.RestSocket().
 	RestAPI bool
+	// RestJWT starts slurmrestd (RestAPI implied) with rest_auth/jwt, as
+	// sites that expose Slurm through its REST API run it: on the unix
+	// socket and on a TCP port of the bridge address (RestURL, reachable
+	// from the nodes), with slurm.conf's AuthAltTypes=auth/jwt and
+	// AuthAltParameters=jwt_key=JWTKeyPath() (a random HS256 key, 0600,
+	// owned by SlurmUser). Clients send X-SLURM-USER-NAME and
+	// X-SLURM-USER-TOKEN (a JWT signed with that key, or `scontrol token`).
+	RestJWT bool
 	// KeepDir leaves the run dir (logs, conf) in place after Stop.
 	KeepDir bool
 	// BaseDir is where the run dir is made; default os.TempDir().
@@ -123,6 +131,7 @@ type Cluster struct {
 	slurmdPort  int
 	mungeSocket string
 	restSocket  string
+	restPort    int
 
 	munged, slurmctld, slurmrestd *proc
 
@@ -316,6 +325,11 @@ func (c *Cluster) start(ctx context.Context) error {
 			return fmt.Errorf("running Options.Prepare: %w", err)
 		}
 	}
+	if c.opts.RestJWT {
+		if err := c.writeJWTKey(); err != nil {
+			return err
+		}
+	}
 	frag := c.expand(c.opts.Fragment)
 	if c.opts.Plain {
 		if err := os.WriteFile(c.ConfPath(), []byte(c.plainConf(frag)), 0o644); err != nil {
@@ -346,7 +360,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.waitPing(ctx); err != nil {
 		return err
 	}
-	if c.opts.RestAPI {
+	if c.opts.RestAPI || c.opts.RestJWT {
 		if err := c.startRest(ctx); err != nil {
 			return err
 		}
@@ -401,7 +415,14 @@ func (c *Cluster) startMunge(ctx context.Context) error {
 func (c *Cluster) startRest(ctx context.Context) error {
 	c.restSocket = filepath.Join(c.dir, "run", "slurmrestd.sock")
 	env := c.Environ()
-	argv := []string{c.opts.SbinDir + "/slurmrestd", "-f", c.ConfPath(), "-a", "rest_auth/local", "-s", c.slurm.RestPlugin()}
+	auth := "rest_auth/local"
+	if c.opts.RestJWT {
+		auth = "rest_auth/jwt"
+		// without it slurmrestd talks to slurmctld through auth/munge, which
+		// rejects every passed-on token ("Rejecting thread config token")
+		env = append(env, "SLURM_JWT=daemon")
+	}
+	argv := []string{c.opts.SbinDir + "/slurmrestd", "-f", c.ConfPath(), "-a", auth, "-s", c.slurm.RestPlugin()}
 	if c.slurm.Version == "22.05" {
 		// slurmrestd refuses to run as root unless told it is a test
 		env = append(env, "SLURMRESTD_SECURITY=disable_user_check")
@@ -419,15 +440,58 @@ func (c *Cluster) startRest(ctx context.Context) error {
 		c.restSocket = filepath.Join(rest, "slurmrestd.sock")
 		argv = append([]string{"/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"}, argv...)
 	}
+	argv = append(argv, "unix:"+c.restSocket)
+	if c.opts.RestJWT {
+		var err error
+		if c.restPort, err = freePort(); err != nil {
+			return err
+		}
+		argv = append(argv, net.JoinHostPort(c.net.Gateway.String(), fmt.Sprint(c.restPort)))
+	}
 	var err error
-	c.slurmrestd, err = c.startProc("slurmrestd", filepath.Join(c.dir, "log", "slurmrestd.log"), env, "", append(argv, "unix:"+c.restSocket)...)
+	c.slurmrestd, err = c.startProc("slurmrestd", filepath.Join(c.dir, "log", "slurmrestd.log"), env, "", argv...)
 	if err != nil {
 		return err
 	}
 	return c.waitFor(ctx, 10*time.Second, "slurmrestd socket", c.slurmrestd, filepath.Join(c.dir, "log", "slurmrestd.log"), func() bool {
-		_, err := os.Stat(c.restSocket)
+		if _, err := os.Stat(c.restSocket); err != nil {
+			return false
+		}
+		if c.restPort == 0 {
+			return true
+		}
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(c.net.Gateway.String(), fmt.Sprint(c.restPort)), time.Second)
+		if err == nil {
+			conn.Close()
+		}
 		return err == nil
 	})
+}
+
+// writeJWTKey writes the HS256 key slurmctld verifies tokens with
+// (Options.RestJWT): 32 random bytes, as Slurm's JWT guide makes them.
+func (c *Cluster) writeJWTKey() error {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.JWTKeyPath(), key, 0o600); err != nil {
+		return fmt.Errorf("writing the JWT key: %w", err)
+	}
+	return nil
+}
+
+// JWTKeyPath is the HS256 key of auth/jwt (Options.RestJWT), in
+// StateSaveLocation, mode 0600, owned by SlurmUser (root).
+func (c *Cluster) JWTKeyPath() string { return filepath.Join(c.dir, "state", "jwt_hs256.key") }
+
+// RestURL is slurmrestd's TCP address on the bridge, "http://10.x.y.1:PORT"
+// ("" unless Options.RestJWT).
+func (c *Cluster) RestURL() string {
+	if c.restPort == 0 {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(c.net.Gateway.String(), fmt.Sprint(c.restPort))
 }
 
 // waitFor polls cond every 50 ms until true, p exits, limit passes or ctx ends.

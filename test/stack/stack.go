@@ -87,6 +87,22 @@ type Options struct {
 	// starts from it. Burst's own hooks still run through the stack's
 	// wrappers (burst.yaml is not at /etc/burst here).
 	AdminSetup func(s *Stack, c *harness.Cluster, confDir string) error
+	// SlurmAPI is burst.yaml's slurm.api: "cli" or "rest" (slurmrestd
+	// with JWT: burst mints its tokens from the cluster's key); default
+	// BURST_SLURM_API, else cli.
+	SlurmAPI string
+}
+
+// SlurmAPIFromEnv is the backend BURST_SLURM_API selects (default cli).
+func SlurmAPIFromEnv() (string, error) {
+	switch v := os.Getenv("BURST_SLURM_API"); v {
+	case "", "cli":
+		return "cli", nil
+	case "rest":
+		return v, nil
+	default:
+		return "", fmt.Errorf("BURST_SLURM_API=%q: want cli or rest", v)
+	}
 }
 
 // Stack is a running local burst deployment.
@@ -132,6 +148,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	if opts.SlurmAPI == "" {
+		api, err := SlurmAPIFromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+		opts.SlurmAPI = api
+	}
+	if opts.SlurmAPI != "cli" && opts.SlurmAPI != "rest" {
+		return nil, fmt.Errorf("stack: SlurmAPI %q: want cli or rest", opts.SlurmAPI)
 	}
 	dir, err := os.MkdirTemp("", "burst-stack-")
 	if err != nil {
@@ -215,6 +241,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		Binds:       []string{opts.BinDir, dir}, // Slurm runs burst's binaries as hooks
 		SlurmdDelay: -1,                         // the bootstrap keeps the 2 s boot guard itself
 		Prepare:     func(c *harness.Cluster) error { return s.prepare(c) },
+		RestJWT:     opts.SlurmAPI == "rest",
 	}
 	// the harness's nodes need config_overrides: their "hardware" is this
 	// machine, smaller than the instance types they stand for
@@ -238,6 +265,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.Cluster, err = harness.Start(ctx, ho)
 	if err != nil {
 		return nil, fmt.Errorf("stack: starting Slurm: %w", err)
+	}
+	if opts.SlurmAPI == "rest" {
+		// as an admin would set it up: slurmrestd on the controller, burst
+		// minting tokens for SlurmUser (root in the harness) from the key
+		s.Cfg.Slurm.API = "rest"
+		s.Cfg.Slurm.Rest.URL = s.Cluster.RestURL()
+		s.Cfg.Slurm.Rest.User = "root"
+		s.Cfg.Slurm.Rest.JWTKeyFile = s.Cluster.JWTKeyPath()
 	}
 
 	eo := opts.Emulator
