@@ -89,26 +89,34 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 		ForecastMethod: fmt.Sprintf("spent so far + the average hourly spend of the last %s (or of the month, if shorter) x the hours left in the month",
 			shortDur(ForecastWindow))}
 	charges := scoped(m.Charges, sc)
-	// per account, against its cap (the budgets' own figures)
-	winFrom := now.Add(-ForecastWindow)
+	// per account, against its cap (the budgets' own figures). The
+	// forecast extrapolates from the last whole minute, so that every
+	// reader within a minute (the page, the API, a script) gets the same
+	// forecast instead of one that moves with each second of the window.
+	fnow := now.Truncate(time.Minute)
+	if fnow.Before(from) {
+		fnow = now
+	}
+	winFrom := fnow.Add(-ForecastWindow)
 	if winFrom.Before(from) {
 		winFrom = from
 	}
-	recent := m.Within(winFrom, now)
+	recent := m.Within(winFrom, fnow)
+	upToF := m.Within(from, fnow)
 	monthEnd := from.AddDate(0, 1, 0)
-	left := monthEnd.Sub(now).Hours()
+	left := monthEnd.Sub(fnow).Hours()
 	for _, st := range s.budgets(m, sc) {
 		a := sizerapi.AccountMoney{Account: st.Account, SpentUSD: round4(st.SpentUSD), BudgetUSD: st.MonthlyUSD, RemainingUSD: round4(st.RemainingUSD),
 			Over: st.Over, HourlyUSD: round4(m.Burn[st.Account])}
 		rate := 0.0
-		if h := now.Sub(winFrom).Hours(); h > 0 {
+		if h := fnow.Sub(winFrom).Hours(); h > 0 {
 			rate = recent[st.Account] / h
 		}
-		a.ForecastUSD = round4(st.SpentUSD + rate*left)
+		a.ForecastUSD = round4(upToF[st.Account] + rate*left)
 		if st.MonthlyUSD > 0 {
 			a.UsedPct = round1(100 * st.SpentUSD / st.MonthlyUSD)
 			if !st.Over && rate > 0 {
-				at := now.Add(time.Duration((st.MonthlyUSD - st.SpentUSD) / rate * float64(time.Hour)))
+				at := fnow.Add(time.Duration((st.MonthlyUSD - upToF[st.Account]) / rate * float64(time.Hour)))
 				if at.Before(monthEnd) {
 					at = at.UTC().Truncate(time.Second)
 					a.CapReachedAt = &at
