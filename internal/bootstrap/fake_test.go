@@ -114,7 +114,25 @@ func scratchNft(t *testing.T) (nft, netns string) {
 		t.Fatalf("ip netns add: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", netns).Run() })
+	// a process holds the namespace, and the wrapper enters it by that
+	// process's /proc entry: it then works from a Debian root's mount
+	// namespace too (the bootstrap runs inside the root for 24.11+), where
+	// the host's /run/netns is not visible
+	holder := exec.Command("ip", "netns", "exec", netns, "sleep", "infinity")
+	if err := holder.Start(); err != nil {
+		t.Fatalf("holding netns %s: %v", netns, err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	self, _ := os.Readlink("/proc/self/ns/net")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", holder.Process.Pid)); err == nil && ns != self {
+			break // the holder is in the scratch namespace (never run nft in the host's)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder of netns %s never entered it", netns)
+		}
+	}
 	nft = filepath.Join(t.TempDir(), "nft")
-	os.WriteFile(nft, []byte("#!/bin/sh\nexec ip netns exec "+netns+" /usr/sbin/nft \"$@\"\n"), 0o755)
+	os.WriteFile(nft, []byte(fmt.Sprintf("#!/bin/sh\nexec /usr/bin/nsenter --net=/proc/%d/ns/net /usr/sbin/nft \"$@\"\n", holder.Process.Pid)), 0o755)
 	return nft, netns
 }

@@ -66,9 +66,12 @@ func sbatchAs(t *testing.T, s *stack.Stack, u harness.User, dir string, args ...
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := s.Cluster.Command(ctx, "sbatch", append([]string{"--parsable", "--chdir=" + dir}, args...)...)
+	// root enters the cluster's namespaces (a Debian root's, for 24.11 and
+	// later), then setpriv drops to the user for sbatch itself
+	const sbatch = "/usr/bin/sbatch" // Debian's, on the host and in the roots
+	cmd := s.Cluster.Command(ctx, "/usr/bin/setpriv", append([]string{fmt.Sprintf("--reuid=%d", u.UID), fmt.Sprintf("--regid=%d", u.GID), "--clear-groups", "--",
+		sbatch, "--parsable", "--chdir=" + dir}, args...)...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID)}}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("sbatch as %s %v: %v\n%s", u.Name, args, err, out)
@@ -330,16 +333,25 @@ func TestSecurity(t *testing.T) {
 	if _, err := s.Cluster.Run(ctx, "scancel", vjob); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, "the victim's instance terminated and recorded", func() bool {
+	// terminated, and settled in the ledger: closed at EC2's own transition
+	// time (end source ec2) and no EC2 event or ledger pass still to come
+	eventually(t, 90*time.Second, "the victim's instance terminated and its ledger entry closed by EC2's record", func() bool {
 		in, _ := s.Emu.Instance(vin.ID)
 		for _, row := range dumpStore(t, s)["instances"] {
-			if strings.HasPrefix(row, vin.ID+" ") && !strings.HasSuffix(row, "| NULL") {
-				return in.State == "terminated" || in.State == "shutting-down"
+			if strings.HasPrefix(row, vin.ID+" ") && strings.Contains(row, "| ec2 |") {
+				return in.State == "terminated"
 			}
 		}
 		return false
 	})
 	before = dumpStore(t, s)
+	eventually(t, 60*time.Second, "the sizer's store settled (no change for 3 s)", func() bool {
+		time.Sleep(3 * time.Second)
+		now := dumpStore(t, s)
+		settled := reflect.DeepEqual(before, now)
+		before = now
+		return settled
+	})
 	vc, _ := s.SizerClient(vtok)
 	if _, err := vc.Report(ctx, sizerapi.ReportBatch{Records: []sizerapi.Record{{Seq: 1 << 41, Time: time.Now(), Kind: sizerapi.KindGPU,
 		GPUs: []sizerapi.GPUReading{{Index: 0, JobIDs: []uint32{uint32(mustAtoi(t, vjob))}}}}}}); apiCode(err) != sizerapi.CodeEnded {
