@@ -127,15 +127,9 @@ func TestSizing(t *testing.T) {
 	}
 
 	t.Run("a: deadline scales the PyTorch DDP template out over 3 nodes, all or nothing", func(t *testing.T) {
-		py := "/usr/bin/python3"
-		if out, err := exec.Command(py, "-c", "import torch").CombinedOutput(); err != nil {
-			if os.Getenv("BURST_REQUIRE_TOOLS") == "1" {
-				t.Fatalf("PyTorch is missing (%v: %s); scripts/install-deps.sh installs python3-torch", err, out)
-			}
-			t.Skipf("SKIP: PyTorch is missing (%v)", err)
-		}
+		py := torchPython(t, s)
 		d := scaledOut(t, "burst-ddp")
-		dir, _ := filepath.Abs("../../examples/train")
+		dir := jobFiles(t, s, "train-ddp.sbatch", "ddp-node.sh", "ddp.py")
 		work := filepath.Join(s.Cluster.Dir(), "work")
 		cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--account=demo", "--chdir="+work, deadlineJob, filepath.Join(dir, "train-ddp.sbatch"),
 			"--seed", "7", "--samples", "512", "--batch-size", "16", "--epochs", "1", "--features", "16", "--hidden", "32", "--classes", "10",
@@ -160,7 +154,7 @@ func TestSizing(t *testing.T) {
 
 	t.Run("a: deadline scales train.sh out over 3 nodes, one rank per node", func(t *testing.T) {
 		d := scaledOut(t, "burst-train-example")
-		script, _ := filepath.Abs("../../examples/train/train.sh")
+		script := filepath.Join(jobFiles(t, s, "train.sh"), "train.sh")
 		id, said := submit(t, deadlineJob, script)
 		checkLaunch(t, id, d, said)
 		out, _ := os.ReadFile(filepath.Join(s.Cluster.Dir(), "work", "train-"+id+".out"))
@@ -261,7 +255,7 @@ func TestSizing(t *testing.T) {
 		}
 		id, said := submit(t, append(args, "--wrap", "echo gpus=$CUDA_VISIBLE_DEVICES")...)
 		job := show(t, id)
-		if !strings.Contains(job, "gres:gpu:l4:8") || field(job, "Features") != "l4x8" {
+		if !(strings.Contains(job, "gres:gpu:l4:8") || strings.Contains(job, "gres/gpu:l4:8")) || field(job, "Features") != "l4x8" { // 22.05 / 24.11+
 			t.Fatalf("job not kept at 8 GPUs: %s", job)
 		}
 		if !strings.Contains(said, "a cheaper plan fits") {
