@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/agent/gpu"
+	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/config/configtest"
 	"github.com/burst-hpc/burst/internal/sizerapi"

@@ -4,101 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
-
-// sizerStub is an HTTP server standing in for the sizer's report endpoint:
-// it checks the bearer token and records every delivered seq, duplicates
-// included, in arrival order.
-type sizerStub struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	down  bool
-	code  int // status when down
-	seqs  []uint64
-	drops []uint64 // sizerapi.ReportBatch.Dropped per batch
-	token string
-}
-
-func newSizerStub(t *testing.T) *sizerStub {
-	s := &sizerStub{token: "s3cret", code: http.StatusServiceUnavailable}
-	s.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+s.token {
-			http.Error(w, "bad token", http.StatusUnauthorized)
-			return
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.down {
-			http.Error(w, "down", s.code)
-			return
-		}
-		var b sizerapi.ReportBatch
-		if err := json.NewDecoder(r.Body).Decode(&b); err != nil || b.Node != "gpu-1" {
-			http.Error(w, fmt.Sprintf("bad batch: %v", err), http.StatusBadRequest)
-			return
-		}
-		for _, rec := range b.Records {
-			s.seqs = append(s.seqs, rec.Seq)
-		}
-		s.drops = append(s.drops, b.Dropped)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *sizerStub) setDown(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
-func (s *sizerStub) got() []uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]uint64(nil), s.seqs...)
-}
-
-func (s *sizerStub) sink(t *testing.T) *HTTPSink {
-	cred := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(cred, []byte(s.token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return &HTTPSink{URL: s.srv.URL + "/v1/reports", CredentialFile: cred, Client: s.srv.Client()}
-}
-
-func gpuRecord(i int) sizerapi.Record {
-	return sizerapi.Record{Time: time.Unix(1_800_000_000+int64(i), 0).UTC(), Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{{
-		Index: 0, UUID: "GPU-x", UtilPercent: uint32(i % 101), MemoryUsedBytes: uint64(i) << 20, PIDs: []int{100 + i},
-		JobIDs: []uint32{7},
-	}}}
-}
-
-func addN(t *testing.T, r *Reporter, from, n int) {
-	t.Helper()
-	for i := from; i < from+n; i++ {
-		if err := r.Add(gpuRecord(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func wantSeqs(t *testing.T, got []uint64, from, to uint64) {
-	t.Helper()
-	if len(got) != int(to-from+1) {
-		t.Fatalf("sink got %d records %v, want seqs %d..%d exactly once", len(got), got, from, to)
-	}
-	for i, s := range got {
-		if s != from+uint64(i) {
-			t.Fatalf("sink got seq %d at position %d, want %d (full: %v)", s, i, from+uint64(i), got)
-		}
-	}
-}
 
 // TestOutageAndRestartExactlyOnce: the sizer goes down, the agent keeps
 // sampling, restarts from the same state dir, the sizer comes back: every
@@ -160,24 +75,6 @@ func TestOutageAndRestartExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSeqs(t, stub.got(), 1, 80)
-}
-
-func checkModes(t *testing.T, dir string) {
-	t.Helper()
-	fi, err := os.Stat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		t.Errorf("spool dir mode %v, want 0700", fi.Mode().Perm())
-	}
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		fi, _ := e.Info()
-		if fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s mode %v, want 0600", e.Name(), fi.Mode().Perm())
-		}
-	}
 }
 
 // TestCrashBetweenSendAndAck: if the agent dies after the sizer stored a
@@ -415,91 +312,4 @@ func TestTrackerSummary(t *testing.T) {
 	if len(tr.Active()) != 0 {
 		t.Fatalf("active = %v", tr.Active())
 	}
-}
-
-func FuzzDecodeLine(f *testing.F) {
-	rec := gpuRecord(1)
-	rec.Seq = 1
-	line, _ := encodeLine(&rec)
-	f.Add(line)
-	f.Add([]byte("00000000 {}\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeLine(b)
-		if err == nil {
-			again, err := encodeLine(&r)
-			if err != nil || r.Seq == 0 {
-				t.Fatalf("decoded %q to %+v, re-encode err %v", b, r, err)
-			}
-			if _, err := decodeLine(again); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
-}
-
-// TestCorruptLineSkipped: a record whose checksum fails (disk corruption)
-// is skipped and counted; the records around it are still sent.
-func TestCorruptLineSkipped(t *testing.T) {
-	dir := t.TempDir()
-	s, err := OpenSpool(dir, SpoolOptions{MaxBytes: 1 << 20, SegmentBytes: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 20; i++ {
-		rec := gpuRecord(i)
-		s.Append(&rec)
-	}
-	s.Close()
-	segs, _ := filepath.Glob(filepath.Join(dir, "seg-*.log"))
-	if len(segs) < 2 {
-		t.Fatalf("want several segments, got %v", segs)
-	}
-	b, _ := os.ReadFile(segs[0])
-	i := strings.Index(string(b), `"seq":2,`)
-	b[i+20] ^= 0x01 // flip a bit inside record 2
-	os.WriteFile(segs[0], b, 0o600)
-	s2, err := OpenSpool(dir, SpoolOptions{MaxBytes: 1 << 20, SegmentBytes: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	p, _ := s2.Pending(100)
-	var seqs []uint64
-	for _, r := range p {
-		seqs = append(seqs, r.Seq)
-	}
-	if len(seqs) != 19 || seqs[0] != 1 || seqs[1] != 3 || seqs[18] != 20 || s2.Stats().Corrupt != 1 {
-		t.Fatalf("pending seqs %v, stats %+v; want 1,3..20 and one corrupt", seqs, s2.Stats())
-	}
-}
-
-// FuzzOpenSpool: whatever is in the spool directory (state.json and a
-// segment, as a crash or a disk fault may leave them), opening it never
-// panics, and an opened spool hands out records in sequence order.
-func FuzzOpenSpool(f *testing.F) {
-	rec := gpuRecord(1)
-	rec.Seq = 1
-	line, _ := encodeLine(&rec)
-	f.Add([]byte(`{"acked":0,"dropped_records":0,"dropped_bytes":0}`), line)
-	f.Add([]byte(`{"acked":18446744073709551615}`), line)
-	f.Add([]byte(`nope`), []byte("zz\n"))
-	f.Fuzz(func(t *testing.T, state, seg []byte) {
-		dir := t.TempDir()
-		os.WriteFile(filepath.Join(dir, "state.json"), state, 0o600)
-		os.WriteFile(filepath.Join(dir, "seg-1.log"), seg, 0o600)
-		s, err := OpenSpool(dir, SpoolOptions{MaxBytes: 1 << 20, SegmentBytes: 4096})
-		if err != nil {
-			return
-		}
-		defer s.Close()
-		recs, err := s.Pending(100)
-		if err != nil {
-			return
-		}
-		for i := 1; i < len(recs); i++ {
-			if recs[i].Seq <= recs[i-1].Seq {
-				t.Fatalf("records out of order: %d after %d", recs[i].Seq, recs[i-1].Seq)
-			}
-		}
-	})
 }

@@ -2,15 +2,10 @@ package bootstrap
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/burst-hpc/burst/internal/userdata"
 )
@@ -247,107 +240,6 @@ func TestRunBadUserDataNoHandBack(t *testing.T) {
 	}
 }
 
-func TestIMDSUserData(t *testing.T) {
-	doc, err := userdata.Encode(testUD())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var puts, gets int
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodPut && r.URL.Path == "/latest/api/token":
-			if r.Header.Get("X-Aws-Ec2-Metadata-Token-Ttl-Seconds") == "" {
-				http.Error(w, "no ttl", 400)
-				return
-			}
-			puts++
-			w.Header().Set("X-Aws-Ec2-Metadata-Token-Ttl-Seconds", "21600")
-			io.WriteString(w, "TOKEN123")
-		case r.Method == http.MethodGet && r.URL.Path == "/latest/user-data":
-			if r.Header.Get("X-Aws-Ec2-Metadata-Token") != "TOKEN123" {
-				http.Error(w, "IMDSv2 token required", 401)
-				return
-			}
-			gets++
-			w.Write(doc)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	got, err := fetchIMDSUserData(context.Background(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(doc) || puts != 1 || gets != 1 {
-		t.Fatalf("puts=%d gets=%d got %q", puts, gets, got)
-	}
-	if _, err := userdata.Decode(got); err != nil {
-		t.Fatal(err)
-	}
-
-	empty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut {
-			w.Header().Set("X-Aws-Ec2-Metadata-Token-Ttl-Seconds", "21600")
-			io.WriteString(w, "T")
-			return
-		}
-		http.NotFound(w, r)
-	}))
-	defer empty.Close()
-	_, err = fetchIMDSUserData(context.Background(), empty.URL)
-	if err == nil || !strings.Contains(err.Error(), "no user data") {
-		t.Fatalf("want no-user-data error, got %v", err)
-	}
-}
-
-func TestGetSecretValue(t *testing.T) {
-	key := []byte(strings.Repeat("k", 64))
-	arn := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:burst/munge-AbCdEf"
-	mode := "binary"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		if r.Header.Get("X-Amz-Target") != "secretsmanager.GetSecretValue" ||
-			!strings.Contains(auth, "Credential=AKIDTEST/") || !strings.Contains(auth, "/eu-west-1/secretsmanager/aws4_request") {
-			http.Error(w, `{"__type":"BadRequest","message":"bad signature or target"}`, 400)
-			return
-		}
-		var in map[string]string
-		json.NewDecoder(r.Body).Decode(&in)
-		if in["SecretId"] != arn {
-			http.Error(w, `{"__type":"ResourceNotFoundException","message":"Secrets Manager can't find the specified secret."}`, 400)
-			return
-		}
-		switch mode {
-		case "binary":
-			json.NewEncoder(w).Encode(map[string]any{"ARN": arn, "SecretBinary": key})
-		case "string":
-			json.NewEncoder(w).Encode(map[string]any{"ARN": arn, "SecretString": base64.StdEncoding.EncodeToString(key)})
-		case "denied":
-			w.WriteHeader(400)
-			io.WriteString(w, `{"__type":"AccessDeniedException","Message":"not authorized"}`)
-		}
-	}))
-	defer srv.Close()
-	c := secretsClient{endpoint: srv.URL, region: "eu-west-1", creds: credentials.NewStaticCredentialsProvider("AKIDTEST", "SECRET", "")}
-	for _, m := range []string{"binary", "string"} {
-		mode = m
-		got, err := getSecretValue(context.Background(), c, arn)
-		if err != nil || string(got) != string(key) {
-			t.Fatalf("%s: got %q, %v", m, got, err)
-		}
-	}
-	mode = "denied"
-	_, err := getSecretValue(context.Background(), c, arn)
-	if err == nil || !strings.Contains(err.Error(), "AccessDeniedException") || !strings.Contains(err.Error(), "secretsmanager:GetSecretValue") {
-		t.Fatalf("want access denied with a hint, got %v", err)
-	}
-	_, err = getSecretValue(context.Background(), c, arn+"x")
-	if err == nil || !strings.Contains(err.Error(), "ResourceNotFoundException") {
-		t.Fatalf("want not found, got %v", err)
-	}
-}
-
 // TestExecClean shows the problem and the fix. slurmctld's ResumeProgram
 // children start with SigBlk 0x887a27 (HUP INT QUIT ABRT USR1 USR2 PIPE ALRM
 // TERM TSTP XCPU blocked). Go unblocks the signals its runtime needs
@@ -398,93 +290,6 @@ func TestExecClean(t *testing.T) {
 	if b, i := masks("clean"); b != 0 || i&hup != 0 {
 		t.Fatalf("after ExecClean: SigBlk %x SigIgn %x, want no blocked signals and SIGHUP not ignored", b, i)
 	}
-}
-
-// TestFirewallRules: EC2's IMDS addresses on every port and each given
-// endpoint's address and port, closed to every uid but 0; the rules read
-// back from nft's JSON.
-func TestFirewallRules(t *testing.T) {
-	eps, err := FirewallEndpoints("http://10.64.3.1:41234", "", "http://169.254.169.254", "http://[fd00:ec2::254]:80")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := fmt.Sprint(eps)
-	if got != "[10.64.3.1:41234 169.254.169.254 fd00:ec2::254]" {
-		t.Fatalf("endpoints %s", got)
-	}
-	rules := FirewallRules(eps)
-	for _, w := range []string{"table inet burst_imds\ndelete table inet burst_imds\n", "type filter hook output priority 0; policy accept;",
-		"ip daddr 10.64.3.1 tcp dport 41234 meta skuid != 0 counter reject", "ip daddr 169.254.169.254 meta skuid != 0 counter reject",
-		"ip6 daddr fd00:ec2::254 meta skuid != 0 counter reject"} {
-		if !strings.Contains(rules, w) {
-			t.Errorf("rules lack %q:\n%s", w, rules)
-		}
-	}
-	js, err := os.ReadFile(filepath.Join("testdata", "nft-list.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	have, err := ParseFirewall(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if miss := missingEndpoints(eps, have); len(miss) != 0 {
-		t.Errorf("nft's listing of these rules misses %v (have %v)", miss, have)
-	}
-	if miss := missingEndpoints([]Endpoint{{Addr: IMDSv4, Port: 80}, {Addr: netip.MustParseAddr("10.0.0.9"), Port: 1}}, have); len(miss) != 1 {
-		t.Errorf("missing = %v, want only 10.0.0.9:1", miss)
-	}
-	if _, err := ParseFirewall([]byte(`{"nftables":[]}`)); err == nil {
-		t.Error("an empty listing verified")
-	}
-	if _, err := FirewallEndpoints("::nope"); err == nil {
-		t.Error("a bad endpoint URL accepted")
-	}
-}
-
-func FuzzParseFirewall(f *testing.F) {
-	js, _ := os.ReadFile(filepath.Join("testdata", "nft-list.json"))
-	f.Add(js)
-	f.Add([]byte(`{"nftables":[{"chain":{"table":"burst_imds","hook":"output","type":"filter"}},{"rule":{"table":"burst_imds","expr":[{"reject":null}]}}]}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		eps, err := ParseFirewall(b)
-		if err != nil {
-			return
-		}
-		for _, e := range eps {
-			if !e.Addr.IsValid() || e.Port < 0 {
-				t.Fatalf("parsed endpoint %+v", e)
-			}
-		}
-	})
-}
-
-func TestNonce(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "state", "identity.nonce")
-	n1, err := loadNonce(p)
-	if err != nil || len(n1) != 64 {
-		t.Fatalf("new nonce %q %v", n1, err)
-	}
-	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
-		t.Errorf("nonce file mode %v", st.Mode())
-	}
-	if n2, err := loadNonce(p); err != nil || n2 != n1 {
-		t.Fatalf("the nonce changed across boots: %q %q %v", n1, n2, err)
-	}
-	os.WriteFile(p, []byte("zz\n"), 0o600)
-	if _, err := loadNonce(p); err == nil {
-		t.Error("a corrupt nonce file accepted")
-	}
-}
-
-func FuzzParseNonce(f *testing.F) {
-	f.Add([]byte(strings.Repeat("ab", 32) + "\n"))
-	f.Add([]byte("x"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if n, err := ParseNonce(b); err == nil && (len(n) != 64 || strings.Trim(n, "0123456789abcdef") != "") {
-			t.Fatalf("accepted nonce %q", n)
-		}
-	})
 }
 
 func FuzzParseMountPoints(f *testing.F) {

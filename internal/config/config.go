@@ -7,14 +7,10 @@
 package config
 
 import (
-	"fmt"
 	"net"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Capacity says where a class's instances come from.
@@ -393,37 +389,6 @@ type Log struct {
 	Level string `yaml:"level"` // debug, info, warn, error
 }
 
-// Duration is a time.Duration written as "90s", "10m", "1h30m".
-type Duration struct{ time.Duration }
-
-// D returns a Duration.
-func D(d time.Duration) Duration { return Duration{d} }
-
-// UnmarshalYAML parses Go duration syntax, also accepting plain integers as seconds.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a duration such as 90s or 10m", n.Line)}}
-	}
-	s := strings.TrimSpace(n.Value)
-	if s == "" {
-		d.Duration = 0
-		return nil
-	}
-	if v, err := time.ParseDuration(s); err == nil {
-		d.Duration = v
-		return nil
-	}
-	var secs int64
-	if _, err := fmt.Sscanf(s, "%d", &secs); err == nil && fmt.Sprint(secs) == s {
-		d.Duration = time.Duration(secs) * time.Second
-		return nil
-	}
-	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration (write e.g. 90s, 10m, 1h30m)", n.Line, s)}}
-}
-
-// MarshalYAML writes the Go duration syntax.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
-
 // Default returns the defaults every burst.yaml starts from.
 func Default() *Config {
 	return &Config{
@@ -450,65 +415,3 @@ func Default() *Config {
 		Interruptions: Interruptions{AgentWait: D(10 * time.Second)},
 	}
 }
-
-// Class returns the class with the given name.
-func (c *Config) Class(name string) (*Class, bool) {
-	for i := range c.Classes {
-		if c.Classes[i].Name == name {
-			return &c.Classes[i], true
-		}
-	}
-	return nil, false
-}
-
-// ClassOfNode returns the class whose node names include node ("<class>-<n>").
-func (c *Config) ClassOfNode(node string) (*Class, bool) {
-	i := strings.LastIndexByte(node, '-')
-	if i <= 0 {
-		return nil, false
-	}
-	cl, ok := c.Class(node[:i])
-	if !ok {
-		return nil, false
-	}
-	var n int
-	if _, err := fmt.Sscanf(node[i+1:], "%d", &n); err != nil || fmt.Sprint(n) != node[i+1:] || n < 1 || n > cl.MaxNodes {
-		return nil, false
-	}
-	return cl, true
-}
-
-// NodeNames is the hostlist expression of a class's nodes, e.g. "a10g-[1-16]".
-func (cl *Class) NodeNames() string {
-	if cl.MaxNodes == 1 {
-		return cl.Name + "-1"
-	}
-	return fmt.Sprintf("%s-[1-%d]", cl.Name, cl.MaxNodes)
-}
-
-// Budget returns the monthly cap of an account, if any.
-func (c *Config) Budget(account string) (float64, bool) {
-	for _, b := range c.Budgets {
-		if b.Account == account {
-			return b.MonthlyUSD, true
-		}
-	}
-	return 0, false
-}
-
-// BudgetOf returns an account's budget, on_unknown filled in.
-func (c *Config) BudgetOf(account string) (Budget, bool) {
-	for _, b := range c.Budgets {
-		if b.Account == account {
-			if b.OnUnknown == "" {
-				b.OnUnknown = OnUnknownHold
-			}
-			return b, true
-		}
-	}
-	return Budget{}, false
-}
-
-// Line returns the line of a YAML path such as "classes[0].max_nodes" in the
-// loaded file, or 0 when unknown.
-func (c *Config) Line(path string) int { return c.lines[path] }

@@ -266,6 +266,12 @@ func (r *Reconciler) handBack(ctx context.Context, a Action, log *slog.Logger) (
 	var requeued []uint32
 	for _, id := range ids {
 		if err := r.slurm.Requeue(ctx, id); err != nil {
+			if errors.Is(err, slurm.ErrJobPending) {
+				// Slurm requeued it itself a moment before (the node
+				// failed): nothing to do, and no AdminComment to wait for
+				log.Info("job already requeued by Slurm", "job", id, "node", a.Node)
+				continue
+			}
 			// a job that cannot be requeued (--no-requeue) ends NODE_FAIL
 			// when the node goes down; say so
 			errs = append(errs, fmt.Errorf("requeueing job %d of %s: %w", id, a.Node, err))

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -112,6 +113,23 @@ func TestRunOnceErrors(t *testing.T) {
 	}
 	if calls := fs.Calls(); !strings.HasPrefix(calls[len(calls)-1], "update gpu-2 POWER_DOWN_FORCE") {
 		t.Fatalf("node not handed back after a failed requeue: %v", calls)
+	}
+}
+
+// TestRequeueRacesSlurm: Slurm requeued the job itself a moment before
+// (its node failed), so burst's requeue finds it pending: the hand-back
+// is no failure.
+func TestRequeueRacesSlurm(t *testing.T) {
+	fc := cloudOf(nil)
+	fs := slurmfake.New([]slurm.Job{{ID: 3, State: "RUNNING", Nodes: "gpu-2"}}, []slurm.Node{node("gpu-2", "ALLOCATED")})
+	fs.RequeueErr = map[uint32]error{3: fmt.Errorf("requeueing job 3: %w", slurm.Classify(0, "Job is pending execution"))}
+	r, _ := New(fc, fs, Options{Grace: time.Minute, Now: func() time.Time { return t0 }})
+	rep, err := r.RunOnce(context.Background())
+	if err != nil || rep.Failed() != 0 || len(rep.Results) != 1 {
+		t.Fatalf("err %v report %+v", err, rep)
+	}
+	if calls := fs.Calls(); !strings.HasPrefix(calls[len(calls)-1], "update gpu-2 POWER_DOWN_FORCE") {
+		t.Fatalf("node not handed back: %v", calls)
 	}
 }
 

@@ -19,6 +19,9 @@ var (
 	ErrAuth = errors.New("Slurm authentication failed")
 	// ErrUnsupported: the Slurm release (or its REST API) cannot do this.
 	ErrUnsupported = errors.New("not supported by this Slurm")
+	// ErrJobPending: the job is pending already (a requeue of a job that
+	// Slurm itself requeued a moment before: ESLURM_JOB_PENDING).
+	ErrJobPending = errors.New("job is pending already")
 )
 
 // Slurm's error numbers (slurm_errno.h) that Classify maps.
@@ -43,6 +46,7 @@ var classText = []struct {
 	{"Protocol authentication error", ErrAuth},
 	{"Authentication credential expired", ErrAuth},
 	{"Invalid authentication credential", ErrAuth},
+	{"Job is pending execution", ErrJobPending},
 }
 
 // Classify maps one Slurm error (its number, 0 when unknown, and text) to

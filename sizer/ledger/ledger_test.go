@@ -63,7 +63,9 @@ func newEnv(t *testing.T, withEvents bool) *env {
 			t.Fatal(err)
 		}
 		q := sqs.NewFromConfig(cfg, func(so *sqs.Options) { so.BaseEndpoint = aws.String(emu.URL()) })
-		drain = func(ctx context.Context) { pumpStateChanges(ctx, t, q, emu.URL()+"/"+ec2emu.DefaultAccount+"/burst-events", st) }
+		drain = func(ctx context.Context) {
+			pumpStateChanges(ctx, t, q, emu.URL()+"/"+ec2emu.DefaultAccount+"/burst-events", st)
+		}
 	}
 	l, err := New(o)
 	if err != nil {

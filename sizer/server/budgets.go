@@ -24,7 +24,9 @@ func (s *Server) month(ctx context.Context) (spend.Month, error) {
 	return spend.ReadPriced(ctx, s.st, s.o.IdleOwner, s.now(), s.onDemand)
 }
 
-func (s *Server) onDemand(typ string) (float64, bool) { return s.pol.HourlyPrice(typ, jobmeta.CapacityOnDemand) }
+func (s *Server) onDemand(typ string) (float64, bool) {
+	return s.pol.HourlyPrice(typ, jobmeta.CapacityOnDemand)
+}
 
 func (s *Server) budgetStatuses(ctx context.Context) ([]sizerapi.BudgetStatus, error) {
 	m, err := s.month(ctx)

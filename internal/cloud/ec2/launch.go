@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
 	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/internal/statefile"
 )
 
 // Launch implements cloud.Provider.
@@ -21,6 +24,11 @@ func (p *Provider) Launch(ctx context.Context, req cloud.LaunchRequest) (cloud.L
 	for i, n := range req.Nodes {
 		names[i] = n.Node
 	}
+	unlock, err := p.lockNodes(names)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
 	existing, err := p.liveFor(ctx, req)
 	if err != nil {
 		return res, err
@@ -237,4 +245,37 @@ func (p *Provider) clientToken(req cloud.LaunchRequest, nodes []cloud.NodeSpec, 
 		fmt.Fprintf(h, "\x00%s/%d", n.Node, n.JobID)
 	}
 	return "burst-" + hex.EncodeToString(h.Sum(nil))[:40]
+}
+
+// lockNodes serializes launches of the same nodes across burst-resume
+// processes on this host (Slurm's ResumeProgram and an admin's, or two
+// overlapping calls): each node's lock (StateDir/launch/<node>.lock) is
+// held from the check of its live instances to the end of its launch, so
+// a second resume sees the first one's instance instead of launching
+// another. Locks are taken in name order (no deadlock between overlapping
+// sets). Without a StateDir (tests) nothing is locked.
+func (p *Provider) lockNodes(names []string) (func(), error) {
+	if p.opts.StateDir == "" {
+		return func() {}, nil
+	}
+	sorted := append([]string(nil), names...)
+	sort.Strings(sorted)
+	var unlocks []func()
+	release := func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
+	for i, n := range sorted {
+		if i > 0 && n == sorted[i-1] {
+			continue
+		}
+		u, err := statefile.Lock(filepath.Join(p.opts.StateDir, "launch", n), 0o600)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("locking the launch of node %s: %w", n, err)
+		}
+		unlocks = append(unlocks, u)
+	}
+	return release, nil
 }

@@ -1,0 +1,93 @@
+package admit
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/statefile"
+)
+
+// prune drops entries whose jobs Slurm no longer runs (past the grace
+// period), released entries past their TTL, and held entries whose job is
+// no longer held pending (cancelled, or released by someone else).
+func (c *Controller) prune(es []Entry, jobs []slurm.Job, now time.Time) []Entry {
+	byID := map[uint32]slurm.Job{}
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	return slices.DeleteFunc(es, func(e Entry) bool {
+		j, known := byID[e.JobID]
+		switch e.State {
+		case StateHeld:
+			return now.Sub(e.At) > c.o.Grace && (!known || !heldByBurst(j))
+		case StateReleased:
+			if known && running(j.State) {
+				return false
+			}
+			return now.Sub(e.At) > c.o.ReleasedTTL || known && heldByBurst(j)
+		}
+		return now.Sub(e.At) > c.o.Grace && (!known || !running(j.State))
+	})
+}
+
+// heldByBurst: the job is pending on a hold burst placed.
+func heldByBurst(j slurm.Job) bool {
+	return j.State == "PENDING" && strings.HasPrefix(j.Reason, "JobHeld") && strings.HasPrefix(j.AdminComment, HeldPrefix)
+}
+
+// Reservations returns the admitted and released entries (what counts
+// against the caps now), for the API and the forecast.
+func (c *Controller) Reservations() ([]Entry, error) {
+	es, err := c.read()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(es, func(e Entry) bool { return e.State == StateHeld }), nil
+}
+
+// Reserved sums what is left of an account's reservations (see Admit).
+func Reserved(es []Entry, account string, charged map[string]float64) float64 {
+	return reserved(account, es, charged)
+}
+
+func (c *Controller) read() ([]Entry, error) {
+	b, err := statefile.ReadLocked(c.path, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return decode(b), nil
+}
+
+// decode reads the file; a corrupt file counts as empty (its jobs are
+// then re-decided: a held one is released by the next pass, see
+// ReleaseHeld).
+func decode(b []byte) []Entry {
+	var d doc
+	if len(b) == 0 || json.Unmarshal(b, &d) != nil {
+		return nil
+	}
+	return slices.DeleteFunc(d.Entries, func(e Entry) bool {
+		return e.JobID == 0 || (e.State != StateAdmitted && e.State != StateHeld && e.State != StateReleased)
+	})
+}
+
+func (c *Controller) update(f func([]Entry, time.Time) ([]Entry, bool)) error {
+	err := statefile.Update(c.path, 0o600, func(old []byte) ([]byte, bool, error) {
+		es, write := f(decode(old), c.o.Now())
+		if !write {
+			return nil, false, nil
+		}
+		sort.SliceStable(es, func(i, j int) bool { return es[i].At.Before(es[j].At) })
+		b, err := json.MarshalIndent(doc{Version: 1, Entries: es}, "", "  ")
+		return b, err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("updating the admissions file %s: %w", c.path, err)
+	}
+	return nil
+}
