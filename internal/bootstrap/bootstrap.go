@@ -256,7 +256,8 @@ type boot struct {
 	log       *slog.Logger
 	ud        userdata.UserData
 	haveUD    bool
-	named     bool // the identity exchange named the node
+	named     bool     // the identity exchange named the node
+	instance  Instance // from the identity document; zero when unreadable
 	mungeUp   bool
 	slurmConf string // a slurm.conf scontrol can use for the failure report
 	rep       Report

@@ -368,3 +368,19 @@ exec /usr/bin/mount --bind @DIR@/shared-fsx "$6"
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// TestRootSlurmdInstance: a 23.11+ slurmd (its -V says so) is started with
+// the instance id and type of the identity document; the 22.05 slurmd of
+// TestRootDirectBootstrap gets neither (it would exit on them).
+func TestRootSlurmdInstance(t *testing.T) {
+	e := newRootEnv(t)
+	os.WriteFile(filepath.Join(e.dir, "slurmd.version"), []byte("slurm 24.11.5\n"), 0o644)
+	e.writeUD(t)
+	if _, err := RunReport(context.Background(), e.opts); err != nil {
+		t.Fatalf("bootstrap failed: %v\nseq:\n%s", err, e.read(t, "seq.log"))
+	}
+	want := fmt.Sprintf("slurmd [-D] [-b] [-N] [gpu-7] [-f] [%s] [--instance-id] [i-0123456789abcdef7] [--instance-type] [g5.xlarge]\n", e.ud.Slurm.ConfPath)
+	if seq := e.read(t, "seq.log"); !strings.HasPrefix(seq, want) {
+		t.Fatalf("slurmd started as:\n%s\nwant:\n%s", seq, want)
+	}
+}
