@@ -67,7 +67,7 @@ type releaseSample struct {
 func (r releaseSample) seconds() float64 { return r.term.Sub(r.end).Seconds() }
 
 func releaseLatencies(b *testing.B, event bool, jobs int) ([]float64, string) {
-	s, err := stack.Start(context.Background(), stack.Options{BinDir: binDir,
+	s, err := stack.Start(context.Background(), stack.Options{BinDir: binDir, KeepDir: os.Getenv("BURST_KEEP") == "1",
 		Emulator: ec2emu.Options{BootDelay: time.Second, ShutdownDelay: time.Second},
 		Configure: func(c *config.Config) {
 			c.Classes[1].MaxNodes = 10
