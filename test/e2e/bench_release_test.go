@@ -37,13 +37,18 @@ func BenchmarkReleaseLatency(b *testing.B) {
 	}{{"epilog", true, 60}, {"suspend-time-10s", false, 10}} {
 		b.Run(mode.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				lat, version := releaseLatencies(b, mode.event, mode.jobs)
+				lat, ctld, after, version := releaseLatencies(b, mode.event, mode.jobs)
 				med, p99, worst := quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
 				b.ReportMetric(med, "median-s")
 				b.ReportMetric(p99, "p99-s")
 				b.ReportMetric(worst, "worst-s")
 				fmt.Printf("release %s, Slurm %s: %d jobs, %d releases, job end -> TerminateInstances median %.2f s, p99 %.2f s, worst %.2f s\n",
 					mode.name, version, mode.jobs, len(lat), med, p99, worst)
+				if len(ctld) > 0 {
+					fmt.Printf("  of which job end -> slurmctld's _job_complete (Slurm: slurmstepd's report) median %.2f s, p99 %.2f s, worst %.2f s;"+
+						" _job_complete -> TerminateInstances median %.2f s, p99 %.2f s, worst %.2f s (%d releases)\n",
+						quantile(ctld, 0.5), quantile(ctld, 0.99), quantile(ctld, 1), quantile(after, 0.5), quantile(after, 0.99), quantile(after, 1), len(ctld))
+				}
 			}
 		})
 	}
@@ -66,7 +71,10 @@ type releaseSample struct {
 
 func (r releaseSample) seconds() float64 { return r.term.Sub(r.end).Seconds() }
 
-func releaseLatencies(b *testing.B, event bool, jobs int) ([]float64, string) {
+// releaseLatencies returns, per release, job end -> TerminateInstances and,
+// where slurmctld logged the job's completion, its two parts: job end ->
+// slurmctld's _job_complete, and _job_complete -> TerminateInstances.
+func releaseLatencies(b *testing.B, event bool, jobs int) (lat, ctld, after []float64, version string) {
 	s, err := stack.Start(context.Background(), stack.Options{BinDir: binDir, KeepDir: os.Getenv("BURST_KEEP") == "1",
 		Emulator: ec2emu.Options{BootDelay: time.Second, ShutdownDelay: time.Second},
 		Configure: func(c *config.Config) {
@@ -79,7 +87,7 @@ func releaseLatencies(b *testing.B, event bool, jobs int) ([]float64, string) {
 		b.Fatal(err)
 	}
 	defer s.Stop()
-	version := s.Cluster.Slurm().Release
+	version = s.Cluster.Slurm().Release
 	ctx := context.Background()
 	var ids []string
 	for i := 0; i < jobs; i++ {
@@ -116,11 +124,31 @@ func releaseLatencies(b *testing.B, event bool, jobs int) ([]float64, string) {
 			explainRelease(s, w)
 		}
 	}
-	lat := make([]float64, len(samples))
-	for i, r := range samples {
-		lat[i] = r.seconds()
+	done := jobCompleteTimes(s.Cluster.SlurmctldLog())
+	for _, r := range samples {
+		lat = append(lat, r.seconds())
+		if at, ok := done[r.job]; ok {
+			ctld = append(ctld, at.Sub(r.end).Seconds())
+			after = append(after, r.term.Sub(at).Seconds())
+		}
 	}
-	return lat, version
+	return lat, ctld, after, version
+}
+
+// jobCompleteTimes reads slurmctld's "_job_complete: JobId=N done" times.
+func jobCompleteTimes(path string) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, l := range logWindow(path, time.Time{}, time.Now().Add(time.Hour), slurmctldTime, func(l string) bool {
+		return strings.Contains(l, "_job_complete: JobId=") && strings.HasSuffix(l, " done")
+	}) {
+		at, _ := slurmctldTime(l)
+		i := strings.Index(l, "JobId=") + len("JobId=")
+		j := strings.IndexByte(l[i:], ' ')
+		if j > 0 {
+			out[l[i:i+j]] = at
+		}
+	}
+	return out
 }
 
 // releaseSamples measures each terminated instance's release from the end
