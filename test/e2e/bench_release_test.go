@@ -123,6 +123,11 @@ func releaseLatencies(b *testing.B, event bool, jobs int) (lat, ctld, after []fl
 		for _, w := range samples[:min(2, len(samples))] {
 			explainRelease(s, w)
 		}
+		// how long slurmctld's scheduling cycles held its locks (a
+		// completion report waits for them)
+		if out, err := s.Cluster.Run(ctx, "sdiag"); err == nil {
+			fmt.Printf("  sdiag: %s\n", sdiagCycles(out))
+		}
 	}
 	done := jobCompleteTimes(s.Cluster.SlurmctldLog())
 	for _, r := range samples {
@@ -320,4 +325,25 @@ func keepLogs(b *testing.B, s *stack.Stack, dir string) {
 		}
 	}
 	fmt.Printf("  logs kept in %s\n", dir)
+}
+
+// sdiagCycles picks the main and backfill schedulers' cycle figures
+// (microseconds) out of sdiag's report.
+func sdiagCycles(out string) string {
+	var parts []string
+	section := ""
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "Main schedule statistics"):
+			section = "main"
+		case strings.HasPrefix(l, "Backfilling stats"):
+			section = "backfill"
+		case strings.HasPrefix(l, "Remote Procedure Call"):
+			section = ""
+		case section != "" && (strings.HasPrefix(l, "Max cycle:") || strings.HasPrefix(l, "Mean cycle:") || strings.HasPrefix(l, "Total cycles:")):
+			parts = append(parts, section+" "+strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(parts, ", ") + " (microseconds)"
 }
