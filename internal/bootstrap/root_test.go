@@ -184,7 +184,7 @@ func TestRootSlurmdDiesBeforeRegistering(t *testing.T) {
 	e.opts.StartCheck = 100 * time.Millisecond
 	os.WriteFile(filepath.Join(e.dir, "STATE"), []byte("IDLE+CLOUD+NOT_RESPONDING+POWERING_UP"), 0o644)
 	// fake slurmd that lives 1 s, then fails like a slurmd that cannot authenticate
-	e.opts.Commands.Slurmd = e.script(t, "slurmd", "#!/bin/sh\nsleep 1\necho 'slurmd: error: Munge encode failed' >&2\nexit 1\n")
+	e.opts.Commands.Slurmd = e.script(t, "slurmd", "#!/bin/sh\n[ \"$1\" = -V ] && { echo 'slurm-wlm 22.05.8'; exit 0; }\nsleep 1\necho 'slurmd: error: Munge encode failed' >&2\nexit 1\n")
 	rep, err := RunReport(context.Background(), e.opts)
 	var se *StepError
 	if !errors.As(err, &se) || se.Step != StepRegister || !strings.Contains(err.Error(), "Munge encode failed") {
