@@ -46,10 +46,11 @@ MIRROR=${BURST_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # plugins (auth/jwt for slurmctld, rest_auth/jwt for slurmrestd), the CA
 # certificates burst's AWS SDK client loads when AWS_CA_BUNDLE or
 # SSL_CERT_FILE name Debian's bundle, nftables for the node bootstrap's IMDS
-# firewall (internal/bootstrap's real-Slurm test bootstraps a node inside
-# the root), and ps for debugging. Jobs and hooks in the tests need only the
+# firewall and iproute2 (internal/bootstrap's real-Slurm test bootstraps a
+# node inside the root; its nft stand-in enters the node's network
+# namespace with ip), and ps for debugging. Jobs and hooks in the tests need only the
 # base system besides.
-INCLUDE=slurmctld,slurmd,slurm-client,munge,slurmrestd,slurm-wlm-jwt-plugin,ca-certificates,nftables,procps
+INCLUDE=slurmctld,slurmd,slurm-client,munge,slurmrestd,slurm-wlm-jwt-plugin,ca-certificates,nftables,iproute2,procps
 # Packages whose version on the mirror decides whether a root is stale.
 KEYPKGS=(slurmctld slurmd slurm-client slurmrestd slurm-wlm-basic-plugins slurm-wlm-jwt-plugin munge)
 # Bump when the build steps below change in a way the package list does not show.

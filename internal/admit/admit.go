@@ -198,9 +198,16 @@ type Decision struct {
 	ReserveUSD float64
 }
 
-// hours is the reservation's time for a job.
+// slurmYear is how Slurm stands for an unlimited time limit where it
+// needs a number (YEAR_MINUTES, 365 days): a job submitted through
+// cli_filter into a MaxTime=INFINITE partition shows TimeLimit=UNLIMITED
+// and that figure in its JSON.
+const slurmYear = 365 * 24 * time.Hour
+
+// hours is the reservation's time for a job: its time limit, or
+// DefaultTimeLimit for a job without one (none given, or unlimited).
 func (c *Controller) hours(tl time.Duration) float64 {
-	if tl <= 0 {
+	if tl <= 0 || tl >= slurmYear {
 		tl = c.o.DefaultTimeLimit
 	}
 	return tl.Hours()

@@ -127,6 +127,23 @@ func TestBudgetReservations(t *testing.T) {
 	}
 }
 
+// TestUnlimitedTimeReservesTheDefault: a job without a time limit, or with
+// Slurm's UNLIMITED (shown as its 365-day year), reserves the default time
+// limit, not a year of its nodes.
+func TestUnlimitedTimeReservesTheDefault(t *testing.T) {
+	c := New(Options{Dir: t.TempDir(), Budgets: map[string]Budget{"nlp": {CapUSD: 100}}, Spend: (&spendSrc{jobs: map[string]float64{}}).fn,
+		Now: (&clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}).now})
+	for i, tl := range []time.Duration{0, 365 * 24 * time.Hour, 1 << 62} {
+		d, err := c.Admit(context.Background(), need(uint32(20+i), "nlp", 2, tl), nil)
+		if err != nil || !d.Admitted || d.ReserveUSD != 8 {
+			t.Errorf("time limit %v: %+v %v, want admitted reserving $8 (4 h x $2/h)", tl, d, err)
+		}
+	}
+	if d, _ := c.Admit(context.Background(), need(30, "nlp", 2, 30*time.Minute), nil); d.ReserveUSD != 1 {
+		t.Errorf("a 30 min job reserves $%.2f, want $1", d.ReserveUSD)
+	}
+}
+
 func TestUnknownSpend(t *testing.T) {
 	sp := &spendSrc{err: errors.New("sizer unreachable; state database missing")}
 	for _, rule := range []string{"", "hold", "allow"} {

@@ -219,6 +219,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	// FSx inside the stack's directory, never on the host's /fsx
 	cfg.FSx.MountPoint = filepath.Join(dir, "fsx-mnt")
 	cfg.Log.File = filepath.Join(dir, "burst.log")
+	// this machine has no GPUs: the nodes' agents simulate them, marked as
+	// such in every report (a base burst.yaml for real nodes reads NVML)
+	cfg.Agent.GPUSource = "sim"
 	cfg.Slurm.NodeConf = "/placeholder/slurm.conf" // set once the cluster exists
 	if opts.Configure != nil {
 		opts.Configure(cfg)
