@@ -71,6 +71,7 @@ func (b *boot) slurmd(ctx context.Context) (string, error) {
 		return "", err
 	}
 	extra := InstanceArgs(v, b.instance)
+	b.instanceArgs = len(extra) > 0
 	if len(extra) > 0 {
 		b.log.Info("slurmd registers this node's instance", "slurmd_version", v.String(), "instance", b.instance.ID, "instance_type", b.instance.Type)
 	}
@@ -150,6 +151,7 @@ func (b *boot) register(ctx context.Context) (string, error) {
 			done, failed := NodeRegistered(state)
 			if done {
 				b.log.Info("slurmctld sees the node", "state", state)
+				b.checkInstance(ctx, conf, out)
 				return "", nil
 			}
 			if failed {
@@ -166,6 +168,25 @@ func (b *boot) register(ctx context.Context) (string, error) {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// checkInstance makes sure slurmctld records the node's instance once the
+// node registered. slurmd 26.05.5 takes --instance-id/--instance-type but
+// slurmctld does not record them from its registration (24.11.5 does); the
+// node, a Slurm administrator through its munge key, then sets them with
+// scontrol update, which every 23.11+ slurmctld accepts. A failure is
+// logged: the instance is a record, not something the job needs.
+func (b *boot) checkInstance(ctx context.Context, conf, line string) {
+	if !b.instanceArgs || nodeField(line, "InstanceId") == b.instance.ID && nodeField(line, "InstanceType") == b.instance.Type {
+		return
+	}
+	args := []string{"update", "NodeName=" + b.ud.NodeName, "InstanceId=" + b.instance.ID, "InstanceType=" + b.instance.Type}
+	if _, err := b.scontrolOut(ctx, conf, args...); err != nil {
+		b.log.Warn("slurmctld did not record the node's instance from slurmd, and setting it failed", "instance", b.instance.ID, "err", err)
+		return
+	}
+	b.log.Info("slurmctld did not record the node's instance from slurmd's registration; set it with scontrol update",
+		"instance", b.instance.ID, "instance_type", b.instance.Type)
 }
 
 func (b *boot) slurmdLogTail() string {

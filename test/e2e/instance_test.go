@@ -12,8 +12,9 @@ import (
 )
 
 // TestNodeInstance: on Slurm 23.11 and later the bootstrap starts slurmd
-// with --instance-id/--instance-type, so `scontrol show node` names the EC2
-// instance the node runs on, and burst's Slurm client (the configured
+// with --instance-id/--instance-type (and sets them with scontrol update
+// where slurmctld did not record them: 26.05.5), so `scontrol show node`
+// names the EC2 instance the node runs on, and burst's Slurm client (the configured
 // backend) reads the same back; on 22.05, whose slurmd has no such options,
 // the node carries none.
 func TestNodeInstance(t *testing.T) {
@@ -26,9 +27,19 @@ func TestNodeInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line, err := s.Cluster.Run(context.Background(), "scontrol", "show", "node", "-o", node)
-	if err != nil {
-		t.Fatal(err)
+	// the bootstrap sets the instance once the node registered, which is
+	// when the job may already run: wait for it (26.05 takes it from the
+	// bootstrap's scontrol update, 24.11 from slurmd's registration)
+	var line string
+	read := func() bool {
+		var err error
+		line, err = s.Cluster.Run(context.Background(), "scontrol", "show", "node", "-o", node)
+		return err == nil && token(line, "InstanceId") == in.ID
+	}
+	if v.AtLeast(23, 11) {
+		eventually(t, 30*time.Second, "node "+node+" showing InstanceId="+in.ID, read)
+	} else {
+		read()
 	}
 	gotID, gotType := token(line, "InstanceId"), token(line, "InstanceType")
 	ns, err := burstSlurm(t, s).Nodes(context.Background(), node)
