@@ -308,6 +308,12 @@ func Plan(instances []cloud.Instance, nodes []slurm.Node, now time.Time, opts Pl
 		if handled[name] || len(live[name]) > 0 || !wantsInstance(n) {
 			continue
 		}
+		if n.HasFlag("POWER_DOWN") && !n.HasFlag("POWERING_UP") {
+			// a power-down is requested already (this reconciler's own
+			// hand-back a moment ago, before Slurm's power-save pass
+			// starts it): handing the node back again adds nothing
+			continue
+		}
 		if n.HasFlag("POWERING_UP") {
 			// a resume may still be launching; only a node stuck past the
 			// resume timeout (as this reconciler has watched it) goes back
