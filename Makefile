@@ -56,8 +56,12 @@ test-fuzz: ## run every fuzz target for FUZZTIME (default 3s)
 	  done; \
 	done
 
-bench: ## run the benchmarks and print their figures
-	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./... | grep -E 'Benchmark|ok|FAIL|^[a-z]'
+bench: DEPS_SLURM = $(SLURM_VERSIONS)
+bench: deps build ## run the benchmarks and print their figures (the release benchmark on every Slurm version)
+	BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 -timeout=30m ./... | grep -E 'Benchmark|ok|FAIL|^[a-z]|^  '
+	@for v in $(filter-out 22.05,$(SLURM_VERSIONS)); do \
+	  BURST_SLURM=$$v BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=ReleaseLatency -benchtime=1x -count=1 -timeout=30m ./test/e2e | grep -E 'Benchmark|ok|FAIL|^[a-z]|^  '; \
+	done
 
 demo: DEPS_SLURM = $(BURST_SLURM)
 demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24.11|26.05, BURST_SLURM_API=cli|rest), burst, the EC2 emulator (as root); KEEP=1 keeps it and the dashboard up until Ctrl-C

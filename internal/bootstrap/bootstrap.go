@@ -252,14 +252,17 @@ func (o *Options) setDefaults() error {
 }
 
 type boot struct {
-	o         Options
-	log       *slog.Logger
-	ud        userdata.UserData
-	haveUD    bool
-	named     bool // the identity exchange named the node
-	mungeUp   bool
-	slurmConf string // a slurm.conf scontrol can use for the failure report
-	rep       Report
+	o        Options
+	log      *slog.Logger
+	ud       userdata.UserData
+	haveUD   bool
+	named    bool     // the identity exchange named the node
+	instance Instance // from the identity document; zero when unreadable
+	// instanceArgs: slurmd was given --instance-id/--instance-type
+	instanceArgs bool
+	mungeUp      bool
+	slurmConf    string // a slurm.conf scontrol can use for the failure report
+	rep          Report
 
 	maskChecked bool // cleanSignalsOK ran
 	needClean   bool // start daemons through Options.CleanExec

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -57,6 +58,10 @@ func (b *boot) identity(ctx context.Context) (string, error) {
 	cancel()
 	if err != nil {
 		return "", err
+	}
+	if b.instance, err = ParseInstanceDoc(doc); err != nil {
+		// slurmd then starts without --instance-id; the sizer judges the document
+		b.log.Warn("the instance identity document names no usable instance; slurmd will not carry it", "err", err)
 	}
 	c, err := sizerclient.New(b.ud.Agent.SizerURL, sizerclient.Anonymous, sizerclient.WithCA([]byte(b.ud.Agent.SizerCA)), sizerclient.WithTimeout(10*time.Second))
 	if err != nil {
@@ -177,4 +182,32 @@ func ParseNonce(b []byte) (string, error) {
 		return "", errors.New("not 64 lower-case hex digits")
 	}
 	return n, nil
+}
+
+// Instance is the EC2 instance a node runs on, as its identity document names it.
+type Instance struct {
+	ID   string `json:"instanceId"`
+	Type string `json:"instanceType"`
+}
+
+var (
+	instanceIDRE   = regexp.MustCompile(`^i-[0-9a-f]{8,17}$`)
+	instanceTypeRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*\.[a-z0-9][a-z0-9-]*$`)
+)
+
+// ParseInstanceDoc reads the instance id and type from an instance identity
+// document (the JSON of /latest/dynamic/instance-identity/document) and
+// checks their form: they become slurmd arguments.
+func ParseInstanceDoc(doc []byte) (Instance, error) {
+	var in Instance
+	if err := json.Unmarshal(doc, &in); err != nil {
+		return Instance{}, fmt.Errorf("reading the instance identity document: %w", err)
+	}
+	if !instanceIDRE.MatchString(in.ID) {
+		return Instance{}, fmt.Errorf("instance identity document: instanceId %.40q is not an EC2 instance id (i-0123456789abcdef0)", in.ID)
+	}
+	if len(in.Type) > 32 || !instanceTypeRE.MatchString(in.Type) {
+		return Instance{}, fmt.Errorf("instance identity document: instanceType %.40q is not an EC2 instance type (g5.xlarge)", in.Type)
+	}
+	return in, nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/userdata"
 	"github.com/burst-hpc/burst/test/harness"
 )
@@ -27,6 +28,7 @@ type realCluster struct {
 	ctldPort        int
 	ctld, munged    *exec.Cmd
 	env             *harness.Env
+	sl              harness.Slurm
 }
 
 func freePort(t *testing.T) int {
@@ -64,7 +66,7 @@ func startRealCluster(t *testing.T) *realCluster {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	os.Chmod(filepath.Dir(dir), 0o755)
-	c := &realCluster{dir: dir, conf: filepath.Join(dir, "etc", "slurm.conf"), sock: filepath.Join(dir, "munge", "munge.socket.2"), ctldPort: freePort(t)}
+	c := &realCluster{sl: sl, dir: dir, conf: filepath.Join(dir, "etc", "slurm.conf"), sock: filepath.Join(dir, "munge", "munge.socket.2"), ctldPort: freePort(t)}
 	// t.TempDir and this test binary (runIsolated) are under os.TempDir,
 	// which every environment binds
 	env, err := sl.Enter(context.Background(), harness.EnvOptions{Environ: append(os.Environ(), "SLURM_CONF="+c.conf)})
@@ -213,7 +215,7 @@ func (c *realCluster) nodeEnv(t *testing.T, node string) (userdata.UserData, Opt
 			MountPoint: mp, CheckpointRoot: filepath.Join(mp, "checkpoints")},
 		Test: &userdata.Test{LocalFSDir: shared},
 	}
-	fakes := newIdentityFakes(t, fmt.Sprintf("i-0123456789abcd%03d", len(node)*7%1000), node)
+	fakes := newIdentityFakes(t, fakeInstanceID(node), node)
 	ud.Agent.SizerURL, ud.Agent.SizerCA = fakes.Sizer, string(fakes.CA)
 	nft, _ := scratchNft(t)
 	runDir := filepath.Join(dir, "run")
@@ -224,6 +226,9 @@ func (c *realCluster) nodeEnv(t *testing.T, node string) (userdata.UserData, Opt
 	})
 	return ud, o, dir
 }
+
+// fakeInstanceID is the instance id nodeEnv's identity document gives node.
+func fakeInstanceID(node string) string { return fmt.Sprintf("i-0123456789abcd%03d", len(node)*7%1000) }
 
 // runIsolated runs the bootstrap as a separate process (this test binary's
 // TestHelperBootstrap) in a private mount namespace where the cluster's munge
@@ -298,6 +303,23 @@ func TestRealSlurmConfiglessJoinAndHandBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gpu-7 did not register: State=%s\nslurmctld: %s\nslurmd: %s", state,
 			tailFile(filepath.Join(c.dir, "log", "slurmctld.log"), 5), tailFile(filepath.Join(c.dir, "log", "slurmd-gpu-7.log"), 5)+" | stdout: "+tailFile(filepath.Join(o.RunDir, "slurmd.log"), 8))
+	}
+	// 23.11+: slurmd registered the instance of the identity document
+	// (--instance-id/--instance-type); 22.05 has no such fields
+	line, _ := c.scontrol("show", "node", "-o", "gpu-7")
+	line = strings.TrimSpace(line)
+	v, err := slurm.ParseVersion(c.sl.Release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, typ := nodeField(line, "InstanceId"), nodeField(line, "InstanceType")
+	if v.AtLeast(23, 11) {
+		if id != fakeInstanceID("gpu-7") || typ != "g5.xlarge" {
+			t.Errorf("Slurm %s: gpu-7 InstanceId=%q InstanceType=%q, want %s g5.xlarge:\n%s", c.sl.Release, id, typ, fakeInstanceID("gpu-7"), line)
+		}
+		t.Logf("Slurm %s: gpu-7 InstanceId=%s InstanceType=%s", c.sl.Release, id, typ)
+	} else if id != "" || typ != "" {
+		t.Errorf("Slurm %s: gpu-7 has InstanceId=%q InstanceType=%q", c.sl.Release, id, typ)
 	}
 	if _, err := os.Stat(filepath.Join(c.dir, "spool", "gpu-7", "conf-cache", "slurm.conf")); err != nil {
 		t.Errorf("slurmd did not fetch its configuration from slurmctld (configless): %v", err)

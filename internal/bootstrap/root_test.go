@@ -184,7 +184,7 @@ func TestRootSlurmdDiesBeforeRegistering(t *testing.T) {
 	e.opts.StartCheck = 100 * time.Millisecond
 	os.WriteFile(filepath.Join(e.dir, "STATE"), []byte("IDLE+CLOUD+NOT_RESPONDING+POWERING_UP"), 0o644)
 	// fake slurmd that lives 1 s, then fails like a slurmd that cannot authenticate
-	e.opts.Commands.Slurmd = e.script(t, "slurmd", "#!/bin/sh\nsleep 1\necho 'slurmd: error: Munge encode failed' >&2\nexit 1\n")
+	e.opts.Commands.Slurmd = e.script(t, "slurmd", "#!/bin/sh\n[ \"$1\" = -V ] && { echo 'slurm-wlm 22.05.8'; exit 0; }\nsleep 1\necho 'slurmd: error: Munge encode failed' >&2\nexit 1\n")
 	rep, err := RunReport(context.Background(), e.opts)
 	var se *StepError
 	if !errors.As(err, &se) || se.Step != StepRegister || !strings.Contains(err.Error(), "Munge encode failed") {
@@ -366,5 +366,21 @@ exec /usr/bin/mount --bind @DIR@/shared-fsx "$6"
 	}
 	if !rep.OK {
 		t.Fatalf("report %+v", rep)
+	}
+}
+
+// TestRootSlurmdInstance: a 23.11+ slurmd (its -V says so) is started with
+// the instance id and type of the identity document; the 22.05 slurmd of
+// TestRootDirectBootstrap gets neither (it would exit on them).
+func TestRootSlurmdInstance(t *testing.T) {
+	e := newRootEnv(t)
+	os.WriteFile(filepath.Join(e.dir, "slurmd.version"), []byte("slurm 24.11.5\n"), 0o644)
+	e.writeUD(t)
+	if _, err := RunReport(context.Background(), e.opts); err != nil {
+		t.Fatalf("bootstrap failed: %v\nseq:\n%s", err, e.read(t, "seq.log"))
+	}
+	want := fmt.Sprintf("slurmd [-D] [-b] [-N] [gpu-7] [-f] [%s] [--instance-id] [i-0123456789abcdef7] [--instance-type] [g5.xlarge]\n", e.ud.Slurm.ConfPath)
+	if seq := e.read(t, "seq.log"); !strings.HasPrefix(seq, want) {
+		t.Fatalf("slurmd started as:\n%s\nwant:\n%s", seq, want)
 	}
 }

@@ -96,11 +96,13 @@ func newRootEnv(t *testing.T) *rootEnv {
 	return e
 }
 
-// fakeDaemon records its argv, whether munge, the mount and the checkpoint
+// fakeDaemon answers -V with @DIR@/<NAME>.version (default a 22.05 slurmd);
+// otherwise it records its argv, whether munge, the mount and the checkpoint
 // root were ready when it started, its signal state and the time, then stays
 // up like a daemon (or exits 1 when FAIL_<NAME> exists).
 const fakeDaemon = `#!/bin/sh
 name=$(basename "$0")
+if [ "$1" = -V ]; then cat @DIR@/$name.version 2>/dev/null || echo "slurm-wlm 22.05.8"; exit 0; fi
 { printf '%s' "$name"; for a in "$@"; do printf ' [%s]' "$a"; done; echo; } >> @SEQ@
 [ -S @SOCK@ ] && echo "$name: munge-up" >> @SEQ@
 [ -f @MP@/marker ] && echo "$name: fsx-mounted" >> @SEQ@

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/statefile"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
@@ -23,6 +25,34 @@ func SlurmdArgs(u userdata.UserData) []string {
 	return append(args, "--conf-server", u.Slurm.ConfServer())
 }
 
+// InstanceArgs are slurmd's --instance-id and --instance-type, so that
+// slurmctld records the node's EC2 instance (scontrol show node:
+// InstanceId=, InstanceType=; sacctmgr show instance). slurmd has them from
+// Slurm 23.11; an older slurmd exits on an unknown option, so they are
+// given by version only, never tried. None for an unknown instance.
+func InstanceArgs(v slurm.Version, in Instance) []string {
+	if !v.AtLeast(23, 11) || in.ID == "" || in.Type == "" {
+		return nil
+	}
+	return []string{"--instance-id", in.ID, "--instance-type", in.Type}
+}
+
+// slurmdVersion asks the node's slurmd its release (`slurmd -V`: "slurm
+// 24.11.5"); in systemd mode the unit runs the same binary.
+func (b *boot) slurmdVersion(ctx context.Context) (slurm.Version, error) {
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, b.o.Commands.Slurmd, "-V").CombinedOutput()
+	if err != nil {
+		return slurm.Version{}, fmt.Errorf("reading slurmd's release (%s -V): %w: %s", b.o.Commands.Slurmd, err, lastLines(out, 2))
+	}
+	v, err := slurm.ParseVersion(strings.TrimSpace(string(out)))
+	if err != nil {
+		return slurm.Version{}, fmt.Errorf("reading slurmd's release (%s -V): %w", b.o.Commands.Slurmd, err)
+	}
+	return v, nil
+}
+
 func (b *boot) slurmd(ctx context.Context) (string, error) {
 	if b.o.BootGuard > 0 {
 		if wait := time.Until(b.ud.IssuedAt.Add(b.o.BootGuard)); wait > 0 {
@@ -36,6 +66,16 @@ func (b *boot) slurmd(ctx context.Context) (string, error) {
 		}
 	}
 	args := SlurmdArgs(b.ud)
+	v, err := b.slurmdVersion(ctx)
+	if err != nil {
+		return "", err
+	}
+	extra := InstanceArgs(v, b.instance)
+	b.instanceArgs = len(extra) > 0
+	if len(extra) > 0 {
+		b.log.Info("slurmd registers this node's instance", "slurmd_version", v.String(), "instance", b.instance.ID, "instance_type", b.instance.Type)
+	}
+	args = append(args, extra...)
 	switch b.o.Exec {
 	case ExecSystemd:
 		line, err := envLine("SLURMD_OPTIONS", strings.Join(args, " "))
@@ -111,6 +151,7 @@ func (b *boot) register(ctx context.Context) (string, error) {
 			done, failed := NodeRegistered(state)
 			if done {
 				b.log.Info("slurmctld sees the node", "state", state)
+				b.checkInstance(ctx, conf, out)
 				return "", nil
 			}
 			if failed {
@@ -127,6 +168,25 @@ func (b *boot) register(ctx context.Context) (string, error) {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// checkInstance makes sure slurmctld records the node's instance once the
+// node registered. slurmd 26.05.5 takes --instance-id/--instance-type but
+// slurmctld does not record them from its registration (24.11.5 does); the
+// node, a Slurm administrator through its munge key, then sets them with
+// scontrol update, which every 23.11+ slurmctld accepts. A failure is
+// logged: the instance is a record, not something the job needs.
+func (b *boot) checkInstance(ctx context.Context, conf, line string) {
+	if !b.instanceArgs || nodeField(line, "InstanceId") == b.instance.ID && nodeField(line, "InstanceType") == b.instance.Type {
+		return
+	}
+	args := []string{"update", "NodeName=" + b.ud.NodeName, "InstanceId=" + b.instance.ID, "InstanceType=" + b.instance.Type}
+	if _, err := b.scontrolOut(ctx, conf, args...); err != nil {
+		b.log.Warn("slurmctld did not record the node's instance from slurmd, and setting it failed", "instance", b.instance.ID, "err", err)
+		return
+	}
+	b.log.Info("slurmctld did not record the node's instance from slurmd's registration; set it with scontrol update",
+		"instance", b.instance.ID, "instance_type", b.instance.Type)
 }
 
 func (b *boot) slurmdLogTail() string {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
 
@@ -322,4 +323,47 @@ func FuzzParseSigMasks(f *testing.F) {
 			t.Fatalf("error with non-zero masks %x %x", b, i)
 		}
 	})
+}
+
+func TestInstanceArgs(t *testing.T) {
+	in := Instance{ID: "i-0123456789abcdef0", Type: "g5.xlarge"}
+	for _, c := range []struct {
+		v    string
+		in   Instance
+		want []string
+	}{
+		{"22.05.8", in, nil},
+		{"23.02.7", in, nil},
+		{"23.11.4", in, []string{"--instance-id", "i-0123456789abcdef0", "--instance-type", "g5.xlarge"}},
+		{"26.05.5", in, []string{"--instance-id", "i-0123456789abcdef0", "--instance-type", "g5.xlarge"}},
+		{"24.11.5", Instance{}, nil}, // unknown instance: nothing
+	} {
+		v, err := slurm.ParseVersion(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := InstanceArgs(v, c.in); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("InstanceArgs(%s, %+v) = %q, want %q", c.v, c.in, got, c.want)
+		}
+	}
+}
+
+func TestParseInstanceDoc(t *testing.T) {
+	good := `{"accountId":"123456789012","availabilityZone":"us-east-1a","instanceId":"i-0123456789abcdef0","instanceType":"p4d.24xlarge","region":"us-east-1"}`
+	in, err := ParseInstanceDoc([]byte(good))
+	if err != nil || in != (Instance{ID: "i-0123456789abcdef0", Type: "p4d.24xlarge"}) {
+		t.Fatalf("ParseInstanceDoc = %+v, %v", in, err)
+	}
+	for name, doc := range map[string]string{
+		"not JSON":        `instanceId=i-1`,
+		"no id":           `{"instanceType":"g5.xlarge"}`,
+		"id not i-hex":    `{"instanceId":"i-XYZ","instanceType":"g5.xlarge"}`,
+		"id with option":  `{"instanceId":"--conf=x","instanceType":"g5.xlarge"}`,
+		"type with space": `{"instanceId":"i-0123456789abcdef0","instanceType":"g5 xlarge"}`,
+		"no type":         `{"instanceId":"i-0123456789abcdef0"}`,
+	} {
+		if in, err := ParseInstanceDoc([]byte(doc)); err == nil {
+			t.Errorf("%s: ParseInstanceDoc(%s) = %+v, want an error", name, doc, in)
+		}
+	}
 }

@@ -163,10 +163,11 @@ func (p *Plan) Check(entries []Entry) []Difference {
 	return out
 }
 
-// sameValue compares setting values; SlurmctldParameters is a set of
-// options, so burst's options must all be present.
+// sameValue compares setting values; SlurmctldParameters and
+// SchedulerParameters are sets of options, so burst's options must all be
+// present.
 func sameValue(key, have, want string) bool {
-	if strings.EqualFold(key, "SlurmctldParameters") {
+	if strings.EqualFold(key, "SlurmctldParameters") || strings.EqualFold(key, "SchedulerParameters") {
 		opts := map[string]bool{}
 		for _, o := range strings.Split(have, ",") {
 			opts[strings.TrimSpace(o)] = true

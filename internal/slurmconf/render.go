@@ -69,6 +69,12 @@ type Plan struct {
 //   - SlurmctldParameters: cloud_reg_addrs (nodes register with their own
 //     address) before 23.11; from 23.11 that is Slurm's behaviour and the
 //     option is defunct (slurmctld logs an error for it).
+//   - SchedulerParameters=requeue_on_resume_failure from 25.05: a job whose
+//     nodes burst hands back after a failed launch is requeued even when it
+//     asked not to be (it never ran); before 25.05, and without it, Slurm
+//     ends such a job NODE_FAIL. It does not shorten the requeued job's
+//     BeginTime hold (~120 s, cred_expire); TestFaultLaunchFailedWait
+//     measures both.
 //   - gres.conf: every class gets explicit lines (Name=gpu Type=<model>
 //     File=<gpu_devices>[0-N] Count=N), which every release accepts on the
 //     controller and configless nodes fetch; with gres_autodetect: nvml,
@@ -103,6 +109,9 @@ func Build(cfg *config.Config, cat *catalog.Catalog, v slurm.Version) (*Plan, er
 		params, why = params+",enable_configless", why+"; enable_configless: nodes fetch slurm.conf from slurmctld"
 	}
 	add("SlurmctldParameters", params, why)
+	if v.AtLeast(25, 5) {
+		add("SchedulerParameters", "requeue_on_resume_failure", "a job whose nodes burst hands back (failed launch) is requeued even with --no-requeue: it never ran (without it 26.05 ends it NODE_FAIL)")
+	}
 	if cfg.Slurm.PrologWait {
 		add("PrologSlurmctld", bin("burst-resume"), "returns when the job's nodes registered, so the job starts at once")
 	}

@@ -77,6 +77,10 @@ type Options struct {
 	// starts from it. Burst's own hooks still run through the stack's
 	// wrappers (burst.yaml is not at /etc/burst here).
 	AdminSetup func(s *Stack, c *harness.Cluster, confDir string) error
+	// SlurmConf is added to the slurm.conf burst-slurm-conf's plan makes
+	// (a test's own Slurm settings, e.g. SchedulerParameters=...); not with
+	// AdminSetup.
+	SlurmConf string
 	// SlurmAPI is burst.yaml's slurm.api: "cli" or "rest" (slurmrestd
 	// with JWT: burst mints its tokens from the cluster's key); default
 	// BURST_SLURM_API, else cli.
@@ -252,7 +256,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		ho.Fragment = string(plan.Include()) + "\n" + overrides + "SlurmctldDebug=debug\n"
+		ho.Fragment = string(plan.Include()) + "\n" + overrides + "SlurmctldDebug=debug\n" + opts.SlurmConf
 		ho.GresConf = string(plan.GresConf())
 	}
 	s.Cluster, err = harness.Start(ctx, ho)
