@@ -142,7 +142,7 @@ func Render(o Options) ([]byte, error) {
 
 // Forwarded lists the sbatch options the filter passes to the sizer, as
 // --<name>=<value> (the sizer's route flags have the same names).
-var Forwarded = []string{"gres", "gpus", "gpus-per-node", "nodes", "comment", "account", "job-name", "partition", "time", "requeue", "constraint", "cpus-per-task", "mem"}
+var Forwarded = []string{"gres", "gpus", "gpus-per-node", "nodes", "comment", "extra", "account", "job-name", "partition", "time", "requeue", "constraint", "cpus-per-task", "mem"}
 
 var luaTmpl = template.Must(template.New("lua").Funcs(template.FuncMap{"luastr": LuaString, "fwd": func() string {
 	var q []string

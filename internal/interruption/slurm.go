@@ -89,7 +89,7 @@ func (s SlurmClient) JobsOnNode(ctx context.Context, node string) ([]Job, error)
 		if !slices.Contains(names, node) {
 			continue
 		}
-		md, _ := jobmeta.ParseMetadata(j.Comment)
+		md, _ := jobmeta.ParseMetadata(jobmeta.Combine(j.Comment, j.Extra))
 		out = append(out, Job{ID: j.ID, RestartCount: j.RestartCount, StartTime: j.StartTime, Nodes: names, AdminComment: j.AdminComment,
 			CheckpointSignal: md.CheckpointSignal, CheckpointTo: md.CheckpointTo, Rebalance: md.Rebalance, Starting: j.State == "CONFIGURING"})
 	}

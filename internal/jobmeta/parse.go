@@ -156,3 +156,23 @@ func shellUnsafe(v string) byte {
 	}
 	return 0
 }
+
+// Combine is the metadata text of a job from both places Slurm keeps it:
+// --comment, and --extra (23.02+, where sites that use the comment for
+// something else put burst's metadata). Either may carry the "burst:"
+// prefix; --extra alone may omit it. A key given in both is reported by
+// the parser ("key given twice") and --comment's applies.
+func Combine(comment, extra string) string {
+	extra = strings.TrimSpace(extra)
+	if extra == "" {
+		return comment
+	}
+	body := strings.TrimSpace(strings.TrimPrefix(extra, MetadataPrefix))
+	if i := strings.Index(extra, MetadataPrefix); i > 0 {
+		body = strings.TrimSpace(extra[i+len(MetadataPrefix):])
+	}
+	if strings.Contains(comment, MetadataPrefix) {
+		return comment + " " + body
+	}
+	return MetadataPrefix + " " + body
+}

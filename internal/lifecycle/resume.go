@@ -15,6 +15,7 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/hostlist"
+	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
@@ -290,7 +291,7 @@ func jobRequest(g group) sizerapi.JobRequest {
 	}
 	if j := g.job; j != nil {
 		jr.JobName, jr.User, jr.Account, jr.Partition = j.Name, j.User, j.Account, j.Partition
-		jr.Comment, jr.NoRequeue, jr.UserConstraint = j.Comment, !j.Requeue, j.Features
+		jr.Comment, jr.NoRequeue, jr.UserConstraint = jobmeta.Combine(j.Comment, j.Extra), !j.Requeue, j.Features
 		if n := j.GPUsPerNode(); n > 0 {
 			jr.GPUsPerNode = int(n)
 		}

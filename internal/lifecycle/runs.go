@@ -17,6 +17,7 @@ import (
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/hostlist"
+	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
@@ -52,7 +53,7 @@ func RecordStart(ctx context.Context, cfg *config.Config, sl Slurm, rec HistoryR
 	}
 	j := js[0]
 	run := sizerapi.JobStart{Job: sizerapi.Job{JobID: fmt.Sprint(jobID), JobName: j.Name, User: j.User, Account: j.Account, Class: cl.Name,
-		GPUModel: cl.GPUModel, GPUsPerNode: cl.GPUsPerNode, Nodes: len(nodes), Comment: j.Comment},
+		GPUModel: cl.GPUModel, GPUsPerNode: cl.GPUsPerNode, Nodes: len(nodes), Comment: jobmeta.Combine(j.Comment, j.Extra)},
 		NodeList: nodelist, Start: now, Restarts: int(j.RestartCount)}
 	if n := j.GPUsPerNode(); n > 0 {
 		run.GPUsPerNode = int(n)

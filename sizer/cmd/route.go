@@ -76,15 +76,7 @@ func jobFromFlags(c *cli.Context) (sizerapi.JobRequest, error) {
 			j.User = u.Username
 		}
 	}
-	if ex := strings.TrimSpace(c.String("extra")); ex != "" {
-		if strings.Contains(j.Comment, jobmeta.MetadataPrefix) {
-			j.Comment += " " + strings.TrimPrefix(ex, jobmeta.MetadataPrefix)
-		} else if strings.Contains(ex, jobmeta.MetadataPrefix) {
-			j.Comment = ex
-		} else {
-			j.Comment = jobmeta.MetadataPrefix + " " + ex
-		}
-	}
+	j.Comment = jobmeta.Combine(j.Comment, c.String("extra"))
 	var errs []error
 	nodes := 0
 	if v := c.String("nodes"); v != "" && v != unsetNodes {
