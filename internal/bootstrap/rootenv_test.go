@@ -103,10 +103,15 @@ func newRootEnv(t *testing.T) *rootEnv {
 const fakeDaemon = `#!/bin/sh
 name=$(basename "$0")
 if [ "$1" = -V ]; then cat @DIR@/$name.version 2>/dev/null || echo "slurm-wlm 22.05.8"; exit 0; fi
-{ printf '%s' "$name"; for a in "$@"; do printf ' [%s]' "$a"; done; echo; } >> @SEQ@
-[ -S @SOCK@ ] && echo "$name: munge-up" >> @SEQ@
-[ -f @MP@/marker ] && echo "$name: fsx-mounted" >> @SEQ@
-[ -d @CKPT@ ] && echo "$name: ckpt-root" >> @SEQ@
+# one block per daemon, appended in one write: the bootstrap starts slurmd
+# and burst-agent close together, and their lines must not interleave
+out=$name; for a in "$@"; do out="$out [$a]"; done
+nl='
+'
+[ -S @SOCK@ ] && out="$out$nl$name: munge-up"
+[ -f @MP@/marker ] && out="$out$nl$name: fsx-mounted"
+[ -d @CKPT@ ] && out="$out$nl$name: ckpt-root"
+printf '%s\n' "$out" >> @SEQ@
 # read our own status with builtins only: a forked grep could catch dash in
 # its fork window, when it blocks every signal
 while IFS= read -r l; do case $l in SigBlk:*|SigIgn:*) echo "$l" ;; esac; done < /proc/$$/status > @DIR@/$name.sig

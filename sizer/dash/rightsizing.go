@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
@@ -99,7 +100,13 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 			}
 		}
 	}
-	elapsed := now.Sub(rep.From).Hours()
+	// the month so far as of the last whole minute: every reader within a
+	// minute gets the same monthly extrapolation (see Money's forecast)
+	fnow := now.Truncate(time.Minute)
+	if !fnow.After(rep.From) {
+		fnow = now
+	}
+	elapsed := fnow.Sub(rep.From).Hours()
 	monthHours := rep.From.AddDate(0, 1, 0).Sub(rep.From).Hours()
 	for _, a := range rep.Advice {
 		k := gk{a.Account, a.User, a.JobName}
