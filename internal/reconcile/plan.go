@@ -105,11 +105,16 @@ type PlanOptions struct {
 type Memory struct {
 	PoweringUpSince map[string]time.Time
 	LastInstance    map[string]string
+	// HandedBack: nodes this reconciler handed back for a lost instance,
+	// and that instance: the passes right after (EC2's state-change
+	// events kick them, before Slurm's power-save pass acts on the
+	// request) do not hand the node back again for the same instance.
+	HandedBack map[string]string
 }
 
 // NewMemory returns empty memory.
 func NewMemory() *Memory {
-	return &Memory{PoweringUpSince: map[string]time.Time{}, LastInstance: map[string]string{}}
+	return &Memory{PoweringUpSince: map[string]time.Time{}, LastInstance: map[string]string{}, HandedBack: map[string]string{}}
 }
 
 // Observe records a pass's view.
@@ -139,10 +144,15 @@ func (m *Memory) Observe(instances []cloud.Instance, nodes []slurm.Node, now tim
 	for n, in := range newest {
 		m.LastInstance[n] = in.ID
 	}
-	// forget nodes that are powered down and have no instance
+	// forget nodes that are powered down and have no instance, and
+	// hand-backs once the node is down or has an instance again
 	for _, n := range nodes {
-		if _, live := newest[n.Name]; !live && poweredDown(n) {
+		_, live := newest[n.Name]
+		if !live && poweredDown(n) {
 			delete(m.LastInstance, n.Name)
+		}
+		if live || poweredDown(n) || n.HasFlag("POWERING_UP") {
+			delete(m.HandedBack, n.Name)
 		}
 	}
 }
@@ -308,12 +318,6 @@ func Plan(instances []cloud.Instance, nodes []slurm.Node, now time.Time, opts Pl
 		if handled[name] || len(live[name]) > 0 || !wantsInstance(n) {
 			continue
 		}
-		if n.HasFlag("POWER_DOWN") && !n.HasFlag("POWERING_UP") {
-			// a power-down is requested already (this reconciler's own
-			// hand-back a moment ago, before Slurm's power-save pass
-			// starts it): handing the node back again adds nothing
-			continue
-		}
 		if n.HasFlag("POWERING_UP") {
 			// a resume may still be launching; only a node stuck past the
 			// resume timeout (as this reconciler has watched it) goes back
@@ -329,6 +333,9 @@ func Plan(instances []cloud.Instance, nodes []slurm.Node, now time.Time, opts Pl
 			id = in.ID
 		} else if last := mem.LastInstance[name]; last != "" {
 			id = last
+		}
+		if id != "" && mem.HandedBack[name] == id {
+			continue // handed back for this instance already; Slurm is on it
 		}
 		a := Action{Kind: HandBack, Reason: ReasonInstanceGone, Node: name,
 			Detail: "burst: instance gone (none running for the node)"}

@@ -49,7 +49,6 @@ func TestPlan(t *testing.T) {
 		{"agree: allocated node", []cloud.Instance{inst("i-1", "gpu-1", "running", time.Hour, "10.0.0.1")},
 			[]slurm.Node{node("gpu-1", "ALLOCATED")}, nil, []string{}},
 		{"agree: powered down, no instance", nil, []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN")}, nil, []string{}},
-		{"handed back already: power-down requested, not started yet", nil, []slurm.Node{node("gpu-1", "IDLE", "POWER_DOWN")}, nil, []string{}},
 		{"orphan: node powered down, old instance", []cloud.Instance{inst("i-1", "gpu-1", "running", 2*time.Minute, "10.0.0.1")},
 			[]slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN")}, nil, []string{"terminate/orphan/gpu-1/i-1"}},
 		{"young instance of a powered-down node waits (eventual consistency)", []cloud.Instance{inst("i-1", "gpu-1", "pending", 10*time.Second, "")},

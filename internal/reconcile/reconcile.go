@@ -228,6 +228,9 @@ func (r *Reconciler) execute(ctx context.Context, a Action, now time.Time) Resul
 		}
 	case HandBack:
 		res.Jobs, res.Err = r.handBack(ctx, a, log)
+		if res.Err == nil && !r.o.DryRun && a.Reason == ReasonInstanceGone && len(a.InstanceIDs) > 0 {
+			r.mem.HandedBack[a.Node] = a.InstanceIDs[0]
+		}
 	}
 	if res.Err != nil {
 		log.Error("reconcile action failed", "jobs", res.Jobs, "err", res.Err)

@@ -133,6 +133,47 @@ func TestRequeueRacesSlurm(t *testing.T) {
 	}
 }
 
+// TestHandBackOnce: the passes right after a hand-back (EC2's state-change
+// events kick them before Slurm's power-save pass acts) do not hand the
+// node back again for the same lost instance; a later loss of another
+// instance on the node is handed back.
+func TestHandBackOnce(t *testing.T) {
+	fc := cloudOf(nil, inst("i-1", "gpu-2", "running", time.Hour, "gpu-2"))
+	fs := slurmfake.New(nil, []slurm.Node{node("gpu-2", "IDLE")})
+	r, _ := New(fc, fs, Options{Grace: time.Minute, Now: func() time.Time { return t0 }})
+	ctx := context.Background()
+	if rep, err := r.RunOnce(ctx); err != nil || len(rep.Results) != 0 {
+		t.Fatalf("agreeing pass: %+v %v", rep, err)
+	}
+	fc.TerminateIDs(ctx, []string{"i-1"}) // behind burst's back
+	handBacks := func() int {
+		n := 0
+		for _, c := range fs.Calls() {
+			if strings.HasPrefix(c, "update gpu-2 POWER_DOWN_FORCE") {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3 {
+		if _, err := r.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := handBacks(); n != 1 {
+		t.Fatalf("%d hand-backs for one lost instance, want 1: %v", n, fs.Calls())
+	}
+	// the node comes back with a new instance, which is lost too
+	fc.Add(inst("i-2", "gpu-2", "running", time.Minute, "gpu-2"))
+	fs.SetNodes(node("gpu-2", "IDLE"))
+	r.RunOnce(ctx)
+	fc.TerminateIDs(ctx, []string{"i-2"})
+	r.RunOnce(ctx)
+	if n := handBacks(); n != 2 {
+		t.Fatalf("%d hand-backs after a second lost instance, want 2: %v", n, fs.Calls())
+	}
+}
+
 func TestResumeTimeoutAcrossPasses(t *testing.T) {
 	now := t0
 	fs := slurmfake.New(nil, []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN", "POWERING_UP")})
