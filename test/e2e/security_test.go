@@ -146,6 +146,11 @@ func TestSecurity(t *testing.T) {
 		c.Sizer.CredentialTTL = config.D(time.Hour)
 	}})
 	ctx := context.Background()
+	for _, u := range []harness.User{atk, vic} {
+		if err := s.Cluster.AddUser(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
 	attack := filepath.Join(s.Dir, "bin", "burst-attack")
 	if out, err := exec.Command("go", "build", "-o", attack, "./attack").CombinedOutput(); err != nil {
 		t.Fatalf("building the attack program: %v\n%s", err, out)

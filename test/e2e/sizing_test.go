@@ -113,7 +113,10 @@ func TestSizing(t *testing.T) {
 	checkLaunch := func(t *testing.T, id string, d sizing.Decision, said string) {
 		t.Helper()
 		job := show(t, id)
-		if field(job, "NumNodes") != "3" || !strings.Contains(job, "gres:gpu:"+d.GPUModel+":1") {
+		// 22.05 shows gres:gpu:TYPE:N and a pending job's NumNodes=3;
+		// 24.11+ gres/gpu:TYPE:N and NumNodes=3-3
+		n := field(job, "NumNodes")
+		if n != "3" && n != "3-3" || !(strings.Contains(job, "gres:gpu:"+d.GPUModel+":1") || strings.Contains(job, "gres/gpu:"+d.GPUModel+":1")) {
 			t.Fatalf("job not sized to 3 nodes of %s: %s", d.GPUModel, job)
 		}
 		if !strings.Contains(said, "burst: "+d.Class+": 3 node(s)") {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"os/user"
@@ -45,4 +46,22 @@ func EnsureUser(name string) (User, error) {
 		return User{}, fmt.Errorf("harness user %s is root", name)
 	}
 	return User{Name: name, UID: uid, GID: gid}, nil
+}
+
+// AddUser makes u known where the cluster's Slurm runs: nothing to do for
+// the host's Slurm; a Debian root has accounts of its own, and slurmctld
+// 24.11+ refuses to build a job's credential (the job is held with
+// "slurm_cred_create failure") for a user it cannot look up, so u goes into
+// the root's /etc/passwd and /etc/group (its writable overlay, gone with
+// the cluster).
+func (c *Cluster) AddUser(ctx context.Context, u User) error {
+	if c.slurm.Host() {
+		return nil
+	}
+	script := fmt.Sprintf("grep -q '^%[1]s:' /etc/group || echo '%[1]s:x:%[3]d:' >> /etc/group; "+
+		"grep -q '^%[1]s:' /etc/passwd || echo '%[1]s:x:%[2]d:%[3]d::/nonexistent:/bin/bash' >> /etc/passwd", u.Name, u.UID, u.GID)
+	if out, err := c.env.Command(ctx, "", "/", "/bin/sh", "-c", script).CombinedOutput(); err != nil {
+		return fmt.Errorf("adding user %s to the Slurm root: %v: %s", u.Name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
