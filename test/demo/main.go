@@ -296,22 +296,23 @@ func printCosts(st *stack.Stack, idleTimeout time.Duration) {
 	ins := st.Emu.Instances()
 	sort.Slice(ins, func(i, j int) bool { return ins[i].LaunchTime.Before(ins[j].LaunchTime) })
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "node\tinstance\ttype\tcapacity\tseconds\tburst $\tidle-timeout $\t")
+	fmt.Fprintln(tw, "node\tinstance\ttype\tcapacity\tbilled s\tburst $\tidle-timeout $\t")
 	var sec, cost, idleCost float64
 	for _, in := range ins {
 		t, _ := cat.Lookup(in.InstanceType)
-		price := t.OnDemandUSD
-		if in.Lifecycle == "spot" {
-			price = t.SpotUSD()
-		}
 		end, ok := stopped[in.ID]
 		if !ok {
 			end = time.Now()
 		}
-		s := end.Sub(in.LaunchTime).Seconds()
-		c := price * s / 3600
+		ran := end.Sub(in.LaunchTime).Seconds()
+		// what EC2 bills the instance (per second of each running segment,
+		// 60 s minimum each: the emulator's own billing record)
+		var s, c float64
+		for _, l := range st.Emu.BillFor(in.ID) {
+			s, c = s+float64(l.Seconds), c+l.USD
+		}
 		// the comparison: the same instance on demand, kept for the idle timeout after its work
-		ic := t.OnDemandUSD * (s + idleTimeout.Seconds()) / 3600
+		ic := t.OnDemandUSD * (max(ran, 60) + idleTimeout.Seconds()) / 3600
 		sec, cost, idleCost = sec+s, cost+c, idleCost+ic
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.4f\t%.4f\t\n", ec2p.NodeOf(in.Tags), in.ID, in.InstanceType, in.Lifecycle, s, c, ic)
 	}
@@ -321,5 +322,5 @@ func printCosts(st *stack.Stack, idleTimeout time.Duration) {
 		fmt.Printf("\nburst spent $%.4f for %d instances; an idle-timeout policy (on-demand, %s idle timeout) would have spent $%.4f: %.0f%% less.\n",
 			cost, len(ins), idleTimeout, idleCost, 100*(1-cost/idleCost))
 	}
-	fmt.Printf("(prices: us-east-1 on-demand and Spot Advisor savings from the embedded catalog; logs in %s)\n", filepath.Dir(st.LogPath()))
+	fmt.Printf("(burst: what EC2 bills, from the emulator's billing record; idle-timeout: us-east-1 on-demand prices from the embedded catalog; logs in %s)\n", filepath.Dir(st.LogPath()))
 }
