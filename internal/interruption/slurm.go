@@ -2,7 +2,6 @@ package interruption
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -51,9 +50,7 @@ type SlurmOps interface {
 	PowerDownForce(ctx context.Context, node, reason string) error
 }
 
-// SlurmClient adapts internal/slurm's Client to SlurmOps. Note needs a
-// client that also sets admin comments (slurm.AdminCommenter: the
-// command-line client does).
+// SlurmClient adapts internal/slurm's Client to SlurmOps.
 type SlurmClient struct {
 	C slurm.Client
 }
@@ -117,11 +114,7 @@ func (s SlurmClient) Signal(ctx context.Context, id uint32, sig string, batchOnl
 
 // Note implements SlurmOps.
 func (s SlurmClient) Note(ctx context.Context, id uint32, text string) error {
-	ac, ok := s.C.(slurm.AdminCommenter)
-	if !ok {
-		return errors.New("this Slurm client cannot set admin comments")
-	}
-	return ac.SetAdminComment(ctx, id, text)
+	return s.C.SetAdminComment(ctx, id, text)
 }
 
 // Requeue implements SlurmOps.
