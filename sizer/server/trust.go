@@ -11,7 +11,6 @@ import (
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -23,11 +22,6 @@ import (
 // summary count only if the job ran on that node on this instance: the
 // launch record names it, or Slurm shows it allocated to the node and
 // started after the instance launched.
-
-// JobLister is the part of Slurm trust.go uses (squeue --json).
-type JobLister interface {
-	Jobs(ctx context.Context, ids ...uint32) ([]slurm.Job, error)
-}
 
 // maxProblems bounds ReportResult.Problems.
 const maxProblems = 5
