@@ -21,7 +21,7 @@ export BURST_SLURM
 BURST_SLURM_API ?= cli
 export BURST_SLURM_API
 
-.PHONY: help deps build test test-unit test-fuzz bench demo screenshots install lint image test-gpu generate clean
+.PHONY: help deps build test bench-smoke test-unit test-fuzz bench demo screenshots install lint image test-gpu generate clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,7 +42,11 @@ test: deps ## install what is missing, then vet, build, run every test (real Slu
 	CGO_ENABLED=0 $(GO) vet ./internal/... ./resume/... ./suspend/... ./slurm-conf/... ./test/...
 	$(MAKE) build
 	BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) GO=$(GO) scripts/test-matrix.sh $(SLURM_VERSIONS)
+	$(MAKE) bench-smoke
 	$(MAKE) test-fuzz
+
+bench-smoke: ## run every benchmark once at its smallest size (-short, -benchtime=1x; no timing judged), so a broken benchmark fails
+	BURST_REQUIRE_SLURM=1 BURST_BIN=$(CURDIR)/$(BIN) BURST_SLURM=22.05 $(GO) test -short -run='^$$' -bench=. -benchtime=1x -count=1 -timeout=20m ./...
 
 test-unit: ## tests that need no root and no Slurm daemons (fast)
 	$(GO) test -short ./...

@@ -98,6 +98,9 @@ func queueHeld(b *testing.B, c *harness.Cluster, n int) {
 func benchPerResumedNode(b *testing.B, c *harness.Cluster, bin, node, release string) {
 	ctx := context.Background()
 	n := queuedJobs
+	if testing.Short() { // make test's smoke run: the smallest size, once
+		n = 100
+	}
 	if v, err := strconv.Atoi(os.Getenv("BURST_BENCH_QUEUED")); err == nil && v >= 0 {
 		n = v
 	}
@@ -283,6 +286,6 @@ func report(b *testing.B, t tally, n int, unit, base string, baseline tally) {
 func BenchmarkSlurmPerResumedNode(b *testing.B) {
 	c := startCluster(b)
 	v := clusterVersion(b, c)
-	b.Logf("Slurm %s, %d held jobs queued, %d prolog polls per node", v, queuedJobs, prologPolls)
+	b.Logf("Slurm %s, %d held jobs queued (100 with -short), %d prolog polls per node", v, queuedJobs, prologPolls)
 	benchPerResumedNode(b, c, c.ClientBin(), "gpu-6", fmt.Sprintf("slurm-%d.%02d", v.Major, v.Minor))
 }

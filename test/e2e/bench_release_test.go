@@ -35,6 +35,9 @@ func BenchmarkReleaseLatency(b *testing.B) {
 		event bool
 		jobs  int
 	}{{"epilog", true, 60}, {"suspend-time-10s", false, 10}} {
+		if testing.Short() { // make test's smoke run: the smallest size, once
+			mode.jobs = 2
+		}
 		b.Run(mode.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				lat, ctld, after, version := releaseLatencies(b, mode.event, mode.jobs)

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/sizer/tlsca"
 	"github.com/burst-hpc/burst/test/ec2emu"
 )
 
@@ -20,9 +21,14 @@ import (
 // (user+system, from the kernel's rusage of the process) for 1 and 1,000
 // nodes against the emulator with no simulated API latency and no token
 // limit, ranking in-process (no sizer). Slurm is not involved: no job
-// lookups, and every launch succeeds so nothing is handed back.
+// lookups, and every launch succeeds so nothing is handed back. With -short
+// (what `make test` runs, once) only the 1-node size.
 func BenchmarkResumeCost(b *testing.B) {
-	for _, n := range []int{1, 1000} {
+	sizes := []int{1, 1000}
+	if testing.Short() {
+		sizes = sizes[:1]
+	}
+	for _, n := range sizes {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			var wall, cpu time.Duration
 			for i := 0; i < b.N; i++ {
@@ -56,6 +62,14 @@ func resumeOnce(b *testing.B, n int) (wall, cpu time.Duration) {
 	cfg.Log.File = filepath.Join(dir, "burst.log")
 	cfg.Sizer.StateDir = filepath.Join(dir, "state")
 	cfg.Sizer.TokenFile = filepath.Join(dir, "missing-token")
+	// user data carries the sizer's CA for the node to pin: burst-resume
+	// refuses to launch without it (the sizer is HTTPS-only)
+	ca := tlsca.Paths{CAFile: filepath.Join(dir, "sizer-ca.pem"), CAKey: filepath.Join(dir, "sizer-ca.key"),
+		CertFile: filepath.Join(dir, "sizer.pem"), KeyFile: filepath.Join(dir, "sizer.key")}
+	if _, err := tlsca.Init(tlsca.Options{Paths: ca, Hosts: []string{"127.0.0.1"}, Cluster: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	cfg.Sizer.TLS.CAFile = ca.CAFile
 	cfg.Slurm.ConfDir = dir
 	raw, _ := yaml.Marshal(cfg)
 	cfgPath := filepath.Join(dir, "burst.yaml")

@@ -45,17 +45,21 @@ func BenchmarkLaunch1000(b *testing.B) {
 	if v, err := strconv.ParseFloat(os.Getenv("BURST_BENCH_SCALE"), 64); err == nil && v > 0 {
 		scale = v
 	}
-	for _, startTokens := range []float64{0, 500, 1000} {
+	launches, starts := 1000, []float64{0, 500, 1000}
+	if testing.Short() { // make test's smoke run: the smallest size, once
+		launches, starts = 20, starts[2:]
+	}
+	for _, startTokens := range starts {
 		b.Run(fmt.Sprintf("start-tokens=%d", int(startTokens)), func(b *testing.B) {
 			for range b.N {
-				benchLaunch(b, scale, startTokens)
+				benchLaunch(b, scale, startTokens, launches)
 			}
 		})
 	}
 }
 
-func benchLaunch(b *testing.B, scale, startTokens float64) {
-	const launches, workers, refill = 1000, 32, 2.0
+func benchLaunch(b *testing.B, scale, startTokens float64, launches int) {
+	const workers, refill = 32, 2.0
 	srv := ec2emu.New(ec2emu.Options{TimeScale: scale, BucketSize: 1000, BucketRefill: refill,
 		Subnets: map[string]string{"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}})
 	if err := srv.Start(); err != nil {
@@ -92,7 +96,7 @@ func benchLaunch(b *testing.B, scale, startTokens float64) {
 			defer wg.Done()
 			for {
 				i := next.Add(1)
-				if i > launches {
+				if i > int64(launches) {
 					return
 				}
 				req := cloud.LaunchRequest{Nodes: nodes(uint32(i), fmt.Sprintf("gpu-%d", i)), Offerings: offs}
@@ -122,12 +126,12 @@ func benchLaunch(b *testing.B, scale, startTokens float64) {
 	if n := len(srv.Live()); n != launches {
 		b.Fatalf("%d live instances, want %d", n, launches)
 	}
-	minimum := max(0, (launches-startTokens)/refill)
+	minimum := max(0, (float64(launches)-startTokens)/refill)
 	b.ReportMetric(took.Seconds(), "emulated-s")
 	b.ReportMetric(minimum, "bucket-min-s")
 	if minimum > 0 {
 		b.ReportMetric(took.Seconds()/minimum, "x-bucket-min")
 	}
 	b.ReportMetric(float64(srv.CallCount("CreateFleet")), "CreateFleet-calls")
-	b.ReportMetric(float64(resumes.Load()-launches), "re-resumes")
+	b.ReportMetric(float64(resumes.Load()-int64(launches)), "re-resumes")
 }
