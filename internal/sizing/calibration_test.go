@@ -8,52 +8,6 @@ import (
 	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
-// Published training runs: GPU-hours, tokens and GPU type as their papers
-// and model cards state them. sizer/README.md shows this table.
-var publishedRuns = []struct {
-	name    string
-	params  float64
-	tokens  float64
-	gpu     string
-	gpuH    float64
-	derived bool // GPU-hours derived from a published throughput, not published themselves
-	source  string
-}{
-	{"Llama 2 7B", 7e9, 2e12, "a100", 184320, false, "Llama 2 paper (Touvron et al. 2023) Table 2 and model card: A100-80GB"},
-	{"Llama 2 13B", 13e9, 2e12, "a100", 368640, false, "same"},
-	{"Llama 2 70B", 70e9, 2e12, "a100", 1720320, false, "same"},
-	{"Llama 3 8B", 8e9, 15e12, "h100", 1.3e6, false, "Llama 3 model card (meta-llama/llama3 MODEL_CARD.md): H100-80GB, 15T+ tokens"},
-	{"Llama 3 70B", 70e9, 15e12, "h100", 6.4e6, false, "same"},
-	{"Llama 3.1 405B", 405e9, 15.6e12, "h100", 30.84e6, false, "Llama 3.1 model card (meta-llama/llama-models); 15.6T tokens from the Llama 3 paper (Meta 2024)"},
-	{"BLOOM 176B", 176e9, 366e9, "a100", 1082990, false, "BLOOM paper (Le Scao et al. 2022): 1,082,990 compute hours on A100-80GB, 366B tokens"},
-	{"OPT-175B", 175e9, 180e9, "a100", 6 * 175e9 * 180e9 / 147e12 / 3600, true, "OPT paper (Zhang et al. 2022): 180B tokens on 992 A100-80GB at 147 TFLOP/s per GPU"},
-	{"MPT-7B", 6.7e9, 1e12, "a100", 440 * 9.5 * 24, false, "MosaicML MPT-7B model card and blog: 440 A100-40GB for 9.5 days, 1T tokens"},
-}
-
-// TestTimeCalibration checks the time model's arithmetic on the published
-// runs (6ND at the assumed MFU, by hand) and prints the published-vs-
-// estimated table. The estimate's error against the published figure is
-// documentation, not a pass/fail bound.
-func TestTimeCalibration(t *testing.T) {
-	var b strings.Builder
-	b.WriteString("| run | GPU | published GPU-h | estimate (6ND / peak x MFU) | error | with scale-out factor 0.95 | error |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, r := range publishedRuns {
-		peak := map[string]float64{"a100": 312e12, "h100": 989e12}[r.gpu]
-		want := 6 * r.params * r.tokens / (peak * 0.40) / 3600
-		got := ComputeHours(6*r.params*r.tokens, r.gpu, 1, 1)
-		if !near(got, want) {
-			t.Errorf("%s: %v h, want %v", r.name, got, want)
-		}
-		scaled := ComputeHours(6*r.params*r.tokens, r.gpu, 1, EFAFastEfficiency)
-		pub := fmt.Sprintf("%s", commas(r.gpuH))
-		if r.derived {
-			pub += " (derived)"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %+.0f%% | %s | %+.0f%% |\n", r.name, strings.ToUpper(r.gpu), pub, commas(got), 100*(got/r.gpuH-1), commas(scaled), 100*(scaled/r.gpuH-1))
-	}
-	t.Logf("time calibration:\n%s", b.String())
-}
-
 // Published facts about what fits where. The model must agree with each
 // (fits or not), and the table shows published against estimated.
 func TestMemoryCalibration(t *testing.T) {

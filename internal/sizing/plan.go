@@ -335,7 +335,7 @@ func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, 
 	if m := n.model; m != nil {
 		pl.eff = efficiency(fab, nodes, gpn, m.CommVolume(sh))
 		if m.Training() && n.flops > 0 {
-			pl.hours = ComputeHours(n.flops, c.GPUModel, N, pl.eff)
+			pl.hours = ComputeHours(n.flops, c.GPUModel, m.Params, N, pl.eff)
 		}
 		if !m.Training() {
 			if d, ok := DecodeOn(*m, c.GPUModel, memMiB, nodes, gpn); ok {

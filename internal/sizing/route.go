@@ -241,7 +241,7 @@ func (p *Policy) needOf(r Request) need {
 	m := ModelOf(md, n.workload)
 	n.model = &m
 	if m.Training() {
-		n.flops = FLOPsPerParamToken(n.workload, m.Method) * md.Params * tokens
+		n.flops = TrainingFLOPs(FLOPsPerParamToken(n.workload, m.Method), md.Params, m.Arch, m.Seq, tokens)
 	} else {
 		n.tokens = tokens
 	}
@@ -418,7 +418,7 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 	parts = append(parts, fmt.Sprintf("%s (%d x %s per node, %.0f GiB usable per GPU) on %s %s at $%.2f/h", planName(pl), pl.gpn, c.GPUModel, pl.usableMiB/1024, pl.best.InstanceType, pl.best.Capacity, pl.hourly))
 	if n.flops > 0 && pl.hours > 0 {
 		pf := PerfOf(c.GPUModel)
-		s := fmt.Sprintf("%.2g FLOPs at %.0f%% of %.0f TFLOPS x %d GPUs", n.flops, pf.MFU*100, pf.PeakTFLOPS, pl.gpus())
+		s := fmt.Sprintf("%.2g FLOPs at %.0f%% of %.0f TFLOPS (MFU for %s params) x %d GPUs", n.flops, pf.MFUAt(n.model.Params)*100, pf.PeakTFLOPS, fmtCount(n.model.Params), pl.gpus())
 		if _, note := Efficiency(pl.fabric, pl.nodes, pl.gpn, n.model.CommVolume(pl.sharding)); note != "" {
 			s += " x " + note
 		}
