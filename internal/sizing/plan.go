@@ -19,6 +19,11 @@ type need struct {
 	hoursFromTL float64
 	minGPUs     int      // GPUs per node at least (no model: what history says is busy)
 	learn       *learned // what past runs say, applied to the plan
+	// tolerateNodes: a plan on this many nodes that needs more than the
+	// usable memory but no more than the GPUs' memory plus the model's
+	// measured error (MemoryError) is admitted, marked tight: the user
+	// asked for it explicitly. 0: never.
+	tolerateNodes int
 }
 
 // plan is one way to run a job: nodes x GPUs of a class.
@@ -43,6 +48,7 @@ type plan struct {
 	meets      bool          // meets every target (true when there is none)
 	short      func() string // why the plan cannot hold the job; nil when it can
 	learnedMem bool          // memory came from measured use
+	tight      bool          // needs more than the usable memory, within the model's error (need.tolerateNodes)
 }
 
 func (pl *plan) shortfall() string {
@@ -307,13 +313,23 @@ func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, 
 			pl.needMiB, pl.learnedMem = perGPU, true
 		}
 	}
-	if pl.needMiB > pl.usableMiB {
+	if pl.needMiB > pl.usableMiB && n.model != nil && !pl.learnedMem && nodes == n.tolerateNodes {
+		if e, _ := n.model.MemoryError(); pl.needMiB <= float64(memMiB)*(1+e) {
+			pl.tight = true
+		}
+	}
+	if pl.needMiB > pl.usableMiB && !pl.tight {
 		pl.short = func() string {
 			what := fmt.Sprintf("%.1f GiB per GPU", pl.needMiB/1024)
 			if pl.mem != nil && !pl.learnedMem {
 				what = pl.mem.String()
 			}
-			return fmt.Sprintf("%d node(s) x %d GPU(s) need %s; a %s GPU holds %.1f GiB usable", nodes, gpn, what, c.GPUModel, pl.usableMiB/1024)
+			s := fmt.Sprintf("%d node(s) x %d GPU(s) need %s; a %s GPU holds %.1f GiB usable", nodes, gpn, what, c.GPUModel, pl.usableMiB/1024)
+			if n.model != nil && nodes == n.tolerateNodes && !pl.learnedMem {
+				e, src := n.model.MemoryError()
+				s += fmt.Sprintf(" (%.1f GiB in all), more than the model's measured error allows (+%.0f%%, %s)", float64(memMiB)/1024, 100*e, src)
+			}
+			return s
 		}
 		return pl
 	}

@@ -135,7 +135,11 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 
 	// The user fixed some of it: size what they asked for, and look for
 	// what metadata alone would choose.
-	asked := p.search(r, base, in.Unavailable)
+	tol := base
+	if r.Explicit.GPUs {
+		tol.tolerateNodes = r.nodes() // refuse only beyond the model's measured error
+	}
+	asked := p.search(r, tol, in.Unavailable)
 	open := r
 	open.Explicit, open.GPUsPerNode, open.Nodes, open.GPUModel = Explicit{}, 0, 0, ""
 	if !r.Explicit.Partition {
@@ -159,6 +163,9 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 	}
 	d = p.decision(r, base, asked)
 	d.Explicit = r.Explicit.names()
+	if asked.best.tight {
+		d.Warnings = append(d.Warnings, tightNote(asked.best, base.model))
+	}
 	if up != nil {
 		if o := in.History.LastOOM; o != nil && asked.best.gpus()*asked.best.memMiB <= o.TotalMiB() {
 			d.Warnings = append(d.Warnings, fmt.Sprintf("your last run of this job (job %s) ran out of GPU memory with %.0f GiB; this request has %.0f GiB", o.JobID, float64(o.TotalMiB())/1024, float64(asked.best.gpus()*asked.best.memMiB)/1024))
