@@ -49,6 +49,8 @@ type plan struct {
 	short      func() string // why the plan cannot hold the job; nil when it can
 	learnedMem bool          // memory came from measured use
 	tight      bool          // needs more than the usable memory, within the model's error (need.tolerateNodes)
+	netNote    string        // why ZeRO-3 across nodes is network-bound (shardedNetEfficiency)
+	work       float64       // effective TFLOPS of the whole plan (training with a model), for cost per unit of work
 }
 
 func (pl *plan) shortfall() string {
@@ -102,7 +104,7 @@ type searchResult struct {
 // classFabric is the weakest fabric among a class's instance types, and
 // the smallest GPU memory.
 func (p *Policy) classShape(c Class) (Fabric, int) {
-	f := Fabric{NVLink: true, EFA: true, Gbps: math.MaxInt32}
+	f := Fabric{NVLink: true, EFA: true, Gbps: math.MaxInt32, Mbps: math.MaxInt32}
 	minMem := math.MaxInt
 	for _, tn := range c.InstanceTypes {
 		t, ok := p.cat.Lookup(tn)
@@ -113,6 +115,7 @@ func (p *Policy) classShape(c Class) (Fabric, int) {
 		f.NVLink = f.NVLink && tf.NVLink
 		f.EFA = f.EFA && tf.EFA
 		f.Gbps = min(f.Gbps, tf.Gbps)
+		f.Mbps = min(f.Mbps, tf.Mbps)
 		minMem = min(minMem, t.GPUMemoryMiB)
 	}
 	if minMem == math.MaxInt {
@@ -243,10 +246,17 @@ func (p *Policy) timed(pl *plan, n need) bool {
 	return pl.hours > 0 || pl.decode != nil
 }
 
+// cheaper compares expected cost per run, or when a run time is unknown,
+// the price of a unit of work (hourly price / effective TFLOPS: a plan at
+// a tenth of the efficiency costs ten times as much per step), or the
+// hourly price when there is no model.
 func cheaper(a, b *plan) bool {
 	ka, kb := a.hourly, b.hourly
-	if a.cost > 0 && b.cost > 0 {
+	switch {
+	case a.cost > 0 && b.cost > 0:
 		ka, kb = a.cost, b.cost
+	case a.work > 0 && b.work > 0:
+		ka, kb = a.hourly/a.work, b.hourly/b.work
 	}
 	if ka != kb {
 		return ka < kb
@@ -350,6 +360,14 @@ func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, 
 	}
 	if m := n.model; m != nil {
 		pl.eff = efficiency(fab, nodes, gpn, m.CommVolume(sh))
+		if sh == jobmeta.ShardingZeRO3 {
+			if ne, note := shardedNetEfficiency(m, c.GPUModel, fab, nodes); ne < pl.eff {
+				pl.eff, pl.netNote = ne, note
+			}
+		}
+		if m.Training() {
+			pl.work = float64(N) * PerfOf(c.GPUModel).EffectiveTFLOPSAt(m.Params) * pl.eff
+		}
 		if m.Training() && n.flops > 0 {
 			pl.hours = ComputeHours(n.flops, c.GPUModel, m.Params, N, pl.eff)
 		}

@@ -426,7 +426,9 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 	if n.flops > 0 && pl.hours > 0 {
 		pf := PerfOf(c.GPUModel)
 		s := fmt.Sprintf("%.2g FLOPs at %.0f%% of %.0f TFLOPS (MFU for %s params) x %d GPUs", n.flops, pf.MFUAt(n.model.Params)*100, pf.PeakTFLOPS, fmtCount(n.model.Params), pl.gpus())
-		if _, note := Efficiency(pl.fabric, pl.nodes, pl.gpn, n.model.CommVolume(pl.sharding)); note != "" {
+		if pl.netNote != "" {
+			s += " x " + pl.netNote
+		} else if _, note := Efficiency(pl.fabric, pl.nodes, pl.gpn, n.model.CommVolume(pl.sharding)); note != "" {
 			s += " x " + note
 		}
 		parts = append(parts, fmt.Sprintf("%s = %.1f h", s, pl.hours))

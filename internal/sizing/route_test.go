@@ -61,7 +61,9 @@ func TestIssueExamples(t *testing.T) {
 		if d.Class != "h100x8" || d.Partition != "" {
 			t.Errorf("want h100x8 in the user's partition, got %s partition %q", d.Class, d.Partition)
 		}
-		if !strings.Contains(d.Suggestion, "l4") {
+		// one A10G: the same spot price as an L4 for 125 against 121 TFLOPS
+		// (cheaper per unit of work; no tokens, so no cost per run)
+		if !strings.Contains(d.Suggestion, "1 node(s) of a10g") {
 			t.Errorf("suggestion %q", d.Suggestion)
 		}
 	})

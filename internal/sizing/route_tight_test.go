@@ -1,6 +1,7 @@
 package sizing
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -86,5 +87,33 @@ func TestPublishedSetupsAreAdmitted(t *testing.T) {
 		if !f.fits && !d.Refused {
 			t.Errorf("%s (%s): admitted: %+v", f.fact, f.source, d)
 		}
+	}
+}
+
+// TestShardingOverTCPIsPenalised is issue 31's second case: a 65B QLoRA
+// job in a partition of single-GPU nodes used to be spread over three L4
+// nodes in FSDP over plain networking. ZeRO-3 across g6.xlarge nodes
+// moves (2 x 33.5 + 2.6) GB x 2/3 per micro-batch over 2.5 Gbps, ten times
+// its compute, so the planner takes a node that holds the job.
+func TestShardingOverTCPIsPenalised(t *testing.T) {
+	p := examplePolicy(t, DefaultParams(), calibrationClasses()...)
+	meta := md(t, "burst: params=65B workload=finetune method=qlora tokens=100M")
+	d := route(t, p, RouteInput{Request: Request{Partition: "gpu", Explicit: Explicit{Partition: true}, Metadata: meta}})
+	if d.Refused || d.Nodes != 1 {
+		t.Fatalf("want one node that holds the job, got %d x %s: %s", d.Nodes, d.Class, d.Reason)
+	}
+	// asked for: three L4 nodes are kept, with the network's efficiency
+	d = route(t, p, RouteInput{Request: Request{GPUModel: "l4", GPUsPerNode: 1, Nodes: 3, Explicit: Explicit{GPUs: true, Nodes: true}, Metadata: meta}})
+	if d.Refused || d.Nodes != 3 || d.ScalingEfficiency > 0.2 || !strings.Contains(d.Reason, "ZeRO-3 across nodes moves 46.5 GB per node per micro-batch over 2.5 Gbps") {
+		t.Errorf("3 x l4 asked for: want kept at a network-bound efficiency, got %+v", d)
+	}
+	// by hand: 4 x (65e9 + 2 x 80 x 8192 x 2048) x 2048 FLOPs at the L4's
+	// MFU for 65B against 46.6 GB over 2.5 Gbps
+	mfu := 0.6965 * 0.75 / (1 + math.Pow(9.5e9*121/989/65e9, 0.1387))
+	tComp := 4 * (65e9 + 2*80*8192*2048) * 2048 / (121e12 * mfu)
+	w, g := 0.516*65e9, 16*0.01*65e9/4
+	tNet := (2*w + g) * 2 / 3 / (2.5 / 8 * 1e9)
+	if want := tComp / tNet; math.Abs(d.ScalingEfficiency-want) > 0.001 {
+		t.Errorf("efficiency %v, by hand %v", d.ScalingEfficiency, want)
 	}
 }
