@@ -253,6 +253,8 @@ func example(key string) string {
 		return "2TB"
 	case "tokens":
 		return "300B"
+	case "epochs":
+		return "3"
 	case "deadline":
 		return "8h"
 	case "checkpoint":

@@ -462,6 +462,8 @@ func choiceText(r Request, tg targets, res searchResult) string {
 		s = fmt.Sprintf("cheapest of %d classes whose plans meet %s (%d fit)", res.meeting, targetText(r.Metadata), res.fitting)
 	case pl.cost > 0:
 		s = fmt.Sprintf("cheapest expected cost of %d fitting classes", res.fitting)
+	case pl.work > 0:
+		s = fmt.Sprintf("cheapest expected price per unit of work (hourly price / effective TFLOPS) of %d fitting classes", res.fitting)
 	default:
 		s = fmt.Sprintf("cheapest expected hourly price of %d fitting classes", res.fitting)
 	}
