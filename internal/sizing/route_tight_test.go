@@ -102,6 +102,13 @@ func TestShardingOverTCPIsPenalised(t *testing.T) {
 	if d.Refused || d.Nodes != 1 {
 		t.Fatalf("want one node that holds the job, got %d x %s: %s", d.Nodes, d.Class, d.Reason)
 	}
+	// without tokens= there is no run time: the price of a unit of work
+	// decides, and three network-bound nodes are not cheaper per step
+	noTokens := md(t, "burst: params=65B workload=finetune method=qlora")
+	d = route(t, p, RouteInput{Request: Request{Partition: "gpu", Explicit: Explicit{Partition: true}, Metadata: noTokens}})
+	if d.Refused || d.Nodes != 1 || !strings.Contains(d.Reason, "price per unit of work") {
+		t.Fatalf("no tokens: want one node that holds the job, got %d x %s: %s", d.Nodes, d.Class, d.Reason)
+	}
 	// asked for: three L4 nodes are kept, with the network's efficiency
 	d = route(t, p, RouteInput{Request: Request{GPUModel: "l4", GPUsPerNode: 1, Nodes: 3, Explicit: Explicit{GPUs: true, Nodes: true}, Metadata: meta}})
 	if d.Refused || d.Nodes != 3 || d.ScalingEfficiency > 0.2 || !strings.Contains(d.Reason, "ZeRO-3 across nodes moves 46.5 GB per node per micro-batch over 2.5 Gbps") {
