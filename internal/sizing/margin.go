@@ -10,8 +10,8 @@ import (
 // by which its estimate exceeded a published measurement of the same
 // setup (TestMemoryCalibration measures it on every published figure and
 // fails if a constant here is below what it measures; sizer/README.md
-// lists the figures). An explicit request (--gres with or without
-// --nodes) is refused only when the estimate exceeds the GPUs' whole
+// lists the figures). An explicit request (--gres/--gpus or --nodes) is
+// refused only when the estimate exceeds the GPUs' whole
 // memory by more than this: below it the model cannot tell that the job
 // will not fit, and published runs show that such jobs do (the QLoRA
 // paper's 65B on one 48 GB GPU is within 10% of the model's estimate), so

@@ -229,6 +229,9 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 	}
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i].chosen, cands[j].chosen
+		if a.tight != b.tight {
+			return !a.tight // a plan within the usable memory wins over a tight one
+		}
 		if tg.any() && a.meets != b.meets {
 			return a.meets
 		}

@@ -136,8 +136,9 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 	// The user fixed some of it: size what they asked for, and look for
 	// what metadata alone would choose.
 	tol := base
-	if r.Explicit.GPUs {
-		tol.tolerateNodes = r.nodes() // refuse only beyond the model's measured error
+	if r.Explicit.GPUs || r.Explicit.Nodes {
+		// the user fixed the shape: refuse only beyond the model's measured error
+		tol.tolerateNodes = r.nodes()
 	}
 	asked := p.search(r, tol, in.Unavailable)
 	open := r

@@ -39,8 +39,19 @@ func TestTightExplicitIsAdmitted(t *testing.T) {
 			t.Errorf("%+v: want the tight warning with the numbers: %q", e, d.Warnings)
 		}
 	}
+	// --nodes 1 alone: the class that holds it within usable memory wins
+	// over a tight one; with only the L40S class, the tight plan is admitted
+	d := route(t, p, RouteInput{Request: Request{Nodes: 1, Explicit: Explicit{Nodes: true}, Metadata: meta}})
+	if d.Refused || d.Nodes != 1 || d.NeedGPUMemPerGPUGiB > d.UsableGPUMemGiB {
+		t.Errorf("--nodes 1: want a plan within usable memory, got %+v", d)
+	}
+	only := examplePolicy(t, DefaultParams(), calibrationClasses()[2])
+	d = route(t, only, RouteInput{Request: Request{Nodes: 1, Explicit: Explicit{Nodes: true}, Metadata: meta}})
+	if d.Refused || d.Class != "l40s" || len(d.Warnings) == 0 || !strings.HasPrefix(d.Warnings[0], "tight:") {
+		t.Errorf("--nodes 1, L40S only: want the tight plan admitted, got %+v", d)
+	}
 	// well beyond the error: refused, saying so
-	d := route(t, p, RouteInput{Request: Request{GPUModel: "l4", GPUsPerNode: 1, Nodes: 1, Explicit: Explicit{GPUs: true, Nodes: true}, Metadata: meta}})
+	d = route(t, p, RouteInput{Request: Request{GPUModel: "l4", GPUsPerNode: 1, Nodes: 1, Explicit: Explicit{GPUs: true, Nodes: true}, Metadata: meta}})
 	if !d.Refused || !strings.Contains(d.RefuseMessage, "more than the model's measured error allows (+10%") {
 		t.Errorf("65B QLoRA on one 24 GB L4: want a refusal beyond the measured error, got %+v", d)
 	}
