@@ -32,7 +32,7 @@ func TestParseMetadata(t *testing.T) {
 		{in: "burst: workload=inference params=8B context=128K batch=16 latency=40ms throughput=2K", want: Metadata{Workload: WorkloadInference, Params: 8e9, Context: 131072, Batch: 16, Latency: 40 * time.Millisecond, Throughput: 2000}},
 		{in: "burst: params=7B layers=32 hidden=4096 heads=32 kv_heads=8 sharding=zero2", want: Metadata{Params: 7e9, Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, Sharding: ShardingZeRO2}},
 		{in: "burst: method=dora", errs: []string{"method=dora is not known; use full, lora or qlora"}, errCols: []int{8}},
-		{in: "burst: seq=0 batch=1.5 context=99999999K", errs: []string{"seq=0 is not a sequence length", "batch=1.5 is not a whole number", "context=99999999K is not a sequence length"}},
+		{in: "burst: seq=0 batch=1.5 context=99999999K", errs: []string{"seq=0 is below the least burst accepts (1)", "batch=1.5 is not a whole number", "context=99999999K is not a sequence length"}},
 		{in: "burst: layers=-1 hidden=x heads=20000", errs: []string{"layers=-1", "hidden=x", "heads=20000"}},
 		{in: "burst: latency=fast throughput=-3", errs: []string{"latency=fast is not a per-token latency", "throughput=-3 is not a token rate"}},
 		{in: "burst: sharding=zero4", errs: []string{"sharding=zero4 is not known"}},

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/burst-hpc/burst/internal/suggest"
 )
@@ -24,11 +23,17 @@ func (md *Metadata) set(key, val string) *MetadataError {
 		if err != nil || n <= 0 {
 			return bad(fmt.Sprintf("params=%s is not a parameter count", val), "use a number with optional K, M, B or T, e.g. params=7B")
 		}
+		if e := checkBound(key, val, n); e != nil {
+			return e
+		}
 		md.Params = n
 	case "tokens":
 		n, err := parseCount(val)
 		if err != nil || n <= 0 {
 			return bad(fmt.Sprintf("tokens=%s is not a token count", val), "use a number with optional K, M, B or T, e.g. tokens=300B")
+		}
+		if e := checkBound(key, val, n); e != nil {
+			return e
 		}
 		md.Tokens = n
 	case "dataset":
@@ -36,17 +41,26 @@ func (md *Metadata) set(key, val string) *MetadataError {
 		if err != nil || n <= 0 {
 			return bad(fmt.Sprintf("dataset=%s is not a size", val), "use a size such as 500GB, 2TB or 800GiB")
 		}
+		if e := checkBound(key, val, n); e != nil {
+			return e
+		}
 		md.DatasetBytes = n
 	case "epochs":
 		f, err := strconv.ParseFloat(val, 64)
 		if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
 			return bad(fmt.Sprintf("epochs=%s is not a positive number", val), "e.g. epochs=3")
 		}
+		if e := checkBound(key, val, f); e != nil {
+			return e
+		}
 		md.Epochs = f
 	case "deadline":
 		d, err := parseDuration(val)
 		if err != nil || d <= 0 {
 			return bad(fmt.Sprintf("deadline=%s is not a duration", val), "use a duration such as 8h, 90m, 2d or 1h30m")
+		}
+		if e := checkBound(key, val, d.Seconds()); e != nil {
+			return e
 		}
 		md.Deadline = d
 	case "checkpoint":
@@ -58,6 +72,9 @@ func (md *Metadata) set(key, val string) *MetadataError {
 		d, err := parseDuration(val)
 		if err != nil || d <= 0 {
 			return bad(fmt.Sprintf("checkpoint=%s is not a checkpoint interval", val), "use a duration such as 30m, or checkpoint=none if the job cannot checkpoint")
+		}
+		if e := checkBound(key, val, d.Seconds()); e != nil {
+			return e
 		}
 		md.Checkpoint = d
 	case "checkpoint_signal":
@@ -148,8 +165,11 @@ func (md *Metadata) set(key, val string) *MetadataError {
 		}
 	case "seq", "context":
 		n, err := parseTokenLen(val)
-		if err != nil || n < 1 || n > MaxTokenLen {
+		if err != nil {
 			return bad(fmt.Sprintf("%s=%s is not a sequence length", key, val), fmt.Sprintf("use a token count up to %dK, e.g. %s=4096 or %s=8K (K = 1024)", MaxTokenLen>>10, key, key))
+		}
+		if e := checkBound(key, val, float64(n)); e != nil {
+			return e
 		}
 		if key == "seq" {
 			md.Seq = n
@@ -157,10 +177,12 @@ func (md *Metadata) set(key, val string) *MetadataError {
 			md.Context = n
 		}
 	case "batch", "layers", "hidden", "heads", "kv_heads":
-		lim := map[string]int{"batch": 1 << 20, "layers": 1000, "hidden": 1 << 20, "heads": 10000, "kv_heads": 10000}[key]
 		n, err := strconv.Atoi(val)
-		if err != nil || n < 1 || n > lim {
-			return bad(fmt.Sprintf("%s=%s is not a whole number from 1 to %d", key, val, lim), "e.g. "+key+"="+example(key))
+		if err != nil {
+			return bad(fmt.Sprintf("%s=%s is not a whole number", key, val), "e.g. "+key+"="+example(key))
+		}
+		if e := checkBound(key, val, float64(n)); e != nil {
+			return e
 		}
 		switch key {
 		case "batch":
@@ -176,14 +198,20 @@ func (md *Metadata) set(key, val string) *MetadataError {
 		}
 	case "latency":
 		d, err := parseDuration(val)
-		if err != nil || d <= 0 || d > time.Hour {
+		if err != nil {
 			return bad(fmt.Sprintf("latency=%s is not a per-token latency", val), "use a duration such as 50ms or 0.1s")
+		}
+		if e := checkBound(key, val, d.Seconds()); e != nil {
+			return e
 		}
 		md.Latency = d
 	case "throughput":
 		n, err := parseCount(strings.TrimSuffix(strings.ToLower(val), "/s"))
-		if err != nil || n <= 0 || n > 1e12 {
+		if err != nil {
 			return bad(fmt.Sprintf("throughput=%s is not a token rate", val), "use tokens per second, e.g. throughput=2000 or throughput=2K")
+		}
+		if e := checkBound(key, val, n); e != nil {
+			return e
 		}
 		md.Throughput = n
 	case "precision":
@@ -225,6 +253,8 @@ func example(key string) string {
 		return "2TB"
 	case "tokens":
 		return "300B"
+	case "epochs":
+		return "3"
 	case "deadline":
 		return "8h"
 	case "checkpoint":

@@ -135,6 +135,17 @@ func (md *Metadata) crossCheck(cols map[string]int) []*MetadataError {
 			}
 		}
 	}
+	if t := md.TrainTokens(); t > MaxTrainTokens {
+		key := "epochs"
+		if _, ok := cols[key]; !ok {
+			key = "tokens"
+			if _, ok := cols[key]; !ok {
+				key = "dataset"
+			}
+		}
+		bad(key, fmt.Sprintf("the job would process %s tokens (tokens or dataset/%g bytes, times epochs), above the most burst accepts (%s)", formatCount(t), BytesPerToken, formatCount(MaxTrainTokens)),
+			"1P tokens is 64x the largest published training corpus (Llama 3, 15.6T); check tokens=, dataset= and epochs=")
+	}
 	if md.KVHeads > 0 && md.Heads > 0 && md.KVHeads > md.Heads {
 		bad("kv_heads", fmt.Sprintf("kv_heads=%d is more than heads=%d", md.KVHeads, md.Heads), "key/value heads are at most the attention heads (equal without grouped-query attention)")
 	}

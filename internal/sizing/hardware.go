@@ -45,6 +45,7 @@ type Fabric struct {
 	NVLink bool // GPUs within the node joined by NVLink/NVSwitch (else PCIe)
 	EFA    bool // Elastic Fabric Adapter (OS-bypass RDMA for NCCL) between nodes
 	Gbps   int  // the instance's network bandwidth, from the catalog
+	Mbps   int  // the same in Mbit/s (2,500 for a g6.xlarge)
 }
 
 // nvlinkFamilies have NVLink or NVSwitch between their GPUs (AWS instance
@@ -67,5 +68,5 @@ var efaTypes = map[string]bool{
 
 // fabricOf is the fabric of an instance type (family, name, network Mbps).
 func fabricOf(family, name string, networkMbps int) Fabric {
-	return Fabric{NVLink: nvlinkFamilies[family], EFA: efaTypes[name], Gbps: networkMbps / 1000}
+	return Fabric{NVLink: nvlinkFamilies[family], EFA: efaTypes[name], Gbps: networkMbps / 1000, Mbps: networkMbps}
 }

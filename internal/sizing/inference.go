@@ -39,7 +39,7 @@ func DecodeOn(m Model, gpuModel string, memMiB, nodes, gpn int) (Decode, bool) {
 	g := float64(gpn)
 	bytes := m.InferenceWeightBytes() + m.KVCacheBytes()
 	tMem := bytes / (g * bw.GBps * 1e9 * DecodeMBU)
-	tComp := 2 * m.Params * float64(m.Batch) / (g * PerfOf(gpuModel).EffectiveTFLOPS() * 1e12)
+	tComp := 2 * m.Params * float64(m.Batch) / (g * PerfOf(gpuModel).EffectiveTFLOPSAt(m.Params) * 1e12)
 	d := Decode{TokenLatencySec: tMem, Bound: "memory"}
 	if tComp > tMem {
 		d.TokenLatencySec, d.Bound = tComp, "compute"

@@ -24,39 +24,33 @@ func FLOPsPerParamToken(w jobmeta.Workload, m jobmeta.Method) float64 {
 	return 2
 }
 
-// GPUPerf is a GPU model's dense 16-bit tensor peak and the model FLOPs
-// utilisation (MFU) burst assumes a job reaches on it.
+// GPUPerf is a GPU model's dense 16-bit tensor peak and the largest model
+// FLOPs utilisation (m of MFUAt, mfu.go) burst assumes a job reaches on it.
 type GPUPerf struct {
 	PeakTFLOPS float64 // dense (no sparsity) BF16/FP16 tensor-core peak, TFLOP/s
-	MFU        float64 // assumed achieved fraction of PeakTFLOPS
+	MFU        float64 // m: the MFU of a very large model (MFUAt gives a job's)
 	Source     string  // where PeakTFLOPS comes from
 }
 
-// EffectiveTFLOPS is PeakTFLOPS x MFU.
-func (g GPUPerf) EffectiveTFLOPS() float64 { return g.PeakTFLOPS * g.MFU }
-
-// MFU assumptions: 0.40 for data-centre training GPUs (A100, H100, H200,
-// B200, B300: large-model training runs report 38-43% BF16 MFU, e.g. the Llama
-// 3 paper, Meta 2024), 0.35 for V100, L40S and the RTX PRO parts, 0.30 for the
-// inference-class T4, L4 and A10G (PCIe, small memory, smaller batches).
+// Peaks from NVIDIA's datasheets; m from the fit in mfu.go.
 var gpuPerf = map[string]GPUPerf{
-	"t4":                  {65, 0.30, "NVIDIA T4 datasheet: 65 TFLOPS FP16 tensor (mixed precision); no BF16"},
-	"t4g":                 {65, 0.30, "NVIDIA T4G (Graviton g5g) is a T4: 65 TFLOPS FP16 tensor"},
-	"a10g":                {125, 0.30, "NVIDIA A10 datasheet: 125 TFLOPS BF16 tensor dense (250 sparse); NVIDIA publishes no separate A10G sheet"},
-	"l4":                  {121, 0.30, "NVIDIA L4 datasheet: 242 TFLOPS BF16 tensor with sparsity, 121 dense"},
-	"l40s":                {362, 0.35, "NVIDIA L40S datasheet: 362.05 TFLOPS BF16 tensor dense (733 sparse)"},
-	"v100":                {125, 0.35, "NVIDIA V100 SXM2 datasheet: 125 TFLOPS tensor (FP16); no BF16"},
-	"a100":                {312, 0.40, "NVIDIA A100 datasheet: 312 TFLOPS BF16 tensor dense (624 sparse)"},
-	"h100":                {989, 0.40, "NVIDIA H100 SXM datasheet: 1,979 TFLOPS BF16 tensor with sparsity, 989 dense"},
-	"h200":                {989, 0.40, "NVIDIA H200 SXM datasheet: 1,979 TFLOPS BF16 tensor with sparsity, 989 dense"},
-	"b200":                {2250, 0.40, "NVIDIA HGX B200 datasheet: 36 PFLOPS FP16/BF16 sparse per 8 GPUs, 2.25 PFLOPS dense per GPU"},
-	"b300":                {2250, 0.40, "NVIDIA HGX B300 datasheet: same FP16/BF16 dense tensor rate as B200 (2.25 PFLOPS); B300 gains are in FP4"},
-	"rtx-pro-server-6000": {500, 0.35, "estimate: NVIDIA RTX PRO 6000 Blackwell Server datasheet gives 4 PFLOPS FP4 sparse; halved per precision step and for sparsity"},
-	"rtx-pro-4500":        {200, 0.35, "estimate: NVIDIA RTX PRO 4500 Blackwell, scaled from its FP4 sparse peak as for the RTX PRO 6000"},
+	"t4":                  {65, mfuMax["t4"], "NVIDIA T4 datasheet: 65 TFLOPS FP16 tensor (mixed precision); no BF16"},
+	"t4g":                 {65, mfuMax["t4g"], "NVIDIA T4G (Graviton g5g) is a T4: 65 TFLOPS FP16 tensor"},
+	"a10g":                {125, mfuMax["a10g"], "NVIDIA A10 datasheet: 125 TFLOPS BF16 tensor dense (250 sparse); NVIDIA publishes no separate A10G sheet"},
+	"l4":                  {121, mfuMax["l4"], "NVIDIA L4 datasheet: 242 TFLOPS BF16 tensor with sparsity, 121 dense"},
+	"l40s":                {362, mfuMax["l40s"], "NVIDIA L40S datasheet: 362.05 TFLOPS BF16 tensor dense (733 sparse)"},
+	"v100":                {125, mfuMax["v100"], "NVIDIA V100 SXM2 datasheet: 125 TFLOPS tensor (FP16); no BF16"},
+	"a100":                {312, mfuMax["a100"], "NVIDIA A100 datasheet: 312 TFLOPS BF16 tensor dense (624 sparse)"},
+	"h100":                {989, mfuMax["h100"], "NVIDIA H100 SXM datasheet: 1,979 TFLOPS BF16 tensor with sparsity, 989 dense"},
+	"h200":                {989, mfuMax["h200"], "NVIDIA H200 SXM datasheet: 1,979 TFLOPS BF16 tensor with sparsity, 989 dense"},
+	"b200":                {2250, mfuMax["b200"], "NVIDIA HGX B200 datasheet: 36 PFLOPS FP16/BF16 sparse per 8 GPUs, 2.25 PFLOPS dense per GPU"},
+	"b300":                {2250, mfuMax["b300"], "NVIDIA HGX B300 datasheet: same FP16/BF16 dense tensor rate as B200 (2.25 PFLOPS); B300 gains are in FP4"},
+	"rtx-pro-server-6000": {500, mfuMax["rtx-pro-server-6000"], "estimate: NVIDIA RTX PRO 6000 Blackwell Server datasheet gives 4 PFLOPS FP4 sparse; halved per precision step and for sparsity"},
+	"rtx-pro-4500":        {200, mfuMax["rtx-pro-4500"], "estimate: NVIDIA RTX PRO 4500 Blackwell, scaled from its FP4 sparse peak as for the RTX PRO 6000"},
 }
 
 // unknownPerf is used for a GPU model missing from the table.
-var unknownPerf = GPUPerf{PeakTFLOPS: 60, MFU: 0.30, Source: "unknown GPU model: assumed 60 TFLOPS, T4-class"}
+var unknownPerf = GPUPerf{PeakTFLOPS: 60, MFU: MFUMaxA100 * MFUScaleInference, Source: "unknown GPU model: assumed 60 TFLOPS, T4-class"}
 
 // PerfOf returns the performance assumptions for a GPU model (GRES type).
 func PerfOf(gpuModel string) GPUPerf {
@@ -66,13 +60,14 @@ func PerfOf(gpuModel string) GPUPerf {
 	return unknownPerf
 }
 
-// ComputeHours is the time to do flops on n GPUs of a model at its MFU and
-// a scaling efficiency (1 for one GPU; see Efficiency).
-func ComputeHours(flops float64, gpuModel string, n int, efficiency float64) float64 {
+// ComputeHours is the time to do flops on n GPUs of a model at the MFU a
+// job with params parameters reaches (MFUAt) and a scaling efficiency (1
+// for one GPU; see Efficiency).
+func ComputeHours(flops float64, gpuModel string, params float64, n int, efficiency float64) float64 {
 	if flops <= 0 || n <= 0 || efficiency <= 0 {
 		return 0
 	}
-	return flops / (float64(n) * PerfOf(gpuModel).EffectiveTFLOPS() * 1e12 * efficiency) / 3600
+	return flops / (float64(n) * PerfOf(gpuModel).EffectiveTFLOPSAt(params) * 1e12 * efficiency) / 3600
 }
 
 // SpotRiskFactor is the expected multiplier on a spot job's run time and cost

@@ -101,15 +101,22 @@ func TestComputeHoursAndFLOPs(t *testing.T) {
 			t.Errorf("%s/%s: %v want %v", c.w, c.m, got, c.want)
 		}
 	}
-	// Llama 2 7B: 6 x 7e9 x 2e12 FLOPs on one A100 at 40% of 312 TFLOPS.
-	if got, want := ComputeHours(6*7e9*2e12, "a100", 1, 1), 6*7e9*2e12/(312e12*0.40)/3600; !near(got, want) {
+	// Llama 2 7B: 6 x 7e9 x 2e12 FLOPs on one A100 at the MFU of mfu.go
+	// for 7B: m_A100 / (1 + (P0 x 312/989 / 7e9)^beta).
+	mfu7 := 0.6965 / (1 + math.Pow(9.5e9*312/989/7e9, 0.1387))
+	if got, want := ComputeHours(6*7e9*2e12, "a100", 7e9, 1, 1), 6*7e9*2e12/(312e12*mfu7)/3600; !near(got, want) {
 		t.Errorf("a100: %v want %v", got, want)
 	}
-	// 8 H100 at 0.925 scaling efficiency.
-	if got, want := ComputeHours(1e21, "h100", 16, 0.925), 1e21/(16*989e12*0.40*0.925)/3600; !near(got, want) {
+	// 16 H100 at 0.925 scaling efficiency, 70B.
+	mfu70 := 0.5128 / (1 + math.Pow(9.5e9/70e9, 0.1387))
+	if got, want := ComputeHours(1e21, "h100", 70e9, 16, 0.925), 1e21/(16*989e12*mfu70*0.925)/3600; !near(got, want) {
 		t.Errorf("h100: %v want %v", got, want)
 	}
-	if ComputeHours(1e21, "h100", 0, 1) != 0 || ComputeHours(0, "h100", 8, 1) != 0 {
+	// a larger model reaches a higher MFU; the faster GPU a lower one
+	if a, h := PerfOf("a100"), PerfOf("h100"); !(a.MFUAt(1e9) < a.MFUAt(70e9) && h.MFUAt(8e9) < a.MFUAt(8e9)) {
+		t.Errorf("MFU: A100 1B %v 70B %v, H100 8B %v", a.MFUAt(1e9), a.MFUAt(70e9), h.MFUAt(8e9))
+	}
+	if ComputeHours(1e21, "h100", 70e9, 0, 1) != 0 || ComputeHours(0, "h100", 70e9, 8, 1) != 0 {
 		t.Error("no GPUs or no FLOPs must give 0")
 	}
 }

@@ -19,6 +19,11 @@ type need struct {
 	hoursFromTL float64
 	minGPUs     int      // GPUs per node at least (no model: what history says is busy)
 	learn       *learned // what past runs say, applied to the plan
+	// tolerateNodes: a plan on this many nodes that needs more than the
+	// usable memory but no more than the GPUs' memory plus the model's
+	// measured error (MemoryError) is admitted, marked tight: the user
+	// asked for it explicitly. 0: never.
+	tolerateNodes int
 }
 
 // plan is one way to run a job: nodes x GPUs of a class.
@@ -43,6 +48,9 @@ type plan struct {
 	meets      bool          // meets every target (true when there is none)
 	short      func() string // why the plan cannot hold the job; nil when it can
 	learnedMem bool          // memory came from measured use
+	tight      bool          // needs more than the usable memory, within the model's error (need.tolerateNodes)
+	netNote    string        // why ZeRO-3 across nodes is network-bound (shardedNetEfficiency)
+	work       float64       // effective TFLOPS of the whole plan (training with a model), for cost per unit of work
 }
 
 func (pl *plan) shortfall() string {
@@ -96,7 +104,7 @@ type searchResult struct {
 // classFabric is the weakest fabric among a class's instance types, and
 // the smallest GPU memory.
 func (p *Policy) classShape(c Class) (Fabric, int) {
-	f := Fabric{NVLink: true, EFA: true, Gbps: math.MaxInt32}
+	f := Fabric{NVLink: true, EFA: true, Gbps: math.MaxInt32, Mbps: math.MaxInt32}
 	minMem := math.MaxInt
 	for _, tn := range c.InstanceTypes {
 		t, ok := p.cat.Lookup(tn)
@@ -107,6 +115,7 @@ func (p *Policy) classShape(c Class) (Fabric, int) {
 		f.NVLink = f.NVLink && tf.NVLink
 		f.EFA = f.EFA && tf.EFA
 		f.Gbps = min(f.Gbps, tf.Gbps)
+		f.Mbps = min(f.Mbps, tf.Mbps)
 		minMem = min(minMem, t.GPUMemoryMiB)
 	}
 	if minMem == math.MaxInt {
@@ -220,6 +229,9 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 	}
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i].chosen, cands[j].chosen
+		if a.tight != b.tight {
+			return !a.tight // a plan within the usable memory wins over a tight one
+		}
 		if tg.any() && a.meets != b.meets {
 			return a.meets
 		}
@@ -237,10 +249,17 @@ func (p *Policy) timed(pl *plan, n need) bool {
 	return pl.hours > 0 || pl.decode != nil
 }
 
+// cheaper compares expected cost per run, or when a run time is unknown,
+// the price of a unit of work (hourly price / effective TFLOPS: a plan at
+// a tenth of the efficiency costs ten times as much per step), or the
+// hourly price when there is no model.
 func cheaper(a, b *plan) bool {
 	ka, kb := a.hourly, b.hourly
-	if a.cost > 0 && b.cost > 0 {
+	switch {
+	case a.cost > 0 && b.cost > 0:
 		ka, kb = a.cost, b.cost
+	case a.work > 0 && b.work > 0:
+		ka, kb = a.hourly/a.work, b.hourly/b.work
 	}
 	if ka != kb {
 		return ka < kb
@@ -307,13 +326,23 @@ func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, 
 			pl.needMiB, pl.learnedMem = perGPU, true
 		}
 	}
-	if pl.needMiB > pl.usableMiB {
+	if pl.needMiB > pl.usableMiB && n.model != nil && !pl.learnedMem && nodes == n.tolerateNodes {
+		if e, _ := n.model.MemoryError(); pl.needMiB <= float64(memMiB)*(1+e) {
+			pl.tight = true
+		}
+	}
+	if pl.needMiB > pl.usableMiB && !pl.tight {
 		pl.short = func() string {
 			what := fmt.Sprintf("%.1f GiB per GPU", pl.needMiB/1024)
 			if pl.mem != nil && !pl.learnedMem {
 				what = pl.mem.String()
 			}
-			return fmt.Sprintf("%d node(s) x %d GPU(s) need %s; a %s GPU holds %.1f GiB usable", nodes, gpn, what, c.GPUModel, pl.usableMiB/1024)
+			s := fmt.Sprintf("%d node(s) x %d GPU(s) need %s; a %s GPU holds %.1f GiB usable", nodes, gpn, what, c.GPUModel, pl.usableMiB/1024)
+			if n.model != nil && nodes == n.tolerateNodes && !pl.learnedMem {
+				e, src := n.model.MemoryError()
+				s += fmt.Sprintf(" (%.1f GiB in all), more than the model's measured error allows (+%.0f%%, %s)", float64(memMiB)/1024, 100*e, src)
+			}
+			return s
 		}
 		return pl
 	}
@@ -334,8 +363,16 @@ func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, 
 	}
 	if m := n.model; m != nil {
 		pl.eff = efficiency(fab, nodes, gpn, m.CommVolume(sh))
+		if sh == jobmeta.ShardingZeRO3 {
+			if ne, note := shardedNetEfficiency(m, c.GPUModel, fab, nodes); ne < pl.eff {
+				pl.eff, pl.netNote = ne, note
+			}
+		}
+		if m.Training() {
+			pl.work = float64(N) * PerfOf(c.GPUModel).EffectiveTFLOPSAt(m.Params) * pl.eff
+		}
 		if m.Training() && n.flops > 0 {
-			pl.hours = ComputeHours(n.flops, c.GPUModel, N, pl.eff)
+			pl.hours = ComputeHours(n.flops, c.GPUModel, m.Params, N, pl.eff)
 		}
 		if !m.Training() {
 			if d, ok := DecodeOn(*m, c.GPUModel, memMiB, nodes, gpn); ok {

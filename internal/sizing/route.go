@@ -135,7 +135,12 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 
 	// The user fixed some of it: size what they asked for, and look for
 	// what metadata alone would choose.
-	asked := p.search(r, base, in.Unavailable)
+	tol := base
+	if r.Explicit.GPUs || r.Explicit.Nodes {
+		// the user fixed the shape: refuse only beyond the model's measured error
+		tol.tolerateNodes = r.nodes()
+	}
+	asked := p.search(r, tol, in.Unavailable)
 	open := r
 	open.Explicit, open.GPUsPerNode, open.Nodes, open.GPUModel = Explicit{}, 0, 0, ""
 	if !r.Explicit.Partition {
@@ -159,6 +164,9 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 	}
 	d = p.decision(r, base, asked)
 	d.Explicit = r.Explicit.names()
+	if asked.best.tight {
+		d.Warnings = append(d.Warnings, tightNote(asked.best, base.model))
+	}
 	if up != nil {
 		if o := in.History.LastOOM; o != nil && asked.best.gpus()*asked.best.memMiB <= o.TotalMiB() {
 			d.Warnings = append(d.Warnings, fmt.Sprintf("your last run of this job (job %s) ran out of GPU memory with %.0f GiB; this request has %.0f GiB", o.JobID, float64(o.TotalMiB())/1024, float64(asked.best.gpus()*asked.best.memMiB)/1024))
@@ -241,7 +249,7 @@ func (p *Policy) needOf(r Request) need {
 	m := ModelOf(md, n.workload)
 	n.model = &m
 	if m.Training() {
-		n.flops = FLOPsPerParamToken(n.workload, m.Method) * md.Params * tokens
+		n.flops = TrainingFLOPs(FLOPsPerParamToken(n.workload, m.Method), md.Params, m.Arch, m.Seq, tokens)
 	} else {
 		n.tokens = tokens
 	}
@@ -418,8 +426,10 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 	parts = append(parts, fmt.Sprintf("%s (%d x %s per node, %.0f GiB usable per GPU) on %s %s at $%.2f/h", planName(pl), pl.gpn, c.GPUModel, pl.usableMiB/1024, pl.best.InstanceType, pl.best.Capacity, pl.hourly))
 	if n.flops > 0 && pl.hours > 0 {
 		pf := PerfOf(c.GPUModel)
-		s := fmt.Sprintf("%.2g FLOPs at %.0f%% of %.0f TFLOPS x %d GPUs", n.flops, pf.MFU*100, pf.PeakTFLOPS, pl.gpus())
-		if _, note := Efficiency(pl.fabric, pl.nodes, pl.gpn, n.model.CommVolume(pl.sharding)); note != "" {
+		s := fmt.Sprintf("%.2g FLOPs at %.0f%% of %.0f TFLOPS (MFU for %s params) x %d GPUs", n.flops, pf.MFUAt(n.model.Params)*100, pf.PeakTFLOPS, fmtCount(n.model.Params), pl.gpus())
+		if pl.netNote != "" {
+			s += " x " + pl.netNote
+		} else if _, note := Efficiency(pl.fabric, pl.nodes, pl.gpn, n.model.CommVolume(pl.sharding)); note != "" {
 			s += " x " + note
 		}
 		parts = append(parts, fmt.Sprintf("%s = %.1f h", s, pl.hours))
@@ -453,6 +463,8 @@ func choiceText(r Request, tg targets, res searchResult) string {
 		s = fmt.Sprintf("cheapest of %d classes whose plans meet %s (%d fit)", res.meeting, targetText(r.Metadata), res.fitting)
 	case pl.cost > 0:
 		s = fmt.Sprintf("cheapest expected cost of %d fitting classes", res.fitting)
+	case pl.work > 0:
+		s = fmt.Sprintf("cheapest expected price per unit of work (hourly price / effective TFLOPS) of %d fitting classes", res.fitting)
 	default:
 		s = fmt.Sprintf("cheapest expected hourly price of %d fitting classes", res.fitting)
 	}

@@ -2,6 +2,7 @@ package sizing
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,9 @@ func TestIssueExamples(t *testing.T) {
 		if d.Class != "h100x8" || d.Partition != "" {
 			t.Errorf("want h100x8 in the user's partition, got %s partition %q", d.Class, d.Partition)
 		}
-		if !strings.Contains(d.Suggestion, "l4") {
+		// one A10G: the same spot price as an L4 for 125 against 121 TFLOPS
+		// (cheaper per unit of work; no tokens, so no cost per run)
+		if !strings.Contains(d.Suggestion, "1 node(s) of a10g") {
 			t.Errorf("suggestion %q", d.Suggestion)
 		}
 	})
@@ -75,8 +78,10 @@ func TestIssueExamples(t *testing.T) {
 		if !strings.Contains(d.Sharding, "zero3") {
 			t.Errorf("sharding %q", d.Sharding)
 		}
-		// 6 x 70e9 x 2.5e11 tokens at 40% of 989 TFLOPS x 32 GPUs x (1 - 0.05 x 1.5)
-		hours := 6 * 70e9 * (1e12 / 4) / (32 * 989e12 * 0.40 * (1 - 0.05*1.5)) / 3600
+		// 6 x (70e9 + 2 x 80 layers x 8192 x 2048 seq) x 2.5e11 tokens at
+		// 989 TFLOPS x the MFU of mfu.go for 70B on H100 x 32 GPUs x (1 - 0.05 x 1.5)
+		mfu := 0.5128 / (1 + math.Pow(9.5e9/70e9, 0.1387))
+		hours := 6 * (70e9 + 2*80*8192*2048) * (1e12 / 4) / (32 * 989e12 * mfu * (1 - 0.05*1.5)) / 3600
 		if d.EstHours < hours*0.999 || d.EstHours > hours*1.001 || d.MeetsDeadline {
 			t.Errorf("est %.2f h, want %.2f h and a missed 48 h deadline", d.EstHours, hours)
 		}
@@ -93,13 +98,15 @@ func TestIssueExamples(t *testing.T) {
 }
 
 // TestScaleOutToDeadline: one L4 class of up to 8 nodes, a 1B full
-// fine-tune that takes 1,000 h on one node. Over TCP (g6.xlarge has no
+// fine-tune that takes 1,000 h on one node (at the MFU of mfu.go for 1B
+// on an L4, with Llama 3.2 1B's 16 layers x 2048 for the attention FLOPs). Over TCP (g6.xlarge has no
 // EFA) each extra node runs at 0.70, so n nodes take 1000 / (0.70 n) h:
 // a 300 h deadline needs n >= 4.76, so 5 nodes (285.7 h).
 func TestScaleOutToDeadline(t *testing.T) {
 	l4 := Class{Name: "l4", GPUModel: "l4", GPUsPerNode: 1, MaxNodes: 8, InstanceTypes: []string{"g6.xlarge"}, MaxTime: 7 * 24 * time.Hour, Partition: "gpu"}
 	p := examplePolicy(t, DefaultParams(), l4)
-	tokens := 1000 * 3600 * 121e12 * 0.30 / (6 * 1e9) // 1,000 h on one L4
+	mfu := 0.6965 * 0.75 / (1 + math.Pow(9.5e9*121/989/1e9, 0.1387))
+	tokens := 1000 * 3600 * 121e12 * mfu / (6 * (1e9 + 2*16*2048*2048)) // 1,000 h on one L4
 	meta := md(t, "burst: params=1B workload=finetune checkpoint=30m")
 	meta.Tokens = tokens
 	noDeadline := route(t, p, RouteInput{Request: Request{Metadata: meta}})

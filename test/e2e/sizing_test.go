@@ -98,10 +98,11 @@ func TestSizing(t *testing.T) {
 		return zones
 	}
 
-	// 1B full fine-tune, 218M tokens: 6 x 1e9 x 218e6 FLOPs is about 10 h
-	// on one L4 or A10G at 30% MFU; over TCP (0.70 per extra node) 3 nodes
-	// take about 4.7 h, 2 nodes 7 h.
-	deadlineJob := "--comment=burst: params=1B tokens=218M workload=finetune deadline=5h checkpoint=1m checkpoint_signal=USR1"
+	// 1B full fine-tune, 160M tokens: 6 x (1e9 + 2 x 16 x 2048 x 2048) x
+	// 160e6 FLOPs is about 9.5 h on one L4 or A10G at the MFU
+	// internal/sizing/mfu.go gives a 1B model there (26%); over TCP (0.70
+	// per extra node) 3 nodes take about 4.6 h, 2 nodes 6.8 h.
+	deadlineJob := "--comment=burst: params=1B tokens=160M workload=finetune deadline=5h checkpoint=1m checkpoint_signal=USR1"
 	scaledOut := func(t *testing.T, name string) sizing.Decision {
 		t.Helper()
 		d := routeJSON(t, deadlineJob, "--job-name="+name)
