@@ -56,6 +56,8 @@ func TestCheckEC2(t *testing.T) {
 	}{
 		{"a correct response", "DescribeThings", thingXML(`<item><thingId>t-1</thingId><state>running</state><count>3</count><ready>true</ready><made>2026-12-01T10:00:00.000Z</made></item><item><thingId>t-2</thingId></item>`), ""},
 		{"no output, only requestId", "DeleteThing", `<DeleteThingResponse><requestId>r</requestId></DeleteThingResponse>`, ""},
+		{"no output: EC2's return true", "DeleteThing", `<DeleteThingResponse><requestId>r</requestId><return>true</return></DeleteThingResponse>`, ""},
+		{"no output, but data", "DeleteThing", `<DeleteThingResponse><requestId>r</requestId><thingId>t</thingId></DeleteThingResponse>`, "the operation has no output, but the response holds <thingId>"},
 		{"missing required member", "DescribeThings", thingXML(`<item><state>running</state></item>`), "DescribeThingsResult.Things[0].ThingId: required member missing"},
 		{"wrong enum", "DescribeThings", thingXML(`<item><thingId>t</thingId><state>Running</state></item>`), `DescribeThingsResult.Things[0].State: "Running" is not one of the enum's 2 values`},
 		{"wrong type: integer", "DescribeThings", thingXML(`<item><thingId>t</thingId><count>three</count></item>`), `Things[0].Count: "three" is not an integer`},

@@ -78,7 +78,13 @@ func (c *checker) ec2Response(output string, body []byte) {
 		c.add("requestId", "missing or repeated (EC2 answers every call with one requestId)")
 	}
 	if output == "" {
+		// EC2 answers an action without output data with <return>true</return>
+		// (EC2 API Reference, the example responses of CreateTags, DeleteTags
+		// and the like); botocore's model leaves it out
 		for _, ch := range kids {
+			if ch.name == "return" && len(ch.children) == 0 && strings.TrimSpace(ch.text) == "true" {
+				continue
+			}
 			c.add(ch.name, "the operation has no output, but the response holds <%s>", ch.name)
 		}
 		return
