@@ -74,7 +74,25 @@ if ! have go; then
   fi
   exit 1
 fi
+# moto (the second EC2: test/moto's contract tests) and botocore's EC2 and
+# SQS API models (test/ec2emu/awsmodel checks the emulator's responses
+# against them) in the Python the tests run ($BURST_PYTHON, else python3).
+# Neither is a Debian package of the right version and PyPI may be out of
+# reach, so this checks and says what to install rather than installing.
+py=${BURST_PYTHON:-python3}
+if ! moto_version=$("$py" -c 'import moto; print(moto.__version__)' 2>/dev/null); then
+  echo "install-deps: $py cannot import moto; the moto contract tests (test/moto) need moto 5.x: pip install 'moto[server]>=5,<6' into that Python, or point BURST_PYTHON at one that has it" >&2
+  exit 1
+fi
+if ! "$py" - <<'PY' 2>/dev/null; then
+import botocore, glob, os, sys
+d = os.path.join(os.path.dirname(botocore.__file__), "data")
+sys.exit(0 if all(glob.glob(os.path.join(d, s, "*", "service-2.json*")) for s in ("ec2", "sqs")) else 1)
+PY
+  echo "install-deps: $py has no botocore with the EC2 and SQS API models (botocore/data/{ec2,sqs}/*/service-2.json[.gz]); the e2e tests check the emulator's responses against them: pip install botocore into that Python, or point BURST_PYTHON at one that has it" >&2
+  exit 1
+fi
 if [ ${#roots[@]} -gt 0 ]; then
   ./slurm-roots.sh "${roots[@]}"
 fi
-echo "install-deps: ok ($(slurmctld -V) on the host${roots[*]:+, Debian roots for ${roots[*]}}, $(packer version | head -1), $(go version | cut -d' ' -f3), python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo "(not from Debian)"))"
+echo "install-deps: ok ($(slurmctld -V) on the host${roots[*]:+, Debian roots for ${roots[*]}}, $(packer version | head -1), $(go version | cut -d' ' -f3), python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo "(not from Debian)"), moto $moto_version)"

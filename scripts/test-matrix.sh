@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the Go tests once per supported Slurm version (what `make test` runs):
 #   22.05  every package (unit tests, and the real-Slurm tests on the host's
-#          Debian 12 packages)
+#          Debian 12 packages; test/moto's contract tests against moto run
+#          here only, once: they need no Slurm)
 #   24.11, 26.05  the packages whose tests drive real Slurm daemons (those
 #          importing test/harness or test/stack), against the Debian roots
 #          scripts/slurm-roots.sh built (BURST_SLURM=<version>)

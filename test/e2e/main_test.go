@@ -80,6 +80,9 @@ func start(t *testing.T, o stack.Options) *stack.Stack {
 			dumpLogs(t, s)
 		}
 		checkBackend(t, s)
+		if v := s.ModelViolations(); v != "" {
+			t.Errorf("the EC2 emulator's responses break AWS's API model (botocore's service-2.json; fix test/ec2emu):\n%s", v)
+		}
 		s.Stop()
 	})
 	return s

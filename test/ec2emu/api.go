@@ -147,6 +147,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, reqID, aerr)
 		return
 	}
+	s.checkModel("ec2", action, replay)
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	_, _ = w.Write(replay)
 }

@@ -73,8 +73,9 @@ type xFleetInstance struct {
 	Lifecycle                  string          `xml:"lifecycle"`
 	InstanceIDs                xItems[string]  `xml:"instanceIds"`
 	InstanceType               string          `xml:"instanceType"`
-	SubnetID                   string          `xml:"subnetId"`
-	AvailabilityZone           string          `xml:"availabilityZone"`
+	// no subnetId or availabilityZone: a fleet instance's zone and subnet are
+	// in launchTemplateAndOverrides.overrides only (EC2 API Reference,
+	// CreateFleetInstance data type; botocore's CreateFleetInstance shape)
 }
 
 type override struct {
@@ -327,7 +328,7 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 	var fleetInstances []xFleetInstance
 	idx := 0
 	for _, t := range plan {
-		fi := xFleetInstance{LaunchTemplateAndOverrides: t.ov.xml(), Lifecycle: lifecycle, InstanceType: t.ov.typ, SubnetID: t.ov.subnet, AvailabilityZone: t.ov.zone}
+		fi := xFleetInstance{LaunchTemplateAndOverrides: t.ov.xml(), Lifecycle: lifecycle, InstanceType: t.ov.typ}
 		for inPool := range t.n {
 			in := &instance{Instance: Instance{InstanceType: t.ov.typ, ImageID: t.ov.lt.ImageID, Zone: t.ov.zone, SubnetID: t.ov.subnet, Lifecycle: lifecycle,
 				LaunchIndex: s.opts.LaunchIndexes.index(idx, inPool), Tags: merge(t.ov.lt.TagSpecs["instance"], tags["instance"]), UserData: t.ov.lt.UserData,

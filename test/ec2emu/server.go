@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/test/ec2emu/awsmodel"
 )
 
 // Namespace is the XML namespace of EC2 API version 2016-11-15.
@@ -90,6 +91,10 @@ type Options struct {
 	// reachable from the instance alone (others get 403); the harness,
 	// whose instances have their own addresses, sets it.
 	IMDSFromInstanceOnly bool
+	// Models, when set, checks every successful EC2 and SQS response
+	// against AWS's API models (awsmodel); ModelViolations lists what broke
+	// them. test/stack sets it in every e2e test.
+	Models *awsmodel.Set
 }
 
 // Call is one recorded API call.
@@ -157,8 +162,9 @@ type Server struct {
 	wg        sync.WaitGroup
 	hooks     sync.WaitGroup
 
-	identity identity // lazily made signing keys
-	sqs      sqsService
+	identity   identity // lazily made signing keys
+	violations []awsmodel.Violation
+	sqs        sqsService
 }
 
 // New builds a server; call Start to listen.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,15 +23,24 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/burst-hpc/burst/test/ec2emu"
+	"github.com/burst-hpc/burst/test/ec2emu/awsmodel"
 )
 
 func start(t *testing.T, o ec2emu.Options) (*ec2emu.Server, *ec2.Client) {
 	t.Helper()
+	if o.Models == nil {
+		o.Models = models(t)
+	}
 	s := ec2emu.New(o)
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() {
+		_ = s.Close()
+		for _, v := range s.ModelViolations() {
+			t.Errorf("the emulator's response breaks AWS's API model: %s", v)
+		}
+	})
 	c := ec2.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
@@ -42,6 +52,22 @@ func start(t *testing.T, o ec2emu.Options) (*ec2emu.Server, *ec2.Client) {
 		},
 	}, func(o *ec2.Options) { o.BaseEndpoint = aws.String(s.URL()) })
 	return s, c
+}
+
+// models are botocore's EC2 and SQS models, which every emulator these
+// tests start checks its responses against; without botocore the tests
+// run unchecked (and fail under BURST_REQUIRE_TOOLS=1).
+func models(t *testing.T) *awsmodel.Set {
+	t.Helper()
+	set, err := awsmodel.Default()
+	if err != nil {
+		if os.Getenv("BURST_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("%v; BURST_REQUIRE_TOOLS=1 makes this a failure", err)
+		}
+		t.Logf("NOT CHECKING responses against AWS's API models: %v", err)
+		return nil
+	}
+	return set
 }
 
 func code(err error) string {

@@ -201,6 +201,7 @@ func (s *Server) serveSQS(w http.ResponseWriter, r *http.Request) {
 		writeSQSError(w, reqID, &sqsError{Type: "InternalError", Query: "InternalError", Status: 500, Message: err.Error()})
 		return
 	}
+	s.checkModel("sqs", action, b)
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 	w.Header().Set("X-Amzn-RequestId", reqID)
 	_, _ = w.Write(b)

@@ -31,6 +31,7 @@ import (
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurmconf"
 	"github.com/burst-hpc/burst/test/ec2emu"
+	"github.com/burst-hpc/burst/test/ec2emu/awsmodel"
 	"github.com/burst-hpc/burst/test/harness"
 )
 
@@ -294,6 +295,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if eo.Logger == nil {
 		eo.Logger = log
 	}
+	if eo.Models == nil {
+		// every EC2 and SQS answer is checked against AWS's API models
+		// (botocore's); the test reads ModelViolations at its end
+		models, err := awsmodel.Default()
+		if err != nil {
+			return nil, fmt.Errorf("stack: loading AWS's API models to check the emulator's responses against (scripts/install-deps.sh checks for them): %w", err)
+		}
+		eo.Models = models
+	}
 	s.Emu = ec2emu.New(eo)
 	if err := s.Emu.Start(); err != nil {
 		return nil, fmt.Errorf("stack: starting the EC2 emulator: %w", err)
@@ -323,6 +333,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// ModelViolations is every way the emulator's responses broke AWS's API
+// models so far, one line each ("" when none).
+func (s *Stack) ModelViolations() string {
+	var b strings.Builder
+	for _, v := range s.Emu.ModelViolations() {
+		b.WriteString(v.String() + "\n")
+	}
+	return b.String()
 }
 
 // RunDir is the run directory of a node's bootstrap (its credential,

@@ -3,6 +3,7 @@ package ec2
 import (
 	"context"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/test/ec2emu"
+	"github.com/burst-hpc/burst/test/ec2emu/awsmodel"
 )
 
 var testSubnets = map[string]string{"us-east-1a": "subnet-a", "us-east-1b": "subnet-b", "us-east-1c": "subnet-c"}
@@ -52,11 +54,25 @@ func newEnv(t testing.TB, eo ec2emu.Options, po Options) *env {
 	if eo.TimeScale == 0 {
 		eo.TimeScale = 1000
 	}
+	if eo.Models == nil {
+		// the emulator's answers are checked against AWS's API models
+		// (botocore's), as in every e2e test; without botocore, unchecked
+		if set, err := awsmodel.Default(); err == nil {
+			eo.Models = set
+		} else if os.Getenv("BURST_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("%v; BURST_REQUIRE_TOOLS=1 makes this a failure", err)
+		}
+	}
 	srv := ec2emu.New(eo)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() {
+		_ = srv.Close()
+		for _, v := range srv.ModelViolations() {
+			t.Errorf("the emulator's response breaks AWS's API model: %s", v)
+		}
+	})
 	e := &env{srv: srv, client: newClient(srv.URL(), 10, 20*time.Millisecond)}
 	if po.ImageID == "" && po.LaunchTemplateName == "" {
 		po.LaunchTemplateName = "burst-gpu"
