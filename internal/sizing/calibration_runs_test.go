@@ -29,28 +29,21 @@ type publishedRun struct {
 // publishedRuns: the fit set and the held-out set (sizer/README.md
 // "Calibration" shows both, with errPct).
 var publishedRuns = []publishedRun{
-	{"Llama 2 7B", 6.74e9, 2e12, 4096, 32, 4096, "a100", 184320, false, true, 23, "Llama 2 paper (Touvron et al. 2023) Table 2 and model card: A100-80GB, 2T tokens, 4K context"},
-	{"Llama 2 13B", 13.0e9, 2e12, 4096, 40, 5120, "a100", 368640, false, true, 11, "same"},
-	{"Llama 2 70B", 70e9, 2e12, 4096, 80, 8192, "a100", 1720320, false, true, 11, "same"},
-	{"Llama 3 8B", 8.03e9, 15e12, 8192, 32, 4096, "h100", 1.3e6, false, true, -22, "Llama 3 model card (meta-llama/llama3 MODEL_CARD.md): H100-80GB, 15T+ tokens, 8K context"},
-	{"Llama 3 70B", 70.6e9, 15e12, 8192, 80, 8192, "h100", 6.4e6, false, true, 10, "same"},
-	{"Llama 3.1 405B", 405e9, 15.6e12, 8192, 126, 16384, "h100", 30.84e6, false, true, 16, "Llama 3.1 model card (meta-llama/llama-models); 15.6T tokens and 8K pretraining context from the Llama 3 paper (Meta 2024)"},
-	{"BLOOM 176B", 176e9, 366e9, 2048, 70, 14336, "a100", 1082990, false, true, -27, "BLOOM paper (Le Scao et al. 2022): 1,082,990 compute hours on A100-80GB, 366B tokens, 2048 context"},
-	{"OPT-175B", 175e9, 180e9, 2048, 96, 12288, "a100", 6 * 175e9 * 180e9 / 147e12 / 3600, true, true, 9, "OPT paper (Zhang et al. 2022): 180B tokens on 992 A100-80GB at 147 TFLOP/s per GPU"},
-	{"MPT-7B", 6.7e9, 1e12, 2048, 32, 4096, "a100", 440 * 9.5 * 24, true, true, 5, "MosaicML MPT-7B model card and blog: 440 A100-40GB for 9.5 days, 1T tokens"},
-	{"Pythia 70M", 70.4e6, 300e9, 2048, 6, 512, "a100", 510, false, true, 0, "Pythia paper (Biderman et al. 2023), Table of GPU-hours: A100-40GB, 300B tokens (299.9B)"},
-	{"Pythia 410M", 405e6, 300e9, 2048, 24, 1024, "a100", 2540, false, true, 6, "same"},
-	{"Pythia 2.8B", 2.78e9, 300e9, 2048, 32, 2560, "a100", 14240, false, true, 1, "same"},
-	{"Pythia 12B", 11.85e9, 300e9, 2048, 36, 5120, "a100", 72300, false, true, -27, "same"},
+	{"Llama 2 7B", 6.74e9, 2e12, 4096, 32, 4096, "a100", 184320, false, true, 13, "Llama 2 model card (meta-llama/llama MODEL_CARD.md, as Llama 2 paper Table 2): 184320 GPU hours, A100-80GB, 2.0T tokens, 4k context"},
+	{"Llama 2 13B", 13.0e9, 2e12, 4096, 40, 5120, "a100", 368640, false, true, 3, "same: 368640 GPU hours"},
+	{"Llama 2 70B", 70e9, 2e12, 4096, 80, 8192, "a100", 1720320, false, true, 7, "same: 1720320 GPU hours"},
+	{"Llama 3 8B", 8.03e9, 15e12, 8192, 32, 4096, "h100", 1.3e6, false, true, -24, "Llama 3 model card (meta-llama/llama3 MODEL_CARD.md): 1.3M GPU hours, H100-80GB, 15T+ tokens, 8,192-token sequences"},
+	{"Llama 3 70B", 70.6e9, 15e12, 8192, 80, 8192, "h100", 6.4e6, false, true, 9, "same: 6.4M GPU hours"},
+	{"Llama 3.1 405B", 405e9, 15.6e12, 8192, 126, 16384, "h100", 30.84e6, false, true, 21, "Llama 3.1 model card (meta-llama/llama-models models/llama3_1/MODEL_CARD.md): 30.84M GPU hours, H100-80GB; 15.6T tokens and 8K pretraining context from the Llama 3 paper (Meta 2024)"},
+	{"BLOOM 176B", 176e9, 366e9, 2048, 70, 14336, "a100", 1082990, false, true, -27, "BLOOM paper (Le Scao et al. 2022) §3.4.1: 1,082,990 compute hours on 384 A100-80GB; 366B tokens seen"},
+	{"MPT-7B", 6.7e9, 1e12, 2048, 32, 4096, "a100", 440 * 9.5 * 24, true, true, -3, "mosaicml/mpt-7b model card, Training Configuration: 440 A100-40GBs for about 9.5 days; 1T tokens"},
+	{"Pythia 1B", 1.01e9, 300e9, 2048, 16, 2048, "a100", 4830, false, true, 12, "Pythia paper (Biderman et al. 2023) as quoted in jzhang38/TinyLlama README.md: 4830 A100 GPU hours on 300B tokens (299.9B, EleutherAI/pythia README)"},
 	// held out
-	{"LLaMA 7B", 6.7e9, 1e12, 2048, 32, 4096, "a100", 82432, false, false, 28, "LLaMA paper (Touvron et al. 2023) Table 15: GPU-hours on A100-80GB; 1T tokens (Table 2)"},
-	{"LLaMA 13B", 13.0e9, 1e12, 2048, 40, 5120, "a100", 135168, false, false, 43, "same"},
-	{"LLaMA 33B", 32.5e9, 1.4e12, 2048, 60, 6656, "a100", 530432, false, false, 19, "same; 1.4T tokens"},
-	{"LLaMA 65B", 65.2e9, 1.4e12, 2048, 80, 8192, "a100", 1022362, false, false, 18, "same; also §2.4: 380 tokens/s/GPU on 2048 A100-80GB"},
-	{"Pythia 160M", 162e6, 300e9, 2048, 12, 768, "a100", 1030, false, false, 11, "Pythia paper (Biderman et al. 2023): A100-40GB, 300B tokens"},
-	{"Pythia 1B", 1.01e9, 300e9, 2048, 16, 2048, "a100", 4830, false, false, 18, "same"},
-	{"Pythia 6.9B", 6.86e9, 300e9, 2048, 32, 4096, "a100", 33500, false, false, -4, "same"},
-	{"TinyLlama 1.1B", 1.1e9, 3e12, 2048, 22, 2048, "a100", 3e12 / 24000 / 3600, true, false, 83, "TinyLlama paper (Zhang et al. 2024): 3T tokens at 24,000 tokens/s per A100-40GB (16 GPUs, about 90 days)"},
+	{"LLaMA 7B", 6.7e9, 1e12, 2048, 32, 4096, "a100", 82432, false, false, 18, "LLaMA paper (Touvron et al. 2023, arXiv 2302.13971) Table 15: 82,432 GPU-hours on A100-80GB; 1T tokens (Table 2 and the LLaMA model card)"},
+	{"LLaMA 13B", 13.0e9, 1e12, 2048, 40, 5120, "a100", 135168, false, false, 32, "same: 135,168 GPU-hours; 1T tokens"},
+	{"LLaMA 33B", 32.5e9, 1.4e12, 2048, 60, 6656, "a100", 530432, false, false, 13, "same: 530,432 GPU-hours; 1.4T tokens"},
+	{"LLaMA 65B", 65.2e9, 1.4e12, 2048, 80, 8192, "a100", 1022362, false, false, 14, "same: 1,022,362 GPU-hours; 1.4T tokens; also §2.4: 380 tokens/sec/GPU on 2048 A100-80GB"},
+	{"TinyLlama 1.1B", 1.1e9, 3e12, 2048, 22, 2048, "a100", 3e12 / 24000 / 3600, true, false, 73, "jzhang38/TinyLlama README.md: 24k tokens per second per A100-40G GPU; 3 trillion tokens (16 A100-40G, about 90 days)"},
 }
 
 func (r publishedRun) flops() float64 {

@@ -26,20 +26,18 @@ type memoryFact struct {
 }
 
 var memoryFacts = []memoryFact{
-	{"GPT-2 1.5B, mixed-precision Adam: model states", "params=1.5B workload=train seq=1024", 1, jobmeta.ShardingReplicated, 0, true, 24e9, true, "states", "ZeRO (Rajbhandari et al. 2020) §3.1: at least 24 GB"},
-	{"LLaMA 65B, QLoRA, one 48 GB GPU (seq 512)", "params=65B workload=qlora seq=512", 1, jobmeta.ShardingReplicated, 48, true, 0, false, "", "QLoRA (Dettmers et al. 2023), abstract: a 65B model on a single 48 GB GPU"},
+	{"GPT-2 1.5B, mixed-precision Adam: model states", "params=1.5B workload=train seq=1024", 1, jobmeta.ShardingReplicated, 0, true, 24e9, true, "states", "ZeRO (Rajbhandari et al. 2020) §3.1: 16Ψ bytes, at least 24 GB for GPT-2 1.5B"},
+	{"LLaMA 65B, QLoRA, one 48 GB GPU (seq 512)", "params=65B workload=qlora seq=512", 1, jobmeta.ShardingReplicated, 48, true, 0, false, "", "QLoRA (Dettmers et al. 2023), abstract (and artidoro/qlora README): a 65B model on a single 48GB GPU"},
 	{"LLaMA 65B, QLoRA, one 48 GB GPU (burst's default seq 2048)", "params=65B workload=qlora", 1, jobmeta.ShardingReplicated, 48, true, 0, false, "", "same"},
-	{"LLaMA 33B, QLoRA, one 24 GB GPU (seq 512)", "params=33B workload=qlora seq=512", 1, jobmeta.ShardingReplicated, 24, true, 0, false, "", "QLoRA (Dettmers et al. 2023) §5: Guanaco 33B trained on a 24 GB consumer GPU"},
-	{"LLaMA 65B, regular 16-bit fine-tune", "params=65B workload=finetune seq=512", 1, jobmeta.ShardingReplicated, 0, true, 780e9, false, "", "QLoRA (Dettmers et al. 2023), §1: more than 780 GB"},
-	{"GPT-3 175B, full fine-tune with Adam", "params=175B workload=finetune", 1, jobmeta.ShardingReplicated, 0, true, 1.2e12, true, "", "LoRA (Hu et al. 2021) §4.2: 1.2 TB"},
-	{"GPT-3 175B, LoRA", "params=175B workload=lora", 1, jobmeta.ShardingReplicated, 0, true, 350e9, true, "", "LoRA (Hu et al. 2021) §4.2: 350 GB"},
-	{"7B, mixed-precision AdamW, bytes per parameter x 7e9", "params=7B workload=finetune", 1, jobmeta.ShardingReplicated, 0, true, 18 * 7e9, true, "states", "Hugging Face Transformers docs, model memory anatomy: 18 B/param (fp32 gradients and copy)"},
+	{"LLaMA 33B, QLoRA, one 24 GB GPU (seq 512; 24 GB UNCONFIRMED)", "params=33B workload=qlora seq=512", 1, jobmeta.ShardingReplicated, 24, true, 0, false, "", "QLoRA (Dettmers et al. 2023) §1: the second best Guanaco (33B) trains in under 12 hours on a single consumer GPU; the 24 GB is not stated there (UNCONFIRMED: the largest consumer GPU of 2023)"},
+	{"LLaMA 65B, regular 16-bit fine-tune", "params=65B workload=finetune seq=512", 1, jobmeta.ShardingReplicated, 0, true, 780e9, false, "", "QLoRA (Dettmers et al. 2023) §1: regular 16-bit finetuning of LLaMA 65B needs more than 780 GB"},
+	{"GPT-3 175B, full fine-tune with Adam", "params=175B workload=finetune", 1, jobmeta.ShardingReplicated, 0, true, 1.2e12, true, "", "LoRA (Hu et al. 2021) §4.2, practical benefits: 1.2TB of VRAM in training"},
+	{"GPT-3 175B, LoRA", "params=175B workload=lora", 1, jobmeta.ShardingReplicated, 0, true, 350e9, true, "", "LoRA (Hu et al. 2021) §4.2: 350GB with LoRA"},
+	{"7B, mixed-precision AdamW, bytes per parameter x 7e9", "params=7B workload=finetune", 1, jobmeta.ShardingReplicated, 0, true, 18 * 7e9, true, "states", "Hugging Face Transformers docs (perf_train_gpu_one, anatomy of model's memory): 18 bytes per parameter for mixed-precision AdamW"},
 	{"OPT-13B KV cache per token", "params=13B workload=inference layers=40 hidden=5120 heads=40 kv_heads=40 context=1", 1, "", 0, true, 2 * 5120 * 40 * 2, true, "kv", "vLLM (Kwon et al. 2023) §3: 800 KB per token (2 x 5120 x 40 x 2 B)"},
-	{"13B inference, one 40 GB A100: weights", "params=13B workload=inference", 1, "", 40, true, 26e9, true, "weights", "vLLM (Kwon et al. 2023) Figure 1: 26 GB of parameters, 65% of an A100-40GB"},
-	{"Llama 2 70B inference, fp16, one 80 GB GPU", "params=70B workload=inference", 1, "", 80, false, 140e9, true, "weights", "Llama 2 release (Hugging Face blog, 2023): 140 GB of fp16 weights"},
-	{"Llama 2 70B inference, fp16, two 80 GB GPUs", "params=70B workload=inference", 2, "", 80, true, 0, false, "", "same"},
-	{"Llama 3.1 405B inference, bf16, one 8 x 80 GB node", "params=405B workload=inference", 8, "", 80, false, 810e9, true, "weights", "Llama 3 paper (Meta 2024) §6: 810 GB of bf16 weights exceed one 8 x H100 server"},
-	{"Llama 3.1 405B inference, fp8, one 8 x 80 GB node", "params=405B workload=inference precision=fp8", 8, "", 80, true, 0, false, "", "Llama 3 paper (Meta 2024) §6.2: FP8 inference on a single 8 x H100 server"},
+	{"13B inference, one 40 GB A100: weights", "params=13B workload=inference", 1, "", 40, true, 26e9, true, "weights", "vLLM (Kwon et al. 2023) §1 and Figure 1: parameters 26 GB, about 65% of an A100 with 40GB"},
+	{"Llama 3.1 405B inference, bf16, one 8 x 80 GB node", "params=405B workload=inference", 8, "", 80, false, 0, false, "", "Llama 3 paper (Meta 2024) §6.1: in BF16 the 405B does not fit in the GPU memory of one machine with 8 H100 GPUs"},
+	{"Llama 3.1 405B inference, fp8, one 8 x 80 GB node", "params=405B workload=inference precision=fp8", 8, "", 80, true, 0, false, "", "Llama 3 paper (Meta 2024) §6.2, Figure 27: FP8 fits in one node (8 H100)"},
 }
 
 // TestMemoryCalibration measures the memory model's error on every

@@ -23,8 +23,8 @@ import (
 //   - LoRA and QLoRA: +10%, GPT-3 175B LoRA (LoRA paper §4.2: 350 GB).
 //   - inference: 0%: the model reproduces the vLLM paper's figures (Kwon
 //     et al. 2023: OPT-13B needs 800 KB of KV cache per token, a 13B
-//     model has 26 GB of weights) and the Llama weights' sizes exactly; an
-//     inference job is refused only above the GPUs' whole memory.
+//     model has 26 GB of weights) exactly; an inference job is refused
+//     only above the GPUs' whole memory.
 const (
 	MemoryErrorFull      = 1.34
 	MemoryErrorAdapter   = 0.10

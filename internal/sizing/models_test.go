@@ -103,12 +103,12 @@ func TestComputeHoursAndFLOPs(t *testing.T) {
 	}
 	// Llama 2 7B: 6 x 7e9 x 2e12 FLOPs on one A100 at the MFU of mfu.go
 	// for 7B: m_A100 / (1 + (P0 x 312/989 / 7e9)^beta).
-	mfu7 := 0.6965 / (1 + math.Pow(9.5e9*312/989/7e9, 0.1387))
+	mfu7 := 0.4560 / (1 + math.Pow(3.39e8*312/989/7e9, 0.4708))
 	if got, want := ComputeHours(6*7e9*2e12, "a100", 7e9, 1, 1), 6*7e9*2e12/(312e12*mfu7)/3600; !near(got, want) {
 		t.Errorf("a100: %v want %v", got, want)
 	}
 	// 16 H100 at 0.925 scaling efficiency, 70B.
-	mfu70 := 0.5128 / (1 + math.Pow(9.5e9/70e9, 0.1387))
+	mfu70 := 0.3195 / (1 + math.Pow(3.39e8/70e9, 0.4708))
 	if got, want := ComputeHours(1e21, "h100", 70e9, 16, 0.925), 1e21/(16*989e12*mfu70*0.925)/3600; !near(got, want) {
 		t.Errorf("h100: %v want %v", got, want)
 	}

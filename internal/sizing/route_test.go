@@ -80,7 +80,7 @@ func TestIssueExamples(t *testing.T) {
 		}
 		// 6 x (70e9 + 2 x 80 layers x 8192 x 2048 seq) x 2.5e11 tokens at
 		// 989 TFLOPS x the MFU of mfu.go for 70B on H100 x 32 GPUs x (1 - 0.05 x 1.5)
-		mfu := 0.5128 / (1 + math.Pow(9.5e9/70e9, 0.1387))
+		mfu := 0.3195 / (1 + math.Pow(3.39e8/70e9, 0.4708))
 		hours := 6 * (70e9 + 2*80*8192*2048) * (1e12 / 4) / (32 * 989e12 * mfu * (1 - 0.05*1.5)) / 3600
 		if d.EstHours < hours*0.999 || d.EstHours > hours*1.001 || d.MeetsDeadline {
 			t.Errorf("est %.2f h, want %.2f h and a missed 48 h deadline", d.EstHours, hours)
@@ -105,7 +105,7 @@ func TestIssueExamples(t *testing.T) {
 func TestScaleOutToDeadline(t *testing.T) {
 	l4 := Class{Name: "l4", GPUModel: "l4", GPUsPerNode: 1, MaxNodes: 8, InstanceTypes: []string{"g6.xlarge"}, MaxTime: 7 * 24 * time.Hour, Partition: "gpu"}
 	p := examplePolicy(t, DefaultParams(), l4)
-	mfu := 0.6965 * 0.75 / (1 + math.Pow(9.5e9*121/989/1e9, 0.1387))
+	mfu := 0.4560 * 0.75 / (1 + math.Pow(3.39e8*121/989/1e9, 0.4708))
 	tokens := 1000 * 3600 * 121e12 * mfu / (6 * (1e9 + 2*16*2048*2048)) // 1,000 h on one L4
 	meta := md(t, "burst: params=1B workload=finetune checkpoint=30m")
 	meta.Tokens = tokens

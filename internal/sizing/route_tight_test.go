@@ -127,7 +127,7 @@ func TestShardingOverTCPIsPenalised(t *testing.T) {
 	}
 	// by hand: 4 x (65e9 + 2 x 80 x 8192 x 2048) x 2048 FLOPs at the L4's
 	// MFU for 65B against 46.6 GB over 2.5 Gbps
-	mfu := 0.6965 * 0.75 / (1 + math.Pow(9.5e9*121/989/65e9, 0.1387))
+	mfu := 0.4560 * 0.75 / (1 + math.Pow(3.39e8*121/989/65e9, 0.4708))
 	tComp := 4 * (65e9 + 2*80*8192*2048) * 2048 / (121e12 * mfu)
 	w, g := 0.516*65e9, 16*0.01*65e9/4
 	tNet := (2*w + g) * 2 / 3 / (2.5 / 8 * 1e9)
