@@ -127,6 +127,7 @@ func App(out io.Writer) *cli.App {
 			},
 		}},
 	}
+	cmdline.AddVersion(app)
 	cmdline.AcceptConfigEverywhere(app)
 	cmdline.SetEnvVars(app)
 	return app

@@ -23,6 +23,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 		Flags:     []cli.Flag{cmdline.ConfigFlag()},
 		Commands:  []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), tlsCommand(), reconcileCommand(), spendCommand(), ledgerCommand(), simulate.Command()},
 	}
+	cmdline.AddVersion(app)
 	cmdline.AcceptConfigEverywhere(app)
 	cmdline.SetEnvVars(app)
 	return app
