@@ -38,6 +38,10 @@ type FleetView struct {
 	Unavailable []UnavailablePool `json:"unavailable"`
 	// Interruptions are the spot notices of the last 24 hours.
 	Interruptions []FleetInterruption `json:"interruptions"`
+	// SizerVersion is the sizer's burst version; PeerVersions the callers
+	// seen since it started with another one (upgrade them to match).
+	SizerVersion string        `json:"sizer_version"`
+	PeerVersions []PeerVersion `json:"peer_versions"`
 }
 
 // FleetClass is one node class.
@@ -248,4 +252,16 @@ type RightSizingItem struct {
 	SuggestedGPUs  int     `json:"suggested_gpus"`
 	CurrentUSDH    float64 `json:"current_usd_h"`   // mean price of its instances
 	SuggestedUSDH  float64 `json:"suggested_usd_h"` // cheapest offering of the suggested class, same capacity type
+}
+
+// PeerVersion is a kind of caller (node, admin: the Slurm hooks and the
+// CLI, route, read-only, account) seen with another burst version than the
+// sizer's.
+type PeerVersion struct {
+	Version   string    `json:"version"`
+	Peer      string    `json:"peer"`
+	LastNode  string    `json:"last_node,omitempty"` // for node agents
+	Requests  int       `json:"requests"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
 }

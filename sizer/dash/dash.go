@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/sizer/budget"
@@ -76,6 +77,9 @@ type Options struct {
 	StateDir string
 	// Slurm gives node and job states; nil shows what the sizer recorded only.
 	Slurm SlurmReader
+	// Peers lists the callers of another burst version (the server's
+	// record); nil shows none.
+	Peers func() []sizerapi.PeerVersion
 	// SlurmTTL is how long one read of Slurm's state serves (default 2 s).
 	SlurmTTL time.Duration
 	// IdleTimeout is the idle-timeout counterfactual's idle time (default

@@ -13,6 +13,7 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/version"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -23,7 +24,11 @@ import (
 // capacity state are the pool's, shown to all).
 func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error) {
 	now := s.o.Now()
-	v := sizerapi.FleetView{At: now, Account: sc.Account, Classes: []sizerapi.FleetClass{}, Unavailable: []sizerapi.UnavailablePool{}, Interruptions: []sizerapi.FleetInterruption{}}
+	v := sizerapi.FleetView{At: now, Account: sc.Account, Classes: []sizerapi.FleetClass{}, Unavailable: []sizerapi.UnavailablePool{}, Interruptions: []sizerapi.FleetInterruption{},
+		SizerVersion: version.Version, PeerVersions: []sizerapi.PeerVersion{}}
+	if s.o.Peers != nil {
+		v.PeerVersions = s.o.Peers()
+	}
 	live, err := s.o.Store.Instances(ctx, time.Time{}, now.Add(time.Hour), "", true)
 	if err != nil {
 		return v, err

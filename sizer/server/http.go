@@ -15,6 +15,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/version"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -70,7 +71,10 @@ func (s *Server) routes() {
 		metrics.ServeHTTP(w, r)
 		return raw{}, nil
 	})
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(sizerapi.HeaderVersion, version.Version)
+		io.WriteString(w, "ok "+version.Version+"\n")
+	})
 }
 
 // raw marks a handler that wrote its own answer.
@@ -135,6 +139,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h ha
 		return writeErr(w, &apiError{403, sizerapi.CodeForbidden, "the " + p.Kind() + " credential may not call " + r.URL.Path +
 			" (node credentials post their own reports and interruptions; the route credential asks for routes; the read-only one reads metrics, budgets, reports and the dashboard's views; account credentials read their own account)"})
 	}
+	s.notePeer(r, p)
 	limit := s.o.MaxBodyBytes
 	if p.Node != "" {
 		if ok, wait := s.nodeLimit.allow(p.InstanceID); !ok {
