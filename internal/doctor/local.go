@@ -12,9 +12,10 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 )
 
-// headBinaries are the programs the head node runs (burst-agent runs on
-// the nodes, from the image).
-var headBinaries = []string{"burst-resume", "burst-suspend", "burst-sizer", "burst-slurm-conf"}
+// headBinaries are the programs run from slurm.burst_bin: Slurm's
+// ResumeProgram, SuspendProgram and controller prolog/epilog, and the
+// sizer cli_filter.lua calls (burst-agent runs on the nodes, from the image).
+var headBinaries = []string{"burst-resume", "burst-suspend", "burst-sizer"}
 
 func checkBinaries(cfg *config.Config) []Result {
 	var out []Result
