@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/version"
 )
 
 const example = "../examples/burst.yaml"
@@ -134,5 +135,28 @@ func TestIAMPolicy(t *testing.T) {
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 	if missing := cmdline.MissingEnvVars(App(io.Discard)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
+	}
+}
+
+// TestIAMPolicyNodeOnExample: the README's command works on the example
+// as written (its munge_key_source is a Secrets Manager ARN).
+func TestIAMPolicyNodeOnExample(t *testing.T) {
+	out, code := runConf(t, "-c", example, "iam-policy", "--node")
+	if code != 0 || !strings.Contains(out, `"secretsmanager:GetSecretValue"`) || !strings.Contains(out, "arn:aws:secretsmanager:us-east-1:123456789012:secret:burst/munge-key-AbCdEf") {
+		t.Fatalf("iam-policy --node on the example: code %d:\n%s", code, out)
+	}
+}
+
+// TestVersion: --version and the version subcommand print the stamped
+// release; version takes no arguments.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, code := runConf(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "burst-slurm-conf "+version.Version+" (") {
+			t.Errorf("%v: code %d: %q", args, code, out)
+		}
+	}
+	if _, code := runConf(t, "version", "extra"); code != 2 {
+		t.Errorf("version extra: code %d, want 2", code)
 	}
 }

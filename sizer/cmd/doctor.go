@@ -116,7 +116,8 @@ func slurmInSync(ctx context.Context, cfg *config.Config, slurmConf string) (str
 			return "", nil, fmt.Errorf("%s: slurm.version: %w", cfg.Source, err)
 		}
 	} else {
-		sc := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: cfg.Slurm.BinDir, Timeout: 10 * time.Second})
+		// scontrol reads the slurm.conf being checked (SLURM_CONF)
+		sc := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: cfg.Slurm.BinDir, Conf: slurmConf, Timeout: 10 * time.Second})
 		if v, err = sc.Version(ctx); err != nil {
 			return "", nil, err
 		}
