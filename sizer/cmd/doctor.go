@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -117,7 +118,8 @@ func slurmInSync(ctx context.Context, cfg *config.Config, slurmConf string) (str
 		}
 	} else {
 		// scontrol reads the slurm.conf being checked (SLURM_CONF)
-		sc := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: cfg.Slurm.BinDir, Conf: slurmConf, Timeout: 10 * time.Second})
+		sc := slurm.NewScontrol(slurm.ScontrolOptions{BinDir: cfg.Slurm.BinDir, Conf: slurmConf, Timeout: 10 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if v, err = sc.Version(ctx); err != nil {
 			return "", nil, err
 		}
