@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -13,19 +14,22 @@ import (
 	"github.com/burst-hpc/burst/test/stack"
 )
 
-// doctor runs the built burst-sizer doctor against the stack's burst.yaml.
+// doctor runs the built burst-sizer doctor against the stack's burst.yaml;
+// the output is its standard output, then its standard error.
 func doctor(t *testing.T, s *stack.Stack, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "burst-sizer"), append([]string{"--config", s.CfgPath, "doctor", "--slurm-conf", s.Cluster.ConfPath()}, args...)...)
-	out, err := cmd.CombinedOutput()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
-		return string(out), ee.ExitCode()
+		return string(out) + stderr.String(), ee.ExitCode()
 	case err != nil:
 		t.Fatalf("running burst-sizer doctor: %v", err)
 	}
-	return string(out), 0
+	return string(out) + stderr.String(), 0
 }
 
 // TestDoctor runs burst-sizer doctor on a real install (real Slurm, the
@@ -61,13 +65,14 @@ func TestDoctor(t *testing.T) {
 	}
 	defer s.UpdateConfig(func(c *config.Config) { c.Image.AMI = ami })
 	out, code = doctor(t, s, "--json")
-	if code != 1 {
-		t.Errorf("doctor on a broken install: exit %d, want 1\n%s", code, out)
+	if code != 1 || !strings.Contains(out, "burst-sizer: 3 check(s) failed") {
+		t.Errorf("doctor on a broken install: exit %d, want 1 and the count on stderr\n%s", code, out)
 	}
 	var rep struct {
 		Checks []struct{ Check, Status, Detail, Fix string } `json:"checks"`
 	}
-	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &rep); err != nil {
+	// stdout is the report; the last line is stderr's "burst-sizer: 3 check(s) failed"
+	if err := json.NewDecoder(strings.NewReader(out)).Decode(&rep); err != nil {
 		t.Fatalf("doctor --json: %v\n%s", err, out)
 	}
 	failed := map[string]string{}
