@@ -111,3 +111,48 @@ func TestExampleCommentsEveryKey(t *testing.T) {
 		t.Errorf("examples/burst.yaml has %d key(s) without a comment: %s", len(bare), strings.Join(bare, ", "))
 	}
 }
+
+// TestProblemsShowTen: a file with many problems lists ten, then a count.
+func TestProblemsShowTen(t *testing.T) {
+	var ps Problems
+	for i := 0; i < 1200; i++ {
+		ps = append(ps, Problem{Path: "classes[0].name", Msg: "required"})
+	}
+	msg := ps.Error()
+	if n := strings.Count(msg, "classes[0].name"); n != MaxShownProblems {
+		t.Errorf("%d problems printed, want %d", n, MaxShownProblems)
+	}
+	if !strings.Contains(msg, "(1200 problems)") || !strings.Contains(msg, "and 1190 more problem(s)") {
+		t.Errorf("no count of the rest:\n%s", msg)
+	}
+}
+
+// TestNumbersValidated: values YAML accepts but burst must not: each is a
+// problem naming its path.
+func TestNumbersValidated(t *testing.T) {
+	b, err := os.ReadFile("../../examples/burst.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to, path, want string }{
+		{"monthly_usd: 20000", "monthly_usd: .nan", "budgets[0].monthly_usd", "not a finite number"},
+		{"monthly_usd: 8000", "monthly_usd: .inf", "budgets[1].monthly_usd", "not a finite number"},
+		{"max_nodes: 32                # Slurm", "max_nodes: 3.5              # Slurm", "classes[0].max_nodes", ""},
+		{"listen: 0.0.0.0:8472", "listen: 0.0.0.0:99999", "sizer.listen", "port \"99999\""},
+		{"url: https://10.0.0.10:8472", "url: https://10.0.0.10:99999", "sizer.url", "port \"99999\""},
+		{"us-east-1a: subnet-0aaaaaaaaaaaaaaaa", "us-east-1a: subnet-0aa aa", "network.subnets.us-east-1a", "not a subnet ID"},
+		{"security_groups: [sg-0123456789abcdef0]", "security_groups: [sg-XYZ]", "network.security_groups[0]", "not a security group ID"},
+	} {
+		y := strings.Replace(string(b), c.from, c.to, 1)
+		if y == string(b) {
+			t.Fatalf("%q not in the example", c.from)
+		}
+		cfg, err := Parse([]byte(y), "burst.yaml")
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), c.path) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want a problem at %s (%s)", c.to, err, c.path, c.want)
+		}
+	}
+}
