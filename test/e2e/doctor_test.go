@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -18,7 +19,9 @@ import (
 // the output is its standard output, then its standard error.
 func doctor(t *testing.T, s *stack.Stack, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "burst-sizer"), append([]string{"--config", s.CfgPath, "doctor", "--slurm-conf", s.Cluster.ConfPath()}, args...)...)
+	// where the cluster's Slurm runs (a Debian root's for 24.11 and 26.05),
+	// as burst-sizer serve and the hooks do
+	cmd := s.Cluster.Command(context.Background(), filepath.Join(binDir, "burst-sizer"), append([]string{"--config", s.CfgPath, "doctor", "--slurm-conf", s.Cluster.ConfPath()}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
