@@ -194,3 +194,26 @@ func TestOutAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentedCommandsExist: every `burst-slurm-conf ...` command line in
+// the README and docs names subcommands and flags the program has.
+func TestDocumentedCommandsExist(t *testing.T) {
+	paths, _ := filepath.Glob("../docs/*.md")
+	paths = append(paths, "../README.md", "../sizer/README.md")
+	n := 0
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, words := range cmdline.DocCommands(string(b), "burst-slurm-conf") {
+			n++
+			if err := cmdline.CheckDocCommand(App(io.Discard), words); err != nil {
+				t.Errorf("%s: `burst-slurm-conf %s`: %v", p, strings.Join(words, " "), err)
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("found only %d burst-slurm-conf commands in the docs; is the extraction broken?", n)
+	}
+}
