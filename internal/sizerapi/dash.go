@@ -28,9 +28,12 @@ type FleetView struct {
 	Account string    `json:"account,omitempty"` // the scope; "" = every account
 	// Slurm is false when Slurm's node and job states could not be read
 	// (then nodes show only what the sizer recorded); SlurmError says why.
-	Slurm      bool         `json:"slurm"`
-	SlurmError string       `json:"slurm_error,omitempty"`
-	Classes    []FleetClass `json:"classes"`
+	Slurm      bool   `json:"slurm"`
+	SlurmError string `json:"slurm_error,omitempty"`
+	// SlurmDownSince is when Slurm stopped answering; the nodes then show
+	// its last known state.
+	SlurmDownSince *time.Time   `json:"slurm_down_since,omitempty"`
+	Classes        []FleetClass `json:"classes"`
 	// Live instances and their summed price.
 	Instances int     `json:"instances"`
 	HourlyUSD float64 `json:"hourly_usd"`

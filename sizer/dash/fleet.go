@@ -51,6 +51,10 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 		if sn.err != nil {
 			v.SlurmError = sn.err.Error()
 		}
+		if !sn.downSince.IsZero() {
+			t := sn.downSince
+			v.SlurmDownSince = &t
+		}
 	}
 	breakers := map[string]breaker.Status{}
 	if s.o.StateDir != "" {
@@ -110,7 +114,7 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 				n.InstanceID, n.Type, n.Zone, n.Capacity, n.UpSince, n.PriceUSD = in.InstanceID, in.InstanceType, in.Zone, in.Capacity, in.Launched, in.PriceUSD
 				n.JobID, n.Account = in.JobID, in.Account
 			}
-			if sn != nil && sn.err == nil {
+			if sn != nil { // while Slurm is unreachable: its last known state
 				if sl, ok := sn.nodes[name]; ok {
 					n.SlurmState, n.SlurmReason = slurmState(sl.State, sl.Flags), sl.Reason
 				}

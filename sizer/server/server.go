@@ -204,7 +204,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	if s.dash, err = dash.New(dash.Options{Store: st, Policy: pol, Budgets: o.Budgets, OnUnknown: o.OnUnknown, IdleOwner: o.IdleOwner, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now, Peers: s.peers.list}); err != nil {
+	if s.dash, err = dash.New(dash.Options{Store: st, Policy: pol, Budgets: o.Budgets, OnUnknown: o.OnUnknown, IdleOwner: o.IdleOwner, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now, Peers: s.peers.list, Logger: o.Logger}); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
