@@ -94,3 +94,34 @@ func TestDoctor(t *testing.T) {
 		t.Errorf("%d failures, want exactly the 3 broken things: %v", len(failed), failed)
 	}
 }
+
+// TestAdminCLIReachesSizer: the admin's commands that ask the daemon
+// (ledger, ledger --sync, spend --account) pin sizer.tls.ca_file and get
+// its answer, and every program prints its version.
+func TestAdminCLIReachesSizer(t *testing.T) {
+	s := start(t, stack.Options{})
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := s.Cluster.Command(context.Background(), filepath.Join(binDir, "burst-sizer"), append([]string{"--config", s.CfgPath}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("burst-sizer %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("ledger"); strings.Contains(out, "no CA to pin") {
+		t.Errorf("ledger: %s", out)
+	}
+	run("ledger", "--sync")
+	if out := run("spend", "--account", "demo", "--json"); !strings.Contains(out, `"account":"demo"`) || !strings.Contains(out, `"source"`) {
+		t.Errorf("spend --account demo: %s", out)
+	}
+	for _, b := range []string{"burst-resume", "burst-suspend", "burst-sizer", "burst-agent", "burst-slurm-conf"} {
+		for _, arg := range []string{"--version", "version"} {
+			out, err := exec.Command(filepath.Join(binDir, b), arg).CombinedOutput()
+			if err != nil || !strings.HasPrefix(string(out), b+" ") {
+				t.Errorf("%s %s: %v %q", b, arg, err, out)
+			}
+		}
+	}
+}
