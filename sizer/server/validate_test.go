@@ -44,3 +44,17 @@ func TestRouteBodyValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestBadMetadataShowsTen: a comment with many bad pairs is refused with
+// ten of them and a count of the rest.
+func TestBadMetadataShowsTen(t *testing.T) {
+	f := start(t, nil)
+	comment := "burst:" + strings.Repeat(" nope", 40)
+	d, err := Decide(t.Context(), f.srv.pol, nil, nil, sizerapi.JobRequest{GPUsPerNode: 1, Comment: comment}, f.clk.Now(), 0)
+	if err != nil || !d.Refused {
+		t.Fatalf("bad metadata: %+v %v", d, err)
+	}
+	if n := strings.Count(d.RefuseMessage, "is not key=value"); n != 10 || !strings.Contains(d.RefuseMessage, "and 30 more problem(s)") {
+		t.Errorf("%d problems shown, want 10 and a count: %s", n, d.RefuseMessage)
+	}
+}
