@@ -26,7 +26,7 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 	now := s.o.Now()
 	v := sizerapi.FleetView{At: now, Account: sc.Account, Classes: []sizerapi.FleetClass{}, Unavailable: []sizerapi.UnavailablePool{}, Interruptions: []sizerapi.FleetInterruption{},
 		SizerVersion: version.Version, PeerVersions: []sizerapi.PeerVersion{}}
-	if s.o.Peers != nil {
+	if s.o.Peers != nil && sc.All() { // node names of every account: not for an account's view
 		v.PeerVersions = s.o.Peers()
 	}
 	live, err := s.o.Store.Instances(ctx, time.Time{}, now.Add(time.Hour), "", true)
