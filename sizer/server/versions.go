@@ -2,10 +2,10 @@ package server
 
 import (
 	"net/http"
+	"regexp"
 	"sort"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,6 +13,9 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/version"
 )
+
+// versionRE is what a version header may hold (git describe's output).
+var versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
 
 // maxPeerVersions bounds how many distinct other versions are kept (a
 // caller could send any header); further ones count under "other".
@@ -52,7 +55,7 @@ func (pv *peerVersions) note(r *http.Request, p auth.Principal, now time.Time) (
 	if version.Same(v, version.Version) {
 		return sizerapi.PeerVersion{}, false
 	}
-	if len(v) > 64 || !utf8.ValidString(v) {
+	if !versionRE.MatchString(v) { // a caller's header: kept short and plain
 		v = "invalid"
 	}
 	kind := peerKind(p)
