@@ -7,7 +7,9 @@ GO ?= go
 BIN ?= bin
 PREFIX ?= /usr/local
 CMDS := resume suspend sizer agent slurm-conf
-LDFLAGS := -s -w
+# the release stamped into every binary (burst-X --version)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/burst-hpc/burst/internal/version.Version=$(VERSION)
 # the fuzz targets run briefly by `make test` (package:FuzzName)
 FUZZTIME ?= 3s
 # Slurm versions `make test` runs the real-Slurm tests on (22.05: the host's

@@ -39,6 +39,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter: stderr,
 		Commands:  commands(),
 	}
+	cmdline.AddVersion(app)
 	cmdline.SetEnvVars(app)
 	return app
 }

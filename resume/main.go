@@ -60,6 +60,7 @@ func newApp(getenv compose.Getenv, rf resumeFile, stderr io.Writer) *cli.App {
 			return resume(c.Context, st, c.Args().First(), rf)
 		},
 	}
+	cmdline.AddVersion(app)
 	cmdline.SetEnvVars(app)
 	return app
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/config/configtest"
+	"github.com/burst-hpc/burst/internal/version"
 )
 
 func runResume(t *testing.T, env []string, args ...string) (int, string) {
@@ -91,5 +92,17 @@ func TestResumeKeepsResumeFile(t *testing.T) {
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 	if missing := cmdline.MissingEnvVars(newApp(nil, resumeFile{}, nil)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
+	}
+}
+
+// TestVersion: `burst-resume version` and --version print the release; a
+// node named "version" cannot exist (burst names nodes <class>-<n>), so the
+// word is never read as a hostlist.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out := runResume(t, nil, args...)
+		if code != 0 || !strings.HasPrefix(out, "burst-resume "+version.Version+" (") {
+			t.Errorf("%v: exit %d: %q", args, code, out)
+		}
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/burst-hpc/burst/internal/iampolicy"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurmconf"
-	"github.com/burst-hpc/burst/internal/statefile"
 )
 
 // ErrDrift is returned by check when slurm.conf differs from what burst needs.
@@ -90,14 +89,12 @@ func App(out io.Writer) *cli.App {
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("creating %s: %w", dir, err)
+			written, err := writeAll(dir, files)
+			if err != nil {
+				return err
 			}
-			for name, data := range files {
-				if err := statefile.WriteAtomic(filepath.Join(dir, name), data, 0o644); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, name))
+			for _, p := range written {
+				fmt.Fprintf(out, "wrote %s\n", p)
 			}
 			return nil
 		},
@@ -120,13 +117,14 @@ func App(out io.Writer) *cli.App {
 					fmt.Fprintln(out, d)
 				}
 				if len(diffs) > 0 {
-					return fmt.Errorf("%w: %d differences (regenerate with burst-slurm-conf --out and Include %s)", ErrDrift, len(diffs), slurmconf.IncludeName)
+					return cmdline.Exit(cmdline.ExitDrift, fmt.Errorf("%w: %d differences (regenerate with burst-slurm-conf --out and Include %s)", ErrDrift, len(diffs), slurmconf.IncludeName))
 				}
 				fmt.Fprintln(out, "slurm.conf has everything burst needs")
 				return nil
 			},
 		}},
 	}
+	cmdline.AddVersion(app)
 	cmdline.AcceptConfigEverywhere(app)
 	cmdline.SetEnvVars(app)
 	return app

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/version"
 )
 
 const example = "../examples/burst.yaml"
@@ -57,8 +58,12 @@ func TestCheckDrift(t *testing.T) {
 	conf := filepath.Join(dir, "slurm.conf")
 	os.WriteFile(conf, []byte("ClusterName=x\nSuspendTime=60\n"), 0o644)
 	out, code := runConf(t, "check", "--config", example, "--slurm-version", "22.05", "--slurm-conf", conf)
-	if code != 1 || !strings.Contains(out, "SuspendTime=60, burst needs 3600") || !strings.Contains(out, "NodeName=l4-[1-32] (class l4) is not defined") {
+	if code != cmdline.ExitDrift || !strings.Contains(out, "SuspendTime=60, burst needs 3600") || !strings.Contains(out, "NodeName=l4-[1-32] (class l4) is not defined") {
 		t.Fatalf("code %d:\n%s", code, out)
+	}
+	// an unreadable slurm.conf is a failure (1), not drift
+	if _, code := runConf(t, "check", "--config", example, "--slurm-version", "22.05", "--slurm-conf", filepath.Join(dir, "none.conf")); code != 1 {
+		t.Errorf("missing slurm.conf: code %d, want 1", code)
 	}
 	runConf(t, "--config", example, "--slurm-version", "22.05", "--out", dir)
 	os.WriteFile(conf, []byte("ClusterName=x\nInclude burst.conf\n"), 0o644)
@@ -134,5 +139,81 @@ func TestIAMPolicy(t *testing.T) {
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 	if missing := cmdline.MissingEnvVars(App(io.Discard)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
+	}
+}
+
+// TestIAMPolicyNodeOnExample: the README's command works on the example
+// as written (its munge_key_source is a Secrets Manager ARN).
+func TestIAMPolicyNodeOnExample(t *testing.T) {
+	out, code := runConf(t, "-c", example, "iam-policy", "--node")
+	if code != 0 || !strings.Contains(out, `"secretsmanager:GetSecretValue"`) || !strings.Contains(out, "arn:aws:secretsmanager:us-east-1:123456789012:secret:burst/munge-key-AbCdEf") {
+		t.Fatalf("iam-policy --node on the example: code %d:\n%s", code, out)
+	}
+}
+
+// TestVersion: --version and the version subcommand print the stamped
+// release; version takes no arguments.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, code := runConf(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "burst-slurm-conf "+version.Version+" (") {
+			t.Errorf("%v: code %d: %q", args, code, out)
+		}
+	}
+	if _, code := runConf(t, "version", "extra"); code != 2 {
+		t.Errorf("version extra: code %d, want 2", code)
+	}
+}
+
+// TestOutAllOrNothing: --out refuses a directory that does not exist (it
+// never creates a mistyped one), and a write that fails part-way leaves
+// every old file as it was and no temporary behind.
+func TestOutAllOrNothing(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "etc", "slurmm")
+	if out, code := runConf(t, "--config", example, "--slurm-version", "24.11", "--out", missing); code != 2 || !strings.Contains(out, "no such directory") {
+		t.Errorf("missing --out dir: code %d: %s", code, out)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Error("--out created the missing directory")
+	}
+	os.WriteFile(filepath.Join(dir, "burst.conf"), []byte("old\n"), 0o644)
+	// gres.conf cannot be renamed into place: a directory holds its name
+	os.Mkdir(filepath.Join(dir, "gres.conf"), 0o755)
+	os.WriteFile(filepath.Join(dir, "gres.conf", "x"), nil, 0o644)
+	if out, code := runConf(t, "--config", example, "--slurm-version", "24.11", "--out", dir); code == 0 {
+		t.Fatalf("--out with gres.conf blocked: code 0: %s", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "burst.conf")); string(b) != "old\n" {
+		t.Errorf("burst.conf changed by a failed --out: %q", b)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temporary left behind: %s", e.Name())
+		}
+	}
+}
+
+// TestDocumentedCommandsExist: every `burst-slurm-conf ...` command line in
+// the README and docs names subcommands and flags the program has.
+func TestDocumentedCommandsExist(t *testing.T) {
+	paths, _ := filepath.Glob("../docs/*.md")
+	paths = append(paths, "../README.md", "../sizer/README.md")
+	n := 0
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, words := range cmdline.DocCommands(string(b), "burst-slurm-conf") {
+			n++
+			if err := cmdline.CheckDocCommand(App(io.Discard), words); err != nil {
+				t.Errorf("%s: `burst-slurm-conf %s`: %v", p, strings.Join(words, " "), err)
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("found only %d burst-slurm-conf commands in the docs; is the extraction broken?", n)
 	}
 }

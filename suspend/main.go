@@ -61,6 +61,7 @@ func newApp(env []string, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{lingerCommand(open)},
 	}
+	cmdline.AddVersion(app)
 	cmdline.AcceptConfigEverywhere(app)
 	cmdline.SetEnvVars(app)
 	return app

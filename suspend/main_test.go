@@ -9,6 +9,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/config/configtest"
+	"github.com/burst-hpc/burst/internal/version"
 )
 
 func runSuspend(t *testing.T, env []string, args ...string) (int, string) {
@@ -64,5 +65,17 @@ func TestParseIDs(t *testing.T) {
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 	if missing := cmdline.MissingEnvVars(newApp(nil, nil)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
+	}
+}
+
+// TestVersion: `burst-suspend version` and --version print the release; a
+// node named "version" cannot exist (burst names nodes <class>-<n>), so the
+// word is never read as a hostlist.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out := runSuspend(t, nil, args...)
+		if code != 0 || !strings.HasPrefix(out, "burst-suspend "+version.Version+" (") {
+			t.Errorf("%v: exit %d: %q", args, code, out)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/version"
 )
 
 // HTTPSink POSTs each batch as JSON to URL (https only) with
@@ -58,6 +59,7 @@ func (h *HTTPSink) post(ctx context.Context, body []byte) error {
 		return fmt.Errorf("building report request for %q: %w", h.URL, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(sizerapi.HeaderVersion, version.Version)
 	if h.CredentialFile != "" {
 		tok, err := auth.LoadCredential(h.CredentialFile)
 		if err != nil {

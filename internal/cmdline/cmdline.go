@@ -3,9 +3,10 @@
 // before or after a subcommand; an environment variable for every flag; and
 // the one rule that maps an error to an exit status.
 //
-// Exit statuses: 0 success; 2 invalid configuration or usage; an ExitCoder's
-// own code (burst-sizer route's 3 "no class fits", burst-agent's 3 "no GPU
-// driver"); 1 anything else.
+// Exit statuses: 0 success; 1 a failure or a refusal; 2 invalid
+// configuration or usage; 4 drift (burst-slurm-conf check: slurm.conf
+// differs from what burst.yaml needs); an ExitCoder's own code
+// (burst-sizer route's 3 "no class fits", burst-agent's 3 "no GPU driver").
 package cmdline
 
 import (
@@ -27,6 +28,8 @@ const (
 	ExitFailure = 1
 	// ExitUsage is a bad command line or an invalid burst.yaml.
 	ExitUsage = 2
+	// ExitDrift is burst-slurm-conf check's "slurm.conf differs".
+	ExitDrift = 4
 )
 
 // ExitError is an error with its exit status; it implements cli.ExitCoder

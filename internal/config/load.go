@@ -55,15 +55,26 @@ func (p Problem) String() string {
 type Problems []Problem
 
 func (ps Problems) Error() string {
-	lines := make([]string, len(ps))
-	for i, p := range ps {
+	shown := ps
+	if len(shown) > MaxShownProblems {
+		shown = shown[:MaxShownProblems]
+	}
+	lines := make([]string, len(shown))
+	for i, p := range shown {
 		lines[i] = p.String()
 	}
 	if len(ps) == 1 {
 		return "invalid configuration: " + lines[0]
 	}
+	if rest := len(ps) - len(shown); rest > 0 {
+		lines = append(lines, fmt.Sprintf("... and %d more problem(s) (fix these first)", rest))
+	}
 	return fmt.Sprintf("invalid configuration (%d problems):\n  %s", len(ps), strings.Join(lines, "\n  "))
 }
+
+// MaxShownProblems is how many problems an error message lists; the rest
+// are counted.
+const MaxShownProblems = 10
 
 // IsInvalid reports whether err is (or wraps) configuration problems, for
 // mapping to exit status 2.
@@ -275,6 +286,12 @@ func walk(n *yaml.Node, t reflect.Type, path, source string, lines map[string]in
 			kp := join(path, n.Content[i].Value)
 			lines[kp] = n.Content[i].Line
 			walk(n.Content[i+1], t.Elem(), kp, source, lines, probs)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		// the decoder would truncate 3.5 to 3
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
+			*probs = append(*probs, Problem{Source: source, Line: n.Line, Path: path, Msg: fmt.Sprintf("%s is not a whole number; give an integer like 4", n.Value)})
 		}
 	}
 }

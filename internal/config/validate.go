@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -45,6 +46,7 @@ func (c *Config) ValidateWith(cat *catalog.Catalog) error {
 	v.limits()
 	v.accounting()
 	v.log()
+	v.finite(reflect.ValueOf(*c), "")
 	if len(v.probs) > 0 {
 		sortProblems(v.probs)
 		return v.probs

@@ -15,14 +15,10 @@ func (v *validator) network() {
 		if !strings.HasPrefix(z, v.c.Cluster.Region) {
 			v.add("network.subnets."+z, "zone %q is not in region %s", z, v.c.Cluster.Region)
 		}
-		if !strings.HasPrefix(s, "subnet-") {
-			v.add("network.subnets."+z, "%q is not a subnet ID (subnet-...)", s)
-		}
+		v.resourceID("network.subnets."+z, s, "subnet", "a subnet")
 	}
 	for i, g := range n.SecurityGroups {
-		if !strings.HasPrefix(g, "sg-") {
-			v.add(fmt.Sprintf("network.security_groups[%d]", i), "%q is not a security group ID (sg-...)", g)
-		}
+		v.resourceID(fmt.Sprintf("network.security_groups[%d]", i), g, "sg", "a security group")
 	}
 }
 
@@ -33,8 +29,8 @@ func (v *validator) image() {
 		v.add("image", "give image.ami (built with `make image`) or image.launch_template")
 	case im.AMI != "" && im.LaunchTemplate != "":
 		v.add("image", "give image.ami or image.launch_template, not both")
-	case im.AMI != "" && !strings.HasPrefix(im.AMI, "ami-"):
-		v.add("image.ami", "%q is not an AMI ID (ami-...)", im.AMI)
+	case im.AMI != "":
+		v.resourceID("image.ami", im.AMI, "ami", "an AMI")
 	}
 }
 
@@ -52,14 +48,15 @@ func (v *validator) fsx() {
 
 func (v *validator) sizer() {
 	s := v.c.Sizer
-	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
-		v.add("sizer.listen", "%q is not host:port", s.Listen)
-	}
+	v.hostPort("sizer.listen", s.Listen, true)
 	switch u, err := url.Parse(s.URL); {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		v.add("sizer.url", "%q is not an https URL", s.URL)
 	case u.Scheme != "https":
 		v.add("sizer.url", "%q: the sizer serves HTTPS only (bearer tokens never cross the network in clear); write https:// and run `burst-sizer tls init`", s.URL)
+	}
+	if u, err := url.Parse(s.URL); err == nil && u.Port() != "" {
+		v.hostPort("sizer.url", u.Host, false)
 	}
 	v.abs("sizer.tls.ca_file", s.TLS.CAFile, true)
 	v.abs("sizer.tls.cert_file", s.TLS.CertFile, false)

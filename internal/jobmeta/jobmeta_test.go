@@ -55,6 +55,8 @@ func TestParseMetadata(t *testing.T) {
 		{in: "burst: params=7B params=8B", want: Metadata{Params: 7e9}, errs: []string{"key given twice"}, errCols: []int{18}},
 		{in: "burst: params=7B;rm", errs: []string{`value contains ';'`}},
 		{in: "burst: params=$(id)", errs: []string{`value contains '$'`}},
+		{in: "burst: params=７B", errs: []string{`value contains '７' (U+FF17)`}},
+		{in: "burst: params=7\xffB", errs: []string{`value contains '�' (U+FFFD)`}},
 		{in: "burst: workload=`id`", errs: []string{"value contains '`'"}},
 		{in: "burst: params= dataset=1TB", want: Metadata{DatasetBytes: 1e12}, errs: []string{"empty value"}},
 		{in: "burst: verbose", errs: []string{`"verbose" is not key=value`}},

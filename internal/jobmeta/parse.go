@@ -91,7 +91,7 @@ func parseBody(s string, start int) (Metadata, []error) {
 		}
 		key = strings.ToLower(key)
 		if bad := shellUnsafe(val); bad != 0 {
-			errs = append(errs, &MetadataError{Pos: col, Key: key, Value: val, Msg: fmt.Sprintf("value contains %q, which is not allowed", bad), Hint: "values may use only letters, digits and . _ - + : / %"})
+			errs = append(errs, &MetadataError{Pos: col, Key: key, Value: val, Msg: fmt.Sprintf("value contains %s, which is not allowed", showRune(bad)), Hint: "values may use only letters, digits and . _ - + : / %"})
 			continue
 		}
 		if seen[key] {
@@ -154,18 +154,26 @@ func (md *Metadata) crossCheck(cols map[string]int) []*MetadataError {
 
 func isSep(c byte) bool { return c == ' ' || c == '\t' || c == ',' || c == '\n' || c == '\r' }
 
-// shellUnsafe returns the first byte of v outside the allowed set, or 0.
-func shellUnsafe(v string) byte {
-	for i := 0; i < len(v); i++ {
-		c := v[i]
+// shellUnsafe returns the first character of v outside the allowed set, or 0.
+func shellUnsafe(v string) rune {
+	for _, c := range v { // by rune: a message shows the character, not a byte of it
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("._-+:/%", c) >= 0:
+		case c < 0x80 && strings.IndexByte("._-+:/%", byte(c)) >= 0:
 		default:
 			return c
 		}
 	}
 	return 0
+}
+
+// showRune is a character for a message: quoted, with its code point when
+// it is not ASCII ('７' (U+FF17)), an invalid byte as U+FFFD.
+func showRune(r rune) string {
+	if r < 0x80 {
+		return fmt.Sprintf("%q", r)
+	}
+	return fmt.Sprintf("%q (U+%04X)", r, r)
 }
 
 // Combine is the metadata text of a job from both places Slurm keeps it:

@@ -60,13 +60,13 @@ const (
 
 // Action is one thing to do.
 type Action struct {
-	Kind        ActionKind
-	Reason      Reason
-	Node        string   // "" for an instance with no node
-	InstanceIDs []string // Terminate: the instances; HandBack: the instance that was the node's, if known
+	Kind        ActionKind `json:"kind"`
+	Reason      Reason     `json:"reason"`
+	Node        string     `json:"node,omitempty"`         // "" for an instance with no node
+	InstanceIDs []string   `json:"instance_ids,omitempty"` // Terminate: the instances; HandBack: the instance that was the node's, if known
 	// Detail says why in words; for HandBack it is the Slurm node reason
 	// ("burst: instance i-0abc gone").
-	Detail string
+	Detail string `json:"detail"`
 }
 
 // String renders the action for logs and `burst-sizer reconcile`.

@@ -25,7 +25,11 @@
 //	GET  /v1/fleet, /v1/jobs[/ID], /v1/money, /v1/rightsizing  read (dash.go)
 //	GET  /ui/                       the dashboard (login with the admin or an account token)
 //	GET  /metrics                   read-only Prometheus text format (no token on the loopback metrics listener)
-//	GET  /healthz                   none      "ok"
+//	GET  /healthz                   none      "ok <version>"
+//
+// Every client sends its build's version in the HeaderVersion header; the
+// sizer counts and logs a peer (node agent, Slurm hook, CLI) of another
+// version than its own.
 //
 // Errors are ErrorResponse bodies with a stable Code.
 package sizerapi
@@ -36,6 +40,9 @@ import (
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizing"
 )
+
+// HeaderVersion carries the sender's burst version (internal/version).
+const HeaderVersion = "X-Burst-Version"
 
 // Endpoint paths (see the list above).
 const (

@@ -28,9 +28,12 @@ type FleetView struct {
 	Account string    `json:"account,omitempty"` // the scope; "" = every account
 	// Slurm is false when Slurm's node and job states could not be read
 	// (then nodes show only what the sizer recorded); SlurmError says why.
-	Slurm      bool         `json:"slurm"`
-	SlurmError string       `json:"slurm_error,omitempty"`
-	Classes    []FleetClass `json:"classes"`
+	Slurm      bool   `json:"slurm"`
+	SlurmError string `json:"slurm_error,omitempty"`
+	// SlurmDownSince is when Slurm stopped answering; the nodes then show
+	// its last known state.
+	SlurmDownSince *time.Time   `json:"slurm_down_since,omitempty"`
+	Classes        []FleetClass `json:"classes"`
 	// Live instances and their summed price.
 	Instances int     `json:"instances"`
 	HourlyUSD float64 `json:"hourly_usd"`
@@ -38,6 +41,10 @@ type FleetView struct {
 	Unavailable []UnavailablePool `json:"unavailable"`
 	// Interruptions are the spot notices of the last 24 hours.
 	Interruptions []FleetInterruption `json:"interruptions"`
+	// SizerVersion is the sizer's burst version; PeerVersions the callers
+	// seen since it started with another one (upgrade them to match).
+	SizerVersion string        `json:"sizer_version"`
+	PeerVersions []PeerVersion `json:"peer_versions"`
 }
 
 // FleetClass is one node class.
@@ -248,4 +255,16 @@ type RightSizingItem struct {
 	SuggestedGPUs  int     `json:"suggested_gpus"`
 	CurrentUSDH    float64 `json:"current_usd_h"`   // mean price of its instances
 	SuggestedUSDH  float64 `json:"suggested_usd_h"` // cheapest offering of the suggested class, same capacity type
+}
+
+// PeerVersion is a kind of caller (node, admin: the Slurm hooks and the
+// CLI, route, read-only, account) seen with another burst version than the
+// sizer's.
+type PeerVersion struct {
+	Version   string    `json:"version"`
+	Peer      string    `json:"peer"`
+	LastNode  string    `json:"last_node,omitempty"` // for node agents
+	Requests  int       `json:"requests"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/tlspin"
+	"github.com/burst-hpc/burst/internal/version"
 )
 
 // Sentinel errors.
@@ -137,7 +138,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	default:
-		return nil, errors.New("sizer client: no CA to pin; pass sizer.tls.ca_file (WithCAFile)")
+		return nil, errors.New("sizer client: no CA to pin the sizer's certificate to; set sizer.tls.ca_file in burst.yaml")
 	}
 	return c, nil
 }
@@ -155,6 +156,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return fmt.Errorf("building %s request: %w", path, err)
 	}
+	req.Header.Set(sizerapi.HeaderVersion, version.Version)
 	if c.token != Anonymous {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

@@ -21,8 +21,9 @@ func App(stdout, stderr io.Writer) *cli.App {
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags:     []cli.Flag{cmdline.ConfigFlag()},
-		Commands:  []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), tlsCommand(), reconcileCommand(), spendCommand(), ledgerCommand(), simulate.Command()},
+		Commands:  []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), tlsCommand(), reconcileCommand(), spendCommand(), ledgerCommand(), simulate.Command(), doctorCommand()},
 	}
+	cmdline.AddVersion(app)
 	cmdline.AcceptConfigEverywhere(app)
 	cmdline.SetEnvVars(app)
 	return app

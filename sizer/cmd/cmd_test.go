@@ -191,6 +191,9 @@ func TestRouteCommand(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
+	if !strings.Contains(out.String(), `"decided_by":"local"`) {
+		t.Errorf("route --json does not say who decided: %s", out.String())
+	}
 	if d.Class == "" || d.Capacity != jobmeta.CapacityOnDemand || d.GPUsPerNode != 1 || len(d.InstanceTypes) == 0 || d.EstHours <= 0 || d.EstCostUSD <= 0 || d.Reason == "" {
 		t.Errorf("decision %+v", d)
 	}
@@ -207,8 +210,14 @@ func TestRouteCommand(t *testing.T) {
 	if code := runSizer(&out, &errb, "--config", p, "route", "--json", "--gres=gpu:h100:8"); code != ExitNoClass {
 		t.Errorf("no h100 class: exit %d (%s)", code, errb.String())
 	}
-	if code := runSizer(&out, &errb, "--config", p, "route", "--time=1:2:3:4"); code != cmdline.ExitFailure {
-		t.Errorf("bad --time: exit %d (%s)", code, errb.String())
+	for _, bad := range []string{"--time=1:2:3:4", "--nodes=abc"} {
+		if code := runSizer(&out, &errb, "--config", p, "route", bad); code != cmdline.ExitUsage {
+			t.Errorf("route %s: exit %d, want 2 (usage) (%s)", bad, code, errb.String())
+		}
+	}
+	out.Reset()
+	if code := runSizer(&out, &errb, "--config", p, "route", "--gres=gpu:1"); code != 0 || !strings.Contains(out.String(), "[decided in-process: the sizer daemon did not answer") {
+		t.Errorf("route says who decided: exit %d: %s", code, out.String())
 	}
 	if code := runSizer(&out, &errb, "--config", filepath.Join(dir, "nope.yaml"), "route"); code == 0 {
 		t.Error("missing config accepted")
@@ -307,5 +316,15 @@ func runSizer(stdout, stderr *bytes.Buffer, args ...string) int {
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 	if missing := cmdline.MissingEnvVars(App(io.Discard, io.Discard)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
+	}
+}
+
+// TestRouteRefusalExits1: a refused job is a failure for the exit status.
+func TestRouteRefusalExits1(t *testing.T) {
+	if err := refusal(sizing.Decision{Refused: true, RefuseMessage: "over budget"}, "daemon"); cmdline.ExitCode(err) != cmdline.ExitFailure || !strings.Contains(err.Error(), "sizer daemon") {
+		t.Errorf("refusal: %v (exit %d)", err, cmdline.ExitCode(err))
+	}
+	if err := refusal(sizing.Decision{Class: "l4"}, "local"); err != nil {
+		t.Errorf("a decision is not a refusal: %v", err)
 	}
 }

@@ -46,24 +46,13 @@ with its reason. burst-sizer serve runs the same pass every sizer.reconcile_inte
 			}
 			rep, runErr := r.RunOnce(c.Context)
 			if c.Bool("json") {
-				type res struct {
-					reconcile.Action
-					Jobs  []uint32 `json:",omitempty"`
-					Error string   `json:",omitempty"`
-				}
-				out := struct {
-					At        time.Time
-					DryRun    bool
-					Instances int
-					Nodes     int
-					Actions   []res
-				}{At: rep.At, DryRun: rep.DryRun, Instances: rep.Instances, Nodes: rep.Nodes, Actions: []res{}}
+				out := reconcileJSON{At: rep.At, DryRun: rep.DryRun, Instances: rep.Instances, Nodes: rep.Nodes, Actions: []reconcileActionJSON{}}
 				for _, x := range rep.Results {
 					e := ""
 					if x.Err != nil {
 						e = x.Err.Error()
 					}
-					out.Actions = append(out.Actions, res{x.Action, x.Jobs, e})
+					out.Actions = append(out.Actions, reconcileActionJSON{x.Action, x.Jobs, e})
 				}
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
@@ -134,4 +123,19 @@ func startReconciler(ctx context.Context, st *settings, reg prometheus.Registere
 	log.Info("reconciler started", "interval", st.cfg.Sizer.ReconcileInterval.Duration, "grace", grace)
 	go r.Run(ctx, st.cfg.Sizer.ReconcileInterval.Duration)
 	return r.Kick
+}
+
+// reconcileJSON is `burst-sizer reconcile --json`.
+type reconcileJSON struct {
+	At        time.Time             `json:"at"`
+	DryRun    bool                  `json:"dry_run"`
+	Instances int                   `json:"instances"`
+	Nodes     int                   `json:"nodes"`
+	Actions   []reconcileActionJSON `json:"actions"`
+}
+
+type reconcileActionJSON struct {
+	reconcile.Action
+	Jobs  []uint32 `json:"jobs,omitempty"`
+	Error string   `json:"error,omitempty"`
 }

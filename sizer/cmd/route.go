@@ -143,13 +143,13 @@ func jobFromFlags(c *cli.Context) (sizerapi.JobRequest, error) {
 func runRoute(c *cli.Context) error {
 	job, err := jobFromFlags(c)
 	if err != nil {
-		return cmdline.Exit(cmdline.ExitFailure, fmt.Errorf("reading job options: %w", err))
+		return cmdline.Usage(fmt.Errorf("reading job options: %w", err))
 	}
 	st, err := loadSettings(c)
 	if err != nil {
 		return err
 	}
-	d, _, err := decide(c.Context, st, job, c.Duration("timeout"), c.Bool("local"), compose.CommandLogger(c.App.ErrWriter, st.cfg))
+	d, via, err := decide(c.Context, st, job, c.Duration("timeout"), c.Bool("local"), compose.CommandLogger(c.App.ErrWriter, st.cfg))
 	out := c.App.Writer
 	if c.Bool("filter") {
 		opt := "gres"
@@ -169,10 +169,38 @@ func runRoute(c *cli.Context) error {
 		return cmdline.Exit(code, err)
 	}
 	if c.Bool("json") {
-		return json.NewEncoder(out).Encode(d)
+		err = json.NewEncoder(out).Encode(routeAnswer{Decision: d, DecidedBy: via})
+	} else {
+		_, err = fmt.Fprintf(out, "%s [%s]\n", summary(d), decidedBy(via))
 	}
-	_, err = fmt.Fprintln(out, summary(d))
-	return err
+	if err != nil {
+		return err
+	}
+	return refusal(d, via)
+}
+
+// routeAnswer is route --json: the decision and who made it.
+type routeAnswer struct {
+	sizing.Decision
+	// DecidedBy is "daemon" (burst-sizer serve answered) or "local" (the
+	// in-process fallback: the daemon did not answer, or --local).
+	DecidedBy string `json:"decided_by"`
+}
+
+func decidedBy(via string) string {
+	if via == "daemon" {
+		return "decided by the sizer daemon"
+	}
+	return "decided in-process: the sizer daemon did not answer (or --local)"
+}
+
+// refusal is route's exit for a refused job: status 1 (a refusal is not a
+// success), the reason already printed.
+func refusal(d sizing.Decision, via string) error {
+	if !d.Refused {
+		return nil
+	}
+	return cmdline.Exit(cmdline.ExitFailure, fmt.Errorf("the job is refused (%s)", decidedBy(via)))
 }
 
 // decide asks the daemon, falling back to the in-process sizing. via says
@@ -188,7 +216,9 @@ func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout 
 				}
 				var ae *sizerclient.APIError
 				if errors.As(err, &ae) && ae.Code == sizerapi.CodeNoClass {
-					return d, "daemon", fmt.Errorf("%w: %s", sizing.ErrNoClass, ae.Message)
+					// the daemon's message already starts with ErrNoClass's text
+					msg := strings.TrimPrefix(strings.TrimPrefix(ae.Message, sizing.ErrNoClass.Error()), ": ")
+					return d, "daemon", fmt.Errorf("%w: %s", sizing.ErrNoClass, msg)
 				}
 				log.Debug("sizer daemon did not answer; deciding locally", "err", err)
 			}

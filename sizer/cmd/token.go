@@ -97,7 +97,7 @@ func tokenCommand() *cli.Command {
 					}
 					at, err := auth.AccountToken(tok, c.Args().First())
 					if err != nil {
-						return cmdline.Usagef("burst-sizer token account: %v", err)
+						return cmdline.Usagef("token account %q: %v", c.Args().First(), err) // cmdline.Run prefixes the program
 					}
 					_, err = fmt.Fprintln(c.App.Writer, at)
 					return err

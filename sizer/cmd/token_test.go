@@ -37,4 +37,8 @@ func TestTokenAccount(t *testing.T) {
 	if code := runSizer(&out, &errb, "--config", cfg, "token", "account", "a b"); code != 2 || !strings.Contains(errb.String(), "only letters") {
 		t.Errorf("bad account name: exit %d, %q", code, errb.String())
 	}
+	// one prefix: the program's, once
+	if strings.Count(errb.String(), "burst-sizer") != 1 || !strings.HasPrefix(errb.String(), "burst-sizer: ") {
+		t.Errorf("message prefixed more than once: %q", errb.String())
+	}
 }

@@ -15,10 +15,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/sizer/budget"
@@ -76,8 +78,19 @@ type Options struct {
 	StateDir string
 	// Slurm gives node and job states; nil shows what the sizer recorded only.
 	Slurm SlurmReader
+	// Peers lists the callers of another burst version (the server's
+	// record); nil shows none.
+	Peers func() []sizerapi.PeerVersion
 	// SlurmTTL is how long one read of Slurm's state serves (default 2 s).
 	SlurmTTL time.Duration
+	// SlurmWait is how long a view waits for a read in flight before it
+	// shows the last known state (default 800 ms); SlurmTimeout bounds a
+	// read (default 20 s).
+	SlurmWait    time.Duration
+	SlurmTimeout time.Duration
+	// Logger gets the lines that say Slurm became unreachable and answers
+	// again (default slog.Default()).
+	Logger *slog.Logger
 	// IdleTimeout is the idle-timeout counterfactual's idle time (default
 	// 10 minutes, ParallelCluster's ScaledownIdletime default).
 	IdleTimeout time.Duration
@@ -92,10 +105,14 @@ type Options struct {
 type Source struct {
 	o Options
 
-	mu      sync.Mutex
-	snap    *slurmSnap
-	snapAt  time.Time
-	loading chan struct{}
+	mu        sync.Mutex
+	last      *slurmSnap // the last finished read, good or not
+	lastAt    time.Time
+	good      *slurmSnap // the last good read
+	downSince time.Time  // when Slurm stopped answering; zero while it answers
+	downErr   error
+	loading   chan struct{} // a read in flight
+	loadStart time.Time
 }
 
 // DefaultIdleTimeout is the counterfactual's idle time.
@@ -108,6 +125,15 @@ func New(o Options) (*Source, error) {
 	}
 	if o.SlurmTTL <= 0 {
 		o.SlurmTTL = 2 * time.Second
+	}
+	if o.SlurmWait <= 0 {
+		o.SlurmWait = 800 * time.Millisecond
+	}
+	if o.SlurmTimeout <= 0 {
+		o.SlurmTimeout = 20 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
@@ -137,41 +163,103 @@ type slurmSnap struct {
 	onNode map[string]slurm.Job
 	err    error
 	at     time.Time // when it was read
+	// downSince is when Slurm stopped answering (err is set; the maps are
+	// the last good read's).
+	downSince time.Time
 }
 
 // slurmState returns Slurm's nodes and jobs, read at most once per
-// SlurmTTL (concurrent callers share one read); nil without Slurm.
+// SlurmTTL, in the background (one read at a time, bounded by
+// SlurmTimeout), so that a view never waits on Slurm longer than SlurmWait:
+// when Slurm does not answer by then, or fails, the last good state is
+// returned with err saying since when Slurm is unreachable (a log line
+// marks the change, and another the recovery). nil without Slurm.
 func (s *Source) slurmState(ctx context.Context) *slurmSnap {
 	if s.o.Slurm == nil {
 		return nil
 	}
-	for {
-		s.mu.Lock()
-		if s.snap != nil && s.o.Now().Sub(s.snapAt) < s.o.SlurmTTL {
-			sn := s.snap
-			s.mu.Unlock()
-			return sn
-		}
-		if s.loading != nil {
-			wait := s.loading
-			s.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return &slurmSnap{err: ctx.Err()}
-			}
-		}
-		s.loading = make(chan struct{})
-		s.mu.Unlock()
-		sn := s.readSlurm(ctx)
-		s.mu.Lock()
-		s.snap, s.snapAt = sn, s.o.Now()
-		close(s.loading)
-		s.loading = nil
+	s.mu.Lock()
+	if s.last != nil && s.o.Now().Sub(s.lastAt) < s.o.SlurmTTL {
+		sn := s.viewLocked()
 		s.mu.Unlock()
 		return sn
 	}
+	if s.loading == nil {
+		s.loading = make(chan struct{})
+		s.loadStart = s.o.Now()
+		go s.refresh(s.loading)
+	}
+	wait, started := s.loading, s.loadStart
+	s.mu.Unlock()
+	t := time.NewTimer(s.o.SlurmWait)
+	defer t.Stop()
+	timedOut := false
+	select {
+	case <-wait:
+	case <-t.C:
+		timedOut = true
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if timedOut && s.downSince.IsZero() {
+		s.downSince = started
+		s.downErr = fmt.Errorf("Slurm did not answer within %s", s.o.SlurmWait)
+		s.o.Logger.Warn("Slurm is unreachable: the dashboard shows its last known state", "since", started, "err", s.downErr)
+	}
+	return s.viewLocked()
+}
+
+// refresh reads Slurm once, detached from any request.
+func (s *Source) refresh(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.SlurmTimeout)
+	defer cancel()
+	sn := s.readSlurm(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last, s.lastAt = sn, s.o.Now()
+	switch {
+	case sn.err == nil:
+		if !s.downSince.IsZero() {
+			s.o.Logger.Info("Slurm answers again", "down_since", s.downSince)
+		}
+		s.good, s.downSince, s.downErr = sn, time.Time{}, nil
+	case s.downSince.IsZero():
+		s.downSince, s.downErr = s.loadStart, sn.err
+		s.o.Logger.Warn("Slurm is unreachable: the dashboard shows its last known state", "since", s.loadStart, "err", sn.err)
+	default:
+		s.downErr = sn.err
+	}
+	close(done)
+	s.loading = nil
+}
+
+// viewLocked is what a view shows: the last good state, with err set
+// while Slurm is unreachable.
+func (s *Source) viewLocked() *slurmSnap {
+	if s.downSince.IsZero() && s.good != nil {
+		return s.good
+	}
+	sn := &slurmSnap{nodes: map[string]slurm.Node{}, jobs: map[uint32]slurm.Job{}, onNode: map[string]slurm.Job{}}
+	if s.good != nil {
+		c := *s.good
+		sn = &c
+	}
+	since := s.downSince
+	if since.IsZero() {
+		since = s.loadStart
+	}
+	cause := s.downErr
+	if cause == nil {
+		cause = errors.New("no answer yet")
+	}
+	as := "never read"
+	if s.good != nil {
+		as = "as of " + s.good.at.UTC().Format(time.RFC3339)
+	}
+	sn.err = fmt.Errorf("Slurm unreachable since %s (%v); its node and job states shown are %s", since.UTC().Format(time.RFC3339), cause, as)
+	sn.downSince = since
+	return sn
 }
 
 func (s *Source) readSlurm(ctx context.Context) *slurmSnap {

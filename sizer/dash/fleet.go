@@ -13,6 +13,7 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/version"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -23,7 +24,11 @@ import (
 // capacity state are the pool's, shown to all).
 func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error) {
 	now := s.o.Now()
-	v := sizerapi.FleetView{At: now, Account: sc.Account, Classes: []sizerapi.FleetClass{}, Unavailable: []sizerapi.UnavailablePool{}, Interruptions: []sizerapi.FleetInterruption{}}
+	v := sizerapi.FleetView{At: now, Account: sc.Account, Classes: []sizerapi.FleetClass{}, Unavailable: []sizerapi.UnavailablePool{}, Interruptions: []sizerapi.FleetInterruption{},
+		SizerVersion: version.Version, PeerVersions: []sizerapi.PeerVersion{}}
+	if s.o.Peers != nil && sc.All() { // node names of every account: not for an account's view
+		v.PeerVersions = s.o.Peers()
+	}
 	live, err := s.o.Store.Instances(ctx, time.Time{}, now.Add(time.Hour), "", true)
 	if err != nil {
 		return v, err
@@ -45,6 +50,10 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 		v.Slurm = sn.err == nil
 		if sn.err != nil {
 			v.SlurmError = sn.err.Error()
+		}
+		if !sn.downSince.IsZero() {
+			t := sn.downSince
+			v.SlurmDownSince = &t
 		}
 	}
 	breakers := map[string]breaker.Status{}
@@ -105,7 +114,7 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 				n.InstanceID, n.Type, n.Zone, n.Capacity, n.UpSince, n.PriceUSD = in.InstanceID, in.InstanceType, in.Zone, in.Capacity, in.Launched, in.PriceUSD
 				n.JobID, n.Account = in.JobID, in.Account
 			}
-			if sn != nil && sn.err == nil {
+			if sn != nil { // while Slurm is unreachable: its last known state
 				if sl, ok := sn.nodes[name]; ok {
 					n.SlurmState, n.SlurmReason = slurmState(sl.State, sl.Flags), sl.Reason
 				}

@@ -22,12 +22,19 @@ const DefaultHistoryJobs = 20
 // the store's instances and caps, and history from the store's usage. st may
 // be nil (no state: no history, no spend). It is shared by the daemon's
 // /v1/route and by `burst-sizer route` when the daemon is down.
+//
+// Bad metadata refuses the job, naming at most maxShownProblems problems
+// and counting the rest.
 func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, caps map[string]float64, job sizerapi.JobRequest, now time.Time, historyJobs int) (sizing.Decision, error) {
 	req, mdErrs := job.Policy()
 	if len(mdErrs) > 0 {
-		msgs := make([]string, len(mdErrs))
+		var msgs []string
 		for i, e := range mdErrs {
-			msgs[i] = e.Error()
+			if i == maxShownProblems {
+				msgs = append(msgs, fmt.Sprintf("and %d more problem(s)", len(mdErrs)-i))
+				break
+			}
+			msgs = append(msgs, e.Error())
 		}
 		return sizing.Decision{Refused: true, Nodes: max(req.Nodes, 1), Reason: "bad burst metadata",
 			RefuseMessage: "job refused: " + strings.Join(msgs, " | ") + ". Fix the --comment (see `burst-sizer route --help`) and submit again."}, nil
@@ -81,3 +88,6 @@ func errCode(err error) (int, string) {
 	}
 	return 500, sizerapi.CodeInternal
 }
+
+// maxShownProblems is how many problems one message lists.
+const maxShownProblems = 10

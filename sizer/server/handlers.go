@@ -19,6 +19,12 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) 
 	if err := decode(r, &rq); err != nil {
 		return nil, err
 	}
+	if err := rq.Job.Validate("job"); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	if rq.EstHours < 0 || rq.EstHours > sizerapi.MaxTimeLimitSeconds/3600 || rq.EstHours != rq.EstHours {
+		return nil, badRequest("est_hours: %v is out of range: want 0 to %d", rq.EstHours, sizerapi.MaxTimeLimitSeconds/3600)
+	}
 	req, _ := rq.Job.Policy() // metadata problems were reported at submission; rank with what parses
 	in := sizing.RankInput{Class: rq.Class, Request: req, Zones: rq.Zones, EstHours: rq.EstHours}
 	if len(in.Zones) == 0 {
@@ -71,6 +77,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 	var rq sizerapi.RouteRequest
 	if err := decode(r, &rq); err != nil {
 		return nil, err
+	}
+	if err := rq.Job.Validate("job"); err != nil {
+		return nil, badRequest("%v", err)
 	}
 	d, err := Decide(r.Context(), s.pol, s.st, s.o.Budgets, rq.Job, s.now(), s.o.HistoryJobs)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/version"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -70,7 +72,10 @@ func (s *Server) routes() {
 		metrics.ServeHTTP(w, r)
 		return raw{}, nil
 	})
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(sizerapi.HeaderVersion, version.Version)
+		io.WriteString(w, "ok "+version.Version+"\n")
+	})
 }
 
 // raw marks a handler that wrote its own answer.
@@ -135,6 +140,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h ha
 		return writeErr(w, &apiError{403, sizerapi.CodeForbidden, "the " + p.Kind() + " credential may not call " + r.URL.Path +
 			" (node credentials post their own reports and interruptions; the route credential asks for routes; the read-only one reads metrics, budgets, reports and the dashboard's views; account credentials read their own account)"})
 	}
+	s.notePeer(r, p)
 	limit := s.o.MaxBodyBytes
 	if p.Node != "" {
 		if ok, wait := s.nodeLimit.allow(p.InstanceID); !ok {
@@ -211,10 +217,54 @@ func decode(r *http.Request, v any) error {
 		if errors.As(err, &mbe) {
 			return &apiError{413, sizerapi.CodeTooLarge, fmt.Sprintf("request body over %d bytes; send smaller batches", mbe.Limit)}
 		}
-		return badRequest("decoding %T: %v", v, err)
+		return badRequest("decoding the request body: %s", jsonProblem(err))
 	}
 	if dec.More() {
 		return badRequest("trailing data after the JSON object")
 	}
 	return nil
+}
+
+// jsonProblem is a decoding error in the API's terms: the JSON field and
+// the kind of value it wants, never a Go type name.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "the body"
+		}
+		return fmt.Sprintf("field %s: want %s, got a JSON %s", field, jsonKind(te.Type), te.Value)
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+	case errors.Is(err, io.EOF):
+		return "empty body: send a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends too early"
+	}
+	// DisallowUnknownFields: `json: unknown field "x"`
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		if t.String() == "time.Time" {
+			return "an RFC 3339 time string"
+		}
+		return "an object"
+	}
+	return "another kind of value"
 }

@@ -115,6 +115,7 @@ type Server struct {
 	nodeLimit *limiter
 	ipLimit   *limiter
 	jobCache  jobCache
+	peers     *peerVersions
 
 	requests    *prometheus.CounterVec
 	credentials *prometheus.CounterVec
@@ -194,7 +195,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
 	s := &Server{o: o, token: tok, pol: pol, st: st, log: o.Logger, now: o.Now, reg: o.Registry,
-		nodeLimit: newLimiter(o.NodeRate, o.NodeBurst, o.Now), ipLimit: newLimiter(1, 20, o.Now)}
+		nodeLimit: newLimiter(o.NodeRate, o.NodeBurst, o.Now), ipLimit: newLimiter(1, 20, o.Now), peers: newPeerVersions()}
 	if o.TLSCertFile != "" || o.TLSKeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
 		if err != nil {
@@ -203,7 +204,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	if s.dash, err = dash.New(dash.Options{Store: st, Policy: pol, Budgets: o.Budgets, OnUnknown: o.OnUnknown, IdleOwner: o.IdleOwner, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now}); err != nil {
+	if s.dash, err = dash.New(dash.Options{Store: st, Policy: pol, Budgets: o.Budgets, OnUnknown: o.OnUnknown, IdleOwner: o.IdleOwner, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now, Peers: s.peers.list, Logger: o.Logger}); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
@@ -228,7 +229,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.boots = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_boot_phase_seconds",
 		Help:    "Node boot phases as the nodes report them: ec2-pending-to-bootstrap (EC2 pending to the bootstrap's start), each bootstrap step (mount is the FSx mount, register slurmd's registration), bootstrap-total.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16)}, []string{"class", "phase"})
-	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(s.credentials), s.reg.Register(s.runs), s.reg.Register(s.boots),
+	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(s.credentials), s.reg.Register(s.runs), s.reg.Register(s.boots), s.reg.Register(s.peers.metric),
 		s.reg.Register(&budgetCollector{s: s}), s.reg.Register(&nodeCollector{s: s})); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: registering metrics: %w", err)

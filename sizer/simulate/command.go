@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/warm"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
@@ -349,14 +351,17 @@ func sweepFromFlags(c *cli.Context) (SweepSpec, error) {
 
 func runCommand(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("simulate takes no arguments (got %q); give the trace with --trace FILE", c.Args().Slice())
+		return cmdline.Usagef("simulate takes no arguments (got %q); give the trace with --trace FILE", c.Args().Slice())
 	}
 	if c.String("trace") == "" {
-		return errors.New("simulate needs --trace FILE (Philly CSV, simple CSV or sacct output; see --help)")
+		return cmdline.Usagef("simulate needs --trace FILE (Philly CSV, simple CSV or sacct output; see --help)")
+	}
+	if f := c.String("format"); !slices.Contains(trace.Formats, f) {
+		return cmdline.Usagef("--format %q is unknown; want one of %s", f, strings.Join(trace.Formats, ", "))
 	}
 	o, err := optionsFromFlags(c)
 	if err != nil {
-		return fmt.Errorf("checking flags: %w", err)
+		return cmdline.Usage(fmt.Errorf("checking flags: %w", err))
 	}
 	in, closeIn, err := openIn(c.String("trace"))
 	if err != nil {
@@ -374,9 +379,17 @@ func runCommand(c *cli.Context) error {
 	if c.Bool("sweep") {
 		spec, err := sweepFromFlags(c)
 		if err != nil {
-			return fmt.Errorf("checking flags: %w", err)
+			return cmdline.Usage(fmt.Errorf("checking flags: %w", err))
 		}
 		start := time.Now()
+		// a sweep runs for minutes: say how far it is on stderr
+		last := time.Time{}
+		spec.Progress = func(done, total int) {
+			if now := time.Now(); done == total || now.Sub(last) >= 5*time.Second {
+				last = now
+				fmt.Fprintf(c.App.ErrWriter, "simulate --sweep: %d of %d runs done (%s)\n", done, total, now.Sub(start).Round(time.Second))
+			}
+		}
 		rows, err := Sweep(c.Context, o, jobs, spec)
 		if err != nil {
 			return err

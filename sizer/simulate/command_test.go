@@ -10,12 +10,22 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/internal/cmdline"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
-	app := &cli.App{Name: "burst-sizer", Writer: &out, ErrWriter: &out, Commands: []*cli.Command{Command()}}
+	out, _, err := runCLIErr(t, stdin, args...)
+	return out, err
+}
+
+// runCLIErr is runCLI with standard error apart.
+func runCLIErr(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	app := &cli.App{Name: "burst-sizer", Writer: &out, ErrWriter: &errb, Commands: []*cli.Command{Command()},
+		ExitErrHandler: func(*cli.Context, error) {}} // as cmdline.Run: the exit status is the caller's
 	if stdin != "" {
 		f := filepath.Join(t.TempDir(), "stdin")
 		if err := os.WriteFile(f, []byte(stdin), 0o644); err != nil {
@@ -24,7 +34,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
 		args = append(args, "--in", f)
 	}
 	err := app.Run(append([]string{"burst-sizer"}, args...))
-	return out.String(), err
+	return out.String(), errb.String(), err
 }
 
 func writeTrace(t *testing.T, s string) string {
@@ -57,9 +67,13 @@ func TestCommandJSONAndSVG(t *testing.T) {
 
 func TestCommandSweep(t *testing.T) {
 	tr := writeTrace(t, "0,36000,1\n600,36000,8\n")
-	out, err := runCLI(t, "", "simulate", "--trace", tr, "--sweep", "--sweep-boot", "2m", "--sweep-interruptions", "advisor,50", "--sweep-checkpoint", "30m,none")
+	out, stderr, err := runCLIErr(t, "", "simulate", "--trace", tr, "--sweep", "--sweep-boot", "2m", "--sweep-interruptions", "advisor,50", "--sweep-checkpoint", "30m,none")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// progress on stderr: one idle-timeout run and four burst runs
+	if !strings.Contains(stderr, "simulate --sweep: 5 of 5 runs done") {
+		t.Errorf("no progress on stderr: %q", stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 5 {
@@ -139,5 +153,26 @@ func TestParseInterruptionsBamboo(t *testing.T) {
 	}
 	if pr, ok := im.(PoissonRate); !ok || pr.PerNodeHour != 2.0/3 {
 		t.Errorf("model %#v, want PoissonRate 2/3", im)
+	}
+}
+
+// TestCommandUsageExits2: a bad command line is a usage error (exit 2);
+// a trace that cannot be opened is a failure (1).
+func TestCommandUsageExits2(t *testing.T) {
+	tr := writeTrace(t, "0,60,1\n")
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"simulate"}, cmdline.ExitUsage},
+		{[]string{"simulate", "--trace", tr, "--format", "bogus"}, cmdline.ExitUsage},
+		{[]string{"simulate", "--trace", tr, "--zones", "0"}, cmdline.ExitUsage},
+		{[]string{"simulate", "--trace", tr, "stray"}, cmdline.ExitUsage},
+		{[]string{"simulate", "--trace", filepath.Join(t.TempDir(), "none.csv")}, cmdline.ExitFailure},
+	} {
+		_, err := runCLI(t, "", c.args...)
+		if got := cmdline.ExitCode(err); got != c.want {
+			t.Errorf("%v: exit %d (%v), want %d", c.args, got, err, c.want)
+		}
 	}
 }

@@ -25,6 +25,9 @@ type SweepSpec struct {
 	WarmCaps []float64
 	// WarmQuantiles are warm-pool quantiles; empty: the base options'.
 	WarmQuantiles []float64
+	// Progress, when set, is called after each run (done of total), one
+	// call at a time.
+	Progress func(done, total int)
 }
 
 // SweepRow is one combination's outcome.
@@ -119,6 +122,7 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 		mu       sync.Mutex
 		firstErr error
 		wg       sync.WaitGroup
+		done     int
 	)
 	ch := make(chan task)
 	for range max(1, runtime.GOMAXPROCS(0)) {
@@ -128,6 +132,10 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 			for t := range ch {
 				r, err := Run(ctx, t.opts, jobs)
 				mu.Lock()
+				done++
+				if spec.Progress != nil {
+					spec.Progress(done, len(tasks))
+				}
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}

@@ -39,9 +39,14 @@ func DetectFormat(firstLine string) string {
 	}
 }
 
-// ReadAny reads a trace in the named format (FormatAuto detects it).
+// ReadAny reads a trace in the named format (FormatAuto detects it); a
+// leading UTF-8 byte order mark is skipped.
 func ReadAny(r io.Reader, format string, opt ReadOptions) ([]Job, Report, error) {
 	br := bufio.NewReader(r)
+	// a UTF-8 byte order mark (spreadsheet exports) is not part of the header
+	if b, err := br.Peek(3); err == nil && string(b) == "\xef\xbb\xbf" {
+		br.Discard(3)
+	}
 	if format == "" || format == FormatAuto {
 		first, err := br.Peek(4096)
 		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {

@@ -308,6 +308,13 @@ func TestDetectAndReadAny(t *testing.T) {
 	if _, _, err := ReadAny(strings.NewReader(""), "xml", ReadOptions{}); err == nil {
 		t.Error("unknown format: no error")
 	}
+	// a UTF-8 BOM (a spreadsheet's export) before the header is ignored
+	philly := "\ufefftimestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,a\n"
+	for _, f := range []string{FormatAuto, FormatPhilly} {
+		if jobs, _, err := ReadAny(strings.NewReader(philly), f, ReadOptions{}); err != nil || len(jobs) != 1 {
+			t.Errorf("BOM-prefixed Philly trace (%s): %d jobs, %v", f, len(jobs), err)
+		}
+	}
 }
 
 // TestRealData reads the shared data sets when they are present and checks

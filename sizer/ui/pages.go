@@ -10,6 +10,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/version"
 	"github.com/burst-hpc/burst/sizer/dash"
 )
 
@@ -22,10 +23,11 @@ type basePage struct {
 	Query    string // "?account=X" to keep the scope in nav links
 	Now      time.Time
 	Rendered time.Duration
+	Version  string // the sizer's burst version
 }
 
 func (u *UI) base(page string, p auth.Principal, sc dash.Scope) basePage {
-	b := basePage{Page: page, Admin: p.Admin, Scope: sc.Account, Now: u.o.Now()}
+	b := basePage{Page: page, Admin: p.Admin, Scope: sc.Account, Now: u.o.Now(), Version: version.Version}
 	switch {
 	case p.Admin:
 		b.Login = "admin"

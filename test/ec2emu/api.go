@@ -62,6 +62,9 @@ var handlers = map[string]handler{
 	"StopInstances":             (*Server).stopInstances,
 	"StartInstances":            (*Server).startInstances,
 	"DescribeInstanceAttribute": (*Server).describeInstanceAttribute,
+	"DescribeSubnets":           (*Server).describeSubnets,
+	"DescribeSecurityGroups":    (*Server).describeSecurityGroups,
+	"DescribeImages":            (*Server).describeImages,
 }
 
 // idempotent actions honour ClientToken.
@@ -103,6 +106,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(s.Real(s.opts.Latency))
 	}
 	s.mu.Lock()
+	if aerr == nil {
+		aerr = s.authorize(action, query{v: form})
+	}
 	if aerr == nil {
 		f := s.pickFault("ec2", action)
 		if f != nil && !f.AfterEffect {

@@ -35,6 +35,10 @@ type Options struct {
 	// Subnets maps subnet id -> availability zone. Default: subnet-a, subnet-b,
 	// subnet-c in <Region>a, b, c.
 	Subnets map[string]string
+	// SecurityGroups and Images are the security group and AMI ids that
+	// exist (DescribeSecurityGroups, DescribeImages); default none.
+	SecurityGroups []string
+	Images         []string
 	// TimeScale: emulated seconds per wall-clock second (default 1).
 	TimeScale float64
 	// Latency is added to every API call (emulated time).
@@ -152,6 +156,7 @@ type Server struct {
 	calls     []Call
 	idem      map[string]idemEntry
 	templates map[string]*launchTemplate // by id
+	denied    map[string]bool            // EC2 actions answered UnauthorizedOperation (Deny)
 	bill      []*BillLine
 	events    []*EventRecord
 	rules     []*eventRule

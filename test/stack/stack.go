@@ -279,6 +279,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for z, sn := range cfg.Network.Subnets {
 		eo.Subnets[sn] = z
 	}
+	// the security groups and AMI of burst.yaml exist (burst-sizer doctor describes them)
+	if eo.SecurityGroups == nil {
+		eo.SecurityGroups = cfg.Network.SecurityGroups
+	}
+	if eo.Images == nil && cfg.Image.AMI != "" {
+		eo.Images = []string{cfg.Image.AMI}
+	}
 	eo.IMDSHost = s.Cluster.ControllerAddr().String()
 	eo.AllocateIP = func(ec2emu.Instance) (string, error) {
 		ip, err := s.Cluster.AllocIP()
