@@ -210,10 +210,22 @@ func (s *Store) RecordEnd(ctx context.Context, id string, at time.Time, source, 
 }
 
 // RecordState stores an EC2 state-change event (duplicates are ignored).
+// An instance shutting down or terminated has its node identity revoked
+// in the same transaction: EC2's word that it ends is enough to refuse a
+// credential stolen from it (issue 25). A stopped instance may start
+// again, so stopping and stopped revoke nothing.
 func (s *Store) RecordState(ctx context.Context, id, state string, at time.Time) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO instance_states(instance_id, state, at) VALUES(?,?,?)`, id, state, ms(at))
-		return err
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO instance_states(instance_id, state, at) VALUES(?,?,?)`, id, state, ms(at)); err != nil {
+			return err
+		}
+		switch state {
+		case "shutting-down", "terminated":
+			_, err := tx.ExecContext(ctx, `UPDATE node_identities SET revoked = coalesce(revoked, ?), revoke_reason = coalesce(revoke_reason, ?) WHERE instance_id = ?`,
+				ms(at), "EC2 state-change: "+state, id)
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("storing state %s of %s: %w", state, id, err)

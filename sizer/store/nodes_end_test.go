@@ -50,4 +50,18 @@ func TestEndRevokesTheNodeIdentity(t *testing.T) {
 	if ended, _, err := s.InstanceEnd(ctx, next.InstanceID); err != nil || ended {
 		t.Errorf("the next instance with the same node name: ended %v %v", ended, err)
 	}
+
+	// EC2's state-change event alone (the interruption queue) revokes it
+	if err := s.RecordState(ctx, next.InstanceID, "running", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if ended, _, _ := s.InstanceEnd(ctx, next.InstanceID); ended {
+		t.Error("revoked by a running state")
+	}
+	if err := s.RecordState(ctx, next.InstanceID, "shutting-down", t0.Add(20*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if ended, why, err := s.InstanceEnd(ctx, next.InstanceID); err != nil || !ended || !strings.Contains(why, "shutting-down") {
+		t.Errorf("after EC2's shutting-down event: ended %v %q %v; want revoked", ended, why, err)
+	}
 }
