@@ -68,7 +68,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "slurm-bin-dir", Value: "/usr/bin", EnvVars: []string{"BURST_SLURM_BIN_DIR"}, Usage: "directory of scontrol, squeue, scancel"},
 			&cli.StringFlag{Name: "slurm-conf", EnvVars: []string{"SLURM_CONF"}, Usage: "slurm.conf for the Slurm commands"},
 			&cli.StringFlag{Name: "slurm-api", Value: "cli", EnvVars: []string{"BURST_AGENT_SLURM_API"}, Usage: "cli (the Slurm commands: a node has them and munge) or rest (slurmrestd, with --slurm-rest-url and --slurm-rest-token-file)"},
-			&cli.StringFlag{Name: "slurm-rest-url", EnvVars: []string{"BURST_AGENT_SLURM_REST_URL"}, Usage: "slurmrestd's http(s)://host:port or unix:/path (--slurm-api rest)"},
+			&cli.StringFlag{Name: "slurm-rest-url", EnvVars: []string{"BURST_AGENT_SLURM_REST_URL"}, Usage: "slurmrestd's https://host:port (with --slurm-rest-ca-file) or unix:/path (--slurm-api rest); plain http is refused: it would carry the token in clear text"},
+			&cli.StringFlag{Name: "slurm-rest-ca-file", EnvVars: []string{"BURST_AGENT_SLURM_REST_CA_FILE"}, Usage: "PEM file of the CA that signed slurmrestd's certificate (https; nothing else is trusted)"},
 			&cli.StringFlag{Name: "slurm-rest-token-file", EnvVars: []string{"BURST_AGENT_SLURM_REST_TOKEN_FILE"}, Usage: "file with a Slurm JWT (scontrol token) of a user that may requeue jobs and drain nodes, mode 0600, re-read when it changes (--slurm-api rest; nodes never get the JWT key)"},
 			&cli.StringFlag{Name: "slurm-rest-user", EnvVars: []string{"BURST_AGENT_SLURM_REST_USER"}, Usage: "X-SLURM-USER-NAME (default: the token's user)"},
 			&cli.DurationFlag{Name: "dead-man-after", Value: 15 * time.Minute, EnvVars: []string{"BURST_DEAD_MAN_AFTER"}, Usage: "power this instance off (which terminates it) after its node has been powered down or down in Slurm, or the controller unreachable, this long (0 disables)"},
@@ -196,7 +197,7 @@ func runAgent(c *cli.Context) error {
 		}
 		cancel()
 	}
-	sc, err := compose.SlurmVia(c.String("slurm-api"), config.Rest{URL: c.String("slurm-rest-url"), User: c.String("slurm-rest-user"),
+	sc, err := compose.SlurmVia(c.String("slurm-api"), config.Rest{URL: c.String("slurm-rest-url"), CAFile: c.String("slurm-rest-ca-file"), User: c.String("slurm-rest-user"),
 		TokenFile: c.String("slurm-rest-token-file"), Fallback: "cli"}, c.String("slurm-bin-dir"), c.String("slurm-conf"), log)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)

@@ -57,6 +57,16 @@ variable "slurm_sha256" {
   description = "SHA-256 of slurm-<slurm_version>.tar.bz2 from download.schedmd.com (checked before building)."
 }
 
+variable "cuda_keyring_sha256" {
+  type        = string
+  description = "SHA-256 of NVIDIA's cuda-keyring_1.1-1_all.deb (ubuntu2204/x86_64), checked before it is installed."
+}
+
+variable "fsx_key_sha256" {
+  type        = string
+  description = "SHA-256 of AWS's fsx-ubuntu-public-key.asc (the FSx Lustre client repository's signing key), checked before it is trusted."
+}
+
 variable "slurm_uid" {
   type        = number
   default     = 64030
@@ -185,6 +195,8 @@ build {
       "NVIDIA_DRIVER_BRANCH=${var.nvidia_driver_branch}",
       "SLURM_VERSION=${var.slurm_version}",
       "SLURM_SHA256=${var.slurm_sha256}",
+      "CUDA_KEYRING_SHA256=${var.cuda_keyring_sha256}",
+      "FSX_KEY_SHA256=${var.fsx_key_sha256}",
       "SLURM_UID=${var.slurm_uid}",
       "BURST_VERSION=${var.burst_version}",
     ]
@@ -194,6 +206,7 @@ build {
       "${path.root}/scripts/40-slurm.sh",
       "${path.root}/scripts/50-burst.sh",
       "${path.root}/scripts/90-validate.sh",
+      "${path.root}/scripts/95-seal.sh",
     ]
   }
 

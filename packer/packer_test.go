@@ -55,6 +55,8 @@ func validateArgs(t *testing.T) []string {
 	return []string{"validate",
 		"-var", "slurm_version=22.05.8",
 		"-var", "slurm_sha256=0000000000000000000000000000000000000000000000000000000000000000",
+		"-var", "cuda_keyring_sha256=0000000000000000000000000000000000000000000000000000000000000000",
+		"-var", "fsx_key_sha256=0000000000000000000000000000000000000000000000000000000000000000",
 		"-var", "burst_version=v0.0.0-test",
 		"-var", "burst_agent_binary=" + agent,
 		template}
@@ -253,7 +255,7 @@ func TestProvisionerOrder(t *testing.T) {
 	if strings.Join(inTemplate, " ") != strings.Join(onDisk, " ") {
 		t.Fatalf("template runs %q, scripts/ has %q (every script once, in name order)", inTemplate, onDisk)
 	}
-	want := []string{"10-os.sh", "20-nvidia.sh", "30-lustre.sh", "40-slurm.sh", "50-burst.sh", "90-validate.sh"}
+	want := []string{"10-os.sh", "20-nvidia.sh", "30-lustre.sh", "40-slurm.sh", "50-burst.sh", "90-validate.sh", "95-seal.sh"}
 	if strings.Join(onDisk, " ") != strings.Join(want, " ") {
 		t.Fatalf("scripts/ has %q, want %q", onDisk, want)
 	}
@@ -341,4 +343,61 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestEveryDownloadIsChecksummed: each file a script fetches (curl -o) is
+// checked with sha256sum -c against a template variable before it is
+// used; nothing is piped from the network into a command.
+func TestEveryDownloadIsChecksummed(t *testing.T) {
+	entries, err := os.ReadDir("scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	curlOut := regexp.MustCompile(`curl [^\n]*-o "?([^ "\n]+)"?`)
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("scripts", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := strings.ReplaceAll(string(data), "\\\n", " ")
+		for _, line := range strings.Split(src, "\n") {
+			if !regexp.MustCompile(`(^\s*|[;&|(]\s*|if !?\s*)curl `).MatchString(line) {
+				continue
+			}
+			m := curlOut.FindStringSubmatch(line)
+			if m == nil {
+				t.Errorf("%s: a download that is not saved to a file to be checked: %s", e.Name(), strings.TrimSpace(line))
+				continue
+			}
+			if !regexp.MustCompile(`\$[A-Z0-9_]+_SHA256  "?` + regexp.QuoteMeta(m[1]) + `"?" \| sha256sum -c`).MatchString(src) {
+				t.Errorf("%s: %s is downloaded but never checked with sha256sum -c against a *_SHA256 variable", e.Name(), m[1])
+			}
+		}
+	}
+}
+
+// TestImageIsSealed: the last provisioner removes every authorized SSH key
+// (and fails when one remains), and the image masks nftables.service,
+// whose start or reload would flush the IMDS firewall.
+func TestImageIsSealed(t *testing.T) {
+	tpl, err := os.ReadFile(template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := regexp.MustCompile(`scripts/([0-9]{2}-[a-z]+\.sh)`).FindAllStringSubmatch(string(tpl), -1)
+	if len(used) == 0 || used[len(used)-1][1] != "95-seal.sh" {
+		t.Fatalf("the last provisioner script is %v, want 95-seal.sh", used[len(used)-1:])
+	}
+	seal := string(mustRead(t, "scripts/95-seal.sh"))
+	for _, want := range []string{"-name authorized_keys", "rm -f -- \"$f\"", "an authorized keys file remains"} {
+		if !strings.Contains(seal, want) {
+			t.Errorf("95-seal.sh lacks %q", want)
+		}
+	}
+	if !strings.Contains(string(mustRead(t, "scripts/10-os.sh")), "systemctl mask nftables.service") {
+		t.Error("10-os.sh does not mask nftables.service")
+	}
+	if !strings.Contains(string(mustRead(t, "scripts/90-validate.sh")), "is-enabled nftables.service") {
+		t.Error("90-validate.sh does not check nftables.service is masked")
+	}
 }

@@ -5,7 +5,9 @@
 // <checkpoint root>/<SLURM_JOB_ID>: an array task has a job id of its own,
 // so its directory is that id too (never <array>_<task>).
 //
-// Safety: the checkpoint root is root-owned (0755); the directory is made
+// Safety: the checkpoint root is root-owned (0755), reached from "/"
+// without following a symlink, through directories root's alone
+// (internal/safedir); the directory is made
 // with mkdirat under an O_DIRECTORY|O_NOFOLLOW descriptor of the root, then
 // opened O_NOFOLLOW|O_DIRECTORY and changed through that descriptor (fchown,
 // fchmod 0700), so no symlink is ever followed and no path is looked up
@@ -16,10 +18,11 @@
 package ckptdir
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
+
+	"github.com/burst-hpc/burst/internal/safedir"
 )
 
 // Result says what Ensure did.
@@ -44,5 +47,7 @@ func Name(jobID string) (string, error) {
 	return jobID, nil
 }
 
-// ErrUnsafeRoot means the checkpoint root lets other users replace entries.
-var ErrUnsafeRoot = errors.New("checkpoint root is writable by others without the sticky bit")
+// ErrUnsafeRoot means the checkpoint root, or a directory above it, lets
+// another user replace entries: owned by a user, or writable by others
+// without the sticky bit.
+var ErrUnsafeRoot = safedir.ErrUnsafe

@@ -144,3 +144,32 @@ func FuzzName(f *testing.F) {
 		}
 	})
 }
+
+// TestEnsureRefusesAUsersAncestor: the swap of issue 25. A user who made
+// burst/ first renames burst/checkpoints away and puts their own directory
+// there; the Prolog must not make the victim's directory inside it (the
+// user could then move it away and plant a symlink), nor under a
+// directory of theirs higher up.
+func TestEnsureRefusesAUsersAncestor(t *testing.T) {
+	needRoot(t)
+	now := time.Unix(1_800_000_000, 0)
+	const victim, attacker = 61001, 61002
+	fsx := t.TempDir()
+	os.Chmod(fsx, os.ModeSticky|0o777)
+	burst := filepath.Join(fsx, "burst")
+	os.Mkdir(burst, 0o755)
+	os.Chown(burst, attacker, attacker)
+	swapped := filepath.Join(burst, "checkpoints")
+	os.Mkdir(swapped, 0o755) // the attacker's own, swapped in
+	os.Chown(swapped, attacker, attacker)
+	if _, err := Ensure(swapped, "201", victim, victim, now); !errors.Is(err, ErrUnsafeRoot) || !strings.Contains(err.Error(), "uid 61002") {
+		t.Errorf("a checkpoint root of the attacker's: %v, want ErrUnsafeRoot", err)
+	}
+	os.Chown(swapped, 0, 0) // root's, but inside the attacker's burst/
+	if _, err := Ensure(swapped, "201", victim, victim, now); !errors.Is(err, ErrUnsafeRoot) || !strings.Contains(err.Error(), burst+" is owned by uid 61002") {
+		t.Errorf("a root under the attacker's directory: %v, want ErrUnsafeRoot naming %s", err, burst)
+	}
+	if _, err := os.Lstat(filepath.Join(swapped, "201")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the victim's directory was made under the attacker's: %v", err)
+	}
+}

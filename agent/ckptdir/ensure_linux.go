@@ -5,15 +5,19 @@ package ckptdir
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/burst-hpc/burst/internal/safedir"
 )
 
 // Ensure makes root/name a directory owned by uid:gid, mode 0700, as
-// described in the package comment. root itself must be an existing
-// directory (not a symlink).
+// described in the package comment. root must be an existing directory
+// reached without a symlink, and it and every directory above it root's
+// alone (internal/safedir): otherwise ErrUnsafeRoot.
 func Ensure(root, name string, uid, gid int, now time.Time) (Result, error) {
 	res := Result{Path: filepath.Join(root, name)}
 	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
@@ -22,18 +26,12 @@ func Ensure(root, name string, uid, gid int, now time.Time) (Result, error) {
 	if uid < 0 || gid < 0 {
 		return res, fmt.Errorf("checkpoint directory for uid %d gid %d: not a user", uid, gid)
 	}
-	rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// the root and every directory above it: no symlink, root's alone
+	rfd, err := safedir.Open(root)
 	if err != nil {
 		return res, fmt.Errorf("opening checkpoint root %s: %w", root, err)
 	}
 	defer unix.Close(rfd)
-	var rst unix.Stat_t
-	if err := unix.Fstat(rfd, &rst); err != nil {
-		return res, fmt.Errorf("checking checkpoint root %s: %w", root, err)
-	}
-	if rst.Mode&0o002 != 0 && rst.Mode&unix.S_ISVTX == 0 {
-		return res, fmt.Errorf("%s (mode %04o): %w", root, rst.Mode&0o7777, ErrUnsafeRoot)
-	}
 	for attempt := 0; attempt < 5; attempt++ {
 		var st unix.Stat_t
 		err := unix.Fstatat(rfd, name, &st, atSymlinkNofollow)

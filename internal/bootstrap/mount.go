@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/burst-hpc/burst/internal/safedir"
 	"github.com/burst-hpc/burst/internal/statefile"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
@@ -150,24 +153,27 @@ func unescapeOctal(s string) (string, error) {
 
 func (b *boot) checkpointRoot(context.Context) (string, error) {
 	root := b.ud.FSx.CheckpointRoot
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", fmt.Errorf("creating checkpoint root: %w", err)
+	// burst makes and owns every directory from the mount point down to
+	// the root (root-owned, 0755, no symlink followed; a user's entry in
+	// the way is moved aside), and checks the mount point and everything
+	// above it are root's alone: a user who owned an ancestor could swap
+	// the root for their own directory after this check (issue 25).
+	// burst-agent as Slurm's Prolog (root) makes each job's directory,
+	// owned by the job's user, 0700.
+	fd, moved, err := safedir.MkdirAll(b.ud.FSx.MountPoint, root, time.Now())
+	for _, m := range moved {
+		b.log.Warn("moved an entry in the way of the checkpoint root aside", "path", m.Path, "moved_to", m.To, "why", m.Why)
 	}
-	// Root-owned and not writable by jobs: burst-agent as Slurm's Prolog
-	// (root) makes each job's directory, owned by the job's user, 0700.
-	// The root was 1777 before; an entry a user made in it then is moved
-	// aside by the Prolog when a job of another user needs that name.
-	fi, err := os.Lstat(root)
 	if err != nil {
-		return "", fmt.Errorf("checkpoint root: %w", err)
+		return "", fmt.Errorf("creating checkpoint root %s: %w", root, err)
 	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("checkpoint root %s is not a directory (a symlink?)", root)
-	}
-	if err := os.Chown(root, 0, 0); err != nil {
+	defer unix.Close(fd)
+	if err := unix.Fchown(fd, 0, 0); err != nil {
 		return "", fmt.Errorf("making checkpoint root %s root-owned: %w", root, err)
 	}
-	if err := os.Chmod(root, 0o755); err != nil {
+	// The root was 1777 before; an entry a user made in it then is moved
+	// aside by the Prolog when a job of another user needs that name.
+	if err := unix.Fchmod(fd, 0o755); err != nil {
 		return "", fmt.Errorf("setting mode 0755 on checkpoint root: %w", err)
 	}
 	probe, err := os.CreateTemp(root, ".burst-probe-*")

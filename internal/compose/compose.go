@@ -141,7 +141,7 @@ func SlurmVia(api string, r config.Rest, binDir, conf string, log *slog.Logger) 
 	default:
 		return nil, fmt.Errorf("Slurm API %q: want cli or rest", api)
 	}
-	o := rest.Options{URL: r.URL, User: r.User, JWTKeyFile: r.JWTKeyFile, TokenFile: r.TokenFile,
+	o := rest.Options{URL: r.URL, CAFile: r.CAFile, InsecureLoopback: r.InsecureLoopback, User: r.User, JWTKeyFile: r.JWTKeyFile, TokenFile: r.TokenFile,
 		TokenLifetime: r.TokenLifetime.Duration, Timeout: 20 * time.Second, Logger: log}
 	if r.Fallback == "cli" {
 		o.Fallback = cli

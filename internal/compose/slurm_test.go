@@ -23,7 +23,7 @@ func TestSlurmBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Slurm.API = "rest"
-	cfg.Slurm.Rest.URL, cfg.Slurm.Rest.User, cfg.Slurm.Rest.JWTKeyFile = "http://127.0.0.1:6820", "slurm", key
+	cfg.Slurm.Rest.URL, cfg.Slurm.Rest.User, cfg.Slurm.Rest.JWTKeyFile = "unix:/run/slurmrestd/slurmrestd.socket", "slurm", key
 	cl, err = Slurm(cfg, EnvOf(nil), nil)
 	if _, ok := cl.(*rest.Client); err != nil || !ok {
 		t.Fatalf("slurm.api rest: %T, %v; want *rest.Client", cl, err)

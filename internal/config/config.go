@@ -120,9 +120,20 @@ type Slurm struct {
 
 // Rest is how burst reaches slurmrestd (slurm.api: rest).
 type Rest struct {
-	// URL is slurmrestd's address: http://host:port, https://host:port or
-	// unix:/path/to/slurmrestd.socket.
+	// URL is slurmrestd's address: https://host:port (with CAFile) or
+	// unix:/path/to/slurmrestd.socket. Every request carries a SlurmUser
+	// token, so plain http:// is refused, except to a loopback address
+	// with InsecureLoopback.
 	URL string `yaml:"url"`
+	// CAFile is the PEM file of the CA (or CAs) that signed slurmrestd's
+	// certificate: required with https://, nothing else is trusted (not
+	// the system roots).
+	CAFile string `yaml:"ca_file"`
+	// InsecureLoopback allows http:// to a loopback address
+	// (http://127.0.0.1:6820, http://[::1]:6820): the token then crosses
+	// no network, but any local process that can sniff loopback sees it.
+	// Refused for any other address.
+	InsecureLoopback bool `yaml:"insecure_loopback"`
 	// User is the Slurm user burst acts as (X-SLURM-USER-NAME, the tokens'
 	// sun): SlurmUser, root or a Slurm administrator, since burst updates
 	// nodes and requeues other users' jobs. Required with jwt_key_file; with

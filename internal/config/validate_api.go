@@ -1,7 +1,9 @@
 package config
 
 import (
+	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -25,16 +27,7 @@ func (v *validator) slurmAPI() {
 		return
 	}
 	r := s.Rest
-	switch u, err := url.Parse(r.URL); {
-	case r.URL == "":
-		v.add("slurm.rest.url", "required with slurm.api: rest: slurmrestd's address, e.g. http://ctld:6820 or unix:/run/slurmrestd/slurmrestd.socket")
-	case strings.HasPrefix(r.URL, "unix:"):
-		if !filepath.IsAbs(strings.TrimPrefix(r.URL, "unix:")) {
-			v.add("slurm.rest.url", "%q: want unix:/absolute/path/to/socket", r.URL)
-		}
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "":
-		v.add("slurm.rest.url", "%q: want http://host:port, https://host:port or unix:/path/to/socket (no path, user or query)", r.URL)
-	}
+	v.restURL(r)
 	secret := func(path, file string) {
 		if !filepath.IsAbs(file) {
 			v.add(path, "%q is not an absolute path", file)
@@ -66,4 +59,64 @@ func (v *validator) slurmAPI() {
 	if r.Fallback != "cli" && r.Fallback != "none" {
 		v.add("slurm.rest.fallback", "%q: want cli (the command line does what a release's REST API cannot) or none", r.Fallback)
 	}
+}
+
+// restURL checks slurm.rest.url with ca_file and insecure_loopback: every
+// request carries a SlurmUser token, so it goes over a unix socket, over
+// HTTPS verified against ca_file, or, only where the admin says so, over
+// plain HTTP to a loopback address.
+func (v *validator) restURL(r Rest) {
+	const fix = "use https://host:port with slurm.rest.ca_file (slurmrestd's CA; TLS needs Slurm 25.05 or later) or unix:/run/slurmrestd/slurmrestd.socket (slurmrestd on this host)"
+	u, err := url.Parse(r.URL)
+	switch {
+	case r.URL == "":
+		v.add("slurm.rest.url", "required with slurm.api: rest: slurmrestd's address, e.g. unix:/run/slurmrestd/slurmrestd.socket or https://ctld:6820 (with ca_file)")
+		return
+	case strings.HasPrefix(r.URL, "unix:"):
+		if !filepath.IsAbs(strings.TrimPrefix(r.URL, "unix:")) {
+			v.add("slurm.rest.url", "%q: want unix:/absolute/path/to/socket", r.URL)
+		}
+		u = &url.URL{Scheme: "unix"}
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "":
+		v.add("slurm.rest.url", "%q: want https://host:port or unix:/path/to/socket (no path, user or query)", r.URL)
+		return
+	}
+	if u.Scheme != "https" && r.CAFile != "" {
+		v.add("slurm.rest.ca_file", "set with %s: the CA verifies slurmrestd's certificate, for an https:// url only", u.Scheme)
+	}
+	if u.Scheme != "http" && r.InsecureLoopback {
+		v.add("slurm.rest.insecure_loopback", "set with %s: it only allows plain http:// to a loopback address; remove it", u.Scheme)
+	}
+	switch u.Scheme {
+	case "https":
+		switch {
+		case r.CAFile == "":
+			v.add("slurm.rest.ca_file", "required with an https:// url: the PEM file of the CA that signed slurmrestd's certificate (the system roots are not trusted)")
+		case !filepath.IsAbs(r.CAFile):
+			v.add("slurm.rest.ca_file", "%q is not an absolute path", r.CAFile)
+		default:
+			if _, err := os.Stat(r.CAFile); err != nil {
+				v.add("slurm.rest.ca_file", "%v", err)
+			}
+		}
+	case "http":
+		switch {
+		case !IsLoopbackHost(u.Host):
+			v.add("slurm.rest.url", "%q: plain HTTP would send a SlurmUser token (Slurm administrator rights) in clear text across the network; %s", r.URL, fix)
+		case !r.InsecureLoopback:
+			v.add("slurm.rest.url", "%q: plain HTTP, even to a loopback address, needs slurm.rest.insecure_loopback: true (any local process that can read loopback traffic sees the SlurmUser token); or %s", r.URL, fix)
+		}
+	}
+}
+
+// IsLoopbackHost reports whether hostport ("127.0.0.1:6820", "[::1]:6820")
+// names a loopback IP literally; a name ("localhost") is not trusted to
+// resolve to one.
+func IsLoopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -68,6 +68,15 @@ func (e *OverBudgetError) Error() string {
 	return fmt.Sprintf("account %s is over its monthly GPU budget: spent $%.2f of $%.2f; ask the account's owner to raise the cap in burst.yaml, or wait for next month", e.Budget.Account, e.Budget.SpentUSD, e.Budget.CapUSD)
 }
 
+// RouteMessage is what a route refusal tells the submitting user: the
+// account and what to do, never its figures. The route credential is
+// world-readable and the account is the caller's claim, so any user could
+// otherwise read any account's spend (issue 25); burst-resume's error
+// (Error, the admin's log) keeps them.
+func (e *OverBudgetError) RouteMessage() string {
+	return fmt.Sprintf("account %s is over its monthly GPU budget; ask the account's owner to raise the cap in burst.yaml (the dashboard shows the spend), or wait for next month", e.Budget.Account)
+}
+
 // Unwrap makes errors.Is(err, ErrOverBudget) true.
 func (e *OverBudgetError) Unwrap() error { return ErrOverBudget }
 
@@ -82,7 +91,7 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 	r := in.Request
 	if in.Budget.Over() {
 		e := &OverBudgetError{Budget: in.Budget}
-		return Decision{Refused: true, RefuseMessage: e.Error(), Reason: "over budget", Nodes: r.nodes()}, nil
+		return Decision{Refused: true, RefuseMessage: e.RouteMessage(), Reason: "over budget", Nodes: r.nodes()}, nil
 	}
 	base := p.needOf(r)
 	up, down := p.learnFrom(r, in.History)

@@ -29,7 +29,7 @@ func newBackend(t testing.TB, c *harness.Cluster, backend string, observe func(s
 	if backend == "cli" {
 		return cli
 	}
-	rc, err := rest.New(rest.Options{URL: c.RestURL(), User: "root", JWTKeyFile: c.JWTKeyPath(), Fallback: cli, Observe: observe, Timeout: 20 * time.Second})
+	rc, err := rest.New(rest.Options{URL: "unix:" + c.RestSocket(), User: "root", JWTKeyFile: c.JWTKeyPath(), Fallback: cli, Observe: observe, Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,10 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
   ca-certificates curl gnupg jq chrony numactl hwloc pciutils \
   nfs-common rsync util-linux kmod perl nftables
+# burst-imds-firewall.service loads burst's table; nftables.service would
+# flush the whole ruleset (and burst's IMDS rule with it) when started or
+# reloaded: masked, so nothing reopens instance metadata to jobs.
+systemctl mask nftables.service
 
 # Kernel: newest linux-aws, then held, so DKMS (NVIDIA) and the FSx Lustre
 # client modules match the kernel the image boots.

@@ -25,8 +25,11 @@ CONF
 
 # NVIDIA's CUDA repository carries fabric manager and DCGM for every branch.
 if [ ! -f /usr/share/keyrings/cuda-archive-keyring.gpg ]; then
+  : "${CUDA_KEYRING_SHA256:?set by the packer template (variable cuda_keyring_sha256)}"
   curl -fsSL -o /tmp/cuda-keyring.deb \
     https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb
+  echo "$CUDA_KEYRING_SHA256  /tmp/cuda-keyring.deb" | sha256sum -c --quiet - ||
+    { echo "burst-image 20-nvidia: checksum mismatch for cuda-keyring_1.1-1_all.deb (variable cuda_keyring_sha256)" >&2; exit 1; }
   dpkg -i /tmp/cuda-keyring.deb
   rm -f /tmp/cuda-keyring.deb
 fi

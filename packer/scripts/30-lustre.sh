@@ -9,8 +9,12 @@ if modinfo -k "$kernel" lustre >/dev/null 2>&1 && command -v mount.lustre >/dev/
   log "lustre client already installed for $kernel"
   exit 0
 fi
-curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc |
-  gpg --dearmor --yes -o /usr/share/keyrings/fsx-ubuntu-public-key.gpg
+: "${FSX_KEY_SHA256:?set by the packer template (variable fsx_key_sha256)}"
+curl -fsSL -o /tmp/fsx-ubuntu-public-key.asc https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc
+echo "$FSX_KEY_SHA256  /tmp/fsx-ubuntu-public-key.asc" | sha256sum -c --quiet - ||
+  { echo "burst-image 30-lustre: checksum mismatch for fsx-ubuntu-public-key.asc (variable fsx_key_sha256)" >&2; exit 1; }
+gpg --dearmor --yes -o /usr/share/keyrings/fsx-ubuntu-public-key.gpg /tmp/fsx-ubuntu-public-key.asc
+rm -f /tmp/fsx-ubuntu-public-key.asc
 echo "deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu jammy main" \
   > /etc/apt/sources.list.d/fsxlustreclientrepo.list
 apt-get update -q

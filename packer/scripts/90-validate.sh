@@ -14,6 +14,7 @@ check "ubuntu 22.04" grep -qx 'VERSION_ID="22.04"' /etc/os-release
 check "unattended-upgrades masked" test "$(systemctl is-enabled unattended-upgrades.service 2>/dev/null)" = masked
 check "sysctl settings" test -f /etc/sysctl.d/90-burst.conf
 check "kernel held" sh -c 'apt-mark showhold | grep -qx linux-aws'
+check "nftables.service masked (it would flush the IMDS firewall)" test "$(systemctl is-enabled nftables.service 2>/dev/null)" = masked
 
 # NVIDIA
 check "nvidia kernel module for $kernel" modinfo -k "$kernel" nvidia

@@ -198,6 +198,11 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 	if err != nil || !d.Refused || !strings.Contains(d.RefuseMessage, "over its monthly GPU budget") {
 		t.Fatalf("route for over-budget account: %+v %v", d, err)
 	}
+	// the route credential is world-readable: a refusal names no figure
+	// of the account (any user may claim any account)
+	if strings.Contains(d.RefuseMessage, "$") || strings.ContainsAny(strings.TrimPrefix(d.RefuseMessage, "account phys"), "0123456789") {
+		t.Errorf("route refusal reveals the account's figures: %q", d.RefuseMessage)
+	}
 	// Metadata errors refuse with the column and a hint.
 	d, err = admin.Route(ctx, sizerapi.JobRequest{Account: "bio", Comment: "burst: params=7Q"})
 	if err != nil || !d.Refused || !strings.Contains(d.RefuseMessage, "column 8") {

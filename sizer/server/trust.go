@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/hostlist"
@@ -134,6 +136,11 @@ func (s *Server) trustBatch(ctx context.Context, p auth.Principal, ni store.Node
 		if r.Summary != nil {
 			ids = append(ids, r.Summary.JobID)
 		}
+		if r.Event != nil {
+			for _, j := range r.Event.Jobs {
+				ids = append(ids, j.JobID)
+			}
+		}
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -192,6 +199,10 @@ func (s *Server) trustBatch(ctx context.Context, p auth.Principal, ni store.Node
 				refuse(i, "%s", why)
 				continue
 			}
+			if why := eventProblem(ev, ran, p, w); why != "" {
+				refuse(i, "%s", why)
+				continue
+			}
 			ev.InstanceID = p.InstanceID
 			if !ev.NoticeTime.IsZero() {
 				ev.NoticeTime = w.clamp(ev.NoticeTime)
@@ -202,6 +213,49 @@ func (s *Server) trustBatch(ctx context.Context, p auth.Principal, ni store.Node
 	}
 	b.Records = kept
 	return refused, problems, nil
+}
+
+// MaxEventText bounds an interruption record's error and each job's note
+// and error (they are shown on the job's dashboard page).
+const MaxEventText = 1000
+
+var signalRE = regexp.MustCompile(`^[A-Z0-9+]{0,16}$`)
+
+// eventProblem says why a batched interruption record is not believed, or
+// "": each job it names must have run on the reporting node on this
+// instance (as for samples), its texts are bounded and its deadline must
+// be within EC2's two minutes (plus the clock skew) of its notice, none
+// for a rebalance recommendation (issue 25).
+func eventProblem(ev sizerapi.Event, ran map[uint32]bool, p auth.Principal, w window) string {
+	for _, j := range ev.Jobs {
+		if !ran[j.JobID] {
+			return fmt.Sprintf("interruption names job %d, which did not run on node %s (instance %s)", j.JobID, p.Node, p.InstanceID)
+		}
+		if !signalRE.MatchString(j.Signal) {
+			return fmt.Sprintf("job %d: signal %q is not a signal name", j.JobID, j.Signal)
+		}
+		if len(j.Note) > MaxEventText || len(j.Error) > MaxEventText || !utf8.ValidString(j.Note) || !utf8.ValidString(j.Error) {
+			return fmt.Sprintf("job %d: note or error longer than %d bytes or not UTF-8", j.JobID, MaxEventText)
+		}
+	}
+	if len(ev.Error) > MaxEventText || !utf8.ValidString(ev.Error) {
+		return fmt.Sprintf("error longer than %d bytes or not UTF-8", MaxEventText)
+	}
+	if ev.Deadline.IsZero() {
+		return ""
+	}
+	if ev.Action == "rebalance" {
+		return "a rebalance recommendation has no deadline"
+	}
+	notice := ev.NoticeTime
+	if notice.IsZero() {
+		notice = w.now
+	}
+	span := 2*time.Minute + w.hi.Sub(w.now) // EC2's warning and the clock skew, either side (a notice seen late)
+	if ev.Deadline.Before(notice.Add(-span)) || ev.Deadline.After(notice.Add(span)) {
+		return fmt.Sprintf("deadline %s is not within EC2's two minutes after the notice (%s)", ev.Deadline.UTC().Format(time.RFC3339), notice.UTC().Format(time.RFC3339))
+	}
+	return ""
 }
 
 // interruptionProblem says why a node's notice is not believed, or "".

@@ -52,6 +52,21 @@ func TestNodeReportsTrustTheSizersRecords(t *testing.T) {
 		t.Errorf("forged batch: %+v %v", res, err)
 	}
 	sameStore(t, "a batch of forged records", before, f.dump(t))
+	// batched interruption records: jobs, deadline and error are checked
+	forged = sizerapi.ReportBatch{GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{
+		// root on gpu-1 attaches "requeued, signal KILL" to gpu-2's job (issue 25)
+		{Seq: 6, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{Action: "terminate", NoticeTime: now, Deadline: now.Add(2 * time.Minute),
+			Jobs: []sizerapi.JobEvent{{JobID: 20, Signal: "KILL", Requeued: true}}}},
+		{Seq: 7, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{Action: "terminate", NoticeTime: now, Deadline: now.Add(5 * time.Hour)}},
+		{Seq: 8, Time: now, Kind: sizerapi.KindInterruption, Event: &sizerapi.Event{Action: "terminate", NoticeTime: now, Error: strings.Repeat("x", 5000)}},
+	}}
+	res, err = nc.Report(ctx, forged)
+	if err != nil || res.Accepted != 0 || res.Refused != 3 || len(res.Problems) != 3 ||
+		!strings.Contains(res.Problems[0], "names job 20, which did not run on node gpu-1") ||
+		!strings.Contains(res.Problems[1], "deadline") || !strings.Contains(res.Problems[2], "error longer than") {
+		t.Errorf("forged interruption records: %+v %v", res, err)
+	}
+	sameStore(t, "a batch of forged interruption records", before, f.dump(t))
 	refusedAll("batch for another node", func() error { _, err := nc.Report(ctx, gpuBatch("gpu-2", 1, 1, 20, now)); return err }(), sizerapi.CodeForbidden)
 	refusedAll("batch for another instance", func() error {
 		b := gpuBatch("gpu-1", 1, 1, 10, now)

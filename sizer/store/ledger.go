@@ -167,12 +167,19 @@ func endRank(src string) int {
 // RecordEnd stores when an instance began shutting down. A stronger
 // source replaces a weaker one (EC2's transition time over burst's clock
 // over "missing"); within one source the first time stays. known is false
-// for an instance the ledger does not have.
+// for an instance the ledger does not have. Either way the instance's node
+// identity, if it has one, is revoked in the same transaction: a
+// credential stolen from it stops working at once, even when the ledger
+// never recorded the launch (issue 25).
 func (s *Store) RecordEnd(ctx context.Context, id string, at time.Time, source, reason string) (known bool, err error) {
 	if source == "" {
 		source = sizerapi.SourceBurst
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
+		why := "instance ended (" + source + ")"
+		if _, err := tx.ExecContext(ctx, `UPDATE node_identities SET revoked = coalesce(revoked, ?), revoke_reason = coalesce(revoke_reason, ?) WHERE instance_id = ?`, ms(at), why, id); err != nil {
+			return err
+		}
 		var cur sql.NullInt64
 		var curSrc string
 		err := tx.QueryRowContext(ctx, `SELECT terminated, end_source FROM instances WHERE instance_id = ?`, id).Scan(&cur, &curSrc)
@@ -203,10 +210,22 @@ func (s *Store) RecordEnd(ctx context.Context, id string, at time.Time, source, 
 }
 
 // RecordState stores an EC2 state-change event (duplicates are ignored).
+// An instance shutting down or terminated has its node identity revoked
+// in the same transaction: EC2's word that it ends is enough to refuse a
+// credential stolen from it (issue 25). A stopped instance may start
+// again, so stopping and stopped revoke nothing.
 func (s *Store) RecordState(ctx context.Context, id, state string, at time.Time) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO instance_states(instance_id, state, at) VALUES(?,?,?)`, id, state, ms(at))
-		return err
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO instance_states(instance_id, state, at) VALUES(?,?,?)`, id, state, ms(at)); err != nil {
+			return err
+		}
+		switch state {
+		case "shutting-down", "terminated":
+			_, err := tx.ExecContext(ctx, `UPDATE node_identities SET revoked = coalesce(revoked, ?), revoke_reason = coalesce(revoke_reason, ?) WHERE instance_id = ?`,
+				ms(at), "EC2 state-change: "+state, id)
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("storing state %s of %s: %w", state, id, err)

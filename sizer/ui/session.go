@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -156,31 +157,44 @@ func sameOrigin(r *http.Request) bool {
 	return u.Scheme == scheme && strings.EqualFold(u.Host, r.Host)
 }
 
-// limiter bounds failed logins per second (all clients together): tokens
-// are 256-bit secrets, so this only keeps a flood of guesses cheap.
+// limiter bounds failed logins per second per client address (the TCP
+// peer's IP, never a header a client sets): tokens are 256-bit secrets, so
+// this only keeps a flood of guesses cheap, and one client's flood does
+// not lock the others out (issue 25: one global counter did). At most
+// maxClients addresses are tracked in a second; beyond that the newcomers
+// share one count.
 type limiter struct {
 	mu     sync.Mutex
 	second time.Time
-	n      int
+	n      map[string]int
 	max    int
 }
 
-func (l *limiter) allow(now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+const maxClients = 10000
+
+func (l *limiter) key(addr string, now time.Time) string {
 	s := now.Truncate(time.Second)
-	if !s.Equal(l.second) {
-		l.second, l.n = s, 0
+	if !s.Equal(l.second) || l.n == nil {
+		l.second, l.n = s, map[string]int{}
 	}
-	return l.n < l.max
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if _, ok := l.n[host]; !ok && len(l.n) >= maxClients {
+		return "overflow"
+	}
+	return host
 }
 
-func (l *limiter) failed(now time.Time) {
+func (l *limiter) allow(addr string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := now.Truncate(time.Second)
-	if !s.Equal(l.second) {
-		l.second, l.n = s, 0
-	}
-	l.n++
+	return l.n[l.key(addr, now)] < l.max
+}
+
+func (l *limiter) failed(addr string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n[l.key(addr, now)]++
 }

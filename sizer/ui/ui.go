@@ -237,7 +237,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, http.StatusForbidden, "Cross-site login refused.")
 		return
 	}
-	if !u.lim.allow(now) {
+	if !u.lim.allow(r.RemoteAddr, now) {
 		u.fail(w, r, http.StatusTooManyRequests, "Too many failed logins; try again in a second.")
 		return
 	}
@@ -252,7 +252,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("node and route credentials have no dashboard")
 	}
 	if err != nil {
-		u.lim.failed(now)
+		u.lim.failed(r.RemoteAddr, now)
 		u.log.Warn("dashboard login failed", "remote", r.RemoteAddr)
 		u.render(w, r, http.StatusUnauthorized, "login", loginPage{basePage: u.base("login", auth.Principal{}, dash.Scope{}), Insecure: insecure(r),
 			Error: "That is not the sizer's admin token nor an account credential (burst-sizer token account NAME)."})

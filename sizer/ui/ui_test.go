@@ -330,3 +330,53 @@ func TestTLSCookie(t *testing.T) {
 		t.Error("the TLS login page warns of plain HTTP")
 	}
 }
+
+// TestLoginThrottleIsPerClient: one address's flood of wrong tokens is
+// refused (429) but does not lock out another address's right one within
+// the same second (issue 25: a global counter did).
+func TestLoginThrottleIsPerClient(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	pol, err := sizing.New(catalog.Default(), "us-east-1", dashtest.Classes(), sizing.Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := dash.New(dash.Options{Store: st, Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, _ := auth.Generate()
+	frozen := time.Unix(1_800_000_000, 0) // one second for the whole test
+	u, err := ui.New(ui.Options{Source: src, Now: func() time.Time { return frozen },
+		Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := u.Handler()
+	login := func(from, tok string) int {
+		req := httptest.NewRequest("POST", "http://sizer.example/ui/login", strings.NewReader(url.Values{"token": {tok}}.Encode()))
+		req.RemoteAddr = from
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://sizer.example")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	flooded := false
+	for i := 0; i < 100 && !flooded; i++ {
+		flooded = login("192.0.2.66:4000", "wrong") == http.StatusTooManyRequests
+	}
+	if !flooded {
+		t.Fatal("100 wrong logins in one second from one address were never throttled")
+	}
+	if code := login("192.0.2.66:4001", admin); code != http.StatusTooManyRequests {
+		t.Errorf("the flooding address (another port) got %d, want 429", code)
+	}
+	if code := login("198.51.100.7:5000", admin); code != http.StatusSeeOther {
+		t.Errorf("another client's admin login during the flood: %d, want 303", code)
+	}
+}

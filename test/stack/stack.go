@@ -266,9 +266,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	if opts.SlurmAPI == "rest" {
 		// as an admin would set it up: slurmrestd on the controller, burst
-		// minting tokens for SlurmUser (root in the harness) from the key
+		// minting tokens for SlurmUser (root in the harness) from the key,
+		// over slurmrestd's unix socket (burst refuses plain HTTP off
+		// loopback, and slurmrestd serves TLS only from 25.05)
 		s.Cfg.Slurm.API = "rest"
-		s.Cfg.Slurm.Rest.URL = s.Cluster.RestURL()
+		s.Cfg.Slurm.Rest.URL = "unix:" + s.Cluster.RestSocket()
 		s.Cfg.Slurm.Rest.User = "root"
 		s.Cfg.Slurm.Rest.JWTKeyFile = s.Cluster.JWTKeyPath()
 	}

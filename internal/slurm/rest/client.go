@@ -3,6 +3,8 @@ package rest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,9 +24,16 @@ import (
 
 // Options configure New.
 type Options struct {
-	// URL is slurmrestd's address: http://host:port, https://host:port or
-	// unix:/path/to/slurmrestd.socket.
+	// URL is slurmrestd's address: https://host:port (verified against
+	// CAFile) or unix:/path/to/slurmrestd.socket. Every request carries a
+	// SlurmUser token: http:// is refused unless InsecureLoopback and the
+	// host is a loopback IP.
 	URL string
+	// CAFile is the PEM file of the CAs trusted for an https:// URL (and
+	// nothing else: not the system roots). Required with https://.
+	CAFile string
+	// InsecureLoopback allows http:// to a loopback IP (127.0.0.1, ::1).
+	InsecureLoopback bool
 	// User is the X-SLURM-USER-NAME of every request and the "sun" of the
 	// tokens minted from JWTKeyFile. burst updates nodes and requeues other
 	// users' jobs: SlurmUser or root (or a Slurm operator/administrator).
@@ -84,7 +94,7 @@ func New(o Options) (*Client, error) {
 		o.Logger = slog.Default()
 	}
 	c := &Client{o: o, log: o.Logger}
-	server, transport, err := dialer(o.URL)
+	server, transport, err := dialer(o.URL, o.CAFile, o.InsecureLoopback)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +129,9 @@ func New(o Options) (*Client, error) {
 }
 
 // dialer maps the URL to the base the generated clients use and a
-// transport: TCP for http(s), the socket for unix:/path.
-func dialer(raw string) (string, http.RoundTripper, error) {
+// transport: the socket for unix:/path, TLS trusting only caFile's CAs for
+// https, TCP for http to a loopback IP when insecureLoopback.
+func dialer(raw, caFile string, insecureLoopback bool) (string, http.RoundTripper, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = 4
 	if path, ok := strings.CutPrefix(raw, "unix:"); ok {
@@ -136,9 +147,53 @@ func dialer(raw string) (string, http.RoundTripper, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return "", nil, fmt.Errorf("slurmrestd URL %q: want http://host:port, https://host:port or unix:/path/to/socket", raw)
+		return "", nil, fmt.Errorf("slurmrestd URL %q: want https://host:port or unix:/path/to/socket", raw)
+	}
+	switch u.Scheme {
+	case "https":
+		if caFile == "" {
+			return "", nil, fmt.Errorf("slurmrestd URL %q: https needs the CA file that signed slurmrestd's certificate (slurm.rest.ca_file); the system roots are not trusted", raw)
+		}
+		tc, err := loadCA(caFile)
+		if err != nil {
+			return "", nil, err
+		}
+		base.TLSClientConfig = tc
+	case "http":
+		if !isLoopbackIP(u.Host) {
+			return "", nil, fmt.Errorf("slurmrestd URL %q: plain HTTP would carry a SlurmUser token in clear text across the network; use https://host:port with a CA file or unix:/path/to/socket", raw)
+		}
+		if !insecureLoopback {
+			return "", nil, fmt.Errorf("slurmrestd URL %q: plain HTTP to a loopback address needs insecure_loopback (slurm.rest.insecure_loopback: true); or use https with a CA file or a unix socket", raw)
+		}
+		base.Proxy = nil // a proxy would take the token off this host
 	}
 	return u.Scheme + "://" + u.Host, base, nil
+}
+
+// loadCA is a TLS client configuration trusting exactly the certificates
+// of the PEM file at path, TLS 1.2 or later.
+func loadCA(path string) (*tls.Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading slurmrestd's CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("slurmrestd's CA file %s: no PEM CERTIFICATE block", path)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// isLoopbackIP reports whether hostport names a loopback IP literally (a
+// name such as localhost is not trusted to resolve to one).
+func isLoopbackIP(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // doer is the generated clients' HttpRequestDoer: it adds the credential.

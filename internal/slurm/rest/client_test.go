@@ -72,7 +72,7 @@ func TestDetectionAndCredentials(t *testing.T) {
 		"GET /slurm/v0.0.42/job/6": "rest-job.json",
 	})
 	key := writeSecret(t, "jwt.key", vectorKey, 0o600)
-	c, err := New(Options{URL: url, User: "slurm", JWTKeyFile: key})
+	c, err := New(Options{URL: url, InsecureLoopback: true, User: "slurm", JWTKeyFile: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestDetectionAndCredentials(t *testing.T) {
 		}
 	}
 	// a second client of the same URL in the process skips the probe
-	c2, _ := New(Options{URL: url, User: "slurm", JWTKeyFile: key})
+	c2, _ := New(Options{URL: url, InsecureLoopback: true, User: "slurm", JWTKeyFile: key})
 	if _, err := c2.Jobs(ctx, 6); err != nil || len(r.seen) != 5 || r.seen[4] != "GET /slurm/v0.0.42/job/6" {
 		t.Errorf("second client: %v, requests %v", err, r.seen)
 	}
@@ -102,7 +102,7 @@ func TestDetectionAndCredentials(t *testing.T) {
 
 func TestNoDataVersion(t *testing.T) {
 	_, url := newReplay(t, "24.11", nil)
-	c, err := New(Options{URL: url, TokenFile: writeSecret(t, "tok", vectorToken, 0o600)})
+	c, err := New(Options{URL: url, InsecureLoopback: true, TokenFile: writeSecret(t, "tok", vectorToken, 0o600)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestFallback(t *testing.T) {
 	r, url := newReplay(t, "24.11", map[string]string{"GET /slurm/v0.0.42/ping/": "rest-ping.json"})
 	key := writeSecret(t, "jwt.key", vectorKey, 0o600)
 	ctx := context.Background()
-	bare, err := New(Options{URL: url, User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.42"})
+	bare, err := New(Options{URL: url, InsecureLoopback: true, User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.42"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestFallback(t *testing.T) {
 		t.Errorf("Requeue without a fallback on v0.0.42: %v", err)
 	}
 	fake := slurmfake.New([]slurm.Job{{ID: 5, State: "RUNNING", Nodes: "gpu-1"}}, nil)
-	c, err := New(Options{URL: url, User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.42", Fallback: fake})
+	c, err := New(Options{URL: url, InsecureLoopback: true, User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.42", Fallback: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestFallback(t *testing.T) {
 		t.Errorf("the fallback did not requeue: %+v", j)
 	}
 	// 22.05: node updates, a hold with a reason and a batch-only signal
-	old, err := New(Options{URL: url, User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.38", Fallback: fake})
+	old, err := New(Options{URL: url, InsecureLoopback: true, User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.38", Fallback: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestFallback(t *testing.T) {
 			t.Errorf("fallback calls %q lack %q", calls, w)
 		}
 	}
-	bare22, _ := New(Options{URL: url, User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.38"})
+	bare22, _ := New(Options{URL: url, InsecureLoopback: true, User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.38"})
 	if err := bare22.UpdateNodes(ctx, slurm.NodeUpdate{Names: []string{"gpu-1"}, Comment: "x"}); !errors.Is(err, slurm.ErrUnsupported) {
 		t.Errorf("UpdateNodes on v0.0.38 without a fallback: %v", err)
 	}
@@ -195,9 +195,9 @@ func TestOptionsRefused(t *testing.T) {
 		{URL: "ftp://x", User: "slurm", JWTKeyFile: key},
 		{URL: "http://h:1/slurm", User: "slurm", JWTKeyFile: key},
 		{URL: "unix:relative.sock", User: "slurm", JWTKeyFile: key},
-		{URL: "http://h:1", User: "slurm"},
-		{URL: "http://h:1", User: "slurm", JWTKeyFile: key, TokenFile: tok},
-		{URL: "http://h:1", User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.41"},
+		{URL: "unix:/run/x.sock", User: "slurm"},
+		{URL: "unix:/run/x.sock", User: "slurm", JWTKeyFile: key, TokenFile: tok},
+		{URL: "unix:/run/x.sock", User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.41"},
 	} {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
