@@ -7,7 +7,9 @@ GO ?= go
 BIN ?= bin
 PREFIX ?= /usr/local
 CMDS := resume suspend sizer agent slurm-conf
-LDFLAGS := -s -w
+# the release stamped into every binary (burst-X --version)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/burst-hpc/burst/internal/version.Version=$(VERSION)
 # the fuzz targets run briefly by `make test` (package:FuzzName)
 FUZZTIME ?= 3s
 # Slurm versions `make test` runs the real-Slurm tests on (22.05: the host's
@@ -21,7 +23,11 @@ export BURST_SLURM
 BURST_SLURM_API ?= cli
 export BURST_SLURM_API
 
-.PHONY: help deps build test test-unit test-fuzz bench demo screenshots install lint image test-gpu generate clean
+# where `make package` writes: the packages in DIST, what the binaries
+# generate (man pages, completions) in DIST/gen
+DIST ?= dist
+
+.PHONY: help deps build package test test-unit test-fuzz bench demo screenshots install lint image test-gpu generate clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -69,6 +75,16 @@ demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24
 
 screenshots: deps build ## refresh the dashboard screenshots in docs/img (the browser end-to-end test, as root)
 	BURST_SCREENSHOTS=docs/img BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run TestDashboard -v ./test/e2e
+
+package: build ## build the .deb (Debian 12/13, Ubuntu 22.04/24.04) and .rpm (Rocky/RHEL 9) into DIST (default dist/)
+	@rm -rf $(DIST)/gen && mkdir -p $(DIST)/gen/man $(DIST)/gen/bash $(DIST)/gen/zsh $(DIST)/gen/fish
+	@for c in $(CMDS); do p=$(BIN)/burst-$$c; \
+	  $$p man | gzip -n -9 > $(DIST)/gen/man/burst-$$c.1.gz && \
+	  $$p completion bash > $(DIST)/gen/bash/burst-$$c && \
+	  $$p completion zsh > $(DIST)/gen/zsh/_burst-$$c && \
+	  $$p completion fish > $(DIST)/gen/fish/burst-$$c.fish || exit 1; \
+	done
+	$(GO) run ./scripts/package -version '$(VERSION)' -bin $(BIN) -gen $(DIST)/gen -out $(DIST)
 
 install: build ## install the binaries into PREFIX/bin (default /usr/local/bin)
 	install -d $(DESTDIR)$(PREFIX)/bin
