@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -107,7 +108,9 @@ func tree(app *cli.App) []node {
 				}
 			}
 		}
-		w = append(w, "--help")
+		if !slices.Contains(w, "--help") {
+			w = append(w, "--help")
+		}
 		out = append(out, node{path: path, words: w})
 		for _, c := range cmds {
 			if !c.Hidden {
