@@ -106,4 +106,4 @@ generate: ## regenerate the embedded catalog (from ../shared/data) and the slurm
 	$(GO) generate ./internal/catalog ./internal/slurm/rest
 
 clean: ## remove build output
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

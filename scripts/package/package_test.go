@@ -88,9 +88,20 @@ func TestPackagesContents(t *testing.T) {
 				t.Errorf("the .rpm lacks %s:\n%s", w, list)
 			}
 		}
-		cfg, err := exec.Command(rpmq, "-qpc", rpm).CombinedOutput()
-		if err != nil || strings.TrimSpace(string(cfg)) != "/etc/burst/burst.yaml" {
-			t.Errorf("rpm -qpc: %q (%v): want /etc/burst/burst.yaml", cfg, err)
+		// c: %config, n: noreplace (an upgrade keeps the admin's file)
+		cfg, err := exec.Command(rpmq, "-qp", "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags}\n]", rpm).CombinedOutput()
+		var flagged []string
+		for _, l := range strings.Split(string(cfg), "\n") {
+			if f := strings.Fields(l); len(f) == 2 {
+				flagged = append(flagged, l)
+			}
+		}
+		if err != nil || len(flagged) != 1 || flagged[0] != "/etc/burst/burst.yaml cn" {
+			t.Errorf("rpm files with flags: %q (%v): want only /etc/burst/burst.yaml as %%config(noreplace)", flagged, err)
+		}
+		v, err := exec.Command(rpmq, "-qp", "--qf", "%{VERSION}-%{RELEASE} %{REQUIRENAME}", rpm).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(v), "1.2.3+git4.abc1234-1 ") {
+			t.Errorf("rpm version: %q (%v)", v, err)
 		}
 	})
 }
