@@ -50,6 +50,7 @@ const inRoot = `set -e
 dpkg -i /pkgs/burst_1.0.0-1_amd64.deb
 test "$(burst-sizer)" = "burst-sizer v1.0.0"
 getent passwd burst
+grep -q "^  burst_bin: /usr/bin " /etc/burst/burst.yaml
 test "$(stat -c %U:%G:%a /var/lib/burst)" = burst:burst:770
 test "$(stat -c %G:%a /var/log/burst)" = burst:770
 if getent passwd slurm >/dev/null; then id -nG slurm | grep -qw burst; fi

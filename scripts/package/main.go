@@ -1,6 +1,7 @@
 // Command package builds burst's .deb and .rpm with nfpm (`make package`):
 // packaging/nfpm.yaml names the contents; the binaries come from -bin, the
-// man pages and completions the binaries generated from -gen.
+// man pages and completions the binaries generated from -gen (where it
+// also writes the packaged burst.yaml).
 //
 //	go run ./scripts/package -version "$(VERSION)" -bin bin -gen dist/gen -out dist
 package main
@@ -56,6 +57,10 @@ func run(args []string) error {
 	genAbs, err := filepath.Abs(*gen)
 	if err != nil {
 		return fmt.Errorf("resolving -gen: %w", err)
+	}
+	// the package's /etc/burst/burst.yaml: the example, pointed at /usr/bin
+	if err := writePackagedConfig("examples/burst.yaml", genAbs); err != nil {
+		return err
 	}
 	env := map[string]string{"VERSION": version, "BIN": binAbs, "GEN": genAbs}
 	cfg, err := nfpm.ParseFileWithEnvMapping(*config, func(k string) string { return env[k] })
