@@ -34,13 +34,13 @@ import (
 // python is the interpreter with moto (the machine image's pyenv).
 func python(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("BURST_MOTO_PYTHON")
+	p := os.Getenv("BURST_PYTHON") // as scripts/install-deps.sh checks it
 	if p == "" {
-		p = "/root/.pyenv/shims/python3"
+		p = "python3"
 	}
 	if err := exec.Command(p, "-c", "import moto.server").Run(); err != nil {
 		if os.Getenv("BURST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("moto's server is not importable by %s (%v) and BURST_REQUIRE_TOOLS=1: pip install 'moto[server]==5.2.1' or set BURST_MOTO_PYTHON", p, err)
+			t.Fatalf("moto's server is not importable by %s (%v) and BURST_REQUIRE_TOOLS=1: pip install 'moto[server]==5.2.1' or point BURST_PYTHON at a Python that has it", p, err)
 		}
 		t.Skipf("SKIPPING: moto not importable by %s (pip install 'moto[server]'); set BURST_REQUIRE_TOOLS=1 to make this a failure", p)
 	}
