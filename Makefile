@@ -23,10 +23,6 @@ export BURST_SLURM
 BURST_SLURM_API ?= cli
 export BURST_SLURM_API
 
-# where `make package` writes: the packages in DIST, what the binaries
-# generate (man pages, completions) in DIST/gen
-DIST ?= dist
-
 .PHONY: help deps build test test-unit test-fuzz bench demo screenshots install lint image test-gpu generate clean
 
 help: ## list the targets
@@ -76,6 +72,9 @@ demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24
 screenshots: deps build ## refresh the dashboard screenshots in docs/img (the browser end-to-end test, as root)
 	BURST_SCREENSHOTS=docs/img BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run TestDashboard -v ./test/e2e
 
+# where `make package` writes: the packages in DIST, what the binaries
+# generate (man pages, completions) in DIST/gen
+DIST ?= dist
 .PHONY: package
 package: build ## build the .deb (Debian 12/13, Ubuntu 22.04/24.04) and .rpm (Rocky/RHEL 9) into DIST (default dist/)
 	@rm -rf $(DIST)/gen && mkdir -p $(DIST)/gen/man $(DIST)/gen/bash $(DIST)/gen/zsh $(DIST)/gen/fish
