@@ -76,6 +76,20 @@ demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24
 screenshots: deps build ## refresh the dashboard screenshots in docs/img (the browser end-to-end test, as root)
 	BURST_SCREENSHOTS=docs/img BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run TestDashboard -v ./test/e2e
 
+# where `make package` writes: the packages in DIST, what the binaries
+# generate (man pages, completions) in DIST/gen
+DIST ?= dist
+.PHONY: package
+package: build ## build the .deb (Debian 12/13, Ubuntu 22.04/24.04) and .rpm (Rocky/RHEL 9) into DIST (default dist/)
+	@rm -rf $(DIST)/gen && mkdir -p $(DIST)/gen/man $(DIST)/gen/bash $(DIST)/gen/zsh $(DIST)/gen/fish
+	@for c in $(CMDS); do p=$(BIN)/burst-$$c; \
+	  $$p man | gzip -n -9 > $(DIST)/gen/man/burst-$$c.1.gz && \
+	  $$p completion bash > $(DIST)/gen/bash/burst-$$c && \
+	  $$p completion zsh > $(DIST)/gen/zsh/_burst-$$c && \
+	  $$p completion fish > $(DIST)/gen/fish/burst-$$c.fish || exit 1; \
+	done
+	$(GO) run ./scripts/package -version '$(VERSION)' -bin $(BIN) -gen $(DIST)/gen -out $(DIST)
+
 install: build ## install the binaries into PREFIX/bin (default /usr/local/bin)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(addprefix $(BIN)/burst-,$(CMDS)) $(DESTDIR)$(PREFIX)/bin/
@@ -96,4 +110,4 @@ generate: ## regenerate the embedded catalog (from ../shared/data) and the slurm
 	$(GO) generate ./internal/catalog ./internal/slurm/rest
 
 clean: ## remove build output
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

@@ -98,7 +98,7 @@ func App(out io.Writer) *cli.App {
 			}
 			return nil
 		},
-		Commands: []*cli.Command{iamCommand(out), sacctmgrCommand(out), {
+		Commands: []*cli.Command{iamCommand(out), cloudformationCommand(out), sacctmgrCommand(out), {
 			Name:  "check",
 			Usage: "compare an existing slurm.conf (and its includes) with what burst.yaml needs",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "slurm-conf", Value: "/etc/slurm/slurm.conf", Usage: "slurm.conf to check"},

@@ -78,6 +78,7 @@ func Run(ctx context.Context, app *cli.App, args []string, stderr io.Writer) int
 		app.ErrWriter = stderr
 	}
 	app.ExitErrHandler = func(*cli.Context, error) {} // the exit status is ours to return
+	AddDocCommands(app)
 	onUsage := func(_ *cli.Context, err error, _ bool) error { return Usage(fmt.Errorf("%w (see --help)", err)) }
 	app.OnUsageError = onUsage
 	walk(app.Commands, func(c *cli.Command, _ []string) { c.OnUsageError = onUsage })
