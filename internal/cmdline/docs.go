@@ -65,6 +65,7 @@ var inlineCode = regexp.MustCompile("`([^`]+)`")
 // have: an unknown subcommand (where the command takes none of its own
 // arguments) or an unknown flag.
 func CheckDocCommand(app *cli.App, words []string) error {
+	AddDocCommands(app) // what Run adds to every program: completion, man
 	flags := [][]cli.Flag{app.Flags, {cli.HelpFlag, cli.VersionFlag}}
 	cmds := app.Commands
 	path := app.Name
