@@ -102,6 +102,12 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 				return got, nil, nil
 			}
 		}
+		// A call that failed as a whole may still have launched: EC2
+		// answers 5xx (or the answer is lost) after launching part or all
+		// of the fleet. Whatever carries exactly this launch's tags is
+		// this launch's (the nodes' live instances were reused above,
+		// under the nodes' locks): never leave it running unreported.
+		p.abandon(context.WithoutCancel(ctx), nodes, capacity, names)
 		return nil, nil, werr
 	}
 	// Per-override errors, with a nil Go error.
@@ -171,6 +177,36 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	}
 	p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capacity, "described", described)
 	return insts, ferrs, nil
+}
+
+// abandon terminates the pending or running instances that carry every
+// launch tag of this launch (cluster, capacity, node names, job, owner):
+// what a CreateFleet that failed as a whole launched anyway. EC2's describe
+// is eventually consistent, so an instance not yet visible is left to the
+// reconciler (an orphan after its grace).
+func (p *Provider) abandon(ctx context.Context, nodes []cloud.NodeSpec, capacity cloud.CapacityType, names []string) {
+	filters := []types.Filter{{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}}}
+	for _, t := range p.tags(nodes, capacity) {
+		filters = append(filters, types.Filter{Name: aws.String("tag:" + aws.ToString(t.Key)), Values: []string{aws.ToString(t.Value)}})
+	}
+	insts, err := p.describe(ctx, filters)
+	if err != nil {
+		p.log.Error("looking for instances a failed launch made anyway", "nodes", names, "err", err)
+		return
+	}
+	if len(insts) == 0 {
+		return
+	}
+	ids := make([]string, len(insts))
+	for i, in := range insts {
+		ids[i] = in.ID
+	}
+	done, err := p.TerminateIDs(ctx, ids)
+	if err != nil {
+		p.log.Error("terminating what a failed launch made anyway", "nodes", names, "ids", ids, "err", err)
+		return
+	}
+	p.log.Warn("the launch failed as a whole but had launched instances; terminated them", "nodes", names, "ids", done)
 }
 
 // fromFleetAnswer builds the instances of a successful CreateFleet from its

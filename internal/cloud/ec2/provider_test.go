@@ -495,3 +495,38 @@ func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
 		t.Fatalf("with fallback: %+v, %v; want on-demand", res, err)
 	}
 }
+
+// TestFailedFleetCallLeavesNothing: a CreateFleet that launches and then
+// fails as a whole (EC2's 5xx after launching, or a lost answer; moto
+// raises after launching part of a fleet) leaves none of its instances
+// running, and nothing else of the cluster is touched.
+func TestFailedFleetCallLeavesNothing(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	offs := []cloud.Offering{spot("g5.xlarge", "us-east-1a")}
+	other, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(8, "gpu-9"), Offerings: offs})
+	if err != nil || len(other.Instances) != 1 {
+		t.Fatalf("launching another job's node: %v", err)
+	}
+	remove := e.srv.InjectFault(ec2emu.Fault{Action: "CreateFleet", Code: "InternalError", Status: 500, Count: 100, AfterEffect: true})
+	for _, req := range []cloud.LaunchRequest{
+		{Nodes: nodes(7, "gpu-1", "gpu-2"), AllOrNothing: true, Offerings: offs},
+		{Nodes: nodes(6, "gpu-3"), Offerings: offs},
+	} {
+		res, err := e.prov.Launch(ctx(t), req)
+		if err == nil || len(res.Instances) != 0 || len(res.Failed) != len(req.Nodes) {
+			t.Fatalf("launch %v: %d instances, failed %v, err %v; want every node failed", req.Nodes, len(res.Instances), res.Failed, err)
+		}
+	}
+	remove()
+	live := e.srv.Live()
+	if len(live) != 1 || live[0].ID != other.Instances[0].ID {
+		var ids []string
+		for _, in := range live {
+			ids = append(ids, in.ID+" "+in.Tags[TagNode]+in.Tags[TagNodes])
+		}
+		t.Fatalf("live after the failed launches: %v; want only gpu-9's %s", ids, other.Instances[0].ID)
+	}
+	if n := len(e.srv.Instances()); n != 4 {
+		t.Errorf("%d instances in EC2, want 4 (gpu-9's and the three the failed calls made)", n)
+	}
+}
