@@ -17,6 +17,9 @@ var staleOnce sync.Once
 // fails the test. The first New of a process also runs CleanupStale.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("SKIPPING REAL-SLURM TEST in -short mode (make test-unit starts no daemon)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING REAL-SLURM TEST: test/harness needs root (network namespaces, bridge, munged, slurmd); run `sudo go test ...`")
 	}

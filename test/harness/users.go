@@ -3,8 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,10 @@ type User struct {
 	Name     string
 	UID, GID int
 }
+
+// DefaultUser is the ordinary account a cluster's jobs run as unless
+// Options.User names another.
+const DefaultUser = "burstuser"
 
 var usersMu sync.Mutex
 
@@ -63,5 +69,30 @@ func (c *Cluster) AddUser(ctx context.Context, u User) error {
 	if out, err := c.env.Command(ctx, "", "/", "/bin/sh", "-c", script).CombinedOutput(); err != nil {
 		return fmt.Errorf("adding user %s to the Slurm root: %v: %s", u.Name, err, strings.TrimSpace(string(out)))
 	}
+	return nil
+}
+
+// User is the ordinary account Sbatch submits as (Options.User).
+func (c *Cluster) User() User { return c.user }
+
+// setupUser makes the cluster's user (here and in the Slurm root) and gives
+// it work/, where jobs start and write their output (the harness, as
+// root, reads and writes there too).
+func (c *Cluster) setupUser(ctx context.Context) error {
+	name := c.opts.User
+	if name == "" {
+		name = DefaultUser
+	}
+	u, err := EnsureUser(name) // never root, the cluster's SlurmUser
+	if err != nil {
+		return err
+	}
+	if err := c.AddUser(ctx, u); err != nil {
+		return err
+	}
+	if err := os.Chown(filepath.Join(c.dir, "work"), u.UID, u.GID); err != nil {
+		return fmt.Errorf("giving work/ to %s: %w", u.Name, err)
+	}
+	c.user = u
 	return nil
 }
