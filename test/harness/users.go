@@ -61,8 +61,8 @@ func EnsureUser(name string) (User, error) {
 // "slurm_cred_create failure") for a user it cannot look up, so u goes into
 // the root's /etc/passwd, /etc/group and /etc/shadow (its writable
 // overlay, gone with the cluster). The shadow entry (no password, as
-// useradd --system makes on the host) matters from 25.05: `sbatch
-// --export=ALL,VAR=...` implies --get-user-env there, slurmd runs `su -
+// useradd --system makes on the host) matters on 26.05: `sbatch
+// --export=ALL,VAR=...` implies --get-user-env there (its man page; not on 24.11), slurmd runs `su -
 // USER -c env` for the job, and PAM's pam_unix refuses su for an account
 // without one ("su: Authentication failure"; the job is requeued and held,
 // user_env_retrieval_failed_requeued_held). AddUser then checks su works.
