@@ -176,8 +176,12 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 func checkJobOwners(t *testing.T, s *stack.Stack) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.Cluster.CheckJobOwners(ctx); err != nil {
+	n, partial, err := s.Cluster.CheckJobOwners(ctx)
+	if err != nil {
 		t.Error(err)
+	}
+	if partial != nil {
+		t.Logf("job owners: checked %d jobs; not all sources were readable: %v", n, partial)
 	}
 }
 

@@ -115,30 +115,34 @@ const squeueOwners = "%i %U %u"
 // JobOwners is every job the cluster has seen, with its owner from Slurm:
 // those slurmctld still holds (squeue -t all) and those that ended or
 // were requeued (the job completion log), however they were submitted
-// (Sbatch, srun, salloc, a test's own sbatch).
+// (Sbatch, srun, salloc, a test's own sbatch), and Sbatch's records. What
+// it could not read (slurmctld stopped by a test) is the error; the jobs
+// are those it could.
 func (c *Cluster) JobOwners(ctx context.Context) ([]Job, error) {
-	out, err := c.Run(ctx, "squeue", "-h", "-t", "all", "-o", squeueOwners)
-	if err != nil {
-		return nil, fmt.Errorf("listing the cluster's jobs: %w", err)
-	}
-	jobs := ParseSqueueOwners(out)
+	var errs []error
+	jobs := c.Submitted()
 	b, err := os.ReadFile(c.JobCompLog())
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("reading the job completion log: %w", err)
+		errs = append(errs, fmt.Errorf("reading the job completion log: %w", err))
 	}
 	jobs = append(jobs, ParseJobCompOwners(string(b))...)
+	if out, err := c.Run(ctx, "squeue", "-h", "-t", "all", "-o", squeueOwners); err != nil {
+		errs = append(errs, fmt.Errorf("listing the cluster's jobs: %w", err))
+	} else {
+		jobs = append(jobs, ParseSqueueOwners(out)...)
+	}
 	slices.SortStableFunc(jobs, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })
-	return slices.CompactFunc(jobs, func(a, b Job) bool { return a.ID == b.ID && a.UID == b.UID }), nil
+	jobs = slices.CompactFunc(jobs, func(a, b Job) bool { return a.ID == b.ID && a.UID == b.UID })
+	return jobs, errors.Join(errs...)
 }
 
 // CheckJobOwners fails when a job of the cluster ran as root (uid 0)
 // without SbatchAsRoot having submitted it: jobs are an ordinary user's,
-// as at a site.
-func (c *Cluster) CheckJobOwners(ctx context.Context) error {
-	jobs, err := c.JobOwners(ctx)
-	if err != nil {
-		return err
-	}
+// as at a site. It returns how many jobs it checked and, as partial, what
+// it could not read (e.g. slurmctld stopped: then only the completion log
+// and Sbatch's records were checked).
+func (c *Cluster) CheckJobOwners(ctx context.Context) (checked int, partial, err error) {
+	jobs, partial := c.JobOwners(ctx)
 	allowed := map[string]bool{}
 	for _, j := range c.Submitted() {
 		if j.AsRoot {
@@ -152,10 +156,10 @@ func (c *Cluster) CheckJobOwners(ctx context.Context) error {
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("jobs %s ran as root (uid 0): submit jobs with Sbatch or UserCommand (the cluster's user %s), or SbatchAsRoot in a test about root",
+		return len(jobs), partial, fmt.Errorf("jobs %s ran as root (uid 0): submit jobs with Sbatch or UserCommand (the cluster's user %s), or SbatchAsRoot in a test about root",
 			strings.Join(bad, ", "), c.user.Name)
 	}
-	return nil
+	return len(jobs), partial, nil
 }
 
 // ParseSqueueOwners reads `squeue -h -o "%i %U %u"`: job id, uid, name.
