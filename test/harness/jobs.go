@@ -86,12 +86,13 @@ func (c *Cluster) submit(ctx context.Context, u *User, args []string) (string, e
 		return "", fmt.Errorf("reading the owner of job %s: %w", id, err)
 	}
 	jobs := ParseSqueueOwners(show)
-	i := slices.IndexFunc(jobs, func(j Job) bool { return j.ID == id })
+	// an array job's pending tasks show as ID_[0-3]
+	i := slices.IndexFunc(jobs, func(j Job) bool { return j.ID == id || strings.HasPrefix(j.ID, id+"_") })
 	if i < 0 {
 		return "", fmt.Errorf("reading the owner of job %s: no JobId=%s with a UserId in %q", id, id, show)
 	}
 	j := jobs[i]
-	j.AsRoot = u == nil
+	j.ID, j.AsRoot = id, u == nil
 	if u != nil && j.UID != u.UID {
 		return "", fmt.Errorf("job %s submitted as %s (uid %d) runs as uid %d", id, u.Name, u.UID, j.UID)
 	}
