@@ -76,7 +76,8 @@ func TestSizing(t *testing.T) {
 	}
 	routeJSON := func(t *testing.T, args ...string) sizing.Decision {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(binDir, "burst-sizer"), append([]string{"--config", s.CfgPath, "route", "--json", "--account=demo"}, args...)...)
+		// as the jobs' user: the history burst learns from is per user
+		cmd := exec.Command(filepath.Join(binDir, "burst-sizer"), append([]string{"--config", s.CfgPath, "route", "--json", "--account=demo", "--user=" + s.Cluster.User().Name}, args...)...)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("route --json %v: %v", args, err)
