@@ -23,8 +23,10 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if testing.Short() {
-		// make test-unit: no daemon, whatever BURST_SLURM says
+	if testing.Short() && flag.Lookup("test.bench").Value.String() == "" {
+		// make test-unit: no daemon, whatever BURST_SLURM says (a -short
+		// benchmark run, make bench-smoke, still runs them at their
+		// smallest size)
 		fmt.Fprintln(os.Stderr, "SKIPPING ALL END-TO-END TESTS in -short mode (they run real Slurm daemons)")
 		os.Exit(0)
 	}
