@@ -43,15 +43,15 @@ test: deps ## install what is missing, then vet, build, run every test (real Slu
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) vet ./internal/... ./resume/... ./suspend/... ./slurm-conf/... ./test/...
 	$(MAKE) build
-	BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_BIN=$(CURDIR)/$(BIN) GO=$(GO) scripts/test-matrix.sh $(SLURM_VERSIONS)
+	BURST_REQUIRE_SLURM=1 BURST_REQUIRE_TOOLS=1 BURST_REQUIRE_DATA=1 BURST_BIN=$(CURDIR)/$(BIN) GO=$(GO) scripts/test-matrix.sh $(SLURM_VERSIONS)
 	$(MAKE) bench-smoke
 	$(MAKE) test-fuzz
 
 bench-smoke: ## run every benchmark once at its smallest size (-short, -benchtime=1x; no timing judged), so a broken benchmark fails
-	BURST_REQUIRE_SLURM=1 BURST_BIN=$(CURDIR)/$(BIN) BURST_SLURM=22.05 $(GO) test -short -run='^$$' -bench=. -benchtime=1x -count=1 -timeout=20m ./...
+	BURST_REQUIRE_SLURM=1 BURST_REQUIRE_DATA=1 BURST_BIN=$(CURDIR)/$(BIN) BURST_SLURM=22.05 $(GO) test -short -run='^$$' -bench=. -benchtime=1x -count=1 -timeout=20m ./...
 
-test-unit: ## tests that need no root and no Slurm daemons (fast)
-	$(GO) test -short ./...
+test-unit: ## tests that need no root and start no daemon (fast; any user)
+	env -u BURST_SLURM -u BURST_SLURM_API -u BURST_REQUIRE_SLURM $(GO) test -short ./...
 
 test-fuzz: ## run every fuzz target for FUZZTIME (default 3s)
 	@set -e; for pkg in $$($(GO) list ./...); do \

@@ -32,6 +32,9 @@ import (
 // of the same seed (two local torchruns), and the steps redone after the
 // requeue be at most one checkpoint interval.
 func TestDDPOnSlurm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPING REAL-SLURM TEST in -short mode (make test-unit starts no daemon)")
+	}
 	py := torchPython(t)
 	if os.Geteuid() != 0 || exec.Command("/usr/sbin/slurmctld", "-V").Run() != nil {
 		msg := "needs root and Debian's slurmctld/slurmd/munge (run `make test` as root)"

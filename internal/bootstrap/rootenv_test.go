@@ -26,6 +26,9 @@ type rootEnv struct {
 
 func needRoot(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("SKIPPING in -short mode (make test-unit starts no daemon): bind mount, munged")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING: needs root (bind mount, munged); run the bootstrap root tests as root")
 	}

@@ -75,7 +75,7 @@ func clientContract(t *testing.T, c *harness.Cluster, backend string) {
 	want := []slurm.GRES{{Name: "gpu", Type: "a10g", Count: 2}}
 	if j.ID != id || j.State != "PENDING" || j.Reason != "BeginTime" || j.Comment != "burst: params=7B" ||
 		j.Features != "a10g" || j.MemoryPerNodeMB != 500 || j.TimeLimit != 30*time.Minute || !j.Requeue ||
-		j.Name != "train-7b" || j.User != "root" || j.Partition != "cloud" || !reflect.DeepEqual(j.GRESPerNode, want) {
+		j.Name != "train-7b" || j.User != c.User().Name || j.Partition != "cloud" || !reflect.DeepEqual(j.GRESPerNode, want) {
 		t.Errorf("Jobs(%d) = %+v", id, j)
 	}
 	if js, err := cl.Jobs(ctx, id, 999999); err != nil || len(js) != 1 || js[0].ID != id {

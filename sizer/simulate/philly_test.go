@@ -9,16 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/shareddata"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
-const phillyPath = "../../../shared/data/traces/philly.csv"
-
 func loadPhilly(tb testing.TB) []trace.Job {
 	tb.Helper()
-	f, err := os.Open(phillyPath)
+	f, err := os.Open(shareddata.Require(tb, "traces/philly.csv"))
 	if err != nil {
-		tb.Skipf("Philly trace not here: %v", err)
+		tb.Fatal(err)
 	}
 	defer f.Close()
 	jobs, _, err := trace.ReadPhilly(f, trace.ReadOptions{})

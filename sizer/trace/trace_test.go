@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/shareddata"
 )
 
 func utc(s string) time.Time {
@@ -317,12 +319,12 @@ func TestDetectAndReadAny(t *testing.T) {
 	}
 }
 
-// TestRealData reads the shared data sets when they are present and checks
+// TestRealData reads the shared data sets (internal/shareddata) and checks
 // the figures their README states.
 func TestRealData(t *testing.T) {
-	f, err := os.Open("../../../shared/data/traces/philly.csv")
+	f, err := os.Open(shareddata.Require(t, "traces/philly.csv"))
 	if err != nil {
-		t.Skipf("shared data not here: %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	jobs, rep, err := ReadPhilly(f, ReadOptions{})
@@ -342,7 +344,7 @@ func TestRealData(t *testing.T) {
 		t.Errorf("philly: %d jobs, %d one-GPU; README says 82,247 and 76,627", rep.Jobs, one)
 	}
 	for name, want := range map[string]float64{"p3": 0.61, "g4dn": 0.55} {
-		b, err := os.Open("../../../shared/data/spot/bamboo/" + name + "-trace.csv")
+		b, err := os.Open(shareddata.Require(t, "spot/bamboo/"+name+"-trace.csv"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -81,6 +81,13 @@ func TestAdminSetup(t *testing.T) {
 		t.Fatalf("README admin step 2 should end with `systemctl restart slurmctld` (the harness starts slurmctld there); it ends with %q", last)
 	}
 	scratch := t.TempDir()
+	// installed as at a site (/usr/local/bin): jobs' users run burst-agent
+	// as the TaskProlog, so they must reach it (t.TempDir is 0700)
+	for _, d := range []string{filepath.Dir(scratch), scratch} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	prefix := filepath.Join(scratch, "prefix")
 	// make install, as the README says, into the scratch prefix (and its
 	// own build directory: the versions' runs go side by side)

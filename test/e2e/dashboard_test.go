@@ -69,7 +69,7 @@ func TestDashboard(t *testing.T) {
 	evalB := sbatch(t, s, "--gres=gpu:4", "--constraint=l4x4", "--account=demo", "--job-name=nightly-eval", "--comment=burst: workload=inference", "--wrap", "sleep 10")
 	xss := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--account=vision", "--time=1", "--job-name="+xssJobName, "--comment="+xssComment, "--wrap", "sleep 6")
 	script := jobScript(t, s, "../../examples/train/train.sh")
-	cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo", script)
+	cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", "--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo", script)
 	cmd.Env = append(cmd.Env, "TRAIN_STEPS=14", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY=3",
 		"BURST_CHECKPOINT_ROOT="+filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir))
 	out, err := cmd.Output()

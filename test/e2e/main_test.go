@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,14 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() && flag.Lookup("test.bench").Value.String() == "" {
+		// make test-unit: no daemon, whatever BURST_SLURM says (a -short
+		// benchmark run, make bench-smoke, still runs them at their
+		// smallest size)
+		fmt.Fprintln(os.Stderr, "SKIPPING ALL END-TO-END TESTS in -short mode (they run real Slurm daemons)")
+		os.Exit(0)
+	}
 	sl, err := harness.SelectedSlurm()
 	if os.Geteuid() != 0 || err != nil {
 		msg := "e2e: needs root (run `make test` as root)"
@@ -83,6 +92,7 @@ func start(t *testing.T, o stack.Options) *stack.Stack {
 		if v := s.ModelViolations(); v != "" {
 			t.Errorf("the EC2 emulator's responses break AWS's API model (botocore's service-2.json; fix test/ec2emu):\n%s", v)
 		}
+		checkJobOwners(t, s)
 		s.Stop()
 	})
 	return s
@@ -162,6 +172,22 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s waiting for %s", limit, what)
+}
+
+// checkJobOwners fails a test one of whose jobs ran as root: jobs are an
+// ordinary user's (the cluster's User), as at a site, unless the test is
+// about root and says so with SbatchAsRoot. The owners are Slurm's
+// (scontrol, the job completion log), not what the test meant.
+func checkJobOwners(t *testing.T, s *stack.Stack) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, partial, err := s.Cluster.CheckJobOwners(ctx)
+	if err != nil {
+		t.Error(err)
+	}
+	if partial != nil {
+		t.Logf("job owners: checked %d jobs; not all sources were readable: %v", n, partial)
+	}
 }
 
 // checkBackend fails a test whose burst hooks did not talk to Slurm the way

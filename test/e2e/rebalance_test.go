@@ -25,7 +25,7 @@ func TestRebalanceDrain(t *testing.T) {
 	s := start(t, stack.Options{})
 	script := filepath.Join(jobFiles(t, s, "train.sh"), "train.sh")
 	ctx := context.Background()
-	cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo",
+	cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", "--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo",
 		"--comment=burst: workload=train checkpoint=1m rebalance=checkpoint", script)
 	cmd.Env = append(cmd.Env, "TRAIN_STEPS=20", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY=5",
 		"BURST_CHECKPOINT_ROOT="+filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir))

@@ -66,17 +66,10 @@ func sbatchAs(t *testing.T, s *stack.Stack, u harness.User, dir string, args ...
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// root enters the cluster's namespaces (a Debian root's, for 24.11 and
-	// later), then setpriv drops to the user for sbatch itself
-	const sbatch = "/usr/bin/sbatch" // Debian's, on the host and in the roots
-	cmd := s.Cluster.Command(ctx, "/usr/bin/setpriv", append([]string{fmt.Sprintf("--reuid=%d", u.UID), fmt.Sprintf("--regid=%d", u.GID), "--clear-groups", "--",
-		sbatch, "--parsable", "--chdir=" + dir}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
+	id, err := s.Cluster.SbatchAs(ctx, u, append([]string{"--chdir=" + dir}, args...)...)
 	if err != nil {
-		t.Fatalf("sbatch as %s %v: %v\n%s", u.Name, args, err, out)
+		t.Fatal(err)
 	}
-	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
 	return id
 }
 
@@ -145,13 +138,6 @@ func TestSecurity(t *testing.T) {
 		c.Agent.ReportInterval = config.D(time.Hour)
 		c.Sizer.CredentialTTL = config.D(time.Hour)
 	}})
-	if !s.Cluster.Slurm().Host() {
-		// Known gap, not yet diagnosed: inside a Debian root the victim's
-		// job (an unprivileged user's) never writes its checkpoint, so the
-		// attacks on it cannot be staged. The attacks run on the host's
-		// Slurm 22.05, where every one is refused.
-		t.Skipf("SKIP: TestSecurity stages its victim job on the host's Slurm only (%s)", s.Cluster.Slurm())
-	}
 	ctx := context.Background()
 	for _, u := range []harness.User{atk, vic} {
 		if err := s.Cluster.AddUser(ctx, u); err != nil {
@@ -163,7 +149,10 @@ func TestSecurity(t *testing.T) {
 		t.Fatalf("building the attack program: %v\n%s", err, out)
 	}
 	os.Chmod(attack, 0o755)
-	ckptRoot := filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir)
+	// the checkpoint root as the test sees it, and as jobs see it (not the
+	// same path on 24.11+: the nodes' FSx mount lives in the Debian root's
+	// mount namespace; see stack.CheckpointRoot)
+	ckptRoot, nodeCkpt := s.CheckpointRoot(), s.NodeCheckpointRoot()
 	ahome, vhome := home(t, s, atk), home(t, s, vic)
 
 	// the victim's job: a checkpoint only it can read
@@ -174,7 +163,7 @@ func TestSecurity(t *testing.T) {
 	waitJob(t, s, vjob, 2*time.Minute, "RUNNING")
 	vin := instanceOfJob(t, s, vjob, time.Minute)
 	vnode := ec2p.NodeOf(vin.Tags)
-	vdir := filepath.Join(ckptRoot, vjob)
+	vdir, nodeVdir := filepath.Join(ckptRoot, vjob), filepath.Join(nodeCkpt, vjob)
 	eventually(t, 30*time.Second, "the victim's checkpoint", func() bool {
 		_, err := os.Stat(filepath.Join(vdir, "model.pt"))
 		return err == nil
@@ -206,8 +195,8 @@ func TestSecurity(t *testing.T) {
 		"imds":      []string{ain.IMDSURL, vin.IMDSURL, "http://169.254.169.254", "http://[fd00:ec2::254]"},
 		"sizer_url": s.Cfg.Sizer.URL, "ca_file": s.Cfg.Sizer.TLS.CAFile,
 		"files": []string{cred, filepath.Join(s.RunDir(anode), "identity.nonce"), filepath.Join(s.RunDir(vnode), bootstrapCredential),
-			s.Cfg.Slurm.MungeKeyPath, filepath.Join(s.Dir, "userdata", ain.ID), s.Cfg.Sizer.TokenFile, filepath.Join(vdir, "model.pt")},
-		"instance": ain.ID, "node": anode, "victim_job": mustAtoi(t, vjob), "ckpt_root": ckptRoot,
+			s.Cfg.Slurm.MungeKeyPath, filepath.Join(s.Dir, "userdata", ain.ID), s.Cfg.Sizer.TokenFile, filepath.Join(nodeVdir, "model.pt")},
+		"instance": ain.ID, "node": anode, "victim_job": mustAtoi(t, vjob), "ckpt_root": nodeCkpt,
 		"future_jobs": []string{strconv.Itoa(mustAtoi(t, ajob) + 1), strconv.Itoa(mustAtoi(t, ajob) + 2)}, "symlink_into": ahome,
 		"route_file": s.Cfg.Sizer.TokenFile + ".route",
 		"poweroff":   []string{s.PoweroffURL(ain.ID), s.PoweroffURL(vin.ID)},

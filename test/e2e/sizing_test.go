@@ -44,7 +44,7 @@ func TestSizing(t *testing.T) {
 	ctx := context.Background()
 	submit := func(t *testing.T, args ...string) (id, said string) {
 		t.Helper()
-		cmd := s.Cluster.Command(ctx, "sbatch", append([]string{"--parsable", "--account=demo"}, args...)...)
+		cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", append([]string{"--parsable", "--account=demo"}, args...)...)
 		cmd.Env = append(cmd.Env, "TRAIN_STEPS=4", "TRAIN_STEP_SECONDS=1")
 		var so, se strings.Builder
 		cmd.Stdout, cmd.Stderr = &so, &se
@@ -76,7 +76,8 @@ func TestSizing(t *testing.T) {
 	}
 	routeJSON := func(t *testing.T, args ...string) sizing.Decision {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(binDir, "burst-sizer"), append([]string{"--config", s.CfgPath, "route", "--json", "--account=demo"}, args...)...)
+		// as the jobs' user: the history burst learns from is per user
+		cmd := exec.Command(filepath.Join(binDir, "burst-sizer"), append([]string{"--config", s.CfgPath, "route", "--json", "--account=demo", "--user=" + s.Cluster.User().Name}, args...)...)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("route --json %v: %v", args, err)
@@ -135,7 +136,7 @@ func TestSizing(t *testing.T) {
 		d := scaledOut(t, "burst-ddp")
 		dir := jobFiles(t, s, "train-ddp.sbatch", "ddp-node.sh", "ddp.py")
 		work := filepath.Join(s.Cluster.Dir(), "work")
-		cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--account=demo", "--chdir="+work, deadlineJob, filepath.Join(dir, "train-ddp.sbatch"),
+		cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", "--parsable", "--account=demo", "--chdir="+work, deadlineJob, filepath.Join(dir, "train-ddp.sbatch"),
 			"--seed", "7", "--samples", "512", "--batch-size", "16", "--epochs", "1", "--features", "16", "--hidden", "32", "--classes", "10",
 			"--checkpoint-every", "10", "--timeout", "60")
 		cmd.Env = append(cmd.Env, "DDP_DIR="+dir, "DDP_PYTHON="+py, "DDP_NPROC_PER_NODE=1")
@@ -273,7 +274,7 @@ func TestSizing(t *testing.T) {
 	})
 
 	t.Run("predicted out of memory is refused at submission", func(t *testing.T) {
-		cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--account=demo", "--gres=gpu:1", "--nodes=1", "--comment=burst: params=7B workload=finetune", "--wrap", "true")
+		cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", "--parsable", "--account=demo", "--gres=gpu:1", "--nodes=1", "--comment=burst: params=7B workload=finetune", "--wrap", "true")
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "cannot hold this job") || !strings.Contains(string(out), "optimizer 78.2") {
 			t.Errorf("want a refusal with the numbers: %v\n%s", err, out)

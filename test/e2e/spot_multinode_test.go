@@ -117,7 +117,7 @@ func TestSpotMultiNodeTorch(t *testing.T) {
 
 	ctx := context.Background()
 	work := filepath.Join(s.Cluster.Dir(), "work")
-	cmd := s.Cluster.Command(ctx, "sbatch", append([]string{"--parsable", "--nodes=2", "--gres=gpu:1", "--constraint=a10g", "--account=demo",
+	cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", append([]string{"--parsable", "--nodes=2", "--gres=gpu:1", "--constraint=a10g", "--account=demo",
 		"--chdir=" + work, filepath.Join(here, "train-ddp.sbatch")}, append(torchArgs(), "--step-sleep", "0.1")...)...)
 	cmd.Env = append(cmd.Env, "DDP_DIR="+here, "DDP_PYTHON="+py, "DDP_NPROC_PER_NODE=1", "OMP_NUM_THREADS=1",
 		"BURST_CHECKPOINT_ROOT="+filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir))

@@ -34,7 +34,7 @@ func TestSpotInterruption(t *testing.T) {
 	// file system (a Debian root's Slurm sees the run dir, not this tree)
 	script := jobScript(t, s, "../../examples/train/train.sh")
 	ctx := context.Background()
-	cmd := s.Cluster.Command(ctx, "sbatch", "--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo", script)
+	cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", "--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo", script)
 	cmd.Env = append(cmd.Env, "TRAIN_STEPS=30", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY="+strconv.Itoa(every),
 		"BURST_CHECKPOINT_ROOT="+filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir))
 	out, err := cmd.Output()

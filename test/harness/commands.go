@@ -95,16 +95,3 @@ func (c *Cluster) Run(ctx context.Context, name string, args ...string) (string,
 	}
 	return stdout.String(), nil
 }
-
-// Sbatch submits a batch job (sbatch --parsable ARGS) and returns its id.
-func (c *Cluster) Sbatch(ctx context.Context, args ...string) (string, error) {
-	out, err := c.Run(ctx, "sbatch", append([]string{"--parsable"}, args...)...)
-	if err != nil {
-		return "", err
-	}
-	id, _, _ := strings.Cut(strings.TrimSpace(out), ";")
-	if id == "" {
-		return "", fmt.Errorf("sbatch %s: no job id in output %q", strings.Join(args, " "), out)
-	}
-	return id, nil
-}

@@ -95,7 +95,9 @@ func (c *Cluster) defaults() (site, cloud []kv) {
 		{"SelectType", "select/cons_tres"},
 		{"SelectTypeParameters", "CR_Core"},
 		{"SchedulerType", "sched/backfill"},
-		{"JobCompType", "jobcomp/none"},
+		// every job's end (and requeue) with its owner: JobOwners reads it
+		{"JobCompType", "jobcomp/filetxt"},
+		{"JobCompLoc", c.JobCompLog()},
 		{"JobAcctGatherType", "jobacct_gather/none"},
 		{"AccountingStorageType", "accounting_storage/none"},
 		{"MailProg", "/bin/true"},

@@ -102,6 +102,10 @@ type Options struct {
 	// at their own path (e.g. burst's binaries, which slurmctld runs as
 	// hooks); os.TempDir() and the run dir always are.
 	Binds []string
+	// User is the ordinary account (not root, not SlurmUser) that Sbatch
+	// submits jobs as, made by EnsureUser and added to the Slurm root; it
+	// owns work/. Default DefaultUser.
+	User string
 }
 
 // Cluster is a running private Slurm cluster.
@@ -129,7 +133,10 @@ type Cluster struct {
 
 	munged, slurmctld, slurmrestd *proc
 
+	user User // Options.User: who Sbatch submits as
+
 	mu      sync.Mutex
+	jobs    []Job               // submitted through Sbatch*, with Slurm's owner
 	ips     map[netip.Addr]bool // allocated (AllocIP or bound)
 	bound   map[netip.Addr]bool // used by a node
 	nodes   map[string]*Node
@@ -300,6 +307,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	if err := c.writeClientBin(); err != nil {
+		return err
+	}
+	if err := c.setupUser(ctx); err != nil {
 		return err
 	}
 	if err := c.startMunge(ctx); err != nil {

@@ -229,6 +229,9 @@ func TestResumeProgramBootsNodeAndJobCompletes(t *testing.T) {
 // TestStopLeavesNothing runs a job, a slurmd and an extra node process, stops
 // the cluster and checks that no process, namespace, link or file is left.
 func TestStopLeavesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPING REAL-SLURM TEST in -short mode (make test-unit starts no daemon)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING REAL-SLURM TEST: needs root")
 	}

@@ -33,6 +33,9 @@ func TestCrashedRunHelper(t *testing.T) {
 }
 
 func TestCleanupStale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPING REAL-SLURM TEST in -short mode (make test-unit starts no daemon)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING REAL-SLURM TEST: needs root")
 	}

@@ -17,6 +17,10 @@ var staleOnce sync.Once
 // fails the test. The first New of a process also runs CleanupStale.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	if _, bench := t.(*testing.B); testing.Short() && !bench {
+		// a -short benchmark (make bench-smoke) still runs its cluster
+		t.Skip("SKIPPING REAL-SLURM TEST in -short mode (make test-unit starts no daemon)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING REAL-SLURM TEST: test/harness needs root (network namespaces, bridge, munged, slurmd); run `sudo go test ...`")
 	}

@@ -354,6 +354,22 @@ func (s *Stack) ModelViolations() string {
 	return b.String()
 }
 
+// CheckpointRoot is the jobs' checkpoint root as the test sees it: the
+// directory behind the fake FSx (FSx.LocalDir). Jobs see it at
+// NodeCheckpointRoot, where each node's bootstrap bind-mounts it; for a
+// Debian root (24.11+) that mount is made in the root's private mount
+// namespace and is invisible here, so a test reads and plants checkpoint
+// entries through this path, never through the mount point.
+func (s *Stack) CheckpointRoot() string {
+	return filepath.Join(s.Cfg.FSx.LocalDir, s.Cfg.FSx.CheckpointDir)
+}
+
+// NodeCheckpointRoot is the checkpoint root as jobs and burst-agent see it
+// on a node (<FSx mount point>/<checkpoint dir>): paths handed to a job.
+func (s *Stack) NodeCheckpointRoot() string {
+	return filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir)
+}
+
 // RunDir is the run directory of a node's bootstrap (its credential,
 // nonce, status.json).
 func (s *Stack) RunDir(node string) string { return filepath.Join(s.Dir, "run", node) }
