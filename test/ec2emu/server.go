@@ -99,6 +99,7 @@ type Call struct {
 	Params  url.Values // EC2: the form; SQS: the JSON body's top-level strings
 	Code    string     // error code returned, "" on success
 	At      time.Time
+	Delayed time.Duration // held back by a Fault's Delay
 }
 
 // Fault makes calls fail.
@@ -114,6 +115,9 @@ type Fault struct {
 	// AfterEffect performs the call and then returns the error (a lost
 	// response): the client's retry must not duplicate its effect.
 	AfterEffect bool
+	// Delay holds a matching call this long (wall clock) before it is
+	// served: a latency spike. With no Code the call then succeeds.
+	Delay time.Duration
 }
 
 type fault struct {
@@ -159,6 +163,7 @@ type Server struct {
 
 	identity identity // lazily made signing keys
 	sqs      sqsService
+	fs       faultState // ShortFleets, SetDescribeLag, HoldCalls (faults.go)
 }
 
 // New builds a server; call Start to listen.
@@ -258,6 +263,7 @@ func (s *Server) Close() error {
 		}
 	}
 	s.mu.Unlock()
+	s.releaseHolds()
 	s.sqs.close()
 	for _, m := range imds {
 		m.close()
