@@ -130,6 +130,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if len(ids) != len(nodes) {
 		// Never leave a partial all-or-nothing job: CreateFleet's own
 		// answer says how many instances it made.
+		p.log.Warn("partial fleet terminated (all-or-nothing)", "nodes", names, "launched", len(ids), "wanted", len(nodes), "instances", ids)
 		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating a partial fleet", "ids", ids, "err", terr)
 		}
