@@ -223,6 +223,12 @@ func (s *Server) checkFacts(ctx context.Context, id string, f instanceFacts, typ
 	default:
 		return &apiError{403, sizerapi.CodeEnded, fmt.Sprintf("instance %s is %s", id, f.State)}
 	}
+	if f.Cluster == "" && f.Node == "" {
+		// burst tags every instance at launch; one listed with neither tag
+		// is new and EC2 does not show its tags yet (eventual consistency,
+		// aws-parallelcluster #7265): refused for now, decided on a retry
+		return notYet("instance %s shows no %s tag yet (EC2 lists a new instance's tags with a delay); retry", id, ec2p.TagCluster)
+	}
 	if f.Cluster != s.o.Cluster {
 		return forbidden("instance %s is tagged %s=%q, not this cluster %q", id, ec2p.TagCluster, f.Cluster, s.o.Cluster)
 	}
