@@ -111,6 +111,13 @@ func TestIdentityExchange(t *testing.T) {
 	if r, err := anon.NodeCredential(ctx, f.proof(t, untagged, testNonce)); err != nil || r.Node != "gpu-6" {
 		t.Errorf("after CreateTags: %+v %v", r, err)
 	}
+	// a new instance EC2 does not list yet (eventual consistency): retry
+	if err := f.emu.SetDescribeLag(time.Hour, 0); err != nil {
+		t.Fatal(err)
+	}
+	hidden := f.instance(t, "gpu-10", "g5.xlarge", "us-east-1a", false)
+	refused("instance EC2 does not list yet", f.proof(t, hidden, testNonce), sizerapi.CodeNotYet)
+	f.emu.SetDescribeLag(0, 0)
 	// a new instance EC2 lists without any tag yet (eventual consistency):
 	// retry later, and once its tags show, it is decided on them
 	bare, err := f.api.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String("ami-1"), InstanceType: types.InstanceTypeG5Xlarge, MinCount: aws.Int32(1), MaxCount: aws.Int32(1)})
