@@ -170,6 +170,12 @@ func (s *Server) nodeCredential(w http.ResponseWriter, r *http.Request) (any, er
 		return nil, unverifiable("asking EC2 about %s: %v", d.InstanceID, err)
 	}
 	if !ok {
+		if age := s.now().Sub(d.PendingTime); age >= 0 && age < newInstanceLag {
+			// EC2 is eventually consistent: DescribeInstances may not list
+			// an instance for a while after its launch (its signed
+			// identity document says when that was)
+			return nil, notYet("EC2 does not list instance %s yet (launched %s ago; new instances show with a delay); retry", d.InstanceID, age.Round(time.Second))
+		}
 		return nil, forbidden("EC2 does not know instance %s", d.InstanceID)
 	}
 	if err := s.checkFacts(ctx, d.InstanceID, f, d.InstanceType, d.AvailabilityZone, ""); err != nil {
@@ -222,6 +228,12 @@ func (s *Server) checkFacts(ctx context.Context, id string, f instanceFacts, typ
 	case "pending", "running":
 	default:
 		return &apiError{403, sizerapi.CodeEnded, fmt.Sprintf("instance %s is %s", id, f.State)}
+	}
+	if f.Cluster == "" && f.Node == "" {
+		// burst tags every instance at launch; one listed with neither tag
+		// is new and EC2 does not show its tags yet (eventual consistency,
+		// aws-parallelcluster #7265): refused for now, decided on a retry
+		return notYet("instance %s shows no %s tag yet (EC2 lists a new instance's tags with a delay); retry", id, ec2p.TagCluster)
 	}
 	if f.Cluster != s.o.Cluster {
 		return forbidden("instance %s is tagged %s=%q, not this cluster %q", id, ec2p.TagCluster, f.Cluster, s.o.Cluster)
@@ -315,3 +327,7 @@ func (s *Server) checkNode(ctx context.Context, p auth.Principal) (store.NodeIde
 	}
 	return ni, nil
 }
+
+// newInstanceLag is how long after its launch an instance EC2 does not list
+// yet is answered not_yet rather than refused.
+const newInstanceLag = 5 * time.Minute

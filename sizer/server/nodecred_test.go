@@ -111,6 +111,26 @@ func TestIdentityExchange(t *testing.T) {
 	if r, err := anon.NodeCredential(ctx, f.proof(t, untagged, testNonce)); err != nil || r.Node != "gpu-6" {
 		t.Errorf("after CreateTags: %+v %v", r, err)
 	}
+	// a new instance EC2 does not list yet (eventual consistency): retry
+	if err := f.emu.SetDescribeLag(time.Hour, 0); err != nil {
+		t.Fatal(err)
+	}
+	hidden := f.instance(t, "gpu-10", "g5.xlarge", "us-east-1a", false)
+	refused("instance EC2 does not list yet", f.proof(t, hidden, testNonce), sizerapi.CodeNotYet)
+	f.emu.SetDescribeLag(0, 0)
+	// a new instance EC2 lists without any tag yet (eventual consistency):
+	// retry later, and once its tags show, it is decided on them
+	bare, err := f.api.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String("ami-1"), InstanceType: types.InstanceTypeG5Xlarge, MinCount: aws.Int32(1), MaxCount: aws.Int32(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bareID := aws.ToString(bare.Instances[0].InstanceId)
+	refused("instance listed without its tags yet", f.proof(t, bareID, testNonce), sizerapi.CodeNotYet)
+	if _, err := f.api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{bareID}, Tags: []types.Tag{{Key: aws.String(ec2p.TagCluster), Value: aws.String("other")},
+		{Key: aws.String(ec2p.TagNode), Value: aws.String("gpu-9")}}}); err != nil {
+		t.Fatal(err)
+	}
+	refused("a late-tagged instance of another cluster", f.proof(t, bareID, testNonce), sizerapi.CodeForbidden)
 	// another cluster's instance
 	out, err := f.api.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String("ami-1"), InstanceType: types.InstanceTypeG5Xlarge, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: []types.Tag{

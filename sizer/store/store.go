@@ -114,6 +114,11 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	if _, err := w.ExecContext(ctx, schema+schemaDash+nodeSchema+runsSchema); err != nil {
 		w.Close()
+		if damaged(err) {
+			return nil, fmt.Errorf("opening sizer database %s: the file is damaged or not a SQLite database (%w); "+
+				"restore it from a backup, or move it aside (mv %s %s.damaged; also its -wal and -shm files) and burst-sizer starts a new one "+
+				"(the spend ledger before it is then lost; the launch journal in the state directory is replayed)", path, err, path, path)
+		}
 		return nil, fmt.Errorf("creating sizer schema in %s: %w", path, err)
 	}
 	if err := migrateLedger(ctx, w); err != nil {
@@ -268,3 +273,14 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // ErrClosed is returned for writes after Close.
 var ErrClosed = errors.New("sizer store closed")
+
+// damaged says whether err is SQLite's "file is not a database"
+// (SQLITE_NOTADB) or "database disk image is malformed" (SQLITE_CORRUPT).
+func damaged(err error) bool {
+	var c interface{ Code() int }
+	if !errors.As(err, &c) {
+		return false
+	}
+	const corrupt, notADB = 11, 26
+	return c.Code()&0xff == corrupt || c.Code()&0xff == notADB
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +147,29 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	}
 	if _, err := OpenReadOnly(t.TempDir()); !errors.Is(err, ErrNoState) {
 		t.Errorf("missing db: %v", err)
+	}
+}
+
+// A damaged database file is refused with an error that names it and says
+// what to do, and the file is left as it was.
+func TestOpenDamaged(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	garbage := []byte(strings.Repeat("not a database page\n", 2048))
+	if err := os.WriteFile(path, garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(context.Background(), dir)
+	if err == nil {
+		st.Close()
+		t.Fatal("opened a damaged database")
+	}
+	for _, want := range []string{path, "damaged or not a SQLite database", "move it aside", "restore it from a backup"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != string(garbage) {
+		t.Error("the damaged file was changed")
 	}
 }

@@ -106,11 +106,21 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(s.Real(s.opts.Latency))
 	}
 	s.mu.Lock()
+	var delayed time.Duration
 	if aerr == nil {
 		aerr = s.authorize(action, query{v: form})
 	}
 	if aerr == nil {
 		f := s.pickFault("ec2", action)
+		if f != nil && f.Delay > 0 { // a latency spike: not under the lock
+			s.mu.Unlock()
+			time.Sleep(f.Delay)
+			s.mu.Lock()
+			delayed = f.Delay
+		}
+		if f != nil && f.Code == "" {
+			f = nil // latency only
+		}
 		if f != nil && !f.AfterEffect {
 			aerr = s.faultError(f)
 		}
@@ -147,13 +157,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if aerr != nil {
 		code = aerr.Code
 	}
-	s.calls = append(s.calls, Call{Service: "ec2", Action: action, Params: form, Code: code, At: s.Now()})
+	s.calls = append(s.calls, Call{Service: "ec2", Action: action, Params: form, Code: code, At: s.Now(), Delayed: delayed})
 	s.mu.Unlock()
 	if aerr != nil {
 		writeError(w, reqID, aerr)
 		return
 	}
 	s.checkModel("ec2", action, replay)
+	s.wait(action) // HoldCalls: done, the answer held back
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	_, _ = w.Write(replay)
 }

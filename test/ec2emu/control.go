@@ -23,7 +23,10 @@ import (
 //	POST /_emu/capacity?type=&zone=&capacity=spot&n=0   set a pool's capacity (n<0: unlimited)
 //	POST /_emu/tokens?n=0                set the launch token bucket
 //	POST /_emu/launch-indexes?mode=per-pool   LaunchIndexMode of later fleets
-//	POST /_emu/fault                     JSON Fault (For as a Go duration string, e.g. "30s")
+//	POST /_emu/fault                     JSON Fault (For and Delay as Go duration strings, e.g. "30s")
+//	POST /_emu/short-fleets?n=1&missing=1   the next n multi-instance fleets launch missing fewer
+//	POST /_emu/describe-lag?instances=5s&tags=10s   new instances (their tags) absent from DescribeInstances
+//	POST /_emu/crash?id=i-...            the instance's host fails (Server.InternalError)
 //	POST /_emu/event-rule                JSON EventRule (Delay as a Go duration string)
 //	POST /_emu/event-rule/remove?name=   remove a rule
 const ControlPrefix = "/_emu/"
@@ -107,14 +110,18 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 	case "fault":
 		var f struct {
 			Fault
-			For string
+			For   string
+			Delay string
 		}
 		if err = decodeStrict(r, &f); err == nil {
 			if f.For != "" {
 				f.Fault.For, err = time.ParseDuration(f.For)
 			}
-			if err == nil && f.Code == "" {
-				err = fmt.Errorf("a fault needs a Code")
+			if err == nil && f.Delay != "" {
+				f.Fault.Delay, err = time.ParseDuration(f.Delay)
+			}
+			if err == nil && f.Code == "" && f.Fault.Delay <= 0 {
+				err = fmt.Errorf("a fault needs a Code or a Delay")
 			}
 			if err == nil && f.Service != "" && f.Service != "ec2" && f.Service != "sqs" {
 				err = fmt.Errorf("fault Service %q: want ec2 or sqs", f.Service)
@@ -136,6 +143,22 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 				_, err = s.AddEventRule(er.EventRule)
 			}
 		}
+	case "short-fleets":
+		var n, missing int
+		if n, err = strconv.Atoi(q.Get("n")); err == nil {
+			if missing, err = strconv.Atoi(q.Get("missing")); err == nil {
+				err = s.ShortFleets(n, missing)
+			}
+		}
+	case "describe-lag":
+		var in, tags time.Duration
+		if in, err = parseDurationOr0(q.Get("instances")); err == nil {
+			if tags, err = parseDurationOr0(q.Get("tags")); err == nil {
+				err = s.SetDescribeLag(in, tags)
+			}
+		}
+	case "crash":
+		err = s.Crash(q.Get("id"))
 	case "event-rule/remove":
 		err = s.RemoveEventRule(q.Get("name"))
 	default:
@@ -147,6 +170,13 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func parseDurationOr0(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	return time.ParseDuration(v)
 }
 
 func decodeStrict(r *http.Request, v any) error {

@@ -84,6 +84,9 @@ func (s *Server) describeInstances(q query, _ string) (any, *apiError) {
 		var missing []string
 		for _, id := range ids {
 			in := s.lookup(id)
+			if in != nil {
+				in = s.describedAs(in)
+			}
 			if in == nil {
 				missing = append(missing, id)
 				continue
@@ -94,7 +97,11 @@ func (s *Server) describeInstances(q query, _ string) (any, *apiError) {
 			return nil, notFound(missing)
 		}
 	} else {
-		cands = s.order
+		for _, in := range s.order {
+			if in = s.describedAs(in); in != nil {
+				cands = append(cands, in)
+			}
+		}
 	}
 	var match []*instance
 	for _, in := range cands {

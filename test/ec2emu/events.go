@@ -54,6 +54,10 @@ type EventRule struct {
 	// DuplicateFraction of deliveries arrive twice (EventBridge and SQS
 	// standard queues are at-least-once).
 	DuplicateFraction float64
+	// Jitter adds a random extra delay in [0, Jitter) to each delivery
+	// (emulated time), so events arrive out of order (standard queues do
+	// not keep order).
+	Jitter time.Duration
 }
 
 type eventRule struct {
@@ -79,6 +83,9 @@ func (s *Server) AddEventRule(r EventRule) (remove func(), err error) {
 	}
 	if r.DropFraction < 0 || r.DropFraction > 1 || r.DuplicateFraction < 0 || r.DuplicateFraction > 1 {
 		return nil, fmt.Errorf("event rule: DropFraction and DuplicateFraction must be within 0..1")
+	}
+	if r.Jitter < 0 {
+		return nil, fmt.Errorf("event rule: negative Jitter %v", r.Jitter)
 	}
 	for _, d := range r.DetailTypes {
 		if d != DetailSpotInterruption && d != DetailRebalance && d != DetailStateChange {
@@ -176,6 +183,22 @@ func (s *Server) emitAt(t time.Time, detailType string, in *instance, d EventDet
 		copies := 1
 		if r.DuplicateFraction > 0 && s.rng.Float64() < r.DuplicateFraction {
 			copies = 2
+		}
+		delay := max(r.Delay, 0)
+		if r.Jitter > 0 {
+			// each copy on its own: a duplicate may come before or after
+			for range copies {
+				d := delay + jitter(s.rng, r.Jitter)
+				rec.DeliverAt = now.Add(d)
+				s.after(d, func() {
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					if !s.closed {
+						s.deliver(rec, 1)
+					}
+				})
+			}
+			continue
 		}
 		if r.Delay <= 0 {
 			s.deliver(rec, copies)

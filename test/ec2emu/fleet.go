@@ -320,6 +320,26 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 	if launched < minCap {
 		plan, launched = nil, 0
 	}
+	if s.fs.shortFleets > 0 && launched > 1 {
+		// ShortFleets: EC2 leaves some of the capacity out, all-or-nothing or not
+		s.fs.shortFleets--
+		s.fs.shortFleeted++
+		cut := min(s.fs.shortBy, launched-1)
+		for i := len(plan) - 1; i >= 0 && cut > 0; i-- {
+			k := min(cut, plan[i].n)
+			plan[i].n -= k
+			cut -= k
+			launched -= k
+			ice(plan[i].ov)
+		}
+		kept := plan[:0]
+		for _, t := range plan {
+			if t.n > 0 {
+				kept = append(kept, t)
+			}
+		}
+		plan = kept
+	}
 	if launched > 0 && !s.takeTokens(launched) {
 		return nil, errf(503, "RequestLimitExceeded", "Request limit exceeded.")
 	}

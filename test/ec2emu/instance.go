@@ -84,6 +84,7 @@ const (
 	byUser     cause = iota // the EC2 API
 	bySpot                  // EC2 reclaiming spot capacity
 	byInstance              // the instance's own operating system (poweroff)
+	byHost                  // the instance's host failing (Crash)
 )
 
 // reason returns EC2's StateReason code and message and the
@@ -93,6 +94,8 @@ func (c cause) reason(t time.Time) (code, msg, transition string) {
 	switch c {
 	case bySpot:
 		return "Server.SpotInstanceTermination", "Server.SpotInstanceTermination: Spot instance termination", "Service initiated" + stamp
+	case byHost:
+		return "Server.InternalError", "Server.InternalError: Internal error on launch", "Server initiated" + stamp
 	case byInstance:
 		return "Client.InstanceInitiatedShutdown", "Client.InstanceInitiatedShutdown: Instance initiated shutdown", "User initiated" + stamp
 	}

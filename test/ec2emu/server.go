@@ -108,6 +108,7 @@ type Call struct {
 	Params  url.Values // EC2: the form; SQS: the JSON body's top-level strings
 	Code    string     // error code returned, "" on success
 	At      time.Time
+	Delayed time.Duration // held back by a Fault's Delay
 }
 
 // Fault makes calls fail.
@@ -123,6 +124,9 @@ type Fault struct {
 	// AfterEffect performs the call and then returns the error (a lost
 	// response): the client's retry must not duplicate its effect.
 	AfterEffect bool
+	// Delay holds a matching call this long (wall clock) before it is
+	// served: a latency spike. With no Code the call then succeeds.
+	Delay time.Duration
 }
 
 type fault struct {
@@ -170,6 +174,7 @@ type Server struct {
 	identity   identity // lazily made signing keys
 	violations []awsmodel.Violation
 	sqs        sqsService
+	fs         faultState // ShortFleets, SetDescribeLag, HoldCalls (faults.go)
 }
 
 // New builds a server; call Start to listen.
@@ -269,6 +274,7 @@ func (s *Server) Close() error {
 		}
 	}
 	s.mu.Unlock()
+	s.releaseHolds()
 	s.sqs.close()
 	for _, m := range imds {
 		m.close()

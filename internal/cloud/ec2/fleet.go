@@ -136,6 +136,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if len(ids) != len(nodes) {
 		// Never leave a partial all-or-nothing job: CreateFleet's own
 		// answer says how many instances it made.
+		p.log.Warn("partial fleet terminated (all-or-nothing)", "nodes", names, "launched", len(ids), "wanted", len(nodes), "instances", ids)
 		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating a partial fleet", "ids", ids, "err", terr)
 		}
@@ -151,6 +152,23 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	// later.
 	insts, derr := p.describeLaunched(ctx, ids)
 	described := derr == nil && len(insts) == len(ids)
+	if described {
+		// EC2 is eventually consistent: a new instance may be listed before
+		// its tags (aws-parallelcluster #7265). One listed with no tag at
+		// all has not got them yet, not wrong ones: CreateFleet's answer
+		// stands for it, as for one not listed yet.
+		var tagged []cloud.Instance
+		for _, in := range insts {
+			if len(in.Tags) > 0 {
+				tagged = append(tagged, in)
+			}
+		}
+		if len(tagged) < len(insts) {
+			p.log.Warn("launched instances listed without their tags yet (EC2 eventual consistency); using CreateFleet's answer", "nodes", names,
+				"instances", ids, "tagged", len(tagged))
+			insts, described = tagged, false
+		}
+	}
 	if !described {
 		p.log.Warn("launched, but describing the new instances failed; using CreateFleet's answer", "nodes", names,
 			"instances", ids, "described", len(insts), "err", derr)
