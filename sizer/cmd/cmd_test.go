@@ -20,7 +20,7 @@ import (
 	"github.com/burst-hpc/burst/internal/journal"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -229,7 +229,7 @@ func TestReportCommand(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	start := now.Add(-time.Hour)
-	if ms := budget.MonthStart(now); start.Before(ms) {
+	if ms := billing.MonthStart(now); start.Before(ms) {
 		start = ms
 	}
 	for i, id := range []string{"1", "2"} {

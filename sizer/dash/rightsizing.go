@@ -9,7 +9,7 @@ import (
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/store"
 )
@@ -22,7 +22,7 @@ func (s *Source) Report(ctx context.Context, sc Scope) (sizerapi.UsageReport, er
 
 func (s *Source) report(ctx context.Context, sc Scope) (sizerapi.UsageReport, []report.JobUsage, []store.Instance, error) {
 	now := s.o.Now()
-	from := budget.MonthStart(now)
+	from := billing.MonthStart(now)
 	jobs, err := s.o.Store.JobUsages(ctx, store.JobQuery{Since: from, Account: sc.Account})
 	if err != nil {
 		return sizerapi.UsageReport{}, nil, nil, err

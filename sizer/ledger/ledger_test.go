@@ -17,7 +17,7 @@ import (
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/ec2events"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/store"
 	"github.com/burst-hpc/burst/test/ec2emu"
 )
@@ -111,11 +111,11 @@ func (e *env) row(t *testing.T, id string) store.Row {
 
 // compare checks the ledger's bill of an instance against the emulator's
 // own record: seconds and dollars.
-func (e *env) compare(t *testing.T, id string, tolSecs int64) budget.Billed {
+func (e *env) compare(t *testing.T, id string, tolSecs int64) billing.Billed {
 	t.Helper()
 	r := e.row(t, id)
 	bs := r.Bill(time.Now())
-	secs, usd, _ := budget.Total(bs)
+	secs, usd, _ := billing.Total(bs)
 	var esecs int64
 	var eusd float64
 	for _, b := range e.emu.BillFor(id) {
@@ -207,7 +207,7 @@ func TestBurstEndCorrected(t *testing.T) {
 	if r.EndSource != "ec2" || !r.End.Equal(bill.End) {
 		t.Fatalf("row %+v bill %+v", r, bill)
 	}
-	secs, _, _ := budget.Total(r.Bill(time.Now()))
+	secs, _, _ := billing.Total(r.Bill(time.Now()))
 	if extra := secs - bill.Seconds; extra < 0 || extra > 3 {
 		t.Errorf("without events: %d s against EC2's %d (boot 1.5 s)", secs, bill.Seconds)
 	}

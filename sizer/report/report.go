@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 )
 
 // JobUsage is what one job was given and what it used (per node: the
@@ -78,17 +78,17 @@ func (a *acc) row() sizerapi.UsageRow {
 }
 
 // Build makes the report for the month containing now from the jobs'
-// usage, the ledger's charges for the month (budget.Instance.Charges) and
+// usage, the ledger's charges for the month (billing.Instance.Charges) and
 // the budgets' standing. Spend per account, user and job is the sum of
 // their charges, with the on-demand equivalent of the same seconds and the
 // saving; savings advice is the spend of the oversized jobs scaled by the
 // unused share of GPUs ((asked-used)/asked), projected to a whole month
 // from the part of the month elapsed.
-func Build(jobs []JobUsage, charges []budget.Charge, budgets []sizerapi.BudgetStatus, now time.Time, o Options) sizerapi.UsageReport {
+func Build(jobs []JobUsage, charges []billing.Charge, budgets []sizerapi.BudgetStatus, now time.Time, o Options) sizerapi.UsageReport {
 	if o.UsedFraction <= 0 {
 		o.UsedFraction = 0.5
 	}
-	from := budget.MonthStart(now)
+	from := billing.MonthStart(now)
 	rep := sizerapi.UsageReport{From: from, To: now}
 	accounts := map[string]*acc{}
 	users := map[[2]string]*acc{}

@@ -10,7 +10,7 @@ import (
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
@@ -68,7 +68,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, p auth.Principal
 // standing (`burst-sizer report --local`, reading the database directly;
 // the daemon's report is the dashboard's, over the same ledger).
 func BuildReport(ctx context.Context, st *store.Store, budgets []sizerapi.BudgetStatus, owner string, now time.Time) (sizerapi.UsageReport, error) {
-	from := budget.MonthStart(now)
+	from := billing.MonthStart(now)
 	jobs, err := st.Jobs(ctx, from, "", "", 0)
 	if err != nil {
 		return sizerapi.UsageReport{}, err
