@@ -19,8 +19,8 @@ import (
 	"github.com/burst-hpc/burst/agent/deadman"
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
-	"github.com/burst-hpc/burst/agent/interrupt"
 	"github.com/burst-hpc/burst/agent/sampler"
+	"github.com/burst-hpc/burst/agent/spotwatch"
 	"github.com/burst-hpc/burst/agent/telemetry"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/compose"
@@ -232,7 +232,7 @@ func runAgent(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 3)
 	}
-	ops := interrupt.SlurmClient{C: sc}
+	ops := spotwatch.SlurmClient{C: sc}
 
 	var resolver sampler.JobResolver = &attrib.Resolver{}
 	if simReader != nil {
@@ -251,7 +251,7 @@ func runAgent(c *cli.Context) error {
 		goRun(func(ctx context.Context) error { return syncSimJobs(ctx, simReader, ops, node, log) })
 	}
 	if !c.Bool("no-imds") {
-		h, err := interrupt.New(ops, rep, interrupt.Options{Node: node, InstanceID: instanceID, CheckpointRoot: c.String("checkpoint-root"),
+		h, err := spotwatch.New(ops, rep, spotwatch.Options{Node: node, InstanceID: instanceID, CheckpointRoot: c.String("checkpoint-root"),
 			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Logger: log,
 			Announcer: &telemetry.Announcer{URL: base + InterruptionPath, CredentialFile: c.String("credential-file"), Client: hc}})
 		if err != nil {
@@ -276,7 +276,7 @@ func runAgent(c *cli.Context) error {
 	return err
 }
 
-func syncSimJobs(ctx context.Context, r *sim.Reader, ops interrupt.SlurmOps, node string, log *slog.Logger) error {
+func syncSimJobs(ctx context.Context, r *sim.Reader, ops spotwatch.SlurmOps, node string, log *slog.Logger) error {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {
