@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/jobmeta"
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
@@ -118,7 +118,7 @@ type elastic struct {
 	allowSpot bool
 	window    time.Duration
 	warmOn    bool // burst's forecast-driven warm pool (internal/warm)
-	wp        warm.Params
+	wp        forecast.Params
 	drain     bool    // the trace's last job has arrived: the pool only shrinks
 	end       float64 // time of the last event that changed anything
 	err       error
@@ -135,7 +135,7 @@ type classPool struct {
 	nPool  int         // of those, held by the warm pool (no timer)
 	ahead  []*node     // nodes launched ahead for the pool, booting, no job
 	nAhead int
-	fc     *warm.Forecast
+	fc     *forecast.Forecast
 	offs   []Offering // what the pool launches: the offerings the class's latest job could use, best first
 }
 
@@ -274,7 +274,7 @@ func (e *elastic) classOf(off Offering) *classPool {
 	if c == nil {
 		c = &classPool{key: key}
 		if e.warmOn {
-			c.fc = warm.NewForecast(e.wp)
+			c.fc = forecast.NewForecast(e.wp)
 		}
 		e.classes[key] = c
 		e.order = append(e.order, c)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/catalog"
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
@@ -197,12 +197,12 @@ type WarmOptions struct {
 	Interval      time.Duration // re-plan period besides events (1 min)
 }
 
-func (w WarmOptions) params(o Options) warm.Params {
+func (w WarmOptions) params(o Options) forecast.Params {
 	lead := w.LeadTime
 	if lead == 0 {
 		lead = o.BootMedian
 	}
-	return warm.Params{HalfLife: w.HalfLife, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: lead}.WithDefaults()
+	return forecast.Params{HalfLife: w.HalfLife, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: lead}.WithDefaults()
 }
 
 func (o Options) schedDelay() float64 { return max(o.SchedDelay, 0).Seconds() }

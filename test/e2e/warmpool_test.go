@@ -13,7 +13,7 @@ import (
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
@@ -86,7 +86,7 @@ func TestWarmPool(t *testing.T) {
 	}})
 	ctx := context.Background()
 	typ, _ := catalog.Default().Lookup("g5.xlarge")
-	capNodes := warm.CapNodes(capUSD, typ.SpotUSD())
+	capNodes := forecast.CapNodes(capUSD, typ.SpotUSD())
 	if capNodes != 2 {
 		t.Fatalf("the test expects the cap to allow 2 nodes, it allows %d at $%g/h", capNodes, typ.SpotUSD())
 	}
