@@ -183,3 +183,26 @@ func TestDesignMapNamesEveryPackage(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreImportsNoBuilder: sizer/store is storage; the types it returns
+// live below it (internal/, sizer/billing), never in a package that builds
+// reports or views from what it stores (sizer/report, sizer/dash, ...).
+func TestStoreImportsNoBuilder(t *testing.T) {
+	allowed := []string{"internal", "sizer/billing", "sizer/store"}
+	checked := 0
+	for _, p := range goList(t, module+"/sizer/store/...") {
+		for _, imp := range p.Imports {
+			to := rel(imp)
+			if to == "" {
+				continue
+			}
+			checked++
+			if !slices.ContainsFunc(allowed, func(a string) bool { return under(to, a) }) {
+				t.Errorf("%s imports %s: storage must not depend on what is built from it; move the type down (internal/sizerapi or the store itself)", rel(p.ImportPath), to)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("sizer/store imports no package of the module; is the module path right?")
+	}
+}

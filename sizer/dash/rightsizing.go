@@ -20,7 +20,7 @@ func (s *Source) Report(ctx context.Context, sc Scope) (sizerapi.UsageReport, er
 	return rep, err
 }
 
-func (s *Source) report(ctx context.Context, sc Scope) (sizerapi.UsageReport, []report.JobUsage, []store.Instance, error) {
+func (s *Source) report(ctx context.Context, sc Scope) (sizerapi.UsageReport, []sizerapi.JobUsage, []store.Instance, error) {
 	now := s.o.Now()
 	from := billing.MonthStart(now)
 	jobs, err := s.o.Store.JobUsages(ctx, store.JobQuery{Since: from, Account: sc.Account})

@@ -12,7 +12,7 @@ import (
 
 func TestBuild(t *testing.T) {
 	now := time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC) // 15 of 31 days elapsed
-	jobs := []JobUsage{
+	jobs := []sizerapi.JobUsage{
 		{JobID: "1", JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 40960, Reported: true, GPUsUsed: 2, PeakMemMiB: 30 * 1024, MeanUtilPct: 20},
 		{JobID: "2", JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 40960, Reported: true, GPUsUsed: 1, PeakMemMiB: 20 * 1024, MeanUtilPct: 10},
 		{JobID: "3", JobName: "train", User: "eve", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 81920, Reported: true, GPUsUsed: 8, PeakMemMiB: 600 * 1024, MeanUtilPct: 90},
