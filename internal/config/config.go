@@ -322,7 +322,7 @@ type Teardown struct {
 	RequeueHold Duration `yaml:"requeue_hold"`
 }
 
-// Warm is the forecast-driven warm pool (internal/warm): burst-sizer serve
+// Warm is the forecast-driven warm pool (internal/warmpool/forecast): burst-sizer serve
 // forecasts each class's node demand from the jobs it has seen (learned
 // state kept in sizer.state_dir/warm-forecast.json across restarts) and keeps
 // that many nodes powered up with no job, within each class's

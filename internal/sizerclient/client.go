@@ -1,7 +1,7 @@
 // Package sizerclient is a small Go client for the burst-sizer API, used by
 // burst-resume and burst-suspend (rank with a short timeout, launch and
 // terminate records), burst-sizer's own commands (route, report) and the
-// tests; burst-agent posts its reports with agent/report's sink, which keeps
+// tests; burst-agent posts its reports with agent/telemetry's sink, which keeps
 // a rejected batch apart from a retryable one. Errors are typed so callers
 // can fall back:
 //

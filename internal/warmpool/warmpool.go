@@ -3,7 +3,7 @@
 //
 //   - reads the jobs Slurm holds: each job not seen before counts, at its
 //     submit time, towards the forecast of the class it would run on
-//     (internal/classmatch; internal/warm);
+//     (internal/classmatch; internal/warmpool/forecast);
 //   - reads burst's nodes: per class, the nodes up and idle with no job
 //     (warm), the nodes powering up with no job (launched ahead), and the
 //     nodes powered down;

@@ -117,7 +117,7 @@ type elastic struct {
 	spotSeq   int
 	allowSpot bool
 	window    time.Duration
-	warmOn    bool // burst's forecast-driven warm pool (internal/warm)
+	warmOn    bool // burst's forecast-driven warm pool (internal/warmpool/forecast)
 	wp        forecast.Params
 	drain     bool    // the trace's last job has arrived: the pool only shrinks
 	end       float64 // time of the last event that changed anything

@@ -95,7 +95,7 @@ type Options struct {
 	// every job (a warm hit pays only this); negative means none.
 	SchedDelay time.Duration
 
-	// Warm is burst's forecast-driven warm pool (internal/warm).
+	// Warm is burst's forecast-driven warm pool (internal/warmpool/forecast).
 	Warm WarmOptions
 
 	// Checkpoint is how often jobs checkpoint (run time between saves);
@@ -186,7 +186,7 @@ func (o Options) withDefaults() Options {
 }
 
 // WarmOptions configure burst's warm pool in the simulation. Zero fields
-// take the defaults of internal/warm (and DefaultWarm*).
+// take the defaults of internal/warmpool/forecast (and DefaultWarm*).
 type WarmOptions struct {
 	Disabled      bool          // no warm pool: the reuse window only (burst before issue 19)
 	Quantile      float64       // q: share of one boot's node demand kept warm (0.95)

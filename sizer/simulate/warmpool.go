@@ -7,7 +7,7 @@ import (
 )
 
 // The warm pool of the burst policy: the same code as burst-sizer serve's
-// (internal/warm), planned on every arrival, job end, node change and every
+// (internal/warmpool/forecast), planned on every arrival, job end, node change and every
 // WarmOptions.Interval.
 
 // evalPool plans one class: launch ahead up to the target, release the

@@ -1,6 +1,6 @@
 // Package spend is the month's money as every reader sees it: the budgets
 // API, `burst-sizer report` and `spend --local`, and the dashboard read the
-// same ledger (sizer/store) through the same arithmetic (sizer/budget) and
+// same ledger (sizer/store) through the same arithmetic (sizer/billing) and
 // admission state (internal/admit), so no two of them show different
 // figures.
 package spend
