@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sort"
 	"strings"
+
+	"github.com/burst-hpc/burst/internal/capacity"
 )
 
 // Kind classifies a cloud error by what the caller should do about it.
@@ -97,8 +99,8 @@ func (e *Error) Is(target error) bool {
 // "g5.xlarge,g6.xlarge spot in us-east-1a,us-east-1b; g5.xlarge on-demand in us-east-1a".
 func DescribeOfferings(offs []Offering) string {
 	type group struct{ types, zones []string }
-	var order []CapacityType
-	groups := map[CapacityType]*group{}
+	var order []capacity.Type
+	groups := map[capacity.Type]*group{}
 	add := func(list []string, v string) []string {
 		for _, x := range list {
 			if x == v {

@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/burst-hpc/burst/internal/capacity"
 )
 
 func TestErrorIsAndReason(t *testing.T) {
 	e := &Error{Kind: KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: "launching gpu-1",
 		Message: "We currently do not have sufficient g5.xlarge capacity",
 		Offerings: []Offering{
-			{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: Spot},
-			{InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: Spot},
-			{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: OnDemand},
+			{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot},
+			{InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot},
+			{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: capacity.OnDemand},
 		}}
 	wrapped := fmt.Errorf("resuming: %w", e)
 	if !IsInsufficientCapacity(wrapped) || IsThrottled(wrapped) || KindOf(wrapped) != KindInsufficientCapacity {
@@ -44,8 +46,8 @@ func TestErrorIsAndReason(t *testing.T) {
 }
 
 func TestOfferingKey(t *testing.T) {
-	o := Offering{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: Spot}
-	if o.Key() != "g5.xlarge/us-east-1a/spot" || !Spot.Valid() || CapacityType("x").Valid() {
+	o := Offering{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot}
+	if o.Key() != "g5.xlarge/us-east-1a/spot" || !capacity.Spot.Launchable() || capacity.Type("x").Launchable() {
 		t.Error(o.Key())
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/logging"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -216,7 +215,7 @@ func SizingClasses(cfg *config.Config, cat *catalog.Catalog) []sizing.Class {
 	var out []sizing.Class
 	for i := range cfg.Classes {
 		c := &cfg.Classes[i]
-		pc := sizing.Class{Name: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Capacity: jobmeta.Capacity(c.Capacity)}
+		pc := sizing.Class{Name: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Capacity: c.Capacity}
 		for _, t := range c.Candidates(cat) {
 			pc.InstanceTypes = append(pc.InstanceTypes, t.Name)
 		}

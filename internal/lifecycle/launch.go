@@ -72,7 +72,7 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	cofs := make([]cloud.Offering, 0, len(offers))
 	for _, o := range offers {
 		cofs = append(cofs, cloud.Offering{InstanceType: o.InstanceType, Zone: o.Zone, SubnetID: r.Cfg.Network.Subnets[o.Zone],
-			Capacity: cloud.CapacityType(o.Capacity), PriceUSD: o.PriceUSD})
+			Capacity: o.Capacity, PriceUSD: o.PriceUSD})
 	}
 	best := offers[0]
 	log.Info("sized job", "source", source, "offerings", len(offers), "best", cofs[0].Key(), "price_usd_h", best.PriceUSD,

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	cloudec2 "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/ec2events"
@@ -58,7 +59,7 @@ func startEmulated(t *testing.T, rule ec2emu.EventRule) *emulated {
 	}
 	ctx := context.Background()
 	res, err := p.Launch(ctx, cloud.LaunchRequest{Cluster: "demo", Nodes: []cloud.NodeSpec{{Node: "a10g-1", JobID: 7}},
-		Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: cloud.Spot}}})
+		Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot}}})
 	if err != nil {
 		t.Fatal(err)
 	}

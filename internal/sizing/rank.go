@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
-	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
 // offerings lists a class's offerings for a job in the given zones, best
@@ -38,7 +38,7 @@ func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavai
 					continue
 				}
 				o := Offering{InstanceType: tn, Zone: z, Capacity: cp}
-				if cp == jobmeta.CapacitySpot {
+				if cp == capacity.Spot {
 					s, ok := p.spotOf(t)
 					if !ok {
 						continue
@@ -65,14 +65,14 @@ func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavai
 			return a.ExpectedUSD < b.ExpectedUSD
 		}
 		if a.Capacity != b.Capacity {
-			return a.Capacity == jobmeta.CapacitySpot
+			return a.Capacity == capacity.Spot
 		}
 		return order[a.InstanceType] < order[b.InstanceType]
 	})
 	return out, why
 }
 
-func isUnavailable(us []Unavailable, typ, zone string, c jobmeta.Capacity) bool {
+func isUnavailable(us []Unavailable, typ, zone string, c capacity.Type) bool {
 	for _, u := range us {
 		if u.matches(typ, zone, c) {
 			return true
@@ -127,12 +127,12 @@ func (p *Policy) Rank(in RankInput) ([]Offering, error) {
 // HourlyPrice returns a type's price per hour for a capacity in the policy's
 // region (spot: on-demand x (1 - Spot Advisor savings)); ok is false when the
 // catalog has no such price. The budget ledger uses it for spend.
-func (p *Policy) HourlyPrice(instanceType string, c jobmeta.Capacity) (float64, bool) {
+func (p *Policy) HourlyPrice(instanceType string, c capacity.Type) (float64, bool) {
 	t, ok := p.cat.Lookup(instanceType)
 	if !ok || !t.HasPrice() {
 		return 0, false
 	}
-	if c == jobmeta.CapacitySpot {
+	if c == capacity.Spot {
 		s, ok := p.spotOf(t)
 		if !ok {
 			return 0, false

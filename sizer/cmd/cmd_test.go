@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/journal"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -191,7 +191,7 @@ func TestRouteCommand(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if d.Class == "" || d.Capacity != jobmeta.CapacityOnDemand || d.GPUsPerNode != 1 || len(d.InstanceTypes) == 0 || d.EstHours <= 0 || d.EstCostUSD <= 0 || d.Reason == "" {
+	if d.Class == "" || d.Capacity != capacity.OnDemand || d.GPUsPerNode != 1 || len(d.InstanceTypes) == 0 || d.EstHours <= 0 || d.EstCostUSD <= 0 || d.Reason == "" {
 		t.Errorf("decision %+v", d)
 	}
 	// the demo account is capped and no state database exists: the job is

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/spend"
@@ -33,7 +33,7 @@ func (s *Source) monthInstances(ctx context.Context, sc Scope, now time.Time) ([
 // where the ledger has none.
 func (s *Source) month(ctx context.Context, now time.Time) (spend.Month, error) {
 	return spend.ReadPriced(ctx, s.o.Store, s.o.IdleOwner, now, func(typ string) (float64, bool) {
-		return s.o.Policy.HourlyPrice(typ, jobmeta.CapacityOnDemand)
+		return s.o.Policy.HourlyPrice(typ, capacity.OnDemand)
 	})
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/burst-hpc/burst/internal/auth"
-	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/report"
@@ -25,7 +25,7 @@ func (s *Server) month(ctx context.Context) (spend.Month, error) {
 }
 
 func (s *Server) onDemand(typ string) (float64, bool) {
-	return s.pol.HourlyPrice(typ, jobmeta.CapacityOnDemand)
+	return s.pol.HourlyPrice(typ, capacity.OnDemand)
 }
 
 func (s *Server) budgetStatuses(ctx context.Context) ([]sizerapi.BudgetStatus, error) {

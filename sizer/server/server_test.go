@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
-	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/sizer/store"
@@ -172,7 +172,7 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	price, _ := f.srv.Policy().HourlyPrice("g6e.48xlarge", jobmeta.CapacitySpot)
+	price, _ := f.srv.Policy().HourlyPrice("g6e.48xlarge", capacity.Spot)
 	var phys sizerapi.BudgetStatus
 	for _, b := range bs {
 		if b.Account == "phys" {

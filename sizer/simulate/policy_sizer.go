@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -98,13 +99,13 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 		md.NoCheckpoint = true
 	}
 	if !r.AllowSpot {
-		md.Capacity = jobmeta.CapacityOnDemand
+		md.Capacity = capacity.OnDemand
 	}
 	nodes, gpn := NodeShape(r.Job.GPUs, maxGPUsPerNode(s.cat, r.GPUModel))
 	req := sizing.Request{GPUModel: r.GPUModel, GPUsPerNode: gpn, Nodes: nodes, Metadata: md}
 	var unavail []sizing.Unavailable
 	for _, t := range r.AvoidSpot {
-		unavail = append(unavail, sizing.Unavailable{InstanceType: t, Capacity: jobmeta.CapacitySpot, Reason: "spot interruption"})
+		unavail = append(unavail, sizing.Unavailable{InstanceType: t, Capacity: capacity.Spot, Reason: "spot interruption"})
 	}
 	d, err := s.pol.Route(sizing.RouteInput{Request: req, Unavailable: unavail})
 	if err != nil {
@@ -123,7 +124,7 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 		if !ok {
 			return nil, fmt.Errorf("ranking class %s: offering %s is not in the catalog", d.Class, o.InstanceType)
 		}
-		out = append(out, Offering{Class: d.Class, Type: t, Zone: o.Zone, Spot: o.Capacity == jobmeta.CapacitySpot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
+		out = append(out, Offering{Class: d.Class, Type: t, Zone: o.Zone, Spot: o.Capacity == capacity.Spot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
 	}
 	return out, nil
 }

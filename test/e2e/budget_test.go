@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
@@ -21,7 +22,7 @@ import (
 // launch costs one known price: the catalog's.
 func onDemandL4(c *config.Config) float64 {
 	c.Classes[0].InstanceTypes = []string{"g6.xlarge"}
-	c.Classes[0].Capacity = config.CapacityOnDemand
+	c.Classes[0].Capacity = capacity.OnDemand
 	t, _ := catalog.Default().Lookup("g6.xlarge")
 	return t.OnDemandUSD
 }

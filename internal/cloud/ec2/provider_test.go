@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/test/ec2emu"
@@ -40,7 +41,7 @@ func TestSpotLaunchRankedOverrides(t *testing.T) {
 		t.Fatalf("got %d instances, want 1", len(res.Instances))
 	}
 	in := res.Instances[0]
-	if in.InstanceType != "g6.xlarge" || in.Zone != "us-east-1b" || in.Capacity != cloud.Spot || in.Node != "gpu-1" || in.JobID != 42 || in.PrivateIP == "" || in.LaunchTime.IsZero() {
+	if in.InstanceType != "g6.xlarge" || in.Zone != "us-east-1b" || in.Capacity != capacity.Spot || in.Node != "gpu-1" || in.JobID != 42 || in.PrivateIP == "" || in.LaunchTime.IsZero() {
 		t.Errorf("instance = %+v, want the first-ranked spot offering g6.xlarge in us-east-1b for gpu-1 job 42 with an IP", in)
 	}
 	calls := callsOf(e.srv, "CreateFleet")
@@ -104,7 +105,7 @@ func TestFallbackToNextOfferingAndOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Instances[0]; got.InstanceType != "g6.xlarge" || got.Capacity != cloud.Spot {
+	if got := res.Instances[0]; got.InstanceType != "g6.xlarge" || got.Capacity != capacity.Spot {
 		t.Fatalf("got %s %s, want the next offering g6.xlarge spot", got.InstanceType, got.Capacity)
 	}
 	// Every spot pool dry: on-demand fallback, in rank order.
@@ -114,7 +115,7 @@ func TestFallbackToNextOfferingAndOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Instances[0]; got.InstanceType != "g5.xlarge" || got.Capacity != cloud.OnDemand || got.Tags[TagCapacity] != "on-demand" {
+	if got := res.Instances[0]; got.InstanceType != "g5.xlarge" || got.Capacity != capacity.OnDemand || got.Tags[TagCapacity] != "on-demand" {
 		t.Fatalf("got %s %s, want on-demand g5.xlarge", got.InstanceType, got.Capacity)
 	}
 	// g5.xlarge spot was cached as unavailable: the spot fleet offered only g6.xlarge.
@@ -228,7 +229,7 @@ func TestAllOrNothing(t *testing.T) {
 // and terminates on poweroff (the dead-man switch needs no EC2 rights).
 func TestEnsuredTemplateHardening(t *testing.T) {
 	e := newEnv(t, ec2emu.Options{}, Options{ImageID: "ami-0abc"})
-	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: cloud.OnDemand}}})
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.OnDemand}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +492,7 @@ func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
 		t.Fatalf("err = %v (reason %q), want the spot quota", err, cloud.Reason(err))
 	}
 	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(2, "gpu-2"), Offerings: offs, OnDemandFallback: true})
-	if err != nil || res.Instances[0].Capacity != cloud.OnDemand {
+	if err != nil || res.Instances[0].Capacity != capacity.OnDemand {
 		t.Fatalf("with fallback: %+v, %v; want on-demand", res, err)
 	}
 }
