@@ -40,7 +40,7 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	offers, source, err := r.Ranker.Rank(ctx, sizerapi.RankRequest{Class: g.class.Name, Job: jr, Zones: g.class.Zones})
 	if err != nil {
 		reason := "burst: " + err.Error()
-		if errors.Is(err, sizing.ErrOverBudget) || strings.Contains(err.Error(), "over_budget") || strings.Contains(err.Error(), "over budget") {
+		if errors.Is(err, sizing.ErrOverBudget) {
 			reason = admit.HeldPrefix + "account " + jr.Account + " is over its monthly GPU budget"
 			if g.jobID != 0 {
 				if herr := r.Slurm.Hold(ctx, g.jobID, reason); herr != nil {

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -32,9 +31,7 @@ func (f *FallbackRanker) Rank(ctx context.Context, rq sizerapi.RankRequest) ([]s
 		switch {
 		case err == nil && len(resp.Offerings) > 0:
 			return resp.Offerings, "sizer", nil
-		case errors.Is(err, sizerclient.ErrOverBudget):
-			return nil, "sizer", fmt.Errorf("%w: %v", sizing.ErrOverBudget, err)
-		case errors.Is(err, sizerclient.ErrNoOffering):
+		case errors.Is(err, sizing.ErrOverBudget), errors.Is(err, sizing.ErrNoOffering):
 			return nil, "sizer", err
 		}
 		log.Warn("sizer did not answer; ranking in-process", "job", rq.Job.JobID, "err", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -191,7 +192,7 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 	}
 	f.clk.Add(5 * time.Hour)
 	_, err = admin.Rank(ctx, sizerapi.RankRequest{Class: "a100-8x", Job: sizerapi.JobRequest{Account: "phys"}})
-	if !errors.Is(err, sizerclient.ErrOverBudget) || !strings.Contains(err.Error(), "phys") {
+	if !errors.Is(err, sizing.ErrOverBudget) || !strings.Contains(err.Error(), "phys") {
 		t.Fatalf("rank for over-budget account: %v", err)
 	}
 	d, err = admin.Route(ctx, sizerapi.JobRequest{Account: "phys", GPUsPerNode: 1})
