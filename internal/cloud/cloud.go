@@ -14,13 +14,18 @@ import (
 )
 
 // Offering is one pool a node can be launched in: instance type x
-// availability zone x capacity type, with its expected hourly price.
+// availability zone x capacity type, with its expected hourly price. The
+// sizing policy ranks offerings (with ExpectedUSD and Reason), the sizer
+// sends them on the wire (sizerapi.RankResponse) and the provider launches
+// them (with SubnetID, set at launch from burst.yaml, never on the wire).
 type Offering struct {
-	InstanceType string        // e.g. "g5.xlarge"
-	Zone         string        // availability zone, e.g. "us-east-1a"
-	SubnetID     string        // subnet in Zone; "" lets the provider pick its subnet for Zone
-	Capacity     capacity.Type // spot or on-demand
-	PriceUSD     float64       // expected USD per hour; 0 when unknown
+	InstanceType string        `json:"instance_type"`  // e.g. "g5.xlarge"
+	Zone         string        `json:"zone,omitempty"` // availability zone, e.g. "us-east-1a"
+	SubnetID     string        `json:"-"`              // subnet in Zone; "" lets the provider pick its subnet for Zone
+	Capacity     capacity.Type `json:"capacity"`       // spot or on-demand
+	PriceUSD     float64       `json:"price_usd"`      // expected USD per instance-hour; 0 when unknown
+	ExpectedUSD  float64       `json:"expected_usd"`   // per instance-hour of useful work, after spot rework
+	Reason       string        `json:"reason"`         // why the policy ranked it so
 }
 
 // Key identifies the pool ("g5.xlarge/us-east-1a/spot").

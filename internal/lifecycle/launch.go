@@ -71,8 +71,8 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	}
 	cofs := make([]cloud.Offering, 0, len(offers))
 	for _, o := range offers {
-		cofs = append(cofs, cloud.Offering{InstanceType: o.InstanceType, Zone: o.Zone, SubnetID: r.Cfg.Network.Subnets[o.Zone],
-			Capacity: o.Capacity, PriceUSD: o.PriceUSD})
+		o.SubnetID = r.Cfg.Network.Subnets[o.Zone] // never from the wire (json:"-")
+		cofs = append(cofs, o)
 	}
 	best := offers[0]
 	log.Info("sized job", "source", source, "offerings", len(offers), "best", cofs[0].Key(), "price_usd_h", best.PriceUSD,
@@ -135,7 +135,7 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 // maxPrice is the most expensive of the ranked offerings (what a launch
 // may cost per hour and node), the catalog's on-demand price when none is
 // priced.
-func maxPrice(offers []sizing.Offering) float64 {
+func maxPrice(offers []cloud.Offering) float64 {
 	p := 0.0
 	for _, o := range offers {
 		p = max(p, o.PriceUSD)

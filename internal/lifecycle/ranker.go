@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -22,7 +23,7 @@ type FallbackRanker struct {
 }
 
 // Rank implements Ranker.
-func (f *FallbackRanker) Rank(ctx context.Context, rq sizerapi.RankRequest) ([]sizing.Offering, string, error) {
+func (f *FallbackRanker) Rank(ctx context.Context, rq sizerapi.RankRequest) ([]cloud.Offering, string, error) {
 	log := logOr(f.Log)
 	if f.Sizer != nil {
 		cctx, cancel := context.WithTimeout(ctx, f.Timeout)

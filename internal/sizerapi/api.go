@@ -33,6 +33,7 @@ package sizerapi
 import (
 	"time"
 
+	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizing"
 )
@@ -175,8 +176,8 @@ type RankRequest struct {
 // RankResponse lists offerings best first. Avoided lists the offerings the
 // server excluded because of recent interruptions.
 type RankResponse struct {
-	Offerings []sizing.Offering `json:"offerings"`
-	Avoided   []Unavailable     `json:"avoided,omitempty"`
+	Offerings []cloud.Offering `json:"offerings"`
+	Avoided   []Unavailable    `json:"avoided,omitempty"`
 }
 
 // RouteRequest asks for a submission-time decision.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
@@ -34,8 +35,8 @@ type plan struct {
 	eff        float64
 	hours      float64 // compute hours; 0 unknown
 	decode     *Decode
-	offers     []Offering
-	best       Offering
+	offers     []cloud.Offering
+	best       cloud.Offering
 	why        string // why on-demand was forced
 	expHours   float64
 	hourly     float64
@@ -358,7 +359,7 @@ func (p *Policy) price(pl *plan, r Request, unavail []Unavailable) {
 	pl.why = why
 	pl.offers = offers
 	if len(offers) == 0 {
-		pl.offers = []Offering{}
+		pl.offers = []cloud.Offering{}
 		return
 	}
 	pl.best = offers[0]

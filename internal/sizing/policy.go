@@ -202,17 +202,6 @@ func (u Unavailable) matches(typ, zone string, c capacity.Type) bool {
 	return u.InstanceType == typ && (u.Zone == "" || u.Zone == zone) && (u.Capacity == capacity.Any || u.Capacity == c)
 }
 
-// Offering is one way to get a node: an instance type in a zone, spot or
-// on-demand, with its hourly price and its risk-adjusted expected price.
-type Offering struct {
-	InstanceType string        `json:"instance_type"`
-	Zone         string        `json:"zone,omitempty"`
-	Capacity     capacity.Type `json:"capacity"`
-	PriceUSD     float64       `json:"price_usd"`    // per instance-hour
-	ExpectedUSD  float64       `json:"expected_usd"` // per instance-hour of useful work, after spot rework
-	Reason       string        `json:"reason"`
-}
-
 // Params are the policy's tunables. DefaultParams gives the documented values.
 type Params struct {
 	RelaunchOverhead        time.Duration // R in SpotRiskFactor: boot + requeue + restore after an interruption

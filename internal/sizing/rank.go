@@ -7,11 +7,12 @@ import (
 
 	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
+	"github.com/burst-hpc/burst/internal/cloud"
 )
 
 // offerings lists a class's offerings for a job in the given zones, best
 // first, and why spot was excluded (if it was).
-func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavail []Unavailable, hours float64) ([]Offering, string) {
+func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavail []Unavailable, hours float64) ([]cloud.Offering, string) {
 	caps, why := capacities(c, r)
 	md := r.Metadata
 	ckpt := 1.0
@@ -21,7 +22,7 @@ func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavai
 	case hours > 0:
 		ckpt = hours
 	}
-	var out []Offering
+	var out []cloud.Offering
 	order := map[string]int{}
 	for i, tn := range c.InstanceTypes {
 		order[tn] = i
@@ -37,7 +38,7 @@ func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavai
 				if isUnavailable(unavail, tn, z, cp) {
 					continue
 				}
-				o := Offering{InstanceType: tn, Zone: z, Capacity: cp}
+				o := cloud.Offering{InstanceType: tn, Zone: z, Capacity: cp}
 				if cp == capacity.Spot {
 					s, ok := p.spotOf(t)
 					if !ok {
@@ -101,7 +102,7 @@ var ErrNoOffering = errors.New("no offering available")
 // account is over budget (burst-resume must then launch nothing), an error
 // wrapping ErrUnknownClass for an unknown class, and one wrapping
 // ErrNoOffering when nothing is left.
-func (p *Policy) Rank(in RankInput) ([]Offering, error) {
+func (p *Policy) Rank(in RankInput) ([]cloud.Offering, error) {
 	if in.Budget.Over() {
 		return nil, &OverBudgetError{Budget: in.Budget}
 	}
