@@ -21,7 +21,7 @@ const (
 )
 
 type node struct {
-	off       Offering
+	off       Plan
 	class     *classPool
 	gpus      int
 	launch    float64
@@ -136,7 +136,7 @@ type classPool struct {
 	ahead  []*node     // nodes launched ahead for the pool, booting, no job
 	nAhead int
 	fc     *forecast.Forecast
-	offs   []Offering // what the pool launches: the offerings the class's latest job could use, best first
+	offs   []Plan // what the pool launches: the offerings the class's latest job could use, best first
 }
 
 func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t0 time.Time, span float64) (*tally, error) {
@@ -265,7 +265,7 @@ func (e *elastic) at(s float64) time.Time { return e.t0.Add(secDur(s)) }
 
 // classOf is the pool of an offering's node class (the instance type when
 // the sizer names no class).
-func (e *elastic) classOf(off Offering) *classPool {
+func (e *elastic) classOf(off Plan) *classPool {
 	key := off.Class
 	if key == "" {
 		key = off.Type.Name

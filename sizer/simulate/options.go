@@ -341,10 +341,12 @@ type Request struct {
 	Checkpoint time.Duration
 }
 
-// Offering is one way to run a job: Nodes instances of Type, on spot or
-// on-demand, at USDPerHour each, in node class Class (the offerings of one
-// answer share a class; "" means the instance type is the class).
-type Offering struct {
+// Plan is one way to run a job in the simulation: a ranked offering
+// (cloud.Offering: type, zone, capacity, price) for Nodes instances of
+// Type, on spot or on-demand, at USDPerHour each, in node class Class (the
+// plans of one answer share a class; "" means the instance type is the
+// class).
+type Plan struct {
 	Class      string
 	Type       catalog.InstanceType
 	Zone       string // "" when zones are not modelled
@@ -356,5 +358,5 @@ type Offering struct {
 // Sizer ranks offerings for a job, best first. burst's sizing policy is the
 // production implementation (see PolicySizer); tests use fixed ones.
 type Sizer interface {
-	Offerings(Request) ([]Offering, error)
+	Offerings(Request) ([]Plan, error)
 }

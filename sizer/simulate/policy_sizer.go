@@ -35,7 +35,7 @@ type sizerKey struct {
 }
 
 type cached struct {
-	offs []Offering
+	offs []Plan
 	err  error
 }
 
@@ -72,7 +72,7 @@ func NodeShape(totalGPUs, maxPerNode int) (nodes, gpusPerNode int) {
 }
 
 // Offerings implements Sizer.
-func (s *PolicySizer) Offerings(r Request) ([]Offering, error) {
+func (s *PolicySizer) Offerings(r Request) ([]Plan, error) {
 	k := sizerKey{model: r.GPUModel, gpus: r.Job.GPUs, metadata: r.Job.Metadata, onDemand: !r.AllowSpot, checkpoint: int64(r.Checkpoint), avoid: strings.Join(r.AvoidSpot, ","), zones: strings.Join(r.Zones, ",")}
 	s.mu.Lock()
 	c, ok := s.cache[k]
@@ -83,10 +83,10 @@ func (s *PolicySizer) Offerings(r Request) ([]Offering, error) {
 		s.cache[k] = c
 		s.mu.Unlock()
 	}
-	return append([]Offering(nil), c.offs...), c.err
+	return append([]Plan(nil), c.offs...), c.err
 }
 
-func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
+func (s *PolicySizer) offerings(r Request) ([]Plan, error) {
 	md, errs := jobmeta.ParseMetadata(r.Job.Metadata)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("job %s metadata: %w", r.Job.ID, errs[0])
@@ -118,13 +118,13 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ranking class %s: %w", d.Class, err)
 	}
-	out := make([]Offering, 0, len(ranked))
+	out := make([]Plan, 0, len(ranked))
 	for _, o := range ranked {
 		t, ok := s.cat.Lookup(o.InstanceType)
 		if !ok {
 			return nil, fmt.Errorf("ranking class %s: offering %s is not in the catalog", d.Class, o.InstanceType)
 		}
-		out = append(out, Offering{Class: d.Class, Type: t, Zone: o.Zone, Spot: o.Capacity == capacity.Spot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
+		out = append(out, Plan{Class: d.Class, Type: t, Zone: o.Zone, Spot: o.Capacity == capacity.Spot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
 	}
 	return out, nil
 }
