@@ -46,13 +46,6 @@ type plan struct {
 	learnedMem bool          // memory came from measured use
 }
 
-func (pl *plan) shortfall() string {
-	if pl.short == nil {
-		return ""
-	}
-	return pl.short()
-}
-
 func (pl *plan) gpus() int { return pl.nodes * pl.gpn }
 
 // targets are what the job must meet: deadline (training, batch) or decode
