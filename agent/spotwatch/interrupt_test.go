@@ -109,15 +109,6 @@ func (a *fakeAnnouncer) Announce(_ context.Context, in sizerapi.Interruption) er
 	return nil
 }
 
-func indexOf(t *testing.T, calls []string, s string) int {
-	t.Helper()
-	i := slices.Index(calls, s)
-	if i < 0 {
-		t.Fatalf("call %q missing from %q", s, calls)
-	}
-	return i
-}
-
 // TestInterruptSequence: the agent announces the notice to the sizer,
 // runs internal/interruption's sequence for its node (which the package's
 // own tests cover step by step), reports the result once, and does nothing

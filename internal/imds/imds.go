@@ -196,7 +196,7 @@ func (c *Client) InstanceID(ctx context.Context) (string, error) {
 	}
 	id := strings.TrimSpace(string(b))
 	if !ok || !strings.HasPrefix(id, "i-") {
-		return "", fmt.Errorf("reading instance metadata instance-id: got %q, want i-...", clip(b))
+		return "", fmt.Errorf("reading instance metadata instance-id: got %q, want an id starting with i-", clip(b))
 	}
 	return id, nil
 }

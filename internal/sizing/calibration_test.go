@@ -45,7 +45,7 @@ func TestTimeCalibration(t *testing.T) {
 			t.Errorf("%s: %v h, want %v", r.name, got, want)
 		}
 		scaled := ComputeHours(6*r.params*r.tokens, r.gpu, 1, EFAFastEfficiency)
-		pub := fmt.Sprintf("%s", commas(r.gpuH))
+		pub := commas(r.gpuH)
 		if r.derived {
 			pub += " (derived)"
 		}

@@ -192,7 +192,7 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 				p.price(pl, r, unavail)
 			}
 		}
-		if chosen.offers == nil || len(chosen.offers) == 0 {
+		if len(chosen.offers) == 0 {
 			if chosen.why != "" {
 				res.rejected = append(res.rejected, fmt.Sprintf("%s: %s", c.Name, chosen.why))
 			} else {

@@ -44,14 +44,6 @@ func md(t testing.TB, s string) jobmeta.Metadata {
 	return m
 }
 
-func classOf(t testing.TB, p *Policy, name string) Class {
-	c, ok := p.Class(name)
-	if !ok {
-		t.Fatalf("no class %s", name)
-	}
-	return c
-}
-
 func TestRouteCapacity(t *testing.T) {
 	p := newTestPolicy(t)
 	cases := []struct {

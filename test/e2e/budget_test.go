@@ -45,17 +45,6 @@ func jobInfo(s *stack.Stack, id string) (state, reason, comment string) {
 // where the jobs are root's own and so are the hooks).
 func held(reason string) bool { return strings.HasPrefix(reason, "JobHeld") }
 
-// liveOf counts live instances of an account.
-func liveOf(s *stack.Stack, account string) int {
-	n := 0
-	for _, in := range liveInstances(s) {
-		if in.Tags[ec2p.TagAccount] == account {
-			n++
-		}
-	}
-	return n
-}
-
 // sampler counts, every 200 ms until stopped, the account's live
 // instances and RUNNING jobs, and keeps the most seen at once.
 type sampler struct {

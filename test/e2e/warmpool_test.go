@@ -270,19 +270,6 @@ func warmPoolNodes(s *stack.Stack, class string) []string {
 	return nodes
 }
 
-// idlePoolNodes counts the pool's nodes with no job: up and idle, or
-// still powering up for no job (IDLE+CLOUD+POWERING_UP).
-func idlePoolNodes(s *stack.Stack, class string) int {
-	pool := poolNodes(s, class)
-	n := 0
-	for name, st := range nodeStates(s) {
-		if pool[name] && (st == "IDLE+CLOUD" || st == "IDLE+CLOUD+POWERING_UP") {
-			n++
-		}
-	}
-	return n
-}
-
 // lastStart is when the instance that node ran on at `at` entered
 // running, from the stack's timeline.
 func lastStart(s *stack.Stack, node string, at time.Time) (time.Time, bool) {

@@ -86,10 +86,6 @@ func spot(typ, zone string) cloud.Offering {
 	return cloud.Offering{InstanceType: typ, Zone: zone, Capacity: capacity.Spot}
 }
 
-func onDemand(typ, zone string) cloud.Offering {
-	return cloud.Offering{InstanceType: typ, Zone: zone, Capacity: capacity.OnDemand}
-}
-
 func nodes(job uint32, names ...string) []cloud.NodeSpec {
 	out := make([]cloud.NodeSpec, len(names))
 	for i, n := range names {
