@@ -149,20 +149,5 @@ func KindOf(err error) Kind {
 	return KindUnknown
 }
 
-// IsInsufficientCapacity reports whether err means a pool had no capacity.
-func IsInsufficientCapacity(err error) bool { return errors.Is(err, ErrInsufficientCapacity) }
-
-// IsThrottled reports whether err is an API rate limit.
-func IsThrottled(err error) bool { return errors.Is(err, ErrThrottled) }
-
-// IsQuota reports whether err is an account limit.
-func IsQuota(err error) bool { return errors.Is(err, ErrQuota) }
-
-// IsUnauthorized reports whether err is an authentication or IAM failure.
-func IsUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
-
 // IsNotFound reports whether err says a resource does not exist.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
-
-// IsInvalid reports whether err says the request or configuration is wrong.
-func IsInvalid(err error) bool { return errors.Is(err, ErrInvalid) }

@@ -2,6 +2,7 @@ package ec2
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -102,7 +103,7 @@ func benchLaunch(b *testing.B, scale, startTokens float64) {
 					if err == nil {
 						break
 					}
-					if !cloud.IsThrottled(err) {
+					if !errors.Is(err, cloud.ErrThrottled) {
 						errs <- err
 						return
 					}
