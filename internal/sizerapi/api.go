@@ -149,13 +149,6 @@ func (j JobRequest) Policy() (sizing.Request, []error) {
 	}, errs
 }
 
-// Key is the job's recurring-job key (sizing.RecurringKey of its user, job
-// name and metadata).
-func (j JobRequest) Key() string {
-	md, _ := jobmeta.ParseMetadata(j.Comment)
-	return sizing.RecurringKey(j.User, j.JobName, md)
-}
-
 // Unavailable is an offering the caller knows it cannot get.
 type Unavailable struct {
 	InstanceType string `json:"instance_type"`

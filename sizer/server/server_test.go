@@ -14,6 +14,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/capacity"
+	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -335,7 +336,8 @@ func TestJobRunsDriveLearning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !d.Upsized || d.HistoryKey != job.Key() || !strings.Contains(d.Reason, "ended out of GPU memory") || d.Nodes == 1 && d.GPUsPerNode == 1 && d.GPUModel == "l4" {
+	md, _ := jobmeta.ParseMetadata(comment)
+	if !d.Upsized || d.HistoryKey != sizing.RecurringKey("ann", "ft.sh", md) || !strings.Contains(d.Reason, "ended out of GPU memory") || d.Nodes == 1 && d.GPUsPerNode == 1 && d.GPUModel == "l4" {
 		t.Errorf("after an OOM run: %+v", d)
 	}
 	// a launch carrying the job (burst-resume's) files it under the same key
@@ -344,7 +346,7 @@ func TestJobRunsDriveLearning(t *testing.T) {
 	if err := admin.Launched(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := f.srv.Store().HistoryByKey(ctx, job.Key(), 10); err != nil || h.LastOOM == nil || h.LastOOM.JobID != "41" {
+	if h, err := f.srv.Store().HistoryByKey(ctx, d.HistoryKey, 10); err != nil || h.LastOOM == nil || h.LastOOM.JobID != "41" {
 		t.Errorf("history after the launch: %+v %v", h, err)
 	}
 	// another user's job of the same name learns nothing from it
