@@ -10,6 +10,9 @@ CMDS := resume suspend sizer agent slurm-conf
 # the release stamped into every binary (burst-X --version)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/burst-hpc/burst/internal/version.Version=$(VERSION)
+# the linters `make lint` runs, pinned (go run fetches them from the module proxy)
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE ?= golang.org/x/tools/cmd/deadcode@v0.51.0
 # the fuzz targets run briefly by `make test` (package:FuzzName)
 FUZZTIME ?= 3s
 # Slurm versions `make test` runs the real-Slurm tests on (22.05: the host's
@@ -94,9 +97,11 @@ install: build ## install the binaries into PREFIX/bin (default /usr/local/bin)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(addprefix $(BIN)/burst-,$(CMDS)) $(DESTDIR)$(PREFIX)/bin/
 
-lint: ## gofmt, go vet, shellcheck, packer fmt
+lint: ## gofmt, go vet, staticcheck, deadcode, shellcheck, packer fmt
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) run $(STATICCHECK) ./...
+	@scripts/deadcode.sh $(GO) $(DEADCODE)
 	shellcheck $$(git ls-files '*.sh')
 	packer fmt -check packer/
 

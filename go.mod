@@ -22,6 +22,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sys v0.49.0
+	golang.org/x/time v0.16.0
 	gopkg.in/yaml.v3 v3.0.1
 	modernc.org/sqlite v1.62.0
 )

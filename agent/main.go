@@ -1,6 +1,6 @@
 // Command burst-agent runs on every burst node: it reports what each job
 // really uses of its GPUs to the sizer and makes spot interruptions safe
-// (checkpoint signal, requeue, node hand-back). See agent/interrupt for the
+// (checkpoint signal, requeue, node hand-back). See agent/spotwatch for the
 // checkpoint protocol jobs follow. `burst-agent bootstrap` joins the node to
 // Slurm at boot; burst-agent run as Slurm's Prolog (SLURM_SCRIPT_CONTEXT=
 // prolog_slurmd, as root) makes each job's checkpoint directory, and as its

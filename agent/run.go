@@ -19,9 +19,9 @@ import (
 	"github.com/burst-hpc/burst/agent/deadman"
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
-	"github.com/burst-hpc/burst/agent/interrupt"
-	"github.com/burst-hpc/burst/agent/report"
 	"github.com/burst-hpc/burst/agent/sampler"
+	"github.com/burst-hpc/burst/agent/spotwatch"
+	"github.com/burst-hpc/burst/agent/telemetry"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/config"
@@ -227,13 +227,13 @@ func runAgent(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("%s: %v", c.String("sizer-ca-file"), err), 2)
 	}
-	sink := &report.HTTPSink{URL: base + ReportPath, CredentialFile: c.String("credential-file"), Client: hc}
-	rep, err := report.New(sink, report.Options{Node: node, InstanceID: instanceID, GPUSource: gpuSource, Dir: filepath.Clean(c.String("state-dir")),
-		Interval: c.Duration("interval"), Spool: report.SpoolOptions{MaxBytes: c.Int64("buffer-max-bytes")}, Logger: log})
+	sink := &telemetry.HTTPSink{URL: base + ReportPath, CredentialFile: c.String("credential-file"), Client: hc}
+	rep, err := telemetry.New(sink, telemetry.Options{Node: node, InstanceID: instanceID, GPUSource: gpuSource, Dir: filepath.Clean(c.String("state-dir")),
+		Interval: c.Duration("interval"), Spool: telemetry.SpoolOptions{MaxBytes: c.Int64("buffer-max-bytes")}, Logger: log})
 	if err != nil {
 		return cli.Exit(err.Error(), 3)
 	}
-	ops := interrupt.SlurmClient{C: sc}
+	ops := spotwatch.SlurmClient{C: sc}
 
 	var resolver sampler.JobResolver = &attrib.Resolver{}
 	if simReader != nil {
@@ -252,9 +252,9 @@ func runAgent(c *cli.Context) error {
 		goRun(func(ctx context.Context) error { return syncSimJobs(ctx, simReader, ops, node, log) })
 	}
 	if !c.Bool("no-imds") {
-		h, err := interrupt.New(ops, rep, interrupt.Options{Node: node, InstanceID: instanceID, CheckpointRoot: c.String("checkpoint-root"),
+		h, err := spotwatch.New(ops, rep, spotwatch.Options{Node: node, InstanceID: instanceID, CheckpointRoot: c.String("checkpoint-root"),
 			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Logger: log,
-			Announcer: &report.Announcer{URL: base + InterruptionPath, CredentialFile: c.String("credential-file"), Client: hc}})
+			Announcer: &telemetry.Announcer{URL: base + InterruptionPath, CredentialFile: c.String("credential-file"), Client: hc}})
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
@@ -277,7 +277,7 @@ func runAgent(c *cli.Context) error {
 	return err
 }
 
-func syncSimJobs(ctx context.Context, r *sim.Reader, ops interrupt.SlurmOps, node string, log *slog.Logger) error {
+func syncSimJobs(ctx context.Context, r *sim.Reader, ops spotwatch.SlurmOps, node string, log *slog.Logger) error {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {

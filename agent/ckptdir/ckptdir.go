@@ -1,7 +1,7 @@
 // Package ckptdir creates a job's checkpoint directory safely, as root, for
 // the job's user: burst-agent runs it as Slurm's Prolog (on the node, as
 // root, before the job starts). The one path rule, for directories and for
-// the markers burst-agent waits for on a spot notice (agent/interrupt), is
+// the markers burst-agent waits for on a spot notice (agent/spotwatch), is
 // <checkpoint root>/<SLURM_JOB_ID>: an array task has a job id of its own,
 // so its directory is that id too (never <array>_<task>).
 //

@@ -14,7 +14,7 @@ import (
 	"github.com/burst-hpc/burst/agent/attrib"
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
-	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/agent/telemetry"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
@@ -24,7 +24,7 @@ type JobResolver interface {
 	Forget(live map[int]bool)
 }
 
-// Recorder takes records (a *report.Reporter).
+// Recorder takes records (a *telemetry.Reporter).
 type Recorder interface {
 	Add(sizerapi.Record) error
 }
@@ -47,7 +47,7 @@ type Sampler struct {
 	r       gpu.Reader
 	res     JobResolver
 	rec     Recorder
-	tracker *report.Tracker
+	tracker *telemetry.Tracker
 	opts    Options
 	log     *slog.Logger
 	live    map[int]bool
@@ -64,7 +64,7 @@ func New(r gpu.Reader, res JobResolver, rec Recorder, o Options) *Sampler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Sampler{r: r, res: res, rec: rec, tracker: report.NewTracker(o.Interval, o.IdleBelow), opts: o,
+	return &Sampler{r: r, res: res, rec: rec, tracker: telemetry.NewTracker(o.Interval, o.IdleBelow), opts: o,
 		log: o.Logger.With("component", "sampler"), live: map[int]bool{}}
 }
 

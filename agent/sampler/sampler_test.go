@@ -15,7 +15,7 @@ import (
 
 	"github.com/burst-hpc/burst/agent/attrib"
 	"github.com/burst-hpc/burst/agent/gpu/sim"
-	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/agent/telemetry"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
@@ -50,7 +50,7 @@ func TestTickAttributesAndSummarises(t *testing.T) {
 	pid := startJobProcess(t, 31)
 	r.Assign(0, "train", pid)
 	sink := &captureSink{}
-	rep, err := report.New(sink, report.Options{Node: "gpu-1", Dir: t.TempDir()})
+	rep, err := telemetry.New(sink, telemetry.Options{Node: "gpu-1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func BenchmarkSampling8SimGPUs(b *testing.B) {
 	}
 	base := cpuTime() - c0
 
-	rep, err := report.New(discardSink{}, report.Options{Node: "gpu-1", Dir: b.TempDir()})
+	rep, err := telemetry.New(discardSink{}, telemetry.Options{Node: "gpu-1", Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,7 +15,7 @@
 # TRAIN_CHECKPOINT_EVERY steps and whenever it gets the checkpoint signal,
 # and resumes from its last checkpoint after a requeue.
 #
-# burst's protocol (agent/interrupt):
+# burst's protocol (agent/spotwatch):
 #   - the checkpoint directory is $BURST_CHECKPOINT_DIR (shared storage, one
 #     per job id, kept across requeues); the restart count is
 #     $SLURM_RESTART_COUNT;

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -33,7 +32,7 @@ func goList(t *testing.T, args ...string) []pkg {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the dependency checks list packages with go, which is not on PATH: %v", err)
 	}
 	cmd := exec.Command(gobin, append([]string{"list", "-e", "-json"}, args...)...)
 	var stderr bytes.Buffer
@@ -181,5 +180,28 @@ func TestDesignMapNamesEveryPackage(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join("..", "..", f)); err != nil || !fi.IsDir() {
 			t.Errorf("docs/DESIGN.md names %s, which is not a folder of the tree", f)
 		}
+	}
+}
+
+// TestStoreImportsNoBuilder: sizer/store is storage; the types it returns
+// live below it (internal/, sizer/billing), never in a package that builds
+// reports or views from what it stores (sizer/report, sizer/dash, ...).
+func TestStoreImportsNoBuilder(t *testing.T) {
+	allowed := []string{"internal", "sizer/billing", "sizer/store"}
+	checked := 0
+	for _, p := range goList(t, module+"/sizer/store/...") {
+		for _, imp := range p.Imports {
+			to := rel(imp)
+			if to == "" {
+				continue
+			}
+			checked++
+			if !slices.ContainsFunc(allowed, func(a string) bool { return under(to, a) }) {
+				t.Errorf("%s imports %s: storage must not depend on what is built from it; move the type down (internal/sizerapi or the store itself)", rel(p.ImportPath), to)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("sizer/store imports no package of the module; is the module path right?")
 	}
 }

@@ -47,7 +47,7 @@ func newIdentityFakes(t *testing.T, instance, node string) *identityFakes {
 			return
 		}
 		if r.Header.Get("X-Aws-Ec2-Metadata-Token") != "TOK" {
-			http.Error(w, "", 401)
+			http.Error(w, "", http.StatusUnauthorized)
 			return
 		}
 		switch r.URL.Path {
@@ -76,7 +76,7 @@ func newIdentityFakes(t *testing.T, instance, node string) *identityFakes {
 		}
 		f.Exchanges.Add(1)
 		if f.Down.Load() {
-			http.Error(w, "sizer restarting", 503)
+			http.Error(w, "sizer restarting", http.StatusServiceUnavailable)
 			return
 		}
 		f.Nonces <- rq.Nonce

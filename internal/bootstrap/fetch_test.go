@@ -29,7 +29,7 @@ func TestIMDSUserData(t *testing.T) {
 			io.WriteString(w, "TOKEN123")
 		case r.Method == http.MethodGet && r.URL.Path == "/latest/user-data":
 			if r.Header.Get("X-Aws-Ec2-Metadata-Token") != "TOKEN123" {
-				http.Error(w, "IMDSv2 token required", 401)
+				http.Error(w, "IMDSv2 token required", http.StatusUnauthorized)
 				return
 			}
 			gets++

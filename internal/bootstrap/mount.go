@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -187,18 +186,4 @@ func (b *boot) checkpointRoot(context.Context) (string, error) {
 		return "", fmt.Errorf("recording the checkpoint root: %w", err)
 	}
 	return "", nil
-}
-
-// Unmount detaches the file system mounted on mountPoint (FSx, or the test
-// switch's bind mount); not being a mount point is not an error. The test
-// harness calls it when it tears an instance down.
-func Unmount(mountPoint string) error {
-	ok, err := isMountPoint(mountPoint)
-	if err != nil || !ok {
-		return err
-	}
-	if err := syscall.Unmount(mountPoint, syscall.MNT_DETACH); err != nil {
-		return fmt.Errorf("unmounting %s: %w", mountPoint, err)
-	}
-	return nil
 }

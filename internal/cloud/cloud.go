@@ -9,28 +9,23 @@ package cloud
 import (
 	"context"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/capacity"
 )
-
-// CapacityType is the purchase option of an offering.
-type CapacityType string
-
-// The two capacity types burst launches.
-const (
-	Spot     CapacityType = "spot"
-	OnDemand CapacityType = "on-demand"
-)
-
-// Valid reports whether c is Spot or OnDemand.
-func (c CapacityType) Valid() bool { return c == Spot || c == OnDemand }
 
 // Offering is one pool a node can be launched in: instance type x
-// availability zone x capacity type, with its expected hourly price.
+// availability zone x capacity type, with its expected hourly price. The
+// sizing policy ranks offerings (with ExpectedUSD and Reason), the sizer
+// sends them on the wire (sizerapi.RankResponse) and the provider launches
+// them (with SubnetID, set at launch from burst.yaml, never on the wire).
 type Offering struct {
-	InstanceType string       // e.g. "g5.xlarge"
-	Zone         string       // availability zone, e.g. "us-east-1a"
-	SubnetID     string       // subnet in Zone; "" lets the provider pick its subnet for Zone
-	Capacity     CapacityType // spot or on-demand
-	PriceUSD     float64      // expected USD per hour; 0 when unknown
+	InstanceType string        `json:"instance_type"`  // e.g. "g5.xlarge"
+	Zone         string        `json:"zone,omitempty"` // availability zone, e.g. "us-east-1a"
+	SubnetID     string        `json:"-"`              // subnet in Zone; "" lets the provider pick its subnet for Zone
+	Capacity     capacity.Type `json:"capacity"`       // spot or on-demand
+	PriceUSD     float64       `json:"price_usd"`      // expected USD per instance-hour; 0 when unknown
+	ExpectedUSD  float64       `json:"expected_usd"`   // per instance-hour of useful work, after spot rework
+	Reason       string        `json:"reason"`         // why the policy ranked it so
 }
 
 // Key identifies the pool ("g5.xlarge/us-east-1a/spot").
@@ -95,9 +90,9 @@ func (req LaunchRequest) Candidates() []Offering {
 		have[o.Key()] = true
 	}
 	for _, o := range req.Offerings {
-		if o.Capacity == Spot {
+		if o.Capacity == capacity.Spot {
 			od := o
-			od.Capacity, od.PriceUSD = OnDemand, 0
+			od.Capacity, od.PriceUSD = capacity.OnDemand, 0
 			if !have[od.Key()] {
 				have[od.Key()] = true
 				offs = append(offs, od)
@@ -115,7 +110,7 @@ type Instance struct {
 	Zone         string
 	PrivateIP    string
 	State        string // pending, running, shutting-down, terminated, stopping, stopped
-	Capacity     CapacityType
+	Capacity     capacity.Type
 	LaunchTime   time.Time // when it last entered pending (EC2's LaunchTime)
 	JobID        uint32
 	Tags         map[string]string

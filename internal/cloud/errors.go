@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sort"
 	"strings"
+
+	"github.com/burst-hpc/burst/internal/capacity"
 )
 
 // Kind classifies a cloud error by what the caller should do about it.
@@ -97,8 +99,8 @@ func (e *Error) Is(target error) bool {
 // "g5.xlarge,g6.xlarge spot in us-east-1a,us-east-1b; g5.xlarge on-demand in us-east-1a".
 func DescribeOfferings(offs []Offering) string {
 	type group struct{ types, zones []string }
-	var order []CapacityType
-	groups := map[CapacityType]*group{}
+	var order []capacity.Type
+	groups := map[capacity.Type]*group{}
 	add := func(list []string, v string) []string {
 		for _, x := range list {
 			if x == v {
@@ -147,20 +149,5 @@ func KindOf(err error) Kind {
 	return KindUnknown
 }
 
-// IsInsufficientCapacity reports whether err means a pool had no capacity.
-func IsInsufficientCapacity(err error) bool { return errors.Is(err, ErrInsufficientCapacity) }
-
-// IsThrottled reports whether err is an API rate limit.
-func IsThrottled(err error) bool { return errors.Is(err, ErrThrottled) }
-
-// IsQuota reports whether err is an account limit.
-func IsQuota(err error) bool { return errors.Is(err, ErrQuota) }
-
-// IsUnauthorized reports whether err is an authentication or IAM failure.
-func IsUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
-
 // IsNotFound reports whether err says a resource does not exist.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
-
-// IsInvalid reports whether err says the request or configuration is wrong.
-func IsInvalid(err error) bool { return errors.Is(err, ErrInvalid) }

@@ -5,18 +5,20 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/burst-hpc/burst/internal/capacity"
 )
 
 func TestErrorIsAndReason(t *testing.T) {
 	e := &Error{Kind: KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: "launching gpu-1",
 		Message: "We currently do not have sufficient g5.xlarge capacity",
 		Offerings: []Offering{
-			{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: Spot},
-			{InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: Spot},
-			{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: OnDemand},
+			{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot},
+			{InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot},
+			{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: capacity.OnDemand},
 		}}
 	wrapped := fmt.Errorf("resuming: %w", e)
-	if !IsInsufficientCapacity(wrapped) || IsThrottled(wrapped) || KindOf(wrapped) != KindInsufficientCapacity {
+	if !errors.Is(wrapped, ErrInsufficientCapacity) || errors.Is(wrapped, ErrThrottled) || KindOf(wrapped) != KindInsufficientCapacity {
 		t.Errorf("classification of %v wrong", wrapped)
 	}
 	want := "burst: InsufficientInstanceCapacity for g5.xlarge,g6.xlarge spot in us-east-1a; g5.xlarge on-demand in us-east-1b"
@@ -32,8 +34,9 @@ func TestErrorIsAndReason(t *testing.T) {
 	if Reason(nil) != "" {
 		t.Error("nil reason")
 	}
-	for k, is := range map[Kind]func(error) bool{KindThrottled: IsThrottled, KindQuota: IsQuota, KindUnauthorized: IsUnauthorized,
-		KindNotFound: IsNotFound, KindInvalid: IsInvalid, KindInsufficientCapacity: IsInsufficientCapacity} {
+	for k, sentinel := range map[Kind]error{KindThrottled: ErrThrottled, KindQuota: ErrQuota, KindUnauthorized: ErrUnauthorized,
+		KindNotFound: ErrNotFound, KindInvalid: ErrInvalid, KindInsufficientCapacity: ErrInsufficientCapacity} {
+		is := func(err error) bool { return errors.Is(err, sentinel) }
 		if !is(&Error{Kind: k}) || is(&Error{Kind: KindUnknown}) {
 			t.Errorf("Is helper for %v", k)
 		}
@@ -44,8 +47,8 @@ func TestErrorIsAndReason(t *testing.T) {
 }
 
 func TestOfferingKey(t *testing.T) {
-	o := Offering{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: Spot}
-	if o.Key() != "g5.xlarge/us-east-1a/spot" || !Spot.Valid() || CapacityType("x").Valid() {
+	o := Offering{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot}
+	if o.Key() != "g5.xlarge/us-east-1a/spot" || !capacity.Spot.Launchable() || capacity.Type("x").Launchable() {
 		t.Error(o.Key())
 	}
 }

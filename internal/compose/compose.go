@@ -21,10 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/awssdk"
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/logging"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -162,12 +162,12 @@ func SlurmAt(binDir, conf string, log *slog.Logger) *slurm.Scontrol {
 // EC2Options are the EC2 client settings of burst.yaml: the cluster's
 // region and endpoint, and dummy credentials only with
 // cluster.ec2_static_credentials.
-func EC2Options(cfg *config.Config) ec2p.SDKOptions {
-	return ec2p.SDKOptions{Region: cfg.Cluster.Region, Endpoint: cfg.Cluster.EC2Endpoint, StaticCredentials: cfg.Cluster.EC2StaticCredentials}
+func EC2Options(cfg *config.Config) awssdk.Options {
+	return awssdk.Options{Region: cfg.Cluster.Region, Endpoint: cfg.Cluster.EC2Endpoint, StaticCredentials: cfg.Cluster.EC2StaticCredentials}
 }
 
 // EC2API is the aws-sdk-go-v2 EC2 client every program uses.
-func EC2API(ctx context.Context, o ec2p.SDKOptions) (*ec2.Client, error) {
+func EC2API(ctx context.Context, o awssdk.Options) (*ec2.Client, error) {
 	return ec2p.NewSDKClient(ctx, o)
 }
 
@@ -216,7 +216,7 @@ func SizingClasses(cfg *config.Config, cat *catalog.Catalog) []sizing.Class {
 	var out []sizing.Class
 	for i := range cfg.Classes {
 		c := &cfg.Classes[i]
-		pc := sizing.Class{Name: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Capacity: jobmeta.Capacity(c.Capacity)}
+		pc := sizing.Class{Name: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Capacity: c.Capacity}
 		for _, t := range c.Candidates(cat) {
 			pc.InstanceTypes = append(pc.InstanceTypes, t.Name)
 		}

@@ -11,16 +11,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"time"
-)
 
-// Capacity says where a class's instances come from.
-type Capacity string
-
-// The capacity choices of a node class.
-const (
-	CapacitySpot             Capacity = "spot"
-	CapacityOnDemand         Capacity = "on-demand"
-	CapacitySpotThenOnDemand Capacity = "spot-then-on-demand"
+	"github.com/burst-hpc/burst/internal/capacity"
 )
 
 // AnyInstanceType in a class's instance_types means "every catalog type with
@@ -164,13 +156,13 @@ type Partition struct {
 
 // Class is a pool of identical-enough cloud nodes.
 type Class struct {
-	Name          string   `yaml:"name"`
-	GPUModel      string   `yaml:"gpu_model"`
-	GPUsPerNode   int      `yaml:"gpus_per_node"`
-	MaxNodes      int      `yaml:"max_nodes"`
-	InstanceTypes []string `yaml:"instance_types"` // or ["any"]
-	Capacity      Capacity `yaml:"capacity"`
-	Zones         []string `yaml:"zones"` // availability zones; each needs a subnet
+	Name          string        `yaml:"name"`
+	GPUModel      string        `yaml:"gpu_model"`
+	GPUsPerNode   int           `yaml:"gpus_per_node"`
+	MaxNodes      int           `yaml:"max_nodes"`
+	InstanceTypes []string      `yaml:"instance_types"` // or ["any"]
+	Capacity      capacity.Type `yaml:"capacity"`
+	Zones         []string      `yaml:"zones"` // availability zones; each needs a subnet
 	// PlacementGroup for multi-node jobs of this class (cluster strategy).
 	PlacementGroup string   `yaml:"placement_group"`
 	Features       []string `yaml:"features"` // extra Slurm features
@@ -333,7 +325,7 @@ type Teardown struct {
 	RequeueHold Duration `yaml:"requeue_hold"`
 }
 
-// Warm is the forecast-driven warm pool (internal/warm): burst-sizer serve
+// Warm is the forecast-driven warm pool (internal/warmpool/forecast): burst-sizer serve
 // forecasts each class's node demand from the jobs it has seen (learned
 // state kept in sizer.state_dir/warm-forecast.json across restarts) and keeps
 // that many nodes powered up with no job, within each class's

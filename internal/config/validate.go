@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 )
 
@@ -247,7 +248,7 @@ func (v *validator) classes(cat *catalog.Catalog) {
 			v.add(path+".max_nodes", "%d is more nodes than one class should hold (at most 10000)", cl.MaxNodes)
 		}
 		switch cl.Capacity {
-		case CapacitySpot, CapacityOnDemand, CapacitySpotThenOnDemand:
+		case capacity.Spot, capacity.OnDemand, capacity.SpotThenOnDemand:
 		case "":
 			v.add(path+".capacity", "required: spot, on-demand or spot-then-on-demand")
 		default:

@@ -169,13 +169,6 @@ func Expand(expr string) ([]string, error) {
 	return names, nil
 }
 
-// Count returns how many names Expand(expr) would return, without building
-// them. It checks everything Expand checks except that no built name has a
-// numeric suffix of 2^64-1 or more (as "n99999999999999999999[1]" would).
-func Count(expr string) (int, error) {
-	return parse(expr, nil)
-}
-
 // parse validates expr, checks the limits, and calls emit (when not nil)
 // for each token. It returns the number of names.
 func parse(expr string, emit func(*token) error) (int, error) {

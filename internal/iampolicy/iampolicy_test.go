@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	cloudec2 "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/iampolicy"
@@ -47,7 +48,7 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv.SetCapacity("g5.xlarge", "us-east-1a", "spot", 0)
-	offs := []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: cloud.Spot}, {InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: cloud.Spot}}
+	offs := []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot}, {InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: capacity.Spot}}
 	steps := []func() error{
 		func() error {
 			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-1", JobID: 1}}, Offerings: offs, OnDemandFallback: true})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/awssdk"
 	cloudec2 "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/ec2events"
@@ -33,7 +34,7 @@ func readInterruptionQueue(t *testing.T, srv *ec2emu.Server, p *cloudec2.Provide
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sqsc, err := notices.NewSQSClient(ctx, notices.SDKOptions{Region: "us-east-1", Endpoint: srv.URL(), StaticCredentials: true})
+	sqsc, err := notices.NewSQSClient(ctx, awssdk.Options{Region: "us-east-1", Endpoint: srv.URL(), StaticCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -197,7 +196,7 @@ func (c *Client) InstanceID(ctx context.Context) (string, error) {
 	}
 	id := strings.TrimSpace(string(b))
 	if !ok || !strings.HasPrefix(id, "i-") {
-		return "", fmt.Errorf("reading instance metadata instance-id: got %q, want i-...", clip(b))
+		return "", fmt.Errorf("reading instance metadata instance-id: got %q, want an id starting with i-", clip(b))
 	}
 	return id, nil
 }
@@ -274,21 +273,6 @@ func (p *Poller) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-}
-
-var regionRe = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
-
-// Region returns the instance's region (placement/region).
-func (c *Client) Region(ctx context.Context) (string, error) {
-	b, ok, err := c.Get(ctx, "placement/region")
-	if err != nil {
-		return "", err
-	}
-	r := strings.TrimSpace(string(b))
-	if !ok || !regionRe.MatchString(r) {
-		return "", fmt.Errorf("reading instance metadata placement/region: got %q, want e.g. us-east-1", clip(b))
-	}
-	return r, nil
 }
 
 // InstanceType returns the instance type (e.g. g5.xlarge).

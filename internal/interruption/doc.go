@@ -1,6 +1,6 @@
 // Package interruption is what burst does to the jobs of a node EC2 is
 // about to take back, shared by the two places a notice arrives: the node's
-// own burst-agent (IMDS, agent/interrupt) and burst-sizer serve on the head
+// own burst-agent (IMDS, agent/spotwatch) and burst-sizer serve on the head
 // node (the EventBridge events of an SQS queue, internal/notices), so that a
 // node whose agent is dead still gets its jobs checkpointed and requeued.
 //

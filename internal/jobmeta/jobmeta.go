@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/capacity"
 )
 
 // Workload is what a job does with its model; it selects the memory and FLOPs
@@ -70,18 +72,6 @@ const (
 // weight size for each).
 var Precisions = []Precision{PrecisionFP32, PrecisionFP16, PrecisionBF16, PrecisionFP8, PrecisionInt8, PrecisionInt4}
 
-// Capacity is how an instance is bought.
-type Capacity string
-
-// Capacities. CapacitySpotThenOnDemand (a class setting) means spot first,
-// on-demand when spot is unavailable.
-const (
-	CapacityAny              Capacity = ""
-	CapacitySpot             Capacity = "spot"
-	CapacityOnDemand         Capacity = "on-demand"
-	CapacitySpotThenOnDemand Capacity = "spot-then-on-demand"
-)
-
 // BytesPerToken is the dataset-size-to-token conversion used when metadata
 // gives dataset= but not tokens=: about 4 bytes of text per token for BPE
 // tokenizers on English text (GPT-2/Llama tokenizers average 3.5-4.5).
@@ -118,8 +108,8 @@ type Metadata struct {
 	// (rebalance=): nothing beyond draining its node (default), or an early
 	// checkpoint (SIGUSR2 to the batch shell).
 	Rebalance RebalanceAction
-	Capacity  Capacity // capacity=spot|on-demand
-	Keys      []string // keys given, in order (for messages)
+	Capacity  capacity.Type // capacity=spot|on-demand
+	Keys      []string      // keys given, in order (for messages)
 }
 
 // HasModel reports whether the job gave its parameter count.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/internal/capacity"
 )
 
 func TestParseMetadata(t *testing.T) {
@@ -22,7 +24,7 @@ func TestParseMetadata(t *testing.T) {
 		},
 		{
 			in:   "run 3 burst:params=1.5T,tokens=300B,epochs=2 deadline=2d12h checkpoint_signal=SIGUSR1 capacity=on-demand",
-			want: Metadata{Params: 1.5e12, Tokens: 300e9, Epochs: 2, Deadline: 60 * time.Hour, CheckpointSignal: "USR1", Capacity: CapacityOnDemand},
+			want: Metadata{Params: 1.5e12, Tokens: 300e9, Epochs: 2, Deadline: 60 * time.Hour, CheckpointSignal: "USR1", Capacity: capacity.OnDemand},
 		},
 		{in: "burst: dataset=800GiB params=350M", want: Metadata{DatasetBytes: 800 << 30, Params: 350e6}},
 		{in: "burst: dataset=20GB params=125K workload=lora precision=int4", want: Metadata{DatasetBytes: 20e9, Params: 125e3, Workload: WorkloadFinetune, Method: MethodLoRA, Precision: PrecisionInt4}},
@@ -41,7 +43,7 @@ func TestParseMetadata(t *testing.T) {
 		{in: "burst: workload=train latency=50ms", want: Metadata{Workload: WorkloadTrain, Latency: 50 * time.Millisecond}, errs: []string{"latency= is an inference setting"}, errCols: []int{23}},
 		{in: "burst: heads=8 kv_heads=16", want: Metadata{Heads: 8, KVHeads: 16}, errs: []string{"kv_heads=16 is more than heads=8"}, errCols: []int{16}},
 		{in: "burst: checkpoint=none workload=inference", want: Metadata{NoCheckpoint: true, Workload: WorkloadInference}},
-		{in: "burst: workload=sft precision=bfloat16 capacity=spot", want: Metadata{Workload: WorkloadFinetune, Precision: PrecisionBF16, Capacity: CapacitySpot}},
+		{in: "burst: workload=sft precision=bfloat16 capacity=spot", want: Metadata{Workload: WorkloadFinetune, Precision: PrecisionBF16, Capacity: capacity.Spot}},
 		{
 			in:      "burst: params=7X",
 			errs:    []string{"params=7X is not a parameter count; use a number with optional K, M, B or T"},

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/suggest"
 )
 
@@ -229,11 +230,11 @@ func (md *Metadata) set(key, val string) *MetadataError {
 		}
 		md.Precision = p
 	case "capacity":
-		switch c := Capacity(strings.ToLower(val)); c {
-		case CapacitySpot, CapacityOnDemand:
+		switch c := capacity.Type(strings.ToLower(val)); c {
+		case capacity.Spot, capacity.OnDemand:
 			md.Capacity = c
 		case "ondemand", "on_demand":
-			md.Capacity = CapacityOnDemand
+			md.Capacity = capacity.OnDemand
 		default:
 			return bad(fmt.Sprintf("capacity=%s is not known", val), "use capacity=spot or capacity=on-demand")
 		}

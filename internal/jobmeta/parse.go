@@ -55,15 +55,6 @@ func ParseMetadata(comment string) (Metadata, []error) {
 	return parseBody(comment, i+len(MetadataPrefix))
 }
 
-// ParseMetadataBody parses key=value pairs without requiring the "burst:"
-// prefix (for Slurm's --extra, where the whole string is burst's).
-func ParseMetadataBody(s string) (Metadata, []error) {
-	if i := strings.Index(s, MetadataPrefix); i >= 0 {
-		return parseBody(s, i+len(MetadataPrefix))
-	}
-	return parseBody(s, 0)
-}
-
 func parseBody(s string, start int) (Metadata, []error) {
 	var md Metadata
 	var errs []error

@@ -226,10 +226,6 @@ func (f *File) Replay(ctx context.Context, send func(context.Context, Entry) err
 	}
 	// the lines handled are a prefix of what was read: the file only grows
 	// at its end between two replays, and replays take turns
-	var prefix []byte
-	for _, l := range p.Lines[:done] {
-		prefix = append(append(prefix, l.Raw...), '\n')
-	}
 	err = statefile.Update(f.Path, Perm, func(old []byte) ([]byte, bool, error) {
 		cut := prefixEnd(old, p.Lines[:done])
 		if cut < 0 {

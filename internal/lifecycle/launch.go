@@ -40,7 +40,7 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	offers, source, err := r.Ranker.Rank(ctx, sizerapi.RankRequest{Class: g.class.Name, Job: jr, Zones: g.class.Zones})
 	if err != nil {
 		reason := "burst: " + err.Error()
-		if errors.Is(err, sizing.ErrOverBudget) || strings.Contains(err.Error(), "over_budget") || strings.Contains(err.Error(), "over budget") {
+		if errors.Is(err, sizing.ErrOverBudget) {
 			reason = admit.HeldPrefix + "account " + jr.Account + " is over its monthly GPU budget"
 			if g.jobID != 0 {
 				if herr := r.Slurm.Hold(ctx, g.jobID, reason); herr != nil {
@@ -71,8 +71,8 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	}
 	cofs := make([]cloud.Offering, 0, len(offers))
 	for _, o := range offers {
-		cofs = append(cofs, cloud.Offering{InstanceType: o.InstanceType, Zone: o.Zone, SubnetID: r.Cfg.Network.Subnets[o.Zone],
-			Capacity: cloud.CapacityType(o.Capacity), PriceUSD: o.PriceUSD})
+		o.SubnetID = r.Cfg.Network.Subnets[o.Zone] // never from the wire (json:"-")
+		cofs = append(cofs, o)
 	}
 	best := offers[0]
 	log.Info("sized job", "source", source, "offerings", len(offers), "best", cofs[0].Key(), "price_usd_h", best.PriceUSD,
@@ -135,7 +135,7 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 // maxPrice is the most expensive of the ranked offerings (what a launch
 // may cost per hour and node), the catalog's on-demand price when none is
 // priced.
-func maxPrice(offers []sizing.Offering) float64 {
+func maxPrice(offers []cloud.Offering) float64 {
 	p := 0.0
 	for _, o := range offers {
 		p = max(p, o.PriceUSD)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
 
@@ -31,7 +30,7 @@ type Slurm interface {
 // Ranker ranks a class's offerings for a job. Source says who ranked
 // ("sizer" or "in-process").
 type Ranker interface {
-	Rank(ctx context.Context, rq sizerapi.RankRequest) (offers []sizing.Offering, source string, err error)
+	Rank(ctx context.Context, rq sizerapi.RankRequest) (offers []cloud.Offering, source string, err error)
 }
 
 // Recorder receives instance launch and termination events (spend and

@@ -3,10 +3,10 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -23,7 +23,7 @@ type FallbackRanker struct {
 }
 
 // Rank implements Ranker.
-func (f *FallbackRanker) Rank(ctx context.Context, rq sizerapi.RankRequest) ([]sizing.Offering, string, error) {
+func (f *FallbackRanker) Rank(ctx context.Context, rq sizerapi.RankRequest) ([]cloud.Offering, string, error) {
 	log := logOr(f.Log)
 	if f.Sizer != nil {
 		cctx, cancel := context.WithTimeout(ctx, f.Timeout)
@@ -32,9 +32,7 @@ func (f *FallbackRanker) Rank(ctx context.Context, rq sizerapi.RankRequest) ([]s
 		switch {
 		case err == nil && len(resp.Offerings) > 0:
 			return resp.Offerings, "sizer", nil
-		case errors.Is(err, sizerclient.ErrOverBudget):
-			return nil, "sizer", fmt.Errorf("%w: %v", sizing.ErrOverBudget, err)
-		case errors.Is(err, sizerclient.ErrNoOffering):
+		case errors.Is(err, sizing.ErrOverBudget), errors.Is(err, sizing.ErrNoOffering):
 			return nil, "sizer", err
 		}
 		log.Warn("sizer did not answer; ranking in-process", "job", rq.Job.JobID, "err", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/breaker"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/cloud/cloudfake"
 	"github.com/burst-hpc/burst/internal/compose"
@@ -141,7 +142,7 @@ func (g *rig) capacityAll(class string, n int) {
 	cl, _ := g.cfg.Class(class)
 	for _, typ := range cl.InstanceTypes {
 		for _, z := range cl.Zones {
-			for _, c := range []cloud.CapacityType{cloud.Spot, cloud.OnDemand} {
+			for _, c := range []capacity.Type{capacity.Spot, capacity.OnDemand} {
 				g.cloud.SetCapacity(cloud.Offering{InstanceType: typ, Zone: z, Capacity: c}, n)
 			}
 		}
@@ -169,7 +170,7 @@ func TestResumer(t *testing.T) {
 		resumeFile: `{"jobs":[{"job_id":1,"nodes":"l4-1"}],"all_nodes":"l4-1"}`,
 		check: func(t *testing.T, g *rig, out lifecycle.Outcome, _ int32) {
 			in, ok := out.Launched["l4-1"]
-			if !ok || len(out.Failed) != 0 || in.InstanceType != "g6.xlarge" || in.Capacity != cloud.Spot || in.JobID != 1 {
+			if !ok || len(out.Failed) != 0 || in.InstanceType != "g6.xlarge" || in.Capacity != capacity.Spot || in.JobID != 1 {
 				t.Fatalf("outcome %+v", out)
 			}
 			reqs := g.cloud.Launches()
@@ -192,16 +193,16 @@ func TestResumer(t *testing.T) {
 		setup: func(t *testing.T, g *rig) {
 			cl, _ := g.cfg.Class("l4")
 			for _, z := range cl.Zones {
-				g.cloud.SetCapacity(cloud.Offering{InstanceType: "g6.xlarge", Zone: z, Capacity: cloud.Spot}, 0)
+				g.cloud.SetCapacity(cloud.Offering{InstanceType: "g6.xlarge", Zone: z, Capacity: capacity.Spot}, 0)
 			}
 		},
 		check: func(t *testing.T, g *rig, out lifecycle.Outcome, _ int32) {
 			in, ok := out.Launched["l4-2"]
-			if !ok || in.InstanceType == "g6.xlarge" && in.Capacity == cloud.Spot {
+			if !ok || in.InstanceType == "g6.xlarge" && in.Capacity == capacity.Spot {
 				t.Fatalf("outcome %+v: want an offering other than the dry g6.xlarge spot pools", out)
 			}
 			offs := g.cloud.Launches()[0].Offerings
-			next := slices.IndexFunc(offs, func(o cloud.Offering) bool { return !(o.InstanceType == "g6.xlarge" && o.Capacity == cloud.Spot) })
+			next := slices.IndexFunc(offs, func(o cloud.Offering) bool { return !(o.InstanceType == "g6.xlarge" && o.Capacity == capacity.Spot) })
 			if want := offs[next]; in.InstanceType != want.InstanceType || in.Zone != want.Zone || in.Capacity != want.Capacity {
 				t.Fatalf("launched on %s/%s/%s, want the next ranked offering %s", in.InstanceType, in.Zone, in.Capacity, want.Key())
 			}
@@ -313,7 +314,7 @@ func TestResumer(t *testing.T) {
 		jobs: []slurm.Job{l4Job(9, "l4-[1-3]", 3)}, hostlist: "l4-[2-3]",
 		resumeFile: `{"all_nodes_resume":"l4-[2-3]","jobs":[{"job_id":9,"nodes_alloc":"l4-[1-3]","nodes_resume":"l4-[2-3]","partition":"gpu"}]}`,
 		setup: func(t *testing.T, g *rig) {
-			g.cloud.Add(cloud.Instance{ID: "i-up", Node: "l4-1", InstanceType: "g6.xlarge", Zone: "us-east-1b", State: "running", Capacity: cloud.Spot, JobID: 9})
+			g.cloud.Add(cloud.Instance{ID: "i-up", Node: "l4-1", InstanceType: "g6.xlarge", Zone: "us-east-1b", State: "running", Capacity: capacity.Spot, JobID: 9})
 		},
 		check: func(t *testing.T, g *rig, out lifecycle.Outcome, _ int32) {
 			if got := launched(out); strings.Join(got, ",") != "l4-2,l4-3" || out.Launched["l4-2"].JobID != 9 {
@@ -417,7 +418,7 @@ func TestPartialResume(t *testing.T) {
 	})
 	t.Run("a node of the job already up keeps its instance", func(t *testing.T) {
 		g, _ := newRig(t, "none", l4Job(11, "l4-[1-3]", 3))
-		g.cloud.Add(cloud.Instance{ID: "i-warm", Node: "l4-2", InstanceType: "g6.xlarge", Zone: "us-east-1a", State: "running", Capacity: cloud.Spot})
+		g.cloud.Add(cloud.Instance{ID: "i-warm", Node: "l4-2", InstanceType: "g6.xlarge", Zone: "us-east-1a", State: "running", Capacity: capacity.Spot})
 		g.slurm.SetNodes(node("l4-1", "ALLOCATED", "POWERING_UP"), node("l4-2", "ALLOCATED"), node("l4-3", "ALLOCATED", "POWERED_DOWN"))
 		out := g.resume(t, "l4-1", resume24("l4-1"))
 		reqs := g.cloud.Launches()

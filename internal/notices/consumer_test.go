@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/burst-hpc/burst/internal/awssdk"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	cloudec2 "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/ec2events"
@@ -58,7 +60,7 @@ func startEmulated(t *testing.T, rule ec2emu.EventRule) *emulated {
 	}
 	ctx := context.Background()
 	res, err := p.Launch(ctx, cloud.LaunchRequest{Cluster: "demo", Nodes: []cloud.NodeSpec{{Node: "a10g-1", JobID: 7}},
-		Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: cloud.Spot}}})
+		Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func startEmulated(t *testing.T, rule ec2emu.EventRule) *emulated {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := NewSQSClient(ctx, SDKOptions{Region: "us-east-1", Endpoint: srv.URL(), StaticCredentials: true})
+	q, err := NewSQSClient(ctx, awssdk.Options{Region: "us-east-1", Endpoint: srv.URL(), StaticCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestConsumerOnTheEmulator(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	url, _ := e.Emu.QueueURL("burst-test-interruptions")
-	sender, _ := NewSQSClient(ctx, SDKOptions{Region: "us-east-1", Endpoint: e.Emu.URL(), StaticCredentials: true})
+	sender, _ := NewSQSClient(ctx, awssdk.Options{Region: "us-east-1", Endpoint: e.Emu.URL(), StaticCredentials: true})
 	if _, err := sender.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning"}`)}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/ec2events"
 	"github.com/burst-hpc/burst/internal/interruption"
@@ -80,7 +81,7 @@ func (c *Consumer) Handle(ctx context.Context, ev ec2events.Event) (string, erro
 	node, live, spot := "", false, false
 	for _, in := range insts {
 		if in.ID == ev.InstanceID {
-			node, live, spot = in.Node, in.Live(), in.Capacity == cloud.Spot
+			node, live, spot = in.Node, in.Live(), in.Capacity == capacity.Spot
 		}
 	}
 	if node == "" {

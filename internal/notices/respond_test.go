@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/ec2events"
 	"github.com/burst-hpc/burst/internal/interruption"
@@ -91,8 +92,8 @@ func newRig(t *testing.T, nodeFlags ...string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.inst = &fakeInstances{insts: []cloud.Instance{{ID: inst, Node: "a10g-1", State: "running", Capacity: cloud.Spot},
-		{ID: "i-00b0000000000000b", State: "running", Capacity: cloud.Spot}, {ID: "i-00b0000000000000d", Node: "a10g-2", State: "running", Capacity: cloud.OnDemand}}}
+	r.inst = &fakeInstances{insts: []cloud.Instance{{ID: inst, Node: "a10g-1", State: "running", Capacity: capacity.Spot},
+		{ID: "i-00b0000000000000b", State: "running", Capacity: capacity.Spot}, {ID: "i-00b0000000000000d", Node: "a10g-2", State: "running", Capacity: capacity.OnDemand}}}
 	r.c, err = New(nopSQS{}, r.inst, r.st, h, ops, Options{QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/q",
 		Expect: ec2events.Expect{Region: "us-east-1"}, AgentWait: 10 * time.Second, Now: r.cl.Now, Sleep: r.cl.Sleep, Kick: func() { r.kicks++ }})
 	if err != nil {
@@ -194,7 +195,7 @@ func TestAgentAnnounced(t *testing.T) {
 	r.c.o.Sleep = func(ctx context.Context, d time.Duration) {
 		r.cl.Sleep(ctx, d)
 		if d > time.Minute {
-			r.inst.insts = []cloud.Instance{{ID: "i-00b0000000000000f", Node: "a10g-1", State: "running", Capacity: cloud.Spot}}
+			r.inst.insts = []cloud.Instance{{ID: "i-00b0000000000000f", Node: "a10g-1", State: "running", Capacity: capacity.Spot}}
 		}
 	}
 	if out, _ := r.c.Handle(context.Background(), spot(inst)); out != OutcomeAgent || len(r.sl.Calls()) != 0 {

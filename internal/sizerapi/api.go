@@ -37,6 +37,7 @@ package sizerapi
 import (
 	"time"
 
+	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizing"
 )
@@ -155,13 +156,6 @@ func (j JobRequest) Policy() (sizing.Request, []error) {
 	}, errs
 }
 
-// Key is the job's recurring-job key (sizing.RecurringKey of its user, job
-// name and metadata).
-func (j JobRequest) Key() string {
-	md, _ := jobmeta.ParseMetadata(j.Comment)
-	return sizing.RecurringKey(j.User, j.JobName, md)
-}
-
 // Unavailable is an offering the caller knows it cannot get.
 type Unavailable struct {
 	InstanceType string `json:"instance_type"`
@@ -182,8 +176,8 @@ type RankRequest struct {
 // RankResponse lists offerings best first. Avoided lists the offerings the
 // server excluded because of recent interruptions.
 type RankResponse struct {
-	Offerings []sizing.Offering `json:"offerings"`
-	Avoided   []Unavailable     `json:"avoided,omitempty"`
+	Offerings []cloud.Offering `json:"offerings"`
+	Avoided   []Unavailable    `json:"avoided,omitempty"`
 }
 
 // RouteRequest asks for a submission-time decision.

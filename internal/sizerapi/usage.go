@@ -93,3 +93,25 @@ type UsageReport struct {
 	OnDemandUSD float64 `json:"on_demand_usd"`
 	SavingUSD   float64 `json:"saving_usd"`
 }
+
+// JobUsage is what one job was given and what it used (per node: the
+// busiest node counts).
+type JobUsage struct {
+	JobID        string    `json:"job_id"`
+	JobName      string    `json:"job_name"`
+	User         string    `json:"user"`
+	Account      string    `json:"account"`
+	Class        string    `json:"class,omitempty"`
+	GPUModel     string    `json:"gpu_model,omitempty"`
+	GPUsPerNode  int       `json:"gpus_per_node"`
+	Nodes        int       `json:"nodes"`
+	GPUMemoryMiB int       `json:"gpu_memory_mib"` // per GPU
+	Reported     bool      `json:"reported"`       // any utilisation data arrived
+	GPUsUsed     int       `json:"gpus_used"`
+	PeakMemMiB   int       `json:"peak_gpu_memory_mib"` // per node
+	MeanUtilPct  float64   `json:"mean_util_pct"`       // over allocated GPUs
+	LastSeen     time.Time `json:"last_seen"`
+}
+
+// AllocatedMemMiB is the GPU memory per node the job was given.
+func (u JobUsage) AllocatedMemMiB() int { return u.GPUsPerNode * u.GPUMemoryMiB }

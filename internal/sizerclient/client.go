@@ -1,14 +1,17 @@
 // Package sizerclient is a small Go client for the burst-sizer API, used by
 // burst-resume and burst-suspend (rank with a short timeout, launch and
 // terminate records), burst-sizer's own commands (route, report) and the
-// tests; burst-agent posts its reports with agent/report's sink, which keeps
+// tests; burst-agent posts its reports with agent/telemetry's sink, which keeps
 // a rejected batch apart from a retryable one. Errors are typed so callers
 // can fall back:
 //
 //   - errors.Is(err, ErrUnavailable): the sizer could not be reached, timed
 //     out or failed (5xx): use the in-process policy / retry later;
-//   - errors.Is(err, ErrOverBudget): the account is over budget: launch
-//     nothing and hold the job with the error's message;
+//   - errors.Is(err, sizing.ErrOverBudget): the account is over budget:
+//     launch nothing and hold the job with the error's message;
+//   - errors.Is(err, sizing.ErrNoOffering): no offering of the class is
+//     available (the same sentinels the in-process policy returns: the
+//     sizer's API error code is mapped onto them);
 //   - *APIError for every other refusal (bad request, auth, no offering),
 //     with the server's Code and Message.
 package sizerclient
@@ -35,9 +38,7 @@ import (
 // Sentinel errors.
 var (
 	ErrUnavailable  = errors.New("sizer unavailable")
-	ErrOverBudget   = errors.New("account over budget")
 	ErrUnauthorized = errors.New("sizer refused the credential")
-	ErrNoOffering   = errors.New("sizer has no offering")
 	// ErrUntrusted: the server's certificate does not chain to the pinned
 	// CA (also ErrUnavailable: callers fall back as for an outage).
 	ErrUntrusted = errors.New("sizer certificate not signed by the pinned CA")
@@ -54,16 +55,17 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("sizer answered %d %s: %s", e.Status, e.Code, e.Message)
 }
 
-// Is maps codes onto the sentinels.
+// Is maps codes onto the sentinels: this package's and the sizing policy's
+// (sizing.ErrOverBudget, sizing.ErrNoOffering), one per condition.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrUnavailable:
 		return e.Status >= 500
-	case ErrOverBudget:
+	case sizing.ErrOverBudget:
 		return e.Code == sizerapi.CodeOverBudget
 	case ErrUnauthorized:
 		return e.Status == 401 || e.Status == 403
-	case ErrNoOffering:
+	case sizing.ErrNoOffering:
 		return e.Code == sizerapi.CodeNoOffering
 	}
 	return false

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizing"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -23,13 +24,18 @@ func TestAPIErrorClasses(t *testing.T) {
 		e      *APIError
 		target error
 	}{
-		{&APIError{Status: 402, Code: sizerapi.CodeOverBudget}, ErrOverBudget},
+		{&APIError{Status: 402, Code: sizerapi.CodeOverBudget}, sizing.ErrOverBudget},
 		{&APIError{Status: 401, Code: sizerapi.CodeUnauthorized}, ErrUnauthorized},
 		{&APIError{Status: 403, Code: sizerapi.CodeForbidden}, ErrUnauthorized},
-		{&APIError{Status: 409, Code: sizerapi.CodeNoOffering}, ErrNoOffering},
+		{&APIError{Status: 409, Code: sizerapi.CodeNoOffering}, sizing.ErrNoOffering},
 		{&APIError{Status: 503, Code: sizerapi.CodeShuttingDown}, ErrUnavailable},
 	}
 	for _, c := range cases {
+		for _, other := range []error{sizing.ErrOverBudget, sizing.ErrNoOffering} {
+			if other != c.target && errors.Is(c.e, other) {
+				t.Errorf("%v must not read as %v", c.e, other)
+			}
+		}
 		if !errors.Is(c.e, c.target) {
 			t.Errorf("%v is not %v", c.e, c.target)
 		}

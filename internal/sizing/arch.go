@@ -48,9 +48,6 @@ var knownArchs = []Arch{
 	{"Llama 3.1 405B", 405e9, 126, 16384, 128, 8, 128256, "meta-llama/Llama-3.1-405B config.json"},
 }
 
-// KnownArchs returns the architecture table.
-func KnownArchs() []Arch { return append([]Arch(nil), knownArchs...) }
-
 // ArchFor is the architecture the memory model uses for a job: the known
 // architecture nearest in parameter count (by ratio), with any of layers=,
 // hidden=, heads=, kv_heads= the job gave replacing the table's. note says

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/capacity"
 )
 
 // BenchmarkPolicy measures policy decisions per second over a mix of
@@ -29,7 +29,7 @@ func BenchmarkPolicy(b *testing.B) {
 	})
 	b.Run("rank", func(b *testing.B) {
 		b.ReportAllocs()
-		in := RankInput{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b", "us-east-1c"}, Unavailable: []Unavailable{{InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: jobmeta.CapacitySpot}}}
+		in := RankInput{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b", "us-east-1c"}, Unavailable: []Unavailable{{InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: capacity.Spot}}}
 		for b.Loop() {
 			if _, err := p.Rank(in); err != nil {
 				b.Fatal(err)

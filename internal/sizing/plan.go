@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
@@ -39,8 +40,8 @@ type plan struct {
 	eff        float64
 	hours      float64 // compute hours; 0 unknown
 	decode     *Decode
-	offers     []Offering
-	best       Offering
+	offers     []cloud.Offering
+	best       cloud.Offering
 	why        string // why on-demand was forced
 	expHours   float64
 	hourly     float64
@@ -51,13 +52,6 @@ type plan struct {
 	tight      bool          // needs more than the usable memory, within the model's error (need.tolerateNodes)
 	netNote    string        // why ZeRO-3 across nodes is network-bound (shardedNetEfficiency)
 	work       float64       // effective TFLOPS of the whole plan (training with a model), for cost per unit of work
-}
-
-func (pl *plan) shortfall() string {
-	if pl.short == nil {
-		return ""
-	}
-	return pl.short()
 }
 
 func (pl *plan) gpus() int { return pl.nodes * pl.gpn }
@@ -207,7 +201,7 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 				p.price(pl, r, unavail)
 			}
 		}
-		if chosen.offers == nil || len(chosen.offers) == 0 {
+		if len(chosen.offers) == 0 {
 			if chosen.why != "" {
 				res.rejected = append(res.rejected, fmt.Sprintf("%s: %s", c.Name, chosen.why))
 			} else {
@@ -395,7 +389,7 @@ func (p *Policy) price(pl *plan, r Request, unavail []Unavailable) {
 	pl.why = why
 	pl.offers = offers
 	if len(offers) == 0 {
-		pl.offers = []Offering{}
+		pl.offers = []cloud.Offering{}
 		return
 	}
 	pl.best = offers[0]

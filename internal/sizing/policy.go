@@ -34,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 )
@@ -42,14 +43,14 @@ import (
 // (constraint) backed by instance types that all carry GPUsPerNode GPUs of
 // GPUModel.
 type Class struct {
-	Name          string           // class name; also the Slurm feature unless Feature is set
-	Feature       string           // Slurm node feature for --constraint; "" means Name
-	Partition     string           // Slurm partition the class's nodes are in; "" leaves the job's
-	GPUModel      string           // GRES type, e.g. "a100"
-	GPUsPerNode   int              // GPUs per node
-	MaxNodes      int              // most nodes of this class one job may use; 0 means MaxScanNodes
-	InstanceTypes []string         // EC2 types that can back a node, in admin order
-	Capacity      jobmeta.Capacity // spot, on-demand or spot-then-on-demand ("" means spot-then-on-demand)
+	Name          string        // class name; also the Slurm feature unless Feature is set
+	Feature       string        // Slurm node feature for --constraint; "" means Name
+	Partition     string        // Slurm partition the class's nodes are in; "" leaves the job's
+	GPUModel      string        // GRES type, e.g. "a100"
+	GPUsPerNode   int           // GPUs per node
+	MaxNodes      int           // most nodes of this class one job may use; 0 means MaxScanNodes
+	InstanceTypes []string      // EC2 types that can back a node, in admin order
+	Capacity      capacity.Type // spot, on-demand or spot-then-on-demand ("" means spot-then-on-demand)
 	// Partitions are every Slurm partition that holds the class (Partition
 	// is the first); an explicit --partition only gets classes it holds.
 	Partitions []string
@@ -193,23 +194,12 @@ func (b Budget) Over() bool { return b.CapUSD > 0 && b.SpentUSD >= b.CapUSD }
 type Unavailable struct {
 	InstanceType string
 	Zone         string
-	Capacity     jobmeta.Capacity
+	Capacity     capacity.Type
 	Reason       string
 }
 
-func (u Unavailable) matches(typ, zone string, c jobmeta.Capacity) bool {
-	return u.InstanceType == typ && (u.Zone == "" || u.Zone == zone) && (u.Capacity == jobmeta.CapacityAny || u.Capacity == c)
-}
-
-// Offering is one way to get a node: an instance type in a zone, spot or
-// on-demand, with its hourly price and its risk-adjusted expected price.
-type Offering struct {
-	InstanceType string           `json:"instance_type"`
-	Zone         string           `json:"zone,omitempty"`
-	Capacity     jobmeta.Capacity `json:"capacity"`
-	PriceUSD     float64          `json:"price_usd"`    // per instance-hour
-	ExpectedUSD  float64          `json:"expected_usd"` // per instance-hour of useful work, after spot rework
-	Reason       string           `json:"reason"`
+func (u Unavailable) matches(typ, zone string, c capacity.Type) bool {
+	return u.InstanceType == typ && (u.Zone == "" || u.Zone == zone) && (u.Capacity == capacity.Any || u.Capacity == c)
 }
 
 // Params are the policy's tunables. DefaultParams gives the documented values.
@@ -275,7 +265,7 @@ func New(cat *catalog.Catalog, region string, classes []Class, params Params) (*
 			continue
 		}
 		switch c.Capacity {
-		case jobmeta.CapacityAny, jobmeta.CapacitySpot, jobmeta.CapacityOnDemand, jobmeta.CapacitySpotThenOnDemand:
+		case capacity.Any, capacity.Spot, capacity.OnDemand, capacity.SpotThenOnDemand:
 		default:
 			errs = append(errs, fmt.Errorf("class %q: capacity %q is not spot, on-demand or spot-then-on-demand", c.Name, c.Capacity))
 		}
@@ -358,7 +348,7 @@ func ClassesFromCatalog(cat *catalog.Catalog) []Class {
 		if names[name] > 1 {
 			name = fmt.Sprintf("%s-%dgb-%dx", k.model, k.mem/1024, k.n)
 		}
-		c := Class{Name: name, GPUModel: k.model, GPUsPerNode: k.n, Capacity: jobmeta.CapacitySpotThenOnDemand}
+		c := Class{Name: name, GPUModel: k.model, GPUsPerNode: k.n, Capacity: capacity.SpotThenOnDemand}
 		for _, t := range ts {
 			c.InstanceTypes = append(c.InstanceTypes, t.Name)
 		}
@@ -380,35 +370,35 @@ func (p *Policy) spotOf(t catalog.InstanceType) (catalog.Spot, bool) {
 
 // capacities returns the capacities a job may use in a class, and why spot is
 // excluded when it is.
-func capacities(c Class, r Request) ([]jobmeta.Capacity, string) {
+func capacities(c Class, r Request) ([]capacity.Type, string) {
 	md := r.Metadata
 	var forceOD string
 	switch {
 	case r.NoRequeue:
 		forceOD = "the job cannot be requeued (--no-requeue)"
-	case md.Capacity == jobmeta.CapacityOnDemand:
+	case md.Capacity == capacity.OnDemand:
 		forceOD = "the job asks for capacity=on-demand"
 	case md.NoCheckpoint:
 		forceOD = "the job cannot checkpoint (checkpoint=none), so an interruption would lose all its work"
 	}
 	switch c.Capacity {
-	case jobmeta.CapacityOnDemand:
-		if md.Capacity == jobmeta.CapacitySpot {
+	case capacity.OnDemand:
+		if md.Capacity == capacity.Spot {
 			return nil, "the job asks for spot and the class is on-demand only"
 		}
-		return []jobmeta.Capacity{jobmeta.CapacityOnDemand}, "the class is on-demand only"
-	case jobmeta.CapacitySpot:
+		return []capacity.Type{capacity.OnDemand}, "the class is on-demand only"
+	case capacity.Spot:
 		if forceOD != "" {
 			return nil, forceOD + " and the class is spot only"
 		}
-		return []jobmeta.Capacity{jobmeta.CapacitySpot}, ""
+		return []capacity.Type{capacity.Spot}, ""
 	default:
 		if forceOD != "" {
-			return []jobmeta.Capacity{jobmeta.CapacityOnDemand}, forceOD
+			return []capacity.Type{capacity.OnDemand}, forceOD
 		}
-		if md.Capacity == jobmeta.CapacitySpot {
-			return []jobmeta.Capacity{jobmeta.CapacitySpot}, ""
+		if md.Capacity == capacity.Spot {
+			return []capacity.Type{capacity.Spot}, ""
 		}
-		return []jobmeta.Capacity{jobmeta.CapacitySpot, jobmeta.CapacityOnDemand}, ""
+		return []capacity.Type{capacity.Spot, capacity.OnDemand}, ""
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 )
@@ -20,7 +21,7 @@ func testClasses() []Class {
 		{Name: "l40s-8x", GPUModel: "l40s", GPUsPerNode: 8, InstanceTypes: []string{"g6e.48xlarge"}},
 		{Name: "a100-8x", GPUModel: "a100", GPUsPerNode: 8, MaxNodes: 16, InstanceTypes: []string{"p4d.24xlarge"}},
 		{Name: "a100-80g-8x", GPUModel: "a100", GPUsPerNode: 8, MaxNodes: 16, InstanceTypes: []string{"p4de.24xlarge"}},
-		{Name: "h100-1x", GPUModel: "h100", GPUsPerNode: 1, InstanceTypes: []string{"p5.4xlarge"}, Capacity: jobmeta.CapacityOnDemand},
+		{Name: "h100-1x", GPUModel: "h100", GPUsPerNode: 1, InstanceTypes: []string{"p5.4xlarge"}, Capacity: capacity.OnDemand},
 		{Name: "h100-8x", GPUModel: "h100", GPUsPerNode: 8, MaxNodes: 16, InstanceTypes: []string{"p5.48xlarge"}},
 	}
 }
@@ -43,26 +44,18 @@ func md(t testing.TB, s string) jobmeta.Metadata {
 	return m
 }
 
-func classOf(t testing.TB, p *Policy, name string) Class {
-	c, ok := p.Class(name)
-	if !ok {
-		t.Fatalf("no class %s", name)
-	}
-	return c
-}
-
 func TestRouteCapacity(t *testing.T) {
 	p := newTestPolicy(t)
 	cases := []struct {
 		name string
 		req  Request
-		want jobmeta.Capacity
+		want capacity.Type
 		why  string
 	}{
-		{"checkpointing job is spot", Request{GPUsPerNode: 1, Metadata: md(t, "burst: params=1B dataset=20GB workload=finetune checkpoint=30m")}, jobmeta.CapacitySpot, "spot"},
-		{"no-requeue goes on-demand", Request{GPUsPerNode: 1, NoRequeue: true, Metadata: md(t, "burst: params=1B dataset=20GB workload=finetune")}, jobmeta.CapacityOnDemand, "no-requeue"},
-		{"checkpoint=none goes on-demand", Request{GPUsPerNode: 1, Metadata: md(t, "burst: params=1B dataset=20GB workload=finetune checkpoint=none")}, jobmeta.CapacityOnDemand, "cannot checkpoint"},
-		{"capacity=on-demand is honoured", Request{GPUsPerNode: 1, Metadata: md(t, "burst: capacity=on-demand")}, jobmeta.CapacityOnDemand, "on-demand"},
+		{"checkpointing job is spot", Request{GPUsPerNode: 1, Metadata: md(t, "burst: params=1B dataset=20GB workload=finetune checkpoint=30m")}, capacity.Spot, "spot"},
+		{"no-requeue goes on-demand", Request{GPUsPerNode: 1, NoRequeue: true, Metadata: md(t, "burst: params=1B dataset=20GB workload=finetune")}, capacity.OnDemand, "no-requeue"},
+		{"checkpoint=none goes on-demand", Request{GPUsPerNode: 1, Metadata: md(t, "burst: params=1B dataset=20GB workload=finetune checkpoint=none")}, capacity.OnDemand, "cannot checkpoint"},
+		{"capacity=on-demand is honoured", Request{GPUsPerNode: 1, Metadata: md(t, "burst: capacity=on-demand")}, capacity.OnDemand, "on-demand"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -113,10 +106,10 @@ func TestRank(t *testing.T) {
 			t.Errorf("not sorted at %d: %+v", i, offers)
 		}
 	}
-	if offers[0].Capacity != jobmeta.CapacitySpot || offers[len(offers)-1].Capacity != jobmeta.CapacityOnDemand {
+	if offers[0].Capacity != capacity.Spot || offers[len(offers)-1].Capacity != capacity.OnDemand {
 		t.Errorf("spot should rank first: %+v", offers)
 	}
-	un := []Unavailable{{InstanceType: offers[0].InstanceType, Zone: offers[0].Zone, Capacity: jobmeta.CapacitySpot}}
+	un := []Unavailable{{InstanceType: offers[0].InstanceType, Zone: offers[0].Zone, Capacity: capacity.Spot}}
 	o2, err := p.Rank(RankInput{Class: "l4-1x", Request: req, Zones: []string{"us-east-1a", "us-east-1b"}, Unavailable: un})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +120,7 @@ func TestRank(t *testing.T) {
 	// No requeue: on-demand only.
 	od, _ := p.Rank(RankInput{Class: "l4-1x", Request: Request{NoRequeue: true}})
 	for _, o := range od {
-		if o.Capacity != jobmeta.CapacityOnDemand {
+		if o.Capacity != capacity.OnDemand {
 			t.Errorf("no-requeue job offered %+v", o)
 		}
 	}

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
-	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/cloud"
 )
 
 // offerings lists a class's offerings for a job in the given zones, best
 // first, and why spot was excluded (if it was).
-func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavail []Unavailable, hours float64) ([]Offering, string) {
+func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavail []Unavailable, hours float64) ([]cloud.Offering, string) {
 	caps, why := capacities(c, r)
 	md := r.Metadata
 	ckpt := 1.0
@@ -21,7 +22,7 @@ func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavai
 	case hours > 0:
 		ckpt = hours
 	}
-	var out []Offering
+	var out []cloud.Offering
 	order := map[string]int{}
 	for i, tn := range c.InstanceTypes {
 		order[tn] = i
@@ -37,8 +38,8 @@ func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavai
 				if isUnavailable(unavail, tn, z, cp) {
 					continue
 				}
-				o := Offering{InstanceType: tn, Zone: z, Capacity: cp}
-				if cp == jobmeta.CapacitySpot {
+				o := cloud.Offering{InstanceType: tn, Zone: z, Capacity: cp}
+				if cp == capacity.Spot {
 					s, ok := p.spotOf(t)
 					if !ok {
 						continue
@@ -65,14 +66,14 @@ func (p *Policy) offerings(c Class, r Request, nodes int, zones []string, unavai
 			return a.ExpectedUSD < b.ExpectedUSD
 		}
 		if a.Capacity != b.Capacity {
-			return a.Capacity == jobmeta.CapacitySpot
+			return a.Capacity == capacity.Spot
 		}
 		return order[a.InstanceType] < order[b.InstanceType]
 	})
 	return out, why
 }
 
-func isUnavailable(us []Unavailable, typ, zone string, c jobmeta.Capacity) bool {
+func isUnavailable(us []Unavailable, typ, zone string, c capacity.Type) bool {
 	for _, u := range us {
 		if u.matches(typ, zone, c) {
 			return true
@@ -101,7 +102,7 @@ var ErrNoOffering = errors.New("no offering available")
 // account is over budget (burst-resume must then launch nothing), an error
 // wrapping ErrUnknownClass for an unknown class, and one wrapping
 // ErrNoOffering when nothing is left.
-func (p *Policy) Rank(in RankInput) ([]Offering, error) {
+func (p *Policy) Rank(in RankInput) ([]cloud.Offering, error) {
 	if in.Budget.Over() {
 		return nil, &OverBudgetError{Budget: in.Budget}
 	}
@@ -127,12 +128,12 @@ func (p *Policy) Rank(in RankInput) ([]Offering, error) {
 // HourlyPrice returns a type's price per hour for a capacity in the policy's
 // region (spot: on-demand x (1 - Spot Advisor savings)); ok is false when the
 // catalog has no such price. The budget ledger uses it for spend.
-func (p *Policy) HourlyPrice(instanceType string, c jobmeta.Capacity) (float64, bool) {
+func (p *Policy) HourlyPrice(instanceType string, c capacity.Type) (float64, bool) {
 	t, ok := p.cat.Lookup(instanceType)
 	if !ok || !t.HasPrice() {
 		return 0, false
 	}
-	if c == jobmeta.CapacitySpot {
+	if c == capacity.Spot {
 		s, ok := p.spotOf(t)
 		if !ok {
 			return 0, false

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
@@ -20,19 +21,19 @@ type RouteInput struct {
 // Decision is the submission-time answer. It is what `burst-sizer route
 // --json` prints.
 type Decision struct {
-	Class         string           `json:"class"`
-	Constraint    string           `json:"constraint"`          // Slurm feature to set with --constraint
-	Partition     string           `json:"partition,omitempty"` // partition to move the job to; "" keeps it
-	GPUModel      string           `json:"gpu_model"`
-	GPUsPerNode   int              `json:"gpus_per_node"`
-	Gres          string           `json:"gres"` // e.g. "gpu:a100:8"
-	Nodes         int              `json:"nodes"`
-	InstanceTypes []string         `json:"instance_types"`                // best first
-	Capacity      jobmeta.Capacity `json:"capacity"`                      // capacity of the best offering
-	HourlyUSD     float64          `json:"hourly_usd"`                    // expected, all nodes
-	EstHours      float64          `json:"est_hours"`                     // 0 when unknown
-	EstCostUSD    float64          `json:"est_cost_usd"`                  // 0 when run time is unknown
-	NeedGPUMemGiB float64          `json:"need_gpu_memory_gib,omitempty"` // over every GPU of the job
+	Class         string        `json:"class"`
+	Constraint    string        `json:"constraint"`          // Slurm feature to set with --constraint
+	Partition     string        `json:"partition,omitempty"` // partition to move the job to; "" keeps it
+	GPUModel      string        `json:"gpu_model"`
+	GPUsPerNode   int           `json:"gpus_per_node"`
+	Gres          string        `json:"gres"` // e.g. "gpu:a100:8"
+	Nodes         int           `json:"nodes"`
+	InstanceTypes []string      `json:"instance_types"`                // best first
+	Capacity      capacity.Type `json:"capacity"`                      // capacity of the best offering
+	HourlyUSD     float64       `json:"hourly_usd"`                    // expected, all nodes
+	EstHours      float64       `json:"est_hours"`                     // 0 when unknown
+	EstCostUSD    float64       `json:"est_cost_usd"`                  // 0 when run time is unknown
+	NeedGPUMemGiB float64       `json:"need_gpu_memory_gib,omitempty"` // over every GPU of the job
 	// NeedGPUMemPerGPUGiB is the memory each GPU needs (the model's
 	// estimate, or measured use when learning sized the job).
 	NeedGPUMemPerGPUGiB float64    `json:"need_gpu_memory_gib_per_gpu,omitempty"`
@@ -451,7 +452,7 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 	} else if pl.hours > 0 {
 		parts = append(parts, fmt.Sprintf("run time taken from --time (%.1f h)", pl.hours))
 	}
-	if pl.best.Capacity == jobmeta.CapacitySpot {
+	if pl.best.Capacity == capacity.Spot {
 		parts = append(parts, pl.best.Reason)
 	} else if pl.why != "" {
 		parts = append(parts, "on-demand because "+pl.why)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
-	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
 // exampleClasses are examples/burst.yaml's classes and partitions.
@@ -17,8 +17,8 @@ func exampleClasses() []Class {
 	return []Class{
 		{Name: "l4", GPUModel: "l4", GPUsPerNode: 1, MaxNodes: 32, InstanceTypes: []string{"g6.xlarge", "g6.2xlarge", "g6.4xlarge"}, Partition: "gpu", Partitions: gpu},
 		{Name: "a10g", GPUModel: "a10g", GPUsPerNode: 1, MaxNodes: 32, InstanceTypes: []string{"g5.xlarge", "g5.2xlarge"}, Partition: "gpu", Partitions: gpu},
-		{Name: "a10gx4", GPUModel: "a10g", GPUsPerNode: 4, MaxNodes: 8, InstanceTypes: []string{"g5.12xlarge", "g5.24xlarge"}, Capacity: jobmeta.CapacitySpot, Partition: "gpu", Partitions: gpu},
-		{Name: "h100x8", GPUModel: "h100", GPUsPerNode: 8, MaxNodes: 4, InstanceTypes: []string{"p5.48xlarge"}, Capacity: jobmeta.CapacityOnDemand, Partition: "gpu", Partitions: []string{"gpu", "gpu-big"}},
+		{Name: "a10gx4", GPUModel: "a10g", GPUsPerNode: 4, MaxNodes: 8, InstanceTypes: []string{"g5.12xlarge", "g5.24xlarge"}, Capacity: capacity.Spot, Partition: "gpu", Partitions: gpu},
+		{Name: "h100x8", GPUModel: "h100", GPUsPerNode: 8, MaxNodes: 4, InstanceTypes: []string{"p5.48xlarge"}, Capacity: capacity.OnDemand, Partition: "gpu", Partitions: []string{"gpu", "gpu-big"}},
 	}
 }
 

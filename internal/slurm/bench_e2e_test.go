@@ -248,7 +248,7 @@ func benchPerResumedNode(b *testing.B, c *harness.Cluster, bin, node, release st
 			}
 			spotT = tally{}
 			for range b.N {
-				// agent/interrupt.SlurmClient.JobsOnNode
+				// agent/spotwatch.SlurmClient.JobsOnNode
 				st, err := cl.JobStates(ctx, slurm.JobFilter{Nodes: []string{node}, States: []string{"RUNNING", "CONFIGURING"}})
 				if err != nil || len(st) != 1 || st[0].ID != id {
 					b.Fatalf("JobStates(%s) = %+v, %v", node, st, err)

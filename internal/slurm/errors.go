@@ -16,7 +16,7 @@ var (
 	ErrAccessDenied = errors.New("access denied by Slurm")
 	// ErrAuth: Slurm did not accept burst's credential (munge, or a JWT
 	// that is expired, signed with another key or for an unknown user).
-	ErrAuth = errors.New("Slurm authentication failed")
+	ErrAuth = errors.New("Slurm authentication failed") //lint:ignore ST1005 Slurm is a name
 	// ErrUnsupported: the Slurm release (or its REST API) cannot do this.
 	ErrUnsupported = errors.New("not supported by this Slurm")
 	// ErrJobPending: the job is pending already (a requeue of a job that

@@ -108,11 +108,6 @@ func ReadLocked(path string, perm os.FileMode) ([]byte, error) {
 	return Read(path)
 }
 
-// Append adds data at the end of the file under its lock and fsyncs it.
-func Append(path string, perm os.FileMode, data []byte) error {
-	return appendData(path, perm, data, false)
-}
-
 // AppendLine is Append for line-oriented files: when the file does not end
 // with a newline (a crash cut its last write short), one is written first,
 // so the cut line stays a line of its own and data stays whole.

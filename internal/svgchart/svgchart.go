@@ -47,15 +47,6 @@ func New(width, height int, title string, left int) *Doc {
 // String closes the document and returns it.
 func (d *Doc) String() string { return d.b.String() + "</svg>\n" }
 
-// Text writes a text element.
-func (d *Doc) Text(x, y float64, size int, anchor, s string) {
-	a := ""
-	if anchor != "" {
-		a = fmt.Sprintf(` text-anchor="%s"`, anchor)
-	}
-	fmt.Fprintf(&d.b, `<text x="%.1f" y="%.1f" font-size="%d"%s>%s</text>`+"\n", x, y, size, a, Esc(s))
-}
-
 // Esc escapes s for SVG/XML text and attribute values.
 func Esc(s string) string { return html.EscapeString(s) }
 

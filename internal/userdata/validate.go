@@ -32,172 +32,190 @@ var (
 
 // Validate reports every problem with its JSON path. It does not apply defaults.
 func (u *UserData) Validate() error {
-	var p []string
-	add := func(field, format string, args ...any) {
-		p = append(p, field+": "+fmt.Sprintf(format, args...))
+	var pr problems
+	u.checkIdentity(&pr)
+	u.checkSlurm(&pr)
+	u.checkMunge(&pr)
+	u.checkFSx(&pr)
+	u.checkAgent(&pr)
+	if u.Test != nil {
+		pr.absPath("test.local_fs_dir", u.Test.LocalFSDir, true)
 	}
-	name := func(field, v string) {
-		switch {
-		case v == "":
-			add(field, "missing")
-		case !nameRE.MatchString(v):
-			add(field, "%q is not a valid name (letters, digits, '_', '.', '-'; at most 63; starts with a letter or digit)", v)
-		}
+	if len(pr) > 0 {
+		return &ValidationError{Problems: pr}
 	}
-	absPath := func(field, v string, required bool) {
-		switch {
-		case v == "":
-			if required {
-				add(field, "missing")
-			}
-		case !pathRE.MatchString(v):
-			add(field, "%q must be an absolute path of letters, digits and _ . @ + / -", v)
-		case path.Clean(v) != v || v == "/":
-			add(field, "%q is not a clean absolute path below / (want %q)", v, path.Clean(v))
-		}
-	}
-	if u.NodeName != "" {
-		name("node_name", u.NodeName)
-	}
-	name("cluster", u.Cluster)
-	if u.IssuedAt.IsZero() {
-		add("issued_at", "missing (RFC 3339 time burst-resume launched the instance)")
-	}
+	return nil
+}
 
-	// slurm
+// problems collects what is wrong with a document, each "field: what".
+type problems []string
+
+func (pr *problems) add(field, format string, args ...any) {
+	*pr = append(*pr, field+": "+fmt.Sprintf(format, args...))
+}
+
+func (pr *problems) name(field, v string) {
+	switch {
+	case v == "":
+		pr.add(field, "missing")
+	case !nameRE.MatchString(v):
+		pr.add(field, "%q is not a valid name (letters, digits, '_', '.', '-'; at most 63; starts with a letter or digit)", v)
+	}
+}
+
+func (pr *problems) absPath(field, v string, required bool) {
+	switch {
+	case v == "":
+		if required {
+			pr.add(field, "missing")
+		}
+	case !pathRE.MatchString(v):
+		pr.add(field, "%q must be an absolute path of letters, digits and _ . @ + / -", v)
+	case path.Clean(v) != v || v == "/":
+		pr.add(field, "%q is not a clean absolute path below / (want %q)", v, path.Clean(v))
+	}
+}
+
+func (pr *problems) url(field, v string, required bool) {
+	if v == "" {
+		if required {
+			pr.add(field, "missing")
+		}
+		return
+	}
+	if len(v) > 2048 || !urlCharsRE.MatchString(v) {
+		pr.add(field, "%q contains characters not allowed in a URL here", v)
+		return
+	}
+	pu, err := url.Parse(v)
+	switch {
+	case err != nil:
+		pr.add(field, "%q is not a URL: %v", v, err)
+	case pu.Scheme != "http" && pu.Scheme != "https":
+		pr.add(field, "%q: scheme must be http or https", v)
+	case field == "agent.sizer_url" && pu.Scheme != "https":
+		pr.add(field, "%q: the sizer is reached over https only (run `burst-sizer tls init`)", v)
+	case pu.Host == "":
+		pr.add(field, "%q has no host", v)
+	case pu.User != nil:
+		pr.add(field, "%q must not carry user:password (nothing secret goes into user data)", v)
+	}
+}
+
+func (u *UserData) checkIdentity(pr *problems) {
+	if u.NodeName != "" {
+		pr.name("node_name", u.NodeName)
+	}
+	pr.name("cluster", u.Cluster)
+	if u.IssuedAt.IsZero() {
+		pr.add("issued_at", "missing (RFC 3339 time burst-resume launched the instance)")
+	}
+}
+
+func (u *UserData) checkSlurm(pr *problems) {
 	if len(u.Slurm.Controllers) == 0 {
-		add("slurm.controllers", "missing (at least one slurmctld host name or IPv4 address)")
+		pr.add("slurm.controllers", "missing (at least one slurmctld host name or IPv4 address)")
 	}
 	if len(u.Slurm.Controllers) > 8 {
-		add("slurm.controllers", "%d controllers, at most 8", len(u.Slurm.Controllers))
+		pr.add("slurm.controllers", "%d controllers, at most 8", len(u.Slurm.Controllers))
 	}
 	for i, c := range u.Slurm.Controllers {
 		f := fmt.Sprintf("slurm.controllers[%d]", i)
 		if c == "" {
-			add(f, "empty")
+			pr.add(f, "empty")
 		} else if ip := net.ParseIP(c); ip != nil && ip.To4() == nil {
-			add(f, "%q: IPv6 controller addresses are not supported; use a host name", c)
+			pr.add(f, "%q: IPv6 controller addresses are not supported; use a host name", c)
 		} else if len(c) > 253 || !hostRE.MatchString(c) {
-			add(f, "%q is not a host name or IPv4 address", c)
+			pr.add(f, "%q is not a host name or IPv4 address", c)
 		}
 	}
 	if u.Slurm.Port < 1 || u.Slurm.Port > 65535 {
-		add("slurm.port", "%d is not a TCP port (1-65535)", u.Slurm.Port)
+		pr.add("slurm.port", "%d is not a TCP port (1-65535)", u.Slurm.Port)
 	}
 	switch u.Slurm.ConfMode {
 	case ConfConfigless:
 		if u.Slurm.ConfPath != "" {
-			add("slurm.conf_path", "set with conf_mode %q; remove it or use conf_mode %q", ConfConfigless, ConfFile)
+			pr.add("slurm.conf_path", "set with conf_mode %q; remove it or use conf_mode %q", ConfConfigless, ConfFile)
 		}
 		// slurmd authenticates its configuration request before it has
 		// slurm.conf (and so AuthInfo): munge must be on its default socket.
 		if u.Munge.Socket != "" && u.Munge.Socket != DefaultMungeSocket {
-			add("munge.socket", "%q: with conf_mode %q slurmd fetches slurm.conf through munge's default socket %s; use it or conf_mode %q",
+			pr.add("munge.socket", "%q: with conf_mode %q slurmd fetches slurm.conf through munge's default socket %s; use it or conf_mode %q",
 				u.Munge.Socket, ConfConfigless, DefaultMungeSocket, ConfFile)
 		}
 	case ConfFile:
-		absPath("slurm.conf_path", u.Slurm.ConfPath, true)
+		pr.absPath("slurm.conf_path", u.Slurm.ConfPath, true)
 	default:
-		add("slurm.conf_mode", "%q is not %q or %q", u.Slurm.ConfMode, ConfConfigless, ConfFile)
+		pr.add("slurm.conf_mode", "%q is not %q or %q", u.Slurm.ConfMode, ConfConfigless, ConfFile)
 	}
+}
 
-	// munge
+func (u *UserData) checkMunge(pr *problems) {
 	switch src := u.Munge.KeySource; {
 	case src == "":
-		add("munge.key_source", "missing (a Secrets Manager secret ARN or file:///path)")
+		pr.add("munge.key_source", "missing (a Secrets Manager secret ARN or file:///path)")
 	case strings.HasPrefix(src, "file://"):
-		absPath("munge.key_source", strings.TrimPrefix(src, "file://"), true)
+		pr.absPath("munge.key_source", strings.TrimPrefix(src, "file://"), true)
 	case strings.HasPrefix(src, "arn:"):
 		if !secretARNRE.MatchString(src) {
-			add("munge.key_source", "%q is not a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME)", src)
+			pr.add("munge.key_source", "%q is not a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME)", src)
 		}
 	default:
-		add("munge.key_source", "%q: want arn:aws:secretsmanager:... or file:///path", src)
+		pr.add("munge.key_source", "%q: want arn:aws:secretsmanager:... or file:///path", src)
 	}
-	absPath("munge.key_path", u.Munge.KeyPath, true)
-	absPath("munge.socket", u.Munge.Socket, true)
+	pr.absPath("munge.key_path", u.Munge.KeyPath, true)
+	pr.absPath("munge.socket", u.Munge.Socket, true)
+}
 
-	// fsx
+func (u *UserData) checkFSx(pr *problems) {
 	switch d := u.FSx.DNSName; {
 	case d == "":
-		add("fsx.dns_name", "missing")
+		pr.add("fsx.dns_name", "missing")
 	case len(d) > 253 || !hostRE.MatchString(d):
-		add("fsx.dns_name", "%q is not a DNS name", d)
+		pr.add("fsx.dns_name", "%q is not a DNS name", d)
 	}
 	switch m := u.FSx.MountName; {
 	case m == "":
-		add("fsx.mount_name", "missing")
+		pr.add("fsx.mount_name", "missing")
 	case !mountNameRE.MatchString(m):
-		add("fsx.mount_name", "%q is not an FSx mount name (1-8 of A-Z a-z 0-9 _ -)", m)
+		pr.add("fsx.mount_name", "%q is not an FSx mount name (1-8 of A-Z a-z 0-9 _ -)", m)
 	}
-	absPath("fsx.mount_point", u.FSx.MountPoint, true)
-	absPath("fsx.checkpoint_root", u.FSx.CheckpointRoot, true)
+	pr.absPath("fsx.mount_point", u.FSx.MountPoint, true)
+	pr.absPath("fsx.checkpoint_root", u.FSx.CheckpointRoot, true)
 	if u.FSx.MountPoint != "" && u.FSx.CheckpointRoot != "" && !isUnder(u.FSx.CheckpointRoot, u.FSx.MountPoint) {
-		add("fsx.checkpoint_root", "%q is not inside fsx.mount_point %q", u.FSx.CheckpointRoot, u.FSx.MountPoint)
+		pr.add("fsx.checkpoint_root", "%q is not inside fsx.mount_point %q", u.FSx.CheckpointRoot, u.FSx.MountPoint)
 	}
+}
 
-	// agent
-	checkURL := func(field, v string, required bool) {
-		if v == "" {
-			if required {
-				add(field, "missing")
-			}
-			return
-		}
-		if len(v) > 2048 || !urlCharsRE.MatchString(v) {
-			add(field, "%q contains characters not allowed in a URL here", v)
-			return
-		}
-		pu, err := url.Parse(v)
-		switch {
-		case err != nil:
-			add(field, "%q is not a URL: %v", v, err)
-		case pu.Scheme != "http" && pu.Scheme != "https":
-			add(field, "%q: scheme must be http or https", v)
-		case field == "agent.sizer_url" && pu.Scheme != "https":
-			add(field, "%q: the sizer is reached over https only (run `burst-sizer tls init`)", v)
-		case pu.Host == "":
-			add(field, "%q has no host", v)
-		case pu.User != nil:
-			add(field, "%q must not carry user:password (nothing secret goes into user data)", v)
-		}
-	}
-	checkURL("agent.sizer_url", u.Agent.SizerURL, true)
-	checkURL("agent.imds_endpoint", u.Agent.IMDSEndpoint, false)
+func (u *UserData) checkAgent(pr *problems) {
+	pr.url("agent.sizer_url", u.Agent.SizerURL, true)
+	pr.url("agent.imds_endpoint", u.Agent.IMDSEndpoint, false)
 	switch {
 	case u.Agent.SizerCA == "":
-		add("agent.sizer_ca", "missing (the PEM CA certificate of the sizer; `burst-sizer tls init` writes it)")
+		pr.add("agent.sizer_ca", "missing (the PEM CA certificate of the sizer; `burst-sizer tls init` writes it)")
 	case len(u.Agent.SizerCA) > maxCA:
-		add("agent.sizer_ca", "%d bytes, at most %d", len(u.Agent.SizerCA), maxCA)
+		pr.add("agent.sizer_ca", "%d bytes, at most %d", len(u.Agent.SizerCA), maxCA)
 	default:
 		if _, err := tlspin.ParseCA([]byte(u.Agent.SizerCA)); err != nil {
-			add("agent.sizer_ca", "%v", err)
+			pr.add("agent.sizer_ca", "%v", err)
 		}
 	}
 	if ri := time.Duration(u.Agent.ReportInterval); ri < time.Second || ri > time.Hour {
-		add("agent.report_interval", "%s is outside 1s..1h", ri)
+		pr.add("agent.report_interval", "%s is outside 1s..1h", ri)
 	}
 	switch u.Agent.GPUSource {
 	case "", "nvml", "sim":
 	default:
-		add("agent.gpu_source", "%q: want nvml or sim", u.Agent.GPUSource)
+		pr.add("agent.gpu_source", "%q: want nvml or sim", u.Agent.GPUSource)
 	}
 	if p := u.Agent.SimMemoryPercent; p < 0 || p > 100 || p > 0 && u.Agent.GPUSource != "sim" {
-		add("agent.sim_memory_percent", "%d: want 0..100, and only with gpu_source sim", p)
+		pr.add("agent.sim_memory_percent", "%d: want 0..100, and only with gpu_source sim", p)
 	}
 	switch u.Agent.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:
-		add("agent.log_level", "%q: want debug, info, warn or error", u.Agent.LogLevel)
+		pr.add("agent.log_level", "%q: want debug, info, warn or error", u.Agent.LogLevel)
 	}
-
-	if u.Test != nil {
-		absPath("test.local_fs_dir", u.Test.LocalFSDir, true)
-	}
-	if len(p) > 0 {
-		return &ValidationError{Problems: p}
-	}
-	return nil
 }
 
 func isUnder(p, dir string) bool {

@@ -10,7 +10,7 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/slurm"
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 )
 
 // nodeKind sorts a class node for the pool.
@@ -102,7 +102,7 @@ func (p *Pool) Tick(ctx context.Context) ([]ClassPlan, error) {
 func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.Node, now time.Time) ClassPlan {
 	cp := ClassPlan{Class: cl.Name, At: now, CapUSDPerDay: cl.WarmUSDPerDay}
 	var down []string
-	var st warm.State
+	var st forecast.State
 	p.mu.Lock()
 	for _, n := range nodes {
 		_, ours := p.owned[n.Name]
@@ -128,7 +128,7 @@ func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.No
 			if up.IsZero() || up.After(now) {
 				up = since
 			}
-			st.Idle = append(st.Idle, warm.Idle{Name: n.Name, Since: since, Up: up})
+			st.Idle = append(st.Idle, forecast.Idle{Name: n.Name, Since: since, Up: up})
 			cp.Warm = append(cp.Warm, n.Name)
 		case kindBooting:
 			delete(p.idleSince, n.Name)
@@ -174,7 +174,7 @@ func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.No
 	}
 	cp.PriceUSD = price
 	p.mu.Lock()
-	cp.Plan = warm.Decide(f, now, warm.CapNodes(cl.WarmUSDPerDay, price), st)
+	cp.Plan = forecast.Decide(f, now, forecast.CapNodes(cl.WarmUSDPerDay, price), st)
 	p.mu.Unlock()
 
 	sortNodes(down)

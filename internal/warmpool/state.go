@@ -8,13 +8,13 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 )
 
 type stateFile struct {
-	Version   int                      `json:"version"`
-	Params    warm.Params              `json:"params"`
-	Forecasts map[string]warm.Snapshot `json:"forecasts"`
+	Version   int                          `json:"version"`
+	Params    forecast.Params              `json:"params"`
+	Forecasts map[string]forecast.Snapshot `json:"forecasts"`
 	// Seen are the jobs already counted (id -> first seen), so that a
 	// restart does not count them again.
 	Seen map[uint32]time.Time `json:"seen"`
@@ -27,7 +27,7 @@ func (p *Pool) save() error {
 		return nil
 	}
 	p.mu.Lock()
-	sf := stateFile{Version: 1, Params: p.params, Forecasts: map[string]warm.Snapshot{}, Seen: map[uint32]time.Time{}}
+	sf := stateFile{Version: 1, Params: p.params, Forecasts: map[string]forecast.Snapshot{}, Seen: map[uint32]time.Time{}}
 	for name, f := range p.fc {
 		sf.Forecasts[name] = f.Snapshot()
 	}

@@ -3,11 +3,11 @@
 //
 //   - reads the jobs Slurm holds: each job not seen before counts, at its
 //     submit time, towards the forecast of the class it would run on
-//     (internal/classmatch; internal/warm);
+//     (internal/classmatch; internal/warmpool/forecast);
 //   - reads burst's nodes: per class, the nodes up and idle with no job
 //     (warm), the nodes powering up with no job (launched ahead), and the
 //     nodes powered down;
-//   - plans each class with internal/warm.Decide within its
+//   - plans each class with internal/forecast.Decide within its
 //     warm_usd_per_day, and powers nodes up (`scontrol update nodename=X
 //     state=POWER_UP`) or down (`state=POWER_DOWN_ASAP`).
 //
@@ -29,7 +29,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/slurm"
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 )
 
 // Slurm is the part of slurm.Client the pool uses.
@@ -66,10 +66,10 @@ const ReleaseReason = "burst: warm pool above the forecast"
 // Pool is the warm pool of every class with a cap.
 type Pool struct {
 	o      Options
-	params warm.Params
+	params forecast.Params
 
 	mu        sync.Mutex
-	fc        map[string]*warm.Forecast
+	fc        map[string]*forecast.Forecast
 	seen      map[uint32]time.Time // job id -> when first seen (forgotten after a day out of squeue)
 	idleSince map[string]time.Time // node -> first seen warm and idle
 	// owned are the nodes the pool powered up and that no job has taken
@@ -90,7 +90,7 @@ type Pool struct {
 // ClassPlan is one class's last decision, for metrics and the API.
 type ClassPlan struct {
 	Class                  string
-	Plan                   warm.Plan
+	Plan                   forecast.Plan
 	Warm                   []string // the pool's nodes up and idle
 	Booting                []string // the pool's nodes powering up
 	Lingering              []string // other idle nodes of the class (not the pool's)
@@ -110,8 +110,8 @@ func New(o Options) (*Pool, error) {
 		return nil, errors.New("warm pool: Config, Slurm and Price are required")
 	}
 	w := o.Config.Warm
-	p := &Pool{o: o, fc: map[string]*warm.Forecast{}, seen: map[uint32]time.Time{}, idleSince: map[string]time.Time{}, owned: map[string]time.Time{}, lastIdle: map[string]time.Time{}, slurmdStart: map[string]time.Time{}, started: map[uint32]time.Time{},
-		params: warm.Params{HalfLife: w.HalfLife.Duration, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: w.LeadTime.Duration}.WithDefaults()}
+	p := &Pool{o: o, fc: map[string]*forecast.Forecast{}, seen: map[uint32]time.Time{}, idleSince: map[string]time.Time{}, owned: map[string]time.Time{}, lastIdle: map[string]time.Time{}, slurmdStart: map[string]time.Time{}, started: map[uint32]time.Time{},
+		params: forecast.Params{HalfLife: w.HalfLife.Duration, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: w.LeadTime.Duration}.WithDefaults()}
 	if w.ProfileWeight == 0 {
 		p.params.ProfileWeight = 0 // burst.yaml's 0 means recent rate only (Params' zero means its default)
 	}
@@ -120,7 +120,7 @@ func New(o Options) (*Pool, error) {
 	}
 	for _, cl := range o.Config.Classes {
 		if cl.WarmUSDPerDay > 0 {
-			p.fc[cl.Name] = warm.NewForecast(p.params)
+			p.fc[cl.Name] = forecast.NewForecast(p.params)
 		}
 	}
 	if err := p.restore(); err != nil {

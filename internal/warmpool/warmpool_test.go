@@ -81,7 +81,7 @@ func newPool(t *testing.T, sl *fake, now *time.Time, price float64) *Pool {
 	return p
 }
 
-// TestPoolFollowsTheForecast works the forecast by hand (internal/warm):
+// TestPoolFollowsTheForecast works the forecast by hand (internal/warmpool/forecast):
 // 20 jobs for a10 at t0, half-life 30 min: r = 20 x 2 ln2 = 27.73 nodes/h;
 // mean over a 2-minute boot 0.924; the 0.95-quantile of Poisson(0.924) is
 // 3 (P(<=2) = 0.933, P(<=3) = 0.986). The cap ($100/day at $0.50/h) allows

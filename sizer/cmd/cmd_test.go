@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/journal"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -194,7 +194,7 @@ func TestRouteCommand(t *testing.T) {
 	if !strings.Contains(out.String(), `"decided_by":"local"`) {
 		t.Errorf("route --json does not say who decided: %s", out.String())
 	}
-	if d.Class == "" || d.Capacity != jobmeta.CapacityOnDemand || d.GPUsPerNode != 1 || len(d.InstanceTypes) == 0 || d.EstHours <= 0 || d.EstCostUSD <= 0 || d.Reason == "" {
+	if d.Class == "" || d.Capacity != capacity.OnDemand || d.GPUsPerNode != 1 || len(d.InstanceTypes) == 0 || d.EstHours <= 0 || d.EstCostUSD <= 0 || d.Reason == "" {
 		t.Errorf("decision %+v", d)
 	}
 	// the demo account is capped and no state database exists: the job is
@@ -238,7 +238,7 @@ func TestReportCommand(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	start := now.Add(-time.Hour)
-	if ms := budget.MonthStart(now); start.Before(ms) {
+	if ms := billing.MonthStart(now); start.Before(ms) {
 		start = ms
 	}
 	for i, id := range []string{"1", "2"} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/burst-hpc/burst/internal/awssdk"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/compose"
@@ -97,7 +98,7 @@ func doctorEnv(ctx context.Context, cfg *config.Config, slurmConf string, timeou
 		}
 	}
 	if cfg.Interruptions.QueueURL != "" {
-		q, err := notices.NewSQSClient(ctx, notices.SDKOptions{Region: cfg.Cluster.Region, Endpoint: cfg.Interruptions.SQSEndpoint, StaticCredentials: cfg.Cluster.EC2StaticCredentials})
+		q, err := notices.NewSQSClient(ctx, awssdk.Options{Region: cfg.Cluster.Region, Endpoint: cfg.Interruptions.SQSEndpoint, StaticCredentials: cfg.Cluster.EC2StaticCredentials})
 		if err != nil {
 			e.SQSErr = err
 		} else {

@@ -17,7 +17,7 @@ import (
 	"github.com/burst-hpc/burst/internal/journal"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/ledger"
 	"github.com/burst-hpc/burst/sizer/server"
 	"github.com/burst-hpc/burst/sizer/spend"
@@ -79,7 +79,7 @@ func localSpend(ctx context.Context, st *settings, account string, now time.Time
 	if err != nil {
 		return sizerapi.AccountSpend{}, fmt.Errorf("local spend of account %s: %w", account, err)
 	}
-	extra, jobs := journal.Spend(p.Entries(), account, now, budget.MonthStart(now))
+	extra, jobs := journal.Spend(p.Entries(), account, now, billing.MonthStart(now))
 	sp.SpentUSD += extra
 	for j, v := range jobs {
 		sp.Jobs[j] += v

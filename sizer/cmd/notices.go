@@ -2,13 +2,15 @@ package cmd
 
 import (
 	"context"
-	sizerstore "github.com/burst-hpc/burst/sizer/store"
 	"log/slog"
 	"os"
 	"path/filepath"
 
+	sizerstore "github.com/burst-hpc/burst/sizer/store"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/burst-hpc/burst/internal/awssdk"
 	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/ec2events"
 	"github.com/burst-hpc/burst/internal/interruption"
@@ -28,7 +30,7 @@ func startNotices(ctx context.Context, st *settings, store *sizerstore.Store, ki
 		log.Info("no interruptions.queue_url: spot notices come from the node agents only")
 		return
 	}
-	sqsc, err := notices.NewSQSClient(ctx, notices.SDKOptions{Region: cfg.Cluster.Region, Endpoint: cfg.Interruptions.SQSEndpoint,
+	sqsc, err := notices.NewSQSClient(ctx, awssdk.Options{Region: cfg.Cluster.Region, Endpoint: cfg.Interruptions.SQSEndpoint,
 		StaticCredentials: cfg.Cluster.EC2StaticCredentials})
 	if err != nil {
 		log.Error("interruption queue reader not started", "err", err)

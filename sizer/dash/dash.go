@@ -23,7 +23,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/slurm"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -139,7 +139,7 @@ func New(o Options) (*Source, error) {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.IdleOwner == "" {
-		o.IdleOwner = budget.OwnerLaunchingJob
+		o.IdleOwner = billing.OwnerLaunchingJob
 	}
 	if o.JobsWindow <= 0 {
 		o.JobsWindow = 30 * 24 * time.Hour

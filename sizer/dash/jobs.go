@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -98,7 +97,7 @@ func (s *Source) Job(ctx context.Context, sc Scope, id string) (sizerapi.JobRow,
 	return rows[0], nil
 }
 
-func (s *Source) rows(ctx context.Context, us []report.JobUsage, detail bool) ([]sizerapi.JobRow, error) {
+func (s *Source) rows(ctx context.Context, us []sizerapi.JobUsage, detail bool) ([]sizerapi.JobRow, error) {
 	now := s.o.Now()
 	ids := make([]string, len(us))
 	for i, u := range us {

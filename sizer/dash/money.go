@@ -6,9 +6,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
@@ -24,7 +24,7 @@ const ForecastWindow = 7 * 24 * time.Hour
 
 // monthInstances are the scope's instances alive this month.
 func (s *Source) monthInstances(ctx context.Context, sc Scope, now time.Time) ([]store.Instance, time.Time, error) {
-	from := budget.MonthStart(now)
+	from := billing.MonthStart(now)
 	ins, err := s.o.Store.Instances(ctx, from, now, sc.Account, false)
 	return ins, from, err
 }
@@ -33,16 +33,16 @@ func (s *Source) monthInstances(ctx context.Context, sc Scope, now time.Time) ([
 // where the ledger has none.
 func (s *Source) month(ctx context.Context, now time.Time) (spend.Month, error) {
 	return spend.ReadPriced(ctx, s.o.Store, s.o.IdleOwner, now, func(typ string) (float64, bool) {
-		return s.o.Policy.HourlyPrice(typ, jobmeta.CapacityOnDemand)
+		return s.o.Policy.HourlyPrice(typ, capacity.OnDemand)
 	})
 }
 
 // scoped keeps the charges the scope may see.
-func scoped(cs []budget.Charge, sc Scope) []budget.Charge {
+func scoped(cs []billing.Charge, sc Scope) []billing.Charge {
 	if sc.All() {
 		return cs
 	}
-	var out []budget.Charge
+	var out []billing.Charge
 	for _, c := range cs {
 		if c.Account == sc.Account {
 			out = append(out, c)

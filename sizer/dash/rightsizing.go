@@ -6,10 +6,10 @@ import (
 	"math"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/store"
 )
@@ -20,9 +20,9 @@ func (s *Source) Report(ctx context.Context, sc Scope) (sizerapi.UsageReport, er
 	return rep, err
 }
 
-func (s *Source) report(ctx context.Context, sc Scope) (sizerapi.UsageReport, []report.JobUsage, []store.Instance, error) {
+func (s *Source) report(ctx context.Context, sc Scope) (sizerapi.UsageReport, []sizerapi.JobUsage, []store.Instance, error) {
 	now := s.o.Now()
-	from := budget.MonthStart(now)
+	from := billing.MonthStart(now)
 	jobs, err := s.o.Store.JobUsages(ctx, store.JobQuery{Since: from, Account: sc.Account})
 	if err != nil {
 		return sizerapi.UsageReport{}, nil, nil, err
@@ -95,7 +95,7 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 			h := b[1]
 			p.usd += b[0]
 			p.hours += h
-			if in.Capacity == string(jobmeta.CapacitySpot) {
+			if in.Capacity == string(capacity.Spot) {
 				p.spotHours += h
 			}
 		}
@@ -112,14 +112,14 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 		k := gk{a.Account, a.User, a.JobName}
 		it := sizerapi.RightSizingItem{Advice: a, Class: latestClass[k], SuggestedGPUs: max(a.UsedGPUs, 1)}
 		p := prices[k]
-		capacity := jobmeta.CapacityOnDemand
+		capType := capacity.OnDemand
 		if p != nil && p.hours > 0 {
 			it.CurrentUSDH = round4(p.usd / p.hours)
 			if p.spotHours*2 >= p.hours {
-				capacity = jobmeta.CapacitySpot
+				capType = capacity.Spot
 			}
 		}
-		if c, usd, ok := s.smallerClass(it.SuggestedGPUs, a.UsedMemGiB, capacity); ok && (it.CurrentUSDH == 0 || usd < it.CurrentUSDH) {
+		if c, usd, ok := s.smallerClass(it.SuggestedGPUs, a.UsedMemGiB, capType); ok && (it.CurrentUSDH == 0 || usd < it.CurrentUSDH) {
 			it.SuggestedClass, it.SuggestedUSDH = c.Name, round4(usd)
 			if it.CurrentUSDH > 0 {
 				save := a.SpendUSD * (1 - usd/it.CurrentUSDH)
@@ -139,7 +139,7 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 // smallerClass is the configured class with the lowest hourly price (of
 // its cheapest instance type at that capacity) whose nodes hold gpus GPUs
 // and memGiB of GPU memory.
-func (s *Source) smallerClass(gpus int, memGiB float64, capacity jobmeta.Capacity) (sizing.Class, float64, bool) {
+func (s *Source) smallerClass(gpus int, memGiB float64, capType capacity.Type) (sizing.Class, float64, bool) {
 	cat := s.o.Policy.Catalog()
 	var best sizing.Class
 	bestUSD := math.Inf(1)
@@ -152,9 +152,9 @@ func (s *Source) smallerClass(gpus int, memGiB float64, capacity jobmeta.Capacit
 			if !ok || float64(t.TotalGPUMemoryMiB())/1024 < memGiB {
 				continue
 			}
-			cp := capacity
-			if c.Capacity == jobmeta.CapacityOnDemand {
-				cp = jobmeta.CapacityOnDemand
+			cp := capType
+			if c.Capacity == capacity.OnDemand {
+				cp = capacity.OnDemand
 			}
 			usd, ok := s.o.Policy.HourlyPrice(tn, cp)
 			if ok && usd < bestUSD {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/burst-hpc/burst/internal/awssdk"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/sizer/identity"
@@ -31,7 +32,7 @@ func signed(t *testing.T, emu *ec2emu.Server, kind string) (string, []byte, []by
 
 func signedE(emu *ec2emu.Server, kind string) (string, []byte, []byte, error) {
 	ctx := context.Background()
-	api, err := ec2p.NewSDKClient(ctx, ec2p.SDKOptions{Region: "us-east-1", Endpoint: emu.URL(), StaticCredentials: true})
+	api, err := ec2p.NewSDKClient(ctx, awssdk.Options{Region: "us-east-1", Endpoint: emu.URL(), StaticCredentials: true})
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cloud"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
@@ -229,7 +230,7 @@ func (l *Ledger) backfill(ctx context.Context, in cloud.Instance) error {
 // price is an instance's hourly price: the pool's spot price at billing
 // start from EC2's history, or the catalog's on-demand price.
 func (l *Ledger) price(ctx context.Context, in cloud.Instance, at time.Time) (float64, string) {
-	if in.Capacity == cloud.Spot {
+	if in.Capacity == capacity.Spot {
 		p, ok, err := l.o.Cloud.SpotPrice(ctx, in.InstanceType, in.Zone, at)
 		if err == nil && ok {
 			return p, store.PriceSpotHistory
@@ -257,7 +258,7 @@ func (l *Ledger) reprice(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, r := range rows {
-		if r.Capacity != string(cloud.Spot) || r.PriceSource == store.PriceSpotHistory || r.Zone == "" {
+		if r.Capacity != string(capacity.Spot) || r.PriceSource == store.PriceSpotHistory || r.Zone == "" {
 			continue
 		}
 		at := r.Launched

@@ -13,11 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/ec2events"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/store"
 	"github.com/burst-hpc/burst/test/ec2emu"
 )
@@ -74,7 +75,7 @@ func newEnv(t *testing.T, withEvents bool) *env {
 	return &env{emu, prov, st, l, drain}
 }
 
-func (e *env) launch(t *testing.T, node string, job uint32, capacity cloud.CapacityType) string {
+func (e *env) launch(t *testing.T, node string, job uint32, capacity capacity.Type) string {
 	t.Helper()
 	res, err := e.prov.Launch(context.Background(), cloud.LaunchRequest{Cluster: "test", Nodes: []cloud.NodeSpec{{Node: node, JobID: job, Account: "nlp", User: "ann", Class: "l4"}},
 		Offerings: []cloud.Offering{{InstanceType: "g6.xlarge", Zone: "us-east-1b", Capacity: capacity}}, Attempt: 1})
@@ -111,11 +112,11 @@ func (e *env) row(t *testing.T, id string) store.Row {
 
 // compare checks the ledger's bill of an instance against the emulator's
 // own record: seconds and dollars.
-func (e *env) compare(t *testing.T, id string, tolSecs int64) budget.Billed {
+func (e *env) compare(t *testing.T, id string, tolSecs int64) billing.Billed {
 	t.Helper()
 	r := e.row(t, id)
 	bs := r.Bill(time.Now())
-	secs, usd, _ := budget.Total(bs)
+	secs, usd, _ := billing.Total(bs)
 	var esecs int64
 	var eusd float64
 	for _, b := range e.emu.BillFor(id) {
@@ -136,7 +137,7 @@ func (e *env) compare(t *testing.T, id string, tolSecs int64) budget.Billed {
 func TestSyncBackfillsAndClosesAtEC2Time(t *testing.T) {
 	e := newEnv(t, true)
 	ctx := context.Background()
-	id := e.launch(t, "l4-1", 7, cloud.Spot)
+	id := e.launch(t, "l4-1", 7, capacity.Spot)
 	e.waitBill(t, id, true)
 	res, err := e.sync(ctx)
 	if err != nil || len(res.Backfilled) != 1 || res.Open != 1 {
@@ -166,7 +167,7 @@ func TestSyncBackfillsAndClosesAtEC2Time(t *testing.T) {
 func TestSpotReclaimWaived(t *testing.T) {
 	e := newEnv(t, true)
 	ctx := context.Background()
-	id := e.launch(t, "l4-2", 8, cloud.Spot)
+	id := e.launch(t, "l4-2", 8, capacity.Spot)
 	e.waitBill(t, id, true)
 	if err := e.emu.Interrupt(id); err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ func TestSpotReclaimWaived(t *testing.T) {
 func TestBurstEndCorrected(t *testing.T) {
 	e := newEnv(t, false)
 	ctx := context.Background()
-	id := e.launch(t, "l4-3", 9, cloud.OnDemand)
+	id := e.launch(t, "l4-3", 9, capacity.OnDemand)
 	launched := e.emu.Instances()[0].LaunchTime
 	if err := e.st.RecordLaunch(ctx, sizerapi.InstanceEvent{InstanceID: id, Node: "l4-3", InstanceType: "g6.xlarge", Zone: "us-east-1b", Capacity: "on-demand", Account: "nlp", Time: launched}, 0.8048); err != nil {
 		t.Fatal(err)
@@ -207,7 +208,7 @@ func TestBurstEndCorrected(t *testing.T) {
 	if r.EndSource != "ec2" || !r.End.Equal(bill.End) {
 		t.Fatalf("row %+v bill %+v", r, bill)
 	}
-	secs, _, _ := budget.Total(r.Bill(time.Now()))
+	secs, _, _ := billing.Total(r.Bill(time.Now()))
 	if extra := secs - bill.Seconds; extra < 0 || extra > 3 {
 		t.Errorf("without events: %d s against EC2's %d (boot 1.5 s)", secs, bill.Seconds)
 	}
@@ -228,7 +229,7 @@ func TestBurstEndCorrected(t *testing.T) {
 func TestInstanceInitiatedShutdown(t *testing.T) {
 	e := newEnv(t, true)
 	ctx := context.Background()
-	id := e.launch(t, "l4-4", 10, cloud.Spot)
+	id := e.launch(t, "l4-4", 10, capacity.Spot)
 	e.waitBill(t, id, true)
 	time.Sleep(1100 * time.Millisecond)
 	if err := e.emu.Shutdown(id); err != nil {

@@ -14,30 +14,8 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 )
-
-// JobUsage is what one job was given and what it used (per node: the
-// busiest node counts).
-type JobUsage struct {
-	JobID        string    `json:"job_id"`
-	JobName      string    `json:"job_name"`
-	User         string    `json:"user"`
-	Account      string    `json:"account"`
-	Class        string    `json:"class,omitempty"`
-	GPUModel     string    `json:"gpu_model,omitempty"`
-	GPUsPerNode  int       `json:"gpus_per_node"`
-	Nodes        int       `json:"nodes"`
-	GPUMemoryMiB int       `json:"gpu_memory_mib"` // per GPU
-	Reported     bool      `json:"reported"`       // any utilisation data arrived
-	GPUsUsed     int       `json:"gpus_used"`
-	PeakMemMiB   int       `json:"peak_gpu_memory_mib"` // per node
-	MeanUtilPct  float64   `json:"mean_util_pct"`       // over allocated GPUs
-	LastSeen     time.Time `json:"last_seen"`
-}
-
-// AllocatedMemMiB is the GPU memory per node the job was given.
-func (u JobUsage) AllocatedMemMiB() int { return u.GPUsPerNode * u.GPUMemoryMiB }
 
 // Options tune the advice.
 type Options struct {
@@ -51,7 +29,7 @@ type acc struct {
 	gpusReq, gpusUsed, memReq, memUsed, util float64
 }
 
-func (a *acc) add(j JobUsage, spend float64) {
+func (a *acc) add(j sizerapi.JobUsage, spend float64) {
 	a.Jobs++
 	a.SpendUSD += spend
 	if !j.Reported {
@@ -78,17 +56,17 @@ func (a *acc) row() sizerapi.UsageRow {
 }
 
 // Build makes the report for the month containing now from the jobs'
-// usage, the ledger's charges for the month (budget.Instance.Charges) and
+// usage, the ledger's charges for the month (billing.Instance.Charges) and
 // the budgets' standing. Spend per account, user and job is the sum of
 // their charges, with the on-demand equivalent of the same seconds and the
 // saving; savings advice is the spend of the oversized jobs scaled by the
 // unused share of GPUs ((asked-used)/asked), projected to a whole month
 // from the part of the month elapsed.
-func Build(jobs []JobUsage, charges []budget.Charge, budgets []sizerapi.BudgetStatus, now time.Time, o Options) sizerapi.UsageReport {
+func Build(jobs []sizerapi.JobUsage, charges []billing.Charge, budgets []sizerapi.BudgetStatus, now time.Time, o Options) sizerapi.UsageReport {
 	if o.UsedFraction <= 0 {
 		o.UsedFraction = 0.5
 	}
-	from := budget.MonthStart(now)
+	from := billing.MonthStart(now)
 	rep := sizerapi.UsageReport{From: from, To: now}
 	accounts := map[string]*acc{}
 	users := map[[2]string]*acc{}
@@ -140,7 +118,7 @@ func Build(jobs []JobUsage, charges []budget.Charge, budgets []sizerapi.BudgetSt
 		jobInst[c.JobID][c.InstanceID] = true
 	}
 	type gkey struct{ account, user, name string }
-	groups := map[gkey][]JobUsage{}
+	groups := map[gkey][]sizerapi.JobUsage{}
 	for _, j := range jobs {
 		getAcct(j.Account).add(j, 0)
 		getUser(j.Account, j.User).add(j, 0)

@@ -7,18 +7,18 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 )
 
 func TestBuild(t *testing.T) {
 	now := time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC) // 15 of 31 days elapsed
-	jobs := []JobUsage{
+	jobs := []sizerapi.JobUsage{
 		{JobID: "1", JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 40960, Reported: true, GPUsUsed: 2, PeakMemMiB: 30 * 1024, MeanUtilPct: 20},
 		{JobID: "2", JobName: "eval", User: "dan", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 40960, Reported: true, GPUsUsed: 1, PeakMemMiB: 20 * 1024, MeanUtilPct: 10},
 		{JobID: "3", JobName: "train", User: "eve", Account: "phys", GPUsPerNode: 8, GPUMemoryMiB: 81920, Reported: true, GPUsUsed: 8, PeakMemMiB: 600 * 1024, MeanUtilPct: 90},
 		{JobID: "4", JobName: "x", User: "fay", Account: "bio", GPUsPerNode: 1, GPUMemoryMiB: 22888},
 	}
-	charges := []budget.Charge{
+	charges := []billing.Charge{
 		{InstanceID: "a", JobID: "1", Account: "phys", User: "dan", Seconds: 7000, USD: 19, OnDemandUSD: 50},
 		{InstanceID: "a", JobID: "1", Account: "phys", User: "dan", Idle: true, Seconds: 200, USD: 1, OnDemandUSD: 2},
 		{InstanceID: "b", JobID: "2", Account: "phys", User: "dan", Seconds: 14400, USD: 40, OnDemandUSD: 100},

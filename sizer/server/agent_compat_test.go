@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/agent/report"
+	"github.com/burst-hpc/burst/agent/telemetry"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
@@ -21,7 +21,7 @@ func TestAgentHTTPSinkCompat(t *testing.T) {
 	if err := writeFile(cred, tok+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	sink := &report.HTTPSink{URL: f.url + "/v1/reports", CredentialFile: cred, Client: f.httpClient(t)}
+	sink := &telemetry.HTTPSink{URL: f.url + "/v1/reports", CredentialFile: cred, Client: f.httpClient(t)}
 	now := f.clk.Now()
 	b := sizerapi.ReportBatch{Node: "gpu-7", InstanceID: inst, GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{
 		{Seq: 1, Time: now, Kind: sizerapi.KindGPU, GPUs: []sizerapi.GPUReading{

@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/burst-hpc/burst/internal/auth"
-	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
@@ -25,7 +25,7 @@ func (s *Server) month(ctx context.Context) (spend.Month, error) {
 }
 
 func (s *Server) onDemand(typ string) (float64, bool) {
-	return s.pol.HourlyPrice(typ, jobmeta.CapacityOnDemand)
+	return s.pol.HourlyPrice(typ, capacity.OnDemand)
 }
 
 func (s *Server) budgetStatuses(ctx context.Context) ([]sizerapi.BudgetStatus, error) {
@@ -68,7 +68,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, p auth.Principal
 // standing (`burst-sizer report --local`, reading the database directly;
 // the daemon's report is the dashboard's, over the same ledger).
 func BuildReport(ctx context.Context, st *store.Store, budgets []sizerapi.BudgetStatus, owner string, now time.Time) (sizerapi.UsageReport, error) {
-	from := budget.MonthStart(now)
+	from := billing.MonthStart(now)
 	jobs, err := st.Jobs(ctx, from, "", "", 0)
 	if err != nil {
 		return sizerapi.UsageReport{}, err

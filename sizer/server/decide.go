@@ -40,17 +40,18 @@ func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, caps map[str
 			RefuseMessage: "job refused: " + strings.Join(msgs, " | ") + ". Fix the --comment (see `burst-sizer route --help`) and submit again."}, nil
 	}
 	in := sizing.RouteInput{Request: req}
+	key := sizing.RecurringKey(req.User, req.JobName, req.Metadata) // from the metadata parsed once above
 	if st != nil {
 		if historyJobs <= 0 {
 			historyJobs = DefaultHistoryJobs
 		}
-		h, err := st.HistoryByKey(ctx, job.Key(), historyJobs)
+		h, err := st.HistoryByKey(ctx, key, historyJobs)
 		if err != nil {
 			return sizing.Decision{}, fmt.Errorf("reading history: %w", err)
 		}
 		in.History = h
 	}
-	in.History.Key = job.Key()
+	in.History.Key = key
 	b, err := AccountBudget(ctx, st, caps, "", req.Account, now)
 	if err != nil {
 		return sizing.Decision{}, err

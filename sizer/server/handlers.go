@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
-	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/store"
@@ -31,7 +31,7 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) 
 		in.Zones = s.o.Zones
 	}
 	for _, u := range rq.Unavailable {
-		in.Unavailable = append(in.Unavailable, sizing.Unavailable{InstanceType: u.InstanceType, Zone: u.Zone, Capacity: jobmeta.Capacity(u.Capacity), Reason: u.Reason})
+		in.Unavailable = append(in.Unavailable, sizing.Unavailable{InstanceType: u.InstanceType, Zone: u.Zone, Capacity: capacity.Type(u.Capacity), Reason: u.Reason})
 	}
 	now := s.now()
 	recent, err := s.st.Interruptions(r.Context(), now.Add(-s.o.AvoidFor))
@@ -47,8 +47,8 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) 
 		}
 		seen[k] = true
 		reason := fmt.Sprintf("spot %s interrupted at %s", it.InstanceID, it.Time.UTC().Format(time.RFC3339))
-		in.Unavailable = append(in.Unavailable, sizing.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: jobmeta.CapacitySpot, Reason: reason})
-		resp.Avoided = append(resp.Avoided, sizerapi.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: string(jobmeta.CapacitySpot), Reason: reason})
+		in.Unavailable = append(in.Unavailable, sizing.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: capacity.Spot, Reason: reason})
+		resp.Avoided = append(resp.Avoided, sizerapi.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: string(capacity.Spot), Reason: reason})
 	}
 	if in.Budget, err = AccountBudget(r.Context(), s.st, s.o.Budgets, s.o.IdleOwner, req.Account, now); err != nil {
 		return nil, err
@@ -235,9 +235,9 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal
 	}
 	price := ev.PriceUSD
 	if price <= 0 {
-		c := jobmeta.Capacity(ev.Capacity)
-		if c != jobmeta.CapacitySpot {
-			c = jobmeta.CapacityOnDemand
+		c := capacity.Type(ev.Capacity)
+		if c != capacity.Spot {
+			c = capacity.OnDemand
 		}
 		p, ok := s.pol.HourlyPrice(ev.InstanceType, c)
 		if !ok {
@@ -249,7 +249,7 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal
 	if ev.PriceUSD <= 0 {
 		l.PriceSource = store.PriceCatalog
 	}
-	if od, ok := s.pol.HourlyPrice(ev.InstanceType, jobmeta.CapacityOnDemand); ok {
+	if od, ok := s.pol.HourlyPrice(ev.InstanceType, capacity.OnDemand); ok {
 		l.OnDemandUSD = od
 	}
 	if err := s.st.RecordInstance(context.WithoutCancel(r.Context()), l); err != nil {

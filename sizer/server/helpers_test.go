@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/awssdk"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/internal/sizerapi"
@@ -87,7 +88,7 @@ func start(t testing.TB, budgets map[string]float64, mod ...func(*Options)) *fix
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { emu.Close() })
-	api, err := ec2p.NewSDKClient(context.Background(), ec2p.SDKOptions{Region: "us-east-1", Endpoint: emu.URL(), StaticCredentials: true})
+	api, err := ec2p.NewSDKClient(context.Background(), awssdk.Options{Region: "us-east-1", Endpoint: emu.URL(), StaticCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}

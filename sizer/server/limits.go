@@ -8,26 +8,23 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"golang.org/x/time/rate"
 )
 
 // limiter is a token bucket per key (a node's instance, or a client
-// address for the unauthenticated identity exchange).
+// address for the unauthenticated identity exchange), over
+// golang.org/x/time/rate.
 type limiter struct {
-	rate  float64 // tokens per second
-	burst float64
+	rate  rate.Limit // tokens per second
+	burst int
 	now   func() time.Time
 
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[string]*rate.Limiter
 }
 
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
-func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
-	return &limiter{rate: rate, burst: float64(burst), now: now, buckets: map[string]*bucket{}}
+func newLimiter(r float64, burst int, now func() time.Time) *limiter {
+	return &limiter{rate: rate.Limit(r), burst: burst, now: now, buckets: map[string]*rate.Limiter{}}
 }
 
 // allow takes a token for key; when none is left it returns how long until
@@ -44,21 +41,23 @@ func (l *limiter) allow(key string) (bool, time.Duration) {
 		if len(l.buckets) > 50000 {
 			// forget idle buckets (full ones cost nothing to recreate)
 			for k, ob := range l.buckets {
-				if now.Sub(ob.at).Seconds()*l.rate >= l.burst {
+				if ob.TokensAt(now) >= float64(l.burst) {
 					delete(l.buckets, k)
 				}
 			}
 		}
-		b = &bucket{tokens: l.burst, at: now}
+		b = rate.NewLimiter(l.rate, l.burst)
 		l.buckets[key] = b
 	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
-	b.at = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
+	res := b.ReserveN(now, 1)
+	if !res.OK() {
+		return false, time.Second
 	}
-	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	if wait := res.DelayFrom(now); wait > 0 {
+		res.CancelAt(now) // a refused request takes no token
+		return false, wait
+	}
+	return true, 0
 }
 
 func rateLimited(w http.ResponseWriter, wait time.Duration, who string) int {

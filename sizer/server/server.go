@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/catalog"
@@ -217,7 +218,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
-		s.reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_requests_total", Help: "HTTP requests by endpoint and status code."}, []string{"endpoint", "code"})
 	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_sizer_request_duration_seconds", Help: "HTTP request latency by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16)}, []string{"endpoint"})

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -172,7 +174,7 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	price, _ := f.srv.Policy().HourlyPrice("g6e.48xlarge", jobmeta.CapacitySpot)
+	price, _ := f.srv.Policy().HourlyPrice("g6e.48xlarge", capacity.Spot)
 	var phys sizerapi.BudgetStatus
 	for _, b := range bs {
 		if b.Account == "phys" {
@@ -191,7 +193,7 @@ func TestBudgetsRankRouteAndLearning(t *testing.T) {
 	}
 	f.clk.Add(5 * time.Hour)
 	_, err = admin.Rank(ctx, sizerapi.RankRequest{Class: "a100-8x", Job: sizerapi.JobRequest{Account: "phys"}})
-	if !errors.Is(err, sizerclient.ErrOverBudget) || !strings.Contains(err.Error(), "phys") {
+	if !errors.Is(err, sizing.ErrOverBudget) || !strings.Contains(err.Error(), "phys") {
 		t.Fatalf("rank for over-budget account: %v", err)
 	}
 	d, err = admin.Route(ctx, sizerapi.JobRequest{Account: "phys", GPUsPerNode: 1})
@@ -339,7 +341,8 @@ func TestJobRunsDriveLearning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !d.Upsized || d.HistoryKey != job.Key() || !strings.Contains(d.Reason, "ended out of GPU memory") || d.Nodes == 1 && d.GPUsPerNode == 1 && d.GPUModel == "l4" {
+	md, _ := jobmeta.ParseMetadata(comment)
+	if !d.Upsized || d.HistoryKey != sizing.RecurringKey("ann", "ft.sh", md) || !strings.Contains(d.Reason, "ended out of GPU memory") || d.Nodes == 1 && d.GPUsPerNode == 1 && d.GPUModel == "l4" {
 		t.Errorf("after an OOM run: %+v", d)
 	}
 	// a launch carrying the job (burst-resume's) files it under the same key
@@ -348,7 +351,7 @@ func TestJobRunsDriveLearning(t *testing.T) {
 	if err := admin.Launched(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := f.srv.Store().HistoryByKey(ctx, job.Key(), 10); err != nil || h.LastOOM == nil || h.LastOOM.JobID != "41" {
+	if h, err := f.srv.Store().HistoryByKey(ctx, d.HistoryKey, 10); err != nil || h.LastOOM == nil || h.LastOOM.JobID != "41" {
 		t.Errorf("history after the launch: %+v %v", h, err)
 	}
 	// another user's job of the same name learns nothing from it

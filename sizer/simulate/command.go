@@ -18,7 +18,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cmdline"
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
@@ -51,10 +51,10 @@ Deterministic for a given --seed.`,
 			&cli.DurationFlag{Name: "idle-timeout", Value: DefaultIdleTimeout, Usage: "idle-timeout policy's scale-down time (ParallelCluster default 10m)"},
 			&cli.DurationFlag{Name: "warm-window", Value: DefaultWarmWindow, Usage: "burst's warm reuse window after a job ends; 0 releases at once"},
 			&cli.DurationFlag{Name: "sched-delay", Value: DefaultSchedDelay, Usage: "Slurm's delay from nodes up to job running, paid by every job (a warm hit pays only this); 0 for none"},
-			&cli.BoolFlag{Name: "warm-pool", Value: true, Usage: "burst keeps warm nodes per class by the forecast (internal/warm); --warm-pool=false for the reuse window only"},
-			&cli.Float64Flag{Name: "warm-quantile", Value: warm.DefaultQuantile, Usage: "warm pool: keep this quantile of the Poisson node demand of one lead time"},
-			&cli.DurationFlag{Name: "warm-half-life", Value: warm.DefaultHalfLife, Usage: "warm pool: half-life of the recent arrival rate"},
-			&cli.Float64Flag{Name: "warm-profile-weight", Value: warm.DefaultProfileWeight, Usage: "warm pool: weight of the hour-of-week profile against the recent rate (0..1)"},
+			&cli.BoolFlag{Name: "warm-pool", Value: true, Usage: "burst keeps warm nodes per class by the forecast (internal/warmpool/forecast); --warm-pool=false for the reuse window only"},
+			&cli.Float64Flag{Name: "warm-quantile", Value: forecast.DefaultQuantile, Usage: "warm pool: keep this quantile of the Poisson node demand of one lead time"},
+			&cli.DurationFlag{Name: "warm-half-life", Value: forecast.DefaultHalfLife, Usage: "warm pool: half-life of the recent arrival rate"},
+			&cli.Float64Flag{Name: "warm-profile-weight", Value: forecast.DefaultProfileWeight, Usage: "warm pool: weight of the hour-of-week profile against the recent rate (0..1)"},
 			&cli.Float64Flag{Name: "warm-cap", Value: DefaultWarmCapUSDPerDay, Usage: "warm pool: hard cap per class in USD per day (0: the pool holds nothing)"},
 			&cli.DurationFlag{Name: "warm-lead", Usage: "warm pool: replenishment lead time the forecast covers (default: --boot-median)"},
 			&cli.StringFlag{Name: "checkpoint", Value: DefaultCheckpoint.String(), Usage: "checkpoint interval of jobs without checkpoint= metadata, or none"},

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/jobmeta"
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
@@ -21,7 +21,7 @@ const (
 )
 
 type node struct {
-	off       Offering
+	off       Plan
 	class     *classPool
 	gpus      int
 	launch    float64
@@ -117,8 +117,8 @@ type elastic struct {
 	spotSeq   int
 	allowSpot bool
 	window    time.Duration
-	warmOn    bool // burst's forecast-driven warm pool (internal/warm)
-	wp        warm.Params
+	warmOn    bool // burst's forecast-driven warm pool (internal/warmpool/forecast)
+	wp        forecast.Params
 	drain     bool    // the trace's last job has arrived: the pool only shrinks
 	end       float64 // time of the last event that changed anything
 	err       error
@@ -135,8 +135,8 @@ type classPool struct {
 	nPool  int         // of those, held by the warm pool (no timer)
 	ahead  []*node     // nodes launched ahead for the pool, booting, no job
 	nAhead int
-	fc     *warm.Forecast
-	offs   []Offering // what the pool launches: the offerings the class's latest job could use, best first
+	fc     *forecast.Forecast
+	offs   []Plan // what the pool launches: the offerings the class's latest job could use, best first
 }
 
 func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t0 time.Time, span float64) (*tally, error) {
@@ -265,7 +265,7 @@ func (e *elastic) at(s float64) time.Time { return e.t0.Add(secDur(s)) }
 
 // classOf is the pool of an offering's node class (the instance type when
 // the sizer names no class).
-func (e *elastic) classOf(off Offering) *classPool {
+func (e *elastic) classOf(off Plan) *classPool {
 	key := off.Class
 	if key == "" {
 		key = off.Type.Name
@@ -274,7 +274,7 @@ func (e *elastic) classOf(off Offering) *classPool {
 	if c == nil {
 		c = &classPool{key: key}
 		if e.warmOn {
-			c.fc = warm.NewForecast(e.wp)
+			c.fc = forecast.NewForecast(e.wp)
 		}
 		e.classes[key] = c
 		e.order = append(e.order, c)

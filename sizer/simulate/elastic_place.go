@@ -78,7 +78,7 @@ func (e *elastic) place(js *jobState) {
 			cl.offs = append(cl.offs, o)
 		}
 	}
-	var off *Offering
+	var off *Plan
 	if cl.avail(spotOK) < need {
 		for i := range offs {
 			o := &offs[i]
@@ -155,7 +155,7 @@ func (e *elastic) place(js *jobState) {
 	e.evalPool(cl)
 }
 
-func (e *elastic) launch(off Offering, cl *classPool) *node {
+func (e *elastic) launch(off Plan, cl *classPool) *node {
 	n := &node{off: off, class: cl, gpus: off.Type.GPUs, launch: e.c.now, state: nodeBooting, warmFrom: -1}
 	e.tl.launches++
 	e.tl.rate += off.USDPerHour / 3600

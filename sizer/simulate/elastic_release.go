@@ -3,7 +3,7 @@ package simulate
 import (
 	"math"
 
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 )
 
 // warmFor accounts the stretch since n.warmFrom as time without a job.
@@ -62,7 +62,7 @@ func (e *elastic) keep(cl *classPool, others int) bool {
 	if !e.warmOn || e.drain || cl.fc == nil || len(cl.offs) == 0 {
 		return false
 	}
-	capN := warm.CapNodes(e.o.Warm.capUSD(), cl.offs[0].USDPerHour)
+	capN := forecast.CapNodes(e.o.Warm.capUSD(), cl.offs[0].USDPerHour)
 	if cl.nPool+cl.nAhead >= capN {
 		return false
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/catalog"
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
@@ -95,7 +95,7 @@ type Options struct {
 	// every job (a warm hit pays only this); negative means none.
 	SchedDelay time.Duration
 
-	// Warm is burst's forecast-driven warm pool (internal/warm).
+	// Warm is burst's forecast-driven warm pool (internal/warmpool/forecast).
 	Warm WarmOptions
 
 	// Checkpoint is how often jobs checkpoint (run time between saves);
@@ -186,7 +186,7 @@ func (o Options) withDefaults() Options {
 }
 
 // WarmOptions configure burst's warm pool in the simulation. Zero fields
-// take the defaults of internal/warm (and DefaultWarm*).
+// take the defaults of internal/warmpool/forecast (and DefaultWarm*).
 type WarmOptions struct {
 	Disabled      bool          // no warm pool: the reuse window only (burst before issue 19)
 	Quantile      float64       // q: share of one boot's node demand kept warm (0.95)
@@ -197,12 +197,12 @@ type WarmOptions struct {
 	Interval      time.Duration // re-plan period besides events (1 min)
 }
 
-func (w WarmOptions) params(o Options) warm.Params {
+func (w WarmOptions) params(o Options) forecast.Params {
 	lead := w.LeadTime
 	if lead == 0 {
 		lead = o.BootMedian
 	}
-	return warm.Params{HalfLife: w.HalfLife, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: lead}.WithDefaults()
+	return forecast.Params{HalfLife: w.HalfLife, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: lead}.WithDefaults()
 }
 
 func (o Options) schedDelay() float64 { return max(o.SchedDelay, 0).Seconds() }
@@ -341,10 +341,12 @@ type Request struct {
 	Checkpoint time.Duration
 }
 
-// Offering is one way to run a job: Nodes instances of Type, on spot or
-// on-demand, at USDPerHour each, in node class Class (the offerings of one
-// answer share a class; "" means the instance type is the class).
-type Offering struct {
+// Plan is one way to run a job in the simulation: a ranked offering
+// (cloud.Offering: type, zone, capacity, price) for Nodes instances of
+// Type, on spot or on-demand, at USDPerHour each, in node class Class (the
+// plans of one answer share a class; "" means the instance type is the
+// class).
+type Plan struct {
 	Class      string
 	Type       catalog.InstanceType
 	Zone       string // "" when zones are not modelled
@@ -356,5 +358,5 @@ type Offering struct {
 // Sizer ranks offerings for a job, best first. burst's sizing policy is the
 // production implementation (see PolicySizer); tests use fixed ones.
 type Sizer interface {
-	Offerings(Request) ([]Offering, error)
+	Offerings(Request) ([]Plan, error)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -34,7 +35,7 @@ type sizerKey struct {
 }
 
 type cached struct {
-	offs []Offering
+	offs []Plan
 	err  error
 }
 
@@ -71,7 +72,7 @@ func NodeShape(totalGPUs, maxPerNode int) (nodes, gpusPerNode int) {
 }
 
 // Offerings implements Sizer.
-func (s *PolicySizer) Offerings(r Request) ([]Offering, error) {
+func (s *PolicySizer) Offerings(r Request) ([]Plan, error) {
 	k := sizerKey{model: r.GPUModel, gpus: r.Job.GPUs, metadata: r.Job.Metadata, onDemand: !r.AllowSpot, checkpoint: int64(r.Checkpoint), avoid: strings.Join(r.AvoidSpot, ","), zones: strings.Join(r.Zones, ",")}
 	s.mu.Lock()
 	c, ok := s.cache[k]
@@ -82,10 +83,10 @@ func (s *PolicySizer) Offerings(r Request) ([]Offering, error) {
 		s.cache[k] = c
 		s.mu.Unlock()
 	}
-	return append([]Offering(nil), c.offs...), c.err
+	return append([]Plan(nil), c.offs...), c.err
 }
 
-func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
+func (s *PolicySizer) offerings(r Request) ([]Plan, error) {
 	md, errs := jobmeta.ParseMetadata(r.Job.Metadata)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("job %s metadata: %w", r.Job.ID, errs[0])
@@ -98,13 +99,13 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 		md.NoCheckpoint = true
 	}
 	if !r.AllowSpot {
-		md.Capacity = jobmeta.CapacityOnDemand
+		md.Capacity = capacity.OnDemand
 	}
 	nodes, gpn := NodeShape(r.Job.GPUs, maxGPUsPerNode(s.cat, r.GPUModel))
 	req := sizing.Request{GPUModel: r.GPUModel, GPUsPerNode: gpn, Nodes: nodes, Metadata: md}
 	var unavail []sizing.Unavailable
 	for _, t := range r.AvoidSpot {
-		unavail = append(unavail, sizing.Unavailable{InstanceType: t, Capacity: jobmeta.CapacitySpot, Reason: "spot interruption"})
+		unavail = append(unavail, sizing.Unavailable{InstanceType: t, Capacity: capacity.Spot, Reason: "spot interruption"})
 	}
 	d, err := s.pol.Route(sizing.RouteInput{Request: req, Unavailable: unavail})
 	if err != nil {
@@ -117,13 +118,13 @@ func (s *PolicySizer) offerings(r Request) ([]Offering, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ranking class %s: %w", d.Class, err)
 	}
-	out := make([]Offering, 0, len(ranked))
+	out := make([]Plan, 0, len(ranked))
 	for _, o := range ranked {
 		t, ok := s.cat.Lookup(o.InstanceType)
 		if !ok {
 			return nil, fmt.Errorf("ranking class %s: offering %s is not in the catalog", d.Class, o.InstanceType)
 		}
-		out = append(out, Offering{Class: d.Class, Type: t, Zone: o.Zone, Spot: o.Capacity == jobmeta.CapacitySpot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
+		out = append(out, Plan{Class: d.Class, Type: t, Zone: o.Zone, Spot: o.Capacity == capacity.Spot, Nodes: d.Nodes, USDPerHour: o.PriceUSD})
 	}
 	return out, nil
 }

@@ -33,17 +33,17 @@ func testCatalog(t testing.TB) *catalog.Catalog {
 
 type fixedSizer struct{ calls []Request }
 
-func (f *fixedSizer) Offerings(r Request) ([]Offering, error) {
+func (f *fixedSizer) Offerings(r Request) ([]Plan, error) {
 	f.calls = append(f.calls, r)
 	typ, nodes := t1, 1
 	if r.Job.GPUs > 1 {
 		typ, nodes = t8, (r.Job.GPUs+7)/8
 	}
-	od := Offering{Type: typ, Nodes: nodes, USDPerHour: typ.OnDemandUSD}
+	od := Plan{Type: typ, Nodes: nodes, USDPerHour: typ.OnDemandUSD}
 	if !r.AllowSpot || len(r.AvoidSpot) > 0 && r.AvoidSpot[0] == typ.Name || r.Job.Metadata == "checkpoint=none" {
-		return []Offering{od}, nil
+		return []Plan{od}, nil
 	}
-	return []Offering{{Type: typ, Spot: true, Nodes: nodes, USDPerHour: typ.SpotUSD()}, od}, nil
+	return []Plan{{Type: typ, Spot: true, Nodes: nodes, USDPerHour: typ.SpotUSD()}, od}, nil
 }
 
 // injected interrupts the spot launches whose sequence numbers are keys,

@@ -3,35 +3,35 @@ package simulate
 import (
 	"strconv"
 
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 )
 
 // The warm pool of the burst policy: the same code as burst-sizer serve's
-// (internal/warm), planned on every arrival, job end, node change and every
+// (internal/warmpool/forecast), planned on every arrival, job end, node change and every
 // WarmOptions.Interval.
 
 // evalPool plans one class: launch ahead up to the target, release the
-// pool's idle nodes above it (internal/warm.Decide). It reports whether it
+// pool's idle nodes above it (internal/forecast.Decide). It reports whether it
 // changed anything.
 func (e *elastic) evalPool(cl *classPool) bool {
 	if !e.warmOn || cl.fc == nil || len(cl.offs) == 0 {
 		return false
 	}
-	capN := warm.CapNodes(e.o.Warm.capUSD(), cl.offs[0].USDPerHour)
+	capN := forecast.CapNodes(e.o.Warm.capUSD(), cl.offs[0].USDPerHour)
 	if e.drain {
 		capN = 0 // the trace is over: nothing left to forecast
 	}
 	var pool []*node
-	var st warm.State
+	var st forecast.State
 	for _, x := range cl.idle {
 		if n := x.n; x.live() && n.pool {
-			st.Idle = append(st.Idle, warm.Idle{Name: strconv.Itoa(len(pool)), Since: e.at(n.idleSince), Up: e.at(n.launch)})
+			st.Idle = append(st.Idle, forecast.Idle{Name: strconv.Itoa(len(pool)), Since: e.at(n.idleSince), Up: e.at(n.launch)})
 			pool = append(pool, n)
 		}
 	}
 	st.Booting = cl.nAhead
 	st.Lingering = cl.nIdle - cl.nPool
-	pl := warm.Decide(cl.fc, e.at(e.c.now), capN, st)
+	pl := forecast.Decide(cl.fc, e.at(e.c.now), capN, st)
 	changed := false
 	for _, name := range pl.Release {
 		i, _ := strconv.Atoi(name)

@@ -19,7 +19,7 @@ func warmOptions(t testing.TB) Options {
 	return o
 }
 
-// TestWarmPoolHandWorked follows the forecast by hand (internal/warm's
+// TestWarmPoolHandWorked follows the forecast by hand (internal/warmpool/forecast's
 // equations; rates in nodes per hour, tau = 30 min / ln 2, mean = rate x
 // 2 min, target = smallest s with P(Poisson(mean) <= s) >= 0.95, i.e. 0
 // while mean <= -ln 0.95 = 0.05129).

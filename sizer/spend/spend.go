@@ -1,6 +1,6 @@
 // Package spend is the month's money as every reader sees it: the budgets
 // API, `burst-sizer report` and `spend --local`, and the dashboard read the
-// same ledger (sizer/store) through the same arithmetic (sizer/budget) and
+// same ledger (sizer/store) through the same arithmetic (sizer/billing) and
 // admission state (internal/admit), so no two of them show different
 // figures.
 package spend
@@ -13,7 +13,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/admit"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -22,7 +22,7 @@ import (
 type Month struct {
 	From, Now time.Time
 	Rows      []store.Row
-	Charges   []budget.Charge
+	Charges   []billing.Charge
 	ByAccount map[string]float64
 	OnDemand  map[string]float64
 	ByJob     map[string]float64
@@ -46,7 +46,7 @@ type OnDemandPrice func(instanceType string) (float64, bool)
 // ReadPriced is Read with the on-demand price of instances the ledger has
 // none for taken from od (the sizing policy's catalog).
 func ReadPriced(ctx context.Context, st *store.Store, owner string, now time.Time, od OnDemandPrice) (Month, error) {
-	from := budget.MonthStart(now)
+	from := billing.MonthStart(now)
 	rows, err := st.Rows(ctx, from, now)
 	if err != nil {
 		return Month{}, err
@@ -70,7 +70,7 @@ func ReadPriced(ctx context.Context, st *store.Store, owner string, now time.Tim
 			}
 		}
 	}
-	m.Burn = budget.Burn(ins, now, owner)
+	m.Burn = billing.Burn(ins, now, owner)
 	return m, nil
 }
 
@@ -132,7 +132,7 @@ func (m Month) Budgets(o BudgetOptions) []sizerapi.BudgetStatus {
 		if b.MonthlyUSD > 0 {
 			b.RemainingUSD = max(b.MonthlyUSD-b.SpentUSD-b.ReservedUSD, 0)
 			b.Over = b.SpentUSD >= b.MonthlyUSD
-			if f := budget.Forecast(b.MonthlyUSD, b.SpentUSD, b.ReservedUSD, b.BurnUSDPerHour, m.Now); !f.IsZero() {
+			if f := billing.Forecast(b.MonthlyUSD, b.SpentUSD, b.ReservedUSD, b.BurnUSDPerHour, m.Now); !f.IsZero() {
 				b.ForecastCapAt = &f
 			}
 		}
@@ -158,7 +158,7 @@ func Ledger(ctx context.Context, st *store.Store, owner string, now time.Time) (
 	if err != nil {
 		return sizerapi.Ledger{}, err
 	}
-	from := budget.MonthStart(now)
+	from := billing.MonthStart(now)
 	out := sizerapi.Ledger{From: from, To: now, Instances: []sizerapi.LedgerInstance{}, Charges: []sizerapi.Charge{}}
 	for _, r := range rows {
 		out.Instances = append(out.Instances, Instance(r, now))
@@ -177,7 +177,7 @@ func Ledger(ctx context.Context, st *store.Store, owner string, now time.Time) (
 // Instance is a row's bill as the API shows it.
 func Instance(r store.Row, now time.Time) sizerapi.LedgerInstance {
 	bs := r.Bill(now)
-	secs, usd, gross := budget.Total(bs)
+	secs, usd, gross := billing.Total(bs)
 	li := sizerapi.LedgerInstance{InstanceID: r.ID, Node: r.Node, InstanceType: r.InstanceType, Zone: r.Zone, Capacity: r.Capacity,
 		PriceUSD: r.PriceUSD, PriceSource: r.PriceSource, OnDemandUSD: r.OnDemandUSD, Account: r.Account, User: r.User, JobID: r.JobID,
 		Source: r.Source, Launched: r.Launched, End: r.End, EndSource: r.EndSource, EndReason: r.EndReason,

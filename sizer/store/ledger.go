@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 )
 
 // The spend ledger's tables, beside instances (see docs/LEDGER.md):
@@ -341,7 +341,7 @@ func (s *Store) SetPrice(ctx context.Context, id string, price float64, source s
 
 // Row is an instance as the ledger has it.
 type Row struct {
-	budget.Instance
+	billing.Instance
 	Zone        string
 	PriceSource string
 	Source      string
@@ -411,7 +411,7 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 			return nil, err
 		}
 		if i, ok := idx[id]; ok {
-			out[i].States = append(out[i].States, budget.StateEvent{State: st, At: time.UnixMilli(at).UTC()})
+			out[i].States = append(out[i].States, billing.StateEvent{State: st, At: time.UnixMilli(at).UTC()})
 		}
 	}
 	srows.Close()
@@ -428,7 +428,7 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 	}
 	defer rrows.Close()
 	for rrows.Next() {
-		var run budget.Run
+		var run billing.Run
 		var node string
 		var st int64
 		var en sql.NullInt64
@@ -455,8 +455,8 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 }
 
 // Instances is Rows as budget instances.
-func Instances(rows []Row) []budget.Instance {
-	out := make([]budget.Instance, len(rows))
+func Instances(rows []Row) []billing.Instance {
+	out := make([]billing.Instance, len(rows))
 	for i, r := range rows {
 		out[i] = r.Instance
 	}

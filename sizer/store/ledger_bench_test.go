@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 )
 
 // BenchmarkLedgerMonth: a month of 5,000 instances (three state events
@@ -27,7 +27,7 @@ func BenchmarkLedgerMonth(b *testing.B) {
 		n = 100
 	}
 	for i := range n {
-		t0 := budget.MonthStart(now).Add(time.Duration(i) * 7 * time.Minute)
+		t0 := billing.MonthStart(now).Add(time.Duration(i) * 7 * time.Minute)
 		id, node, job := fmt.Sprintf("i-%06d", i), fmt.Sprintf("l4-%d", i%64+1), fmt.Sprint(i)
 		if err := s.RecordLaunch(ctx, sizerapi.InstanceEvent{InstanceID: id, Node: node, InstanceType: "g6.xlarge", Capacity: "spot", Account: fmt.Sprint("acct", i%20), Time: t0,
 			Job: &sizerapi.Job{JobID: job, Account: fmt.Sprint("acct", i%20), User: "u"}}, 0.4); err != nil {
@@ -44,11 +44,11 @@ func BenchmarkLedgerMonth(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		rows, err := s.Rows(ctx, budget.MonthStart(now), now)
+		rows, err := s.Rows(ctx, billing.MonthStart(now), now)
 		if err != nil || len(rows) != n {
 			b.Fatalf("%d rows %v", len(rows), err)
 		}
-		budget.Spend(Instances(rows), budget.MonthStart(now), budget.MonthStart(now).AddDate(0, 1, 0), now, budget.OwnerLaunchingJob)
+		billing.Spend(Instances(rows), billing.MonthStart(now), billing.MonthStart(now).AddDate(0, 1, 0), now, billing.OwnerLaunchingJob)
 	}
 	b.ReportMetric(float64(n), "instances")
 }

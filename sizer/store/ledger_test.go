@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/budget"
+	"github.com/burst-hpc/burst/sizer/billing"
 )
 
 // TestLedger: ends by source (EC2's time wins over burst's, never the
@@ -60,7 +60,7 @@ func TestLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := s.Rows(ctx, budget.MonthStart(t0), t0.Add(time.Hour))
+	rows, err := s.Rows(ctx, billing.MonthStart(t0), t0.Add(time.Hour))
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("rows %+v %v", rows, err)
 	}
@@ -72,7 +72,7 @@ func TestLedger(t *testing.T) {
 	if len(r.Runs) != 2 || !r.Runs[0].End.Equal(t0.Add(5*time.Minute)) || !r.Runs[1].End.Equal(t0.Add(9*time.Minute)) {
 		t.Fatalf("runs %+v", r.Runs)
 	}
-	secs, usd, _ := budget.Total(r.Bill(t0.Add(time.Hour)))
+	secs, usd, _ := billing.Total(r.Bill(t0.Add(time.Hour)))
 	if secs != 595 || usd != 595*0.5/3600 {
 		t.Fatalf("bill %d s $%v", secs, usd)
 	}

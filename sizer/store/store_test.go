@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/sizer/report"
 )
 
 const gib = 1 << 30
@@ -77,7 +76,7 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("jobs %+v %v", jobs, err)
 	}
-	byID := map[string]report.JobUsage{}
+	byID := map[string]sizerapi.JobUsage{}
 	for _, j := range jobs {
 		byID[j.JobID] = j
 	}

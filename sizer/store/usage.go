@@ -11,7 +11,6 @@ import (
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
-	"github.com/burst-hpc/burst/sizer/report"
 )
 
 // BusyUtilPct: a GPU whose mean utilisation over a job is at least this
@@ -20,7 +19,7 @@ const BusyUtilPct = 5
 
 // Jobs returns usage for registered jobs updated at or after since (newest
 // first); user and jobName filter when not empty; limit <= 0 means all.
-func (s *Store) Jobs(ctx context.Context, since time.Time, user, jobName string, limit int) ([]report.JobUsage, error) {
+func (s *Store) Jobs(ctx context.Context, since time.Time, user, jobName string, limit int) ([]sizerapi.JobUsage, error) {
 	return s.JobUsages(ctx, JobQuery{Since: since, User: user, JobName: jobName, Limit: limit})
 }
 
@@ -64,7 +63,7 @@ func (q JobQuery) selected() (string, []any) {
 // JobUsages returns usage for the jobs q selects, newest first. It reads
 // the per-GPU aggregates and summaries of all of them in three queries
 // (not three per job), so a page over thousands of jobs stays fast.
-func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]report.JobUsage, error) {
+func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]sizerapi.JobUsage, error) {
 	w, args := q.where()
 	qs := `SELECT job_id, job_name, user, account, coalesce(class,''), coalesce(gpu_model,''), gpus_per_node, nodes, gpu_mem_mib, updated FROM jobs WHERE ` + w + ` ORDER BY updated DESC, job_id DESC`
 	if q.Limit > 0 {
@@ -74,10 +73,10 @@ func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]report.JobUsage, e
 	if err != nil {
 		return nil, fmt.Errorf("reading jobs: %w", err)
 	}
-	var out []report.JobUsage
+	var out []sizerapi.JobUsage
 	idx := map[string]int{}
 	for rows.Next() {
-		var u report.JobUsage
+		var u sizerapi.JobUsage
 		var upd sql.NullInt64
 		if err := rows.Scan(&u.JobID, &u.JobName, &u.User, &u.Account, &u.Class, &u.GPUModel, &u.GPUsPerNode, &u.Nodes, &u.GPUMemoryMiB, &upd); err != nil {
 			rows.Close()
@@ -161,7 +160,7 @@ type nodeAgg struct {
 // usageFrom derives GPUs used, peak memory and mean utilisation from a
 // job's per-node GPU aggregates, or from agent job summaries when no
 // samples arrived.
-func usageFrom(u *report.JobUsage, nodes []nodeAgg, summaries []string) {
+func usageFrom(u *sizerapi.JobUsage, nodes []nodeAgg, summaries []string) {
 	var utilSum float64
 	var peak int64
 	for _, n := range nodes {
@@ -219,7 +218,7 @@ func (s *Store) History(ctx context.Context, user, jobName string, limit int) (s
 }
 
 // HistoryOf aggregates job usages (only those with reports count).
-func HistoryOf(jobs []report.JobUsage) sizing.History {
+func HistoryOf(jobs []sizerapi.JobUsage) sizing.History {
 	var h sizing.History
 	var util float64
 	for _, j := range jobs {

@@ -1,8 +1,6 @@
 package trace
 
 import (
-	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -26,59 +24,11 @@ const phillyTime = "2006-01-02 15:04:05"
 // duration*num_gpus (within a second), a cheap check that columns are not
 // shifted.
 func ReadPhilly(r io.Reader, opt ReadOptions) ([]Job, Report, error) {
-	var rep Report
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
-	header, err := cr.Read()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, rep, fmt.Errorf("reading philly trace: empty input, want header %s", strings.Join(PhillyColumns, ","))
-		}
-		return nil, rep, fmt.Errorf("reading philly trace header: %w", err)
-	}
-	if len(header) != len(PhillyColumns) {
-		return nil, rep, fmt.Errorf("reading philly trace: line 1: header has %d columns, want %s", len(header), strings.Join(PhillyColumns, ","))
-	}
-	for i, h := range PhillyColumns {
-		if strings.TrimSpace(header[i]) != h {
-			return nil, rep, fmt.Errorf("reading philly trace: line 1: header column %d is %q, want %q", i+1, header[i], h)
-		}
-	}
 	loc := opt.loc()
-	var jobs []Job
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				if herr := rep.handle(badRow(pe.Line, "%v", pe.Err), opt); herr != nil {
-					return nil, rep, fmt.Errorf("reading philly trace: %w", herr)
-				}
-				continue
-			}
-			return nil, rep, fmt.Errorf("reading philly trace: %w", err)
-		}
-		line, _ := cr.FieldPos(0)
-		rep.Rows++
-		j, rerr := phillyRow(line, rec, loc)
-		if rerr == nil {
-			rerr = checkJob(line, j)
-		}
-		if rerr != nil {
-			if herr := rep.handle(rerr, opt); herr != nil {
-				return nil, rep, fmt.Errorf("reading philly trace: %w", herr)
-			}
-			continue
-		}
-		jobs = append(jobs, j)
-	}
-	SortBySubmit(jobs)
-	rep.Jobs = len(jobs)
-	return jobs, rep, nil
+	return readHeaderCSV(r, opt, "philly trace", PhillyColumns, func(line int, rec []string) (Job, bool, error) {
+		j, err := phillyRow(line, rec, loc)
+		return j, err == nil, err
+	})
 }
 
 func phillyRow(line int, rec []string, loc *time.Location) (Job, error) {

@@ -106,12 +106,6 @@ func (s *sessions) end(id string) {
 	s.mu.Unlock()
 }
 
-func (s *sessions) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
-}
-
 func cookieName(r *http.Request) string {
 	if r.TLS != nil {
 		return "__Host-" + CookieName

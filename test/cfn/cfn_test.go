@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/awssdk"
+	"github.com/burst-hpc/burst/internal/capacity"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -153,7 +156,7 @@ func TestStackInMoto(t *testing.T) {
 	if err != nil || len(images.Images) == 0 {
 		t.Fatalf("moto's images: %v", err)
 	}
-	api, err := ec2p.NewSDKClient(ctx, ec2p.SDKOptions{Region: "us-east-1", Endpoint: endpoint, StaticCredentials: true})
+	api, err := ec2p.NewSDKClient(ctx, awssdk.Options{Region: "us-east-1", Endpoint: endpoint, StaticCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +168,7 @@ func TestStackInMoto(t *testing.T) {
 	}
 	res, err := prov.Launch(ctx, cloud.LaunchRequest{Cluster: cfg.Cluster.Name, Attempt: 1,
 		Nodes:     []cloud.NodeSpec{{Node: "l4-1", JobID: 7, Account: "ml", User: "alice", Class: "l4"}},
-		Offerings: []cloud.Offering{{InstanceType: "g6.xlarge", Zone: zone, Capacity: cloud.OnDemand}}})
+		Offerings: []cloud.Offering{{InstanceType: "g6.xlarge", Zone: zone, Capacity: capacity.OnDemand}}})
 	if err != nil || len(res.Instances) != 1 {
 		t.Fatalf("launching l4-1 into the stack's resources: %v (failed %v)", err, res.Failed)
 	}
@@ -211,7 +214,7 @@ func TestStackInMoto(t *testing.T) {
 	}
 
 	// burst's SQS client reads (and deletes) a message sent to the stack's queue
-	sq, err := notices.NewSQSClient(ctx, notices.SDKOptions{Region: "us-east-1", Endpoint: endpoint, StaticCredentials: true})
+	sq, err := notices.NewSQSClient(ctx, awssdk.Options{Region: "us-east-1", Endpoint: endpoint, StaticCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}

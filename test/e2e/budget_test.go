@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
@@ -21,7 +22,7 @@ import (
 // launch costs one known price: the catalog's.
 func onDemandL4(c *config.Config) float64 {
 	c.Classes[0].InstanceTypes = []string{"g6.xlarge"}
-	c.Classes[0].Capacity = config.CapacityOnDemand
+	c.Classes[0].Capacity = capacity.OnDemand
 	t, _ := catalog.Default().Lookup("g6.xlarge")
 	return t.OnDemandUSD
 }
@@ -43,17 +44,6 @@ func jobInfo(s *stack.Stack, id string) (state, reason, comment string) {
 // held: squeue's reason for a held job (JobHeldAdmin; JobHeldUser here,
 // where the jobs are root's own and so are the hooks).
 func held(reason string) bool { return strings.HasPrefix(reason, "JobHeld") }
-
-// liveOf counts live instances of an account.
-func liveOf(s *stack.Stack, account string) int {
-	n := 0
-	for _, in := range liveInstances(s) {
-		if in.Tags[ec2p.TagAccount] == account {
-			n++
-		}
-	}
-	return n
-}
 
 // sampler counts, every 200 ms until stopped, the account's live
 // instances and RUNNING jobs, and keeps the most seen at once.

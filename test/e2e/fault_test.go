@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
@@ -91,7 +92,7 @@ func TestFaultSpotOnlyDry(t *testing.T) {
 	s := faultStart(t, 0, stack.Options{Configure: func(c *config.Config) {
 		for i := range c.Classes {
 			if c.Classes[i].Name == "a10g" {
-				c.Classes[i].Capacity = config.CapacitySpot
+				c.Classes[i].Capacity = capacity.Spot
 			}
 		}
 	}})
@@ -316,7 +317,7 @@ func TestFaultDuplicateLaunch(t *testing.T) {
 	p := provider(t, s)
 	res, err := p.Launch(context.Background(), cloud.LaunchRequest{Cluster: s.Cfg.Cluster.Name, Attempt: 99,
 		Nodes:     []cloud.NodeSpec{{Node: node, JobID: 0}},
-		Offerings: []cloud.Offering{{InstanceType: first.InstanceType, Zone: first.Zone, Capacity: cloud.OnDemand}}})
+		Offerings: []cloud.Offering{{InstanceType: first.InstanceType, Zone: first.Zone, Capacity: capacity.OnDemand}}})
 	// the provider refuses to launch for a node that has a live instance
 	if err != nil || len(res.Reused) != 1 {
 		t.Fatalf("provider launched a second instance for %s: %+v %v", node, res, err)

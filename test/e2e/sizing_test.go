@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -39,7 +40,7 @@ func TestSizing(t *testing.T) {
 		c.Agent.ReportInterval = config.D(2 * time.Second)
 		c.Teardown.WarmReuse = config.D(0) // each job gets its own nodes
 		c.Classes = append(c.Classes, config.Class{Name: "l4x8", GPUModel: "l4", GPUsPerNode: 8, MaxNodes: 1,
-			InstanceTypes: []string{"g6.48xlarge"}, Capacity: config.CapacitySpotThenOnDemand})
+			InstanceTypes: []string{"g6.48xlarge"}, Capacity: capacity.SpotThenOnDemand})
 	}})
 	ctx := context.Background()
 	submit := func(t *testing.T, args ...string) (id, said string) {

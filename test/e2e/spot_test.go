@@ -92,7 +92,6 @@ func TestSpotInterruption(t *testing.T) {
 	if in, _ := s.Emu.Instance(first.ID); in.State != "terminated" && in.State != "shutting-down" {
 		t.Errorf("interrupted instance %s is %s", first.ID, in.State)
 	}
-	b, _ = os.ReadFile(s.LogPath())
 	t.Logf("requeued %.1f s after the notice; %d instances in all", requeued.Seconds(), len(all))
 	eventually(t, 30*time.Second, "every instance released", func() bool { return len(liveInstances(s)) == 0 })
 

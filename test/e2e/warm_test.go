@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/test/stack"
@@ -104,8 +105,8 @@ func checkWarmCharges(t *testing.T, s *stack.Stack, a, b string) {
 func TestWarmReuseExactClass(t *testing.T) {
 	s := start(t, stack.Options{Configure: func(c *config.Config) {
 		c.Classes = []config.Class{
-			{Name: "a10", GPUModel: "a10g", GPUsPerNode: 1, MaxNodes: 1, InstanceTypes: []string{"g5.xlarge"}, Capacity: config.CapacitySpotThenOnDemand},
-			{Name: "a100", GPUModel: "a100", GPUsPerNode: 8, MaxNodes: 1, InstanceTypes: []string{"p4d.24xlarge"}, Capacity: config.CapacitySpotThenOnDemand},
+			{Name: "a10", GPUModel: "a10g", GPUsPerNode: 1, MaxNodes: 1, InstanceTypes: []string{"g5.xlarge"}, Capacity: capacity.SpotThenOnDemand},
+			{Name: "a100", GPUModel: "a100", GPUsPerNode: 8, MaxNodes: 1, InstanceTypes: []string{"p4d.24xlarge"}, Capacity: capacity.SpotThenOnDemand},
 		}
 		c.Teardown.WarmReuse = config.D(30 * time.Second)
 	}})

@@ -13,7 +13,7 @@ import (
 	"github.com/burst-hpc/burst/internal/catalog"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/internal/warm"
+	"github.com/burst-hpc/burst/internal/warmpool/forecast"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
@@ -86,7 +86,7 @@ func TestWarmPool(t *testing.T) {
 	}})
 	ctx := context.Background()
 	typ, _ := catalog.Default().Lookup("g5.xlarge")
-	capNodes := warm.CapNodes(capUSD, typ.SpotUSD())
+	capNodes := forecast.CapNodes(capUSD, typ.SpotUSD())
 	if capNodes != 2 {
 		t.Fatalf("the test expects the cap to allow 2 nodes, it allows %d at $%g/h", capNodes, typ.SpotUSD())
 	}
@@ -268,19 +268,6 @@ func warmPoolNodes(s *stack.Stack, class string) []string {
 	}
 	sort.Strings(nodes)
 	return nodes
-}
-
-// idlePoolNodes counts the pool's nodes with no job: up and idle, or
-// still powering up for no job (IDLE+CLOUD+POWERING_UP).
-func idlePoolNodes(s *stack.Stack, class string) int {
-	pool := poolNodes(s, class)
-	n := 0
-	for name, st := range nodeStates(s) {
-		if pool[name] && (st == "IDLE+CLOUD" || st == "IDLE+CLOUD+POWERING_UP") {
-			n++
-		}
-	}
-	return n
 }
 
 // lastStart is when the instance that node ran on at `at` entered

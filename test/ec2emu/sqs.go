@@ -269,9 +269,6 @@ func (sq *sqsService) getQueueURL(r *sqsRequest, _ string) (any, *sqsError) {
 	return map[string]string{"QueueUrl": sq.url(q)}, nil
 }
 
-var queueReadOnly = []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessagesNotVisible",
-	"CreatedTimestamp", "LastModifiedTimestamp", "QueueArn"}
-
 func (sq *sqsService) getQueueAttributes(r *sqsRequest, _ string) (any, *sqsError) {
 	q, err := sq.resolve(r.QueueUrl)
 	if err != nil {

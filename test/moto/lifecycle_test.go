@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/awssdk"
+	"github.com/burst-hpc/burst/internal/capacity"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -117,7 +120,7 @@ func TestLifecycleOnMoto(t *testing.T) {
 	t.Run("one GPU job", func(t *testing.T) {
 		out := resume(t, 1, "l4-1")
 		in, ok := out.Launched["l4-1"]
-		if !ok || in.ID == "" || in.JobID != 1 || in.InstanceType != "g6.xlarge" || in.Capacity != cloud.Spot {
+		if !ok || in.ID == "" || in.JobID != 1 || in.InstanceType != "g6.xlarge" || in.Capacity != capacity.Spot {
 			t.Fatalf("outcome %+v: want l4-1 on the cheapest l4 offering, g6.xlarge spot", out)
 		}
 		single = in
@@ -187,7 +190,7 @@ func TestLifecycleOnMoto(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := notices.NewSQSClient(ctx, notices.SDKOptions{Region: cfg.Cluster.Region, Endpoint: cfg.Interruptions.SQSEndpoint})
+		q, err := notices.NewSQSClient(ctx, awssdk.Options{Region: cfg.Cluster.Region, Endpoint: cfg.Interruptions.SQSEndpoint})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 )
 
 var (
-	a = cloud.Offering{InstanceType: "g6.xlarge", Zone: "z1", Capacity: cloud.Spot}
-	b = cloud.Offering{InstanceType: "g6.xlarge", Zone: "z2", Capacity: cloud.Spot}
+	a = cloud.Offering{InstanceType: "g6.xlarge", Zone: "z1", Capacity: capacity.Spot}
+	b = cloud.Offering{InstanceType: "g6.xlarge", Zone: "z2", Capacity: capacity.Spot}
 )
 
 func nodes(names ...string) []cloud.NodeSpec {

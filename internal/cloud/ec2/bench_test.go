@@ -2,6 +2,7 @@ package ec2
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -106,7 +107,7 @@ func benchLaunch(b *testing.B, scale, startTokens float64, launches int) {
 					if err == nil {
 						break
 					}
-					if !cloud.IsThrottled(err) {
+					if !errors.Is(err, cloud.ErrThrottled) {
 						errs <- err
 						return
 					}

@@ -28,7 +28,7 @@ func TestClassify(t *testing.T) {
 		}
 	}
 	err := wrapErr(fmt.Errorf("op: %w", &smithy.GenericAPIError{Code: "RequestLimitExceeded", Message: "Request limit exceeded."}), "launching gpu-1", nil)
-	if !cloud.IsThrottled(err) || !strings.Contains(err.Error(), "launching gpu-1: RequestLimitExceeded: Request limit exceeded.") {
+	if !errors.Is(err, cloud.ErrThrottled) || !strings.Contains(err.Error(), "launching gpu-1: RequestLimitExceeded: Request limit exceeded.") {
 		t.Errorf("wrapErr = %v", err)
 	}
 	var api smithy.APIError

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 )
 
@@ -144,7 +145,7 @@ func convert(in types.Instance) cloud.Instance {
 	}
 	c := cloud.Instance{
 		ID: aws.ToString(in.InstanceId), InstanceType: string(in.InstanceType), PrivateIP: aws.ToString(in.PrivateIpAddress),
-		LaunchTime: aws.ToTime(in.LaunchTime), Tags: tags, Capacity: cloud.OnDemand,
+		LaunchTime: aws.ToTime(in.LaunchTime), Tags: tags, Capacity: capacity.OnDemand,
 		Node: NodeOf(tags),
 	}
 	if in.Placement != nil {
@@ -163,7 +164,7 @@ func convert(in types.Instance) cloud.Instance {
 		}
 	}
 	if in.InstanceLifecycle == types.InstanceLifecycleTypeSpot {
-		c.Capacity = cloud.Spot
+		c.Capacity = capacity.Spot
 	}
 	if j, err := strconv.ParseUint(tags[TagJobID], 10, 32); err == nil {
 		c.JobID = uint32(j)

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/test/ec2emu"
 )
@@ -82,7 +83,7 @@ func TestLaunchSurvivesThrottledDescribe(t *testing.T) {
 			}
 			seen := map[string]bool{}
 			for _, in := range res.Instances {
-				if !in.Unconfirmed || in.ID == "" || in.InstanceType != "g5.xlarge" || in.Zone != "us-east-1b" || in.Capacity != cloud.Spot || in.JobID != 7 {
+				if !in.Unconfirmed || in.ID == "" || in.InstanceType != "g5.xlarge" || in.Zone != "us-east-1b" || in.Capacity != capacity.Spot || in.JobID != 7 {
 					t.Errorf("instance %+v: want an unconfirmed g5.xlarge spot instance in us-east-1b for job 7", in)
 				}
 				seen[in.Node] = true

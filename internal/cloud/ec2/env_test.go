@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/ec2emu/awsmodel"
@@ -98,11 +99,7 @@ func newEnv(t testing.TB, eo ec2emu.Options, po Options) *env {
 }
 
 func spot(typ, zone string) cloud.Offering {
-	return cloud.Offering{InstanceType: typ, Zone: zone, Capacity: cloud.Spot}
-}
-
-func onDemand(typ, zone string) cloud.Offering {
-	return cloud.Offering{InstanceType: typ, Zone: zone, Capacity: cloud.OnDemand}
+	return cloud.Offering{InstanceType: typ, Zone: zone, Capacity: capacity.Spot}
 }
 
 func nodes(job uint32, names ...string) []cloud.NodeSpec {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 )
 
@@ -19,7 +20,7 @@ import (
 // errors, or a whole-call error.
 func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest, nodes []cloud.NodeSpec, offs []cloud.Offering) ([]cloud.Instance, []*cloud.Error, error) {
 	n := int32(len(nodes))
-	capacity := offs[0].Capacity
+	capType := offs[0].Capacity
 	names := make([]string, len(nodes))
 	for i, nd := range nodes {
 		names[i] = nd.Node
@@ -42,17 +43,17 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if req.UserData != "" {
 		spec.LaunchTemplateSpecificationUserData = aws.String(base64.StdEncoding.EncodeToString([]byte(req.UserData)))
 	}
-	tags := p.tags(nodes, capacity)
+	tags := p.tags(nodes, capType)
 	in := &ec2.CreateFleetInput{
 		Type:        types.FleetTypeInstant,
-		ClientToken: aws.String(p.clientToken(req, nodes, capacity)),
+		ClientToken: aws.String(p.clientToken(req, nodes, capType)),
 		LaunchTemplateConfigs: []types.FleetLaunchTemplateConfigRequest{{
 			LaunchTemplateSpecification: spec,
 			Overrides:                   overrides,
 		}},
 		TargetCapacitySpecification: &types.TargetCapacitySpecificationRequest{
 			TotalTargetCapacity:       aws.Int32(n),
-			DefaultTargetCapacityType: types.DefaultTargetCapacityType(capacity),
+			DefaultTargetCapacityType: types.DefaultTargetCapacityType(capType),
 		},
 		TagSpecifications: []types.TagSpecification{
 			{ResourceType: types.ResourceTypeInstance, Tags: tags},
@@ -64,7 +65,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if n > 1 {
 		minCap, single = aws.Int32(n), aws.Bool(true)
 	}
-	if capacity == cloud.Spot {
+	if capType == capacity.Spot {
 		in.SpotOptions = &types.SpotOptionsRequest{
 			AllocationStrategy:     types.SpotAllocationStrategyCapacityOptimizedPrioritized,
 			MinTargetCapacity:      minCap,
@@ -107,7 +108,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 		// of the fleet. Whatever carries exactly this launch's tags is
 		// this launch's (the nodes' live instances were reused above,
 		// under the nodes' locks): never leave it running unreported.
-		p.abandon(context.WithoutCancel(ctx), nodes, capacity, names)
+		p.abandon(context.WithoutCancel(ctx), nodes, capType, names)
 		return nil, nil, werr
 	}
 	// Per-override errors, with a nil Go error.
@@ -172,7 +173,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if !described {
 		p.log.Warn("launched, but describing the new instances failed; using CreateFleet's answer", "nodes", names,
 			"instances", ids, "described", len(insts), "err", derr)
-		insts = p.fromFleetAnswer(out.Instances, insts, nodes, capacity, byKey)
+		insts = p.fromFleetAnswer(out.Instances, insts, nodes, capType, byKey)
 	}
 	if len(nodes) > 1 {
 		// A fleet's instances are alike (one type, one zone): give each its
@@ -193,7 +194,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousNodeTags", Op: op,
 			Message: "the fleet's instances do not carry one node tag each; terminated the fleet"}
 	}
-	p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capacity, "described", described)
+	p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capType, "described", described)
 	return insts, ferrs, nil
 }
 
@@ -202,9 +203,9 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 // what a CreateFleet that failed as a whole launched anyway. EC2's describe
 // is eventually consistent, so an instance not yet visible is left to the
 // reconciler (an orphan after its grace).
-func (p *Provider) abandon(ctx context.Context, nodes []cloud.NodeSpec, capacity cloud.CapacityType, names []string) {
+func (p *Provider) abandon(ctx context.Context, nodes []cloud.NodeSpec, capType capacity.Type, names []string) {
 	filters := []types.Filter{{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}}}
-	for _, t := range p.tags(nodes, capacity) {
+	for _, t := range p.tags(nodes, capType) {
 		filters = append(filters, types.Filter{Name: aws.String("tag:" + aws.ToString(t.Key)), Values: []string{aws.ToString(t.Value)}})
 	}
 	insts, err := p.describe(ctx, filters)
@@ -236,9 +237,9 @@ func (p *Provider) abandon(ctx context.Context, nodes []cloud.NodeSpec, capacity
 // Unconfirmed: a multi-node fleet's instances get their node tags by
 // CreateTags next (nameFleet), each instance learns its node from its own
 // tag, and the reconciler compares EC2 with Slurm later.
-func (p *Provider) fromFleetAnswer(answer []types.CreateFleetInstance, described []cloud.Instance, nodes []cloud.NodeSpec, capacity cloud.CapacityType, byKey map[string]cloud.Offering) []cloud.Instance {
+func (p *Provider) fromFleetAnswer(answer []types.CreateFleetInstance, described []cloud.Instance, nodes []cloud.NodeSpec, capType capacity.Type, byKey map[string]cloud.Offering) []cloud.Instance {
 	tags := map[string]string{}
-	for _, t := range p.tags(nodes, capacity) {
+	for _, t := range p.tags(nodes, capType) {
 		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
 	have := map[string]cloud.Instance{}
@@ -266,12 +267,12 @@ func (p *Provider) fromFleetAnswer(answer []types.CreateFleetInstance, described
 				zone = o.Zone
 			}
 		}
-		c := capacity
+		c := capType
 		switch fi.Lifecycle {
 		case types.InstanceLifecycleSpot:
-			c = cloud.Spot
+			c = capacity.Spot
 		case types.InstanceLifecycleOnDemand:
-			c = cloud.OnDemand
+			c = capacity.OnDemand
 		}
 		for _, id := range fi.InstanceIds {
 			if in, ok := have[id]; ok {

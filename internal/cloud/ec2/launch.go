@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/statefile"
 )
@@ -121,7 +122,7 @@ func (p *Provider) check(req cloud.LaunchRequest) error {
 		seen[n.Node] = true
 	}
 	for _, o := range req.Offerings {
-		if !o.Capacity.Valid() || o.InstanceType == "" || o.Zone == "" {
+		if !o.Capacity.Launchable() || o.InstanceType == "" || o.Zone == "" {
 			probs = append(probs, fmt.Sprintf("bad offering %+v (want instance type, zone and capacity spot or on-demand)", o))
 		}
 	}
@@ -174,7 +175,7 @@ func (p *Provider) launchGroup(ctx context.Context, lt string, req cloud.LaunchR
 	}
 	var skipped []cloud.Offering
 	var phases [][]cloud.Offering
-	phaseOf := map[cloud.CapacityType]int{}
+	phaseOf := map[capacity.Type]int{}
 	for _, o := range offs {
 		if _, bad := unavailable[o.Key()]; bad {
 			skipped = append(skipped, o)
@@ -238,7 +239,7 @@ func summarize(op string, errs []*cloud.Error, skipped, tried []cloud.Offering) 
 }
 
 // clientToken is stable for (cluster, nodes, job, attempt, capacity).
-func (p *Provider) clientToken(req cloud.LaunchRequest, nodes []cloud.NodeSpec, capacity cloud.CapacityType) string {
+func (p *Provider) clientToken(req cloud.LaunchRequest, nodes []cloud.NodeSpec, capacity capacity.Type) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%s", p.opts.Cluster, req.Attempt, capacity)
 	for _, n := range nodes {

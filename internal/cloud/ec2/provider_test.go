@@ -2,6 +2,7 @@ package ec2
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/imds"
 	"github.com/burst-hpc/burst/test/ec2emu"
@@ -40,7 +42,7 @@ func TestSpotLaunchRankedOverrides(t *testing.T) {
 		t.Fatalf("got %d instances, want 1", len(res.Instances))
 	}
 	in := res.Instances[0]
-	if in.InstanceType != "g6.xlarge" || in.Zone != "us-east-1b" || in.Capacity != cloud.Spot || in.Node != "gpu-1" || in.JobID != 42 || in.PrivateIP == "" || in.LaunchTime.IsZero() {
+	if in.InstanceType != "g6.xlarge" || in.Zone != "us-east-1b" || in.Capacity != capacity.Spot || in.Node != "gpu-1" || in.JobID != 42 || in.PrivateIP == "" || in.LaunchTime.IsZero() {
 		t.Errorf("instance = %+v, want the first-ranked spot offering g6.xlarge in us-east-1b for gpu-1 job 42 with an IP", in)
 	}
 	calls := callsOf(e.srv, "CreateFleet")
@@ -104,7 +106,7 @@ func TestFallbackToNextOfferingAndOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Instances[0]; got.InstanceType != "g6.xlarge" || got.Capacity != cloud.Spot {
+	if got := res.Instances[0]; got.InstanceType != "g6.xlarge" || got.Capacity != capacity.Spot {
 		t.Fatalf("got %s %s, want the next offering g6.xlarge spot", got.InstanceType, got.Capacity)
 	}
 	// Every spot pool dry: on-demand fallback, in rank order.
@@ -114,7 +116,7 @@ func TestFallbackToNextOfferingAndOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Instances[0]; got.InstanceType != "g5.xlarge" || got.Capacity != cloud.OnDemand || got.Tags[TagCapacity] != "on-demand" {
+	if got := res.Instances[0]; got.InstanceType != "g5.xlarge" || got.Capacity != capacity.OnDemand || got.Tags[TagCapacity] != "on-demand" {
 		t.Fatalf("got %s %s, want on-demand g5.xlarge", got.InstanceType, got.Capacity)
 	}
 	// g5.xlarge spot was cached as unavailable: the spot fleet offered only g6.xlarge.
@@ -151,7 +153,7 @@ func TestFallbackToNextOfferingAndOnDemand(t *testing.T) {
 	}
 	// Without fallback and with every pool cached dry the error names them.
 	_, err = p2.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(3, "gpu-3"), Offerings: offs})
-	if !cloud.IsInsufficientCapacity(err) {
+	if !errors.Is(err, cloud.ErrInsufficientCapacity) {
 		t.Fatalf("err = %v, want insufficient capacity", err)
 	}
 	if r := cloud.Reason(err); r != "burst: InsufficientInstanceCapacity for g5.xlarge,g6.xlarge spot in us-east-1a" {
@@ -168,7 +170,7 @@ func TestAllOrNothing(t *testing.T) {
 	req := cloud.LaunchRequest{Nodes: nodes(7, "gpu-1", "gpu-2", "gpu-3", "gpu-4"), AllOrNothing: true, PlacementGroup: "burst-pg", OnDemandFallback: true,
 		Offerings: []cloud.Offering{spot("p4d.24xlarge", "us-east-1a"), spot("p4d.24xlarge", "us-east-1b")}}
 	res, err := e.prov.Launch(ctx(t), req)
-	if !cloud.IsInsufficientCapacity(err) {
+	if !errors.Is(err, cloud.ErrInsufficientCapacity) {
 		t.Fatalf("err = %v, want insufficient capacity when only 3 of 4 can be had", err)
 	}
 	if live := e.srv.Live(); len(live) != 0 || len(res.Instances) != 0 {
@@ -228,7 +230,7 @@ func TestAllOrNothing(t *testing.T) {
 // and terminates on poweroff (the dead-man switch needs no EC2 rights).
 func TestEnsuredTemplateHardening(t *testing.T) {
 	e := newEnv(t, ec2emu.Options{}, Options{ImageID: "ami-0abc"})
-	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: cloud.OnDemand}}})
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.OnDemand}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,14 +334,14 @@ func TestThrottlingSurfacesAsTyped(t *testing.T) {
 	e := newEnv(t, ec2emu.Options{}, Options{})
 	e.srv.InjectFault(ec2emu.Fault{Action: "CreateFleet", Code: "RequestLimitExceeded"})
 	_, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(5, "gpu-1"), Offerings: []cloud.Offering{spot("g5.xlarge", "us-east-1a")}})
-	if !cloud.IsThrottled(err) {
+	if !errors.Is(err, cloud.ErrThrottled) {
 		t.Fatalf("err = %v, want throttled", err)
 	}
 	if !strings.Contains(cloud.Reason(err), "RequestLimitExceeded") {
 		t.Errorf("reason %q", cloud.Reason(err))
 	}
 	e.srv.InjectFault(ec2emu.Fault{Action: "DescribeInstances", Code: "UnauthorizedOperation"})
-	if _, err := e.prov.List(ctx(t)); !cloud.IsUnauthorized(err) {
+	if _, err := e.prov.List(ctx(t)); !errors.Is(err, cloud.ErrUnauthorized) {
 		t.Fatalf("err = %v, want unauthorized", err)
 	}
 }
@@ -465,11 +467,11 @@ func TestLaunchRejectsBadRequests(t *testing.T) {
 		"dup node":      {Nodes: nodes(1, "gpu-1", "gpu-1"), Offerings: []cloud.Offering{spot("g5.xlarge", "us-east-1a")}},
 	}
 	for name, req := range cases {
-		if _, err := e.prov.Launch(ctx(t), req); !cloud.IsInvalid(err) {
+		if _, err := e.prov.Launch(ctx(t), req); !errors.Is(err, cloud.ErrInvalid) {
 			t.Errorf("%s: err = %v, want invalid", name, err)
 		}
 	}
-	if _, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{spot("g5.xlarge", "eu-west-1a")}}); !cloud.IsInvalid(err) {
+	if _, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{spot("g5.xlarge", "eu-west-1a")}}); !errors.Is(err, cloud.ErrInvalid) {
 		t.Errorf("zone without subnet: err = %v, want invalid", err)
 	}
 	if e.srv.CallCount("CreateFleet") != 0 {
@@ -487,11 +489,11 @@ func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(2, "gpu-2"), Offerings: offs})
-	if !cloud.IsQuota(err) || !strings.HasPrefix(cloud.Reason(err), "burst: MaxSpotInstanceCountExceeded for g5.xlarge spot in us-east-1a") {
+	if !errors.Is(err, cloud.ErrQuota) || !strings.HasPrefix(cloud.Reason(err), "burst: MaxSpotInstanceCountExceeded for g5.xlarge spot in us-east-1a") {
 		t.Fatalf("err = %v (reason %q), want the spot quota", err, cloud.Reason(err))
 	}
 	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(2, "gpu-2"), Offerings: offs, OnDemandFallback: true})
-	if err != nil || res.Instances[0].Capacity != cloud.OnDemand {
+	if err != nil || res.Instances[0].Capacity != capacity.OnDemand {
 		t.Fatalf("with fallback: %+v, %v; want on-demand", res, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/internal/nodeid"
 )
@@ -49,7 +50,7 @@ func (p *Provider) identitiesOK(insts []cloud.Instance, names []string) bool {
 	return true
 }
 
-func (p *Provider) tags(nodes []cloud.NodeSpec, capacity cloud.CapacityType) []types.Tag {
+func (p *Provider) tags(nodes []cloud.NodeSpec, capacity capacity.Type) []types.Tag {
 	t := func(k, v string) types.Tag { return types.Tag{Key: aws.String(k), Value: aws.String(v)} }
 	first := nodes[0]
 	tags := []types.Tag{t(TagCluster, p.opts.Cluster), t(TagCapacity, string(capacity))}

@@ -160,7 +160,7 @@ func (c *UnavailableCache) Pools() ([]UnavailablePool, error) {
 	var out []UnavailablePool
 	for _, e := range entries {
 		if now.Before(e.Until) {
-			out = append(out, UnavailablePool{e.InstanceType, e.Zone, e.Capacity, e.Code, e.Until})
+			out = append(out, UnavailablePool(e))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 )
 
@@ -24,7 +25,7 @@ func FuzzUnavailableFile(f *testing.F) {
 		now := time.Date(2026, 11, 29, 15, 0, 0, 0, time.UTC)
 		c := NewUnavailableCache(dir, 3*time.Minute, func() time.Time { return now })
 		c.Snapshot()
-		o := cloud.Offering{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: cloud.Spot}
+		o := cloud.Offering{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: capacity.Spot}
 		if err := c.Mark("InsufficientInstanceCapacity", o); err != nil {
 			t.Fatal(err)
 		}

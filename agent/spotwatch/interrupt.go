@@ -1,4 +1,4 @@
-// Package interrupt is burst-agent's side of spot interruptions: it turns
+// Package spotwatch is burst-agent's side of spot interruptions: it turns
 // the node's IMDS notices into internal/interruption's sequence (the same
 // code burst-sizer runs for EventBridge events when a node's agent is dead),
 // tells the sizer of each notice at once (so the sizer leaves the node to
@@ -31,7 +31,7 @@
 // job as soon as a marker written after the signal appears, or when the
 // grace period runs out. The job should write the marker only in answer to
 // the signal, not after periodic checkpoints.
-package interrupt
+package spotwatch
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package budget
+package billing
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-// Package warm is burst's warm-capacity policy: per node class, a small
+// Package forecast is burst's warm-capacity policy: per node class, a small
 // forecast of node demand (an exponentially weighted recent rate blended
 // with an hour-of-week profile learned from the class's own history) and the
 // number of nodes to keep warm so that the demand expected during one boot
@@ -26,7 +26,7 @@
 //
 // Everything here is pure: no clock, no I/O. burst-sizer serve and the
 // simulator (sizer/simulate) run the same code.
-package warm
+package forecast
 
 import (
 	"fmt"

@@ -1,7 +1,7 @@
-// Package report turns GPU samples into batched, sequenced reports for the
+// Package telemetry turns GPU samples into batched, sequenced reports for the
 // sizer (the records of internal/sizerapi), buffers them on disk while the
 // sizer is unreachable, and summarises each job's GPU use when it ends.
-package report
+package telemetry
 
 import (
 	"context"

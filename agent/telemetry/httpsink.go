@@ -1,4 +1,4 @@
-package report
+package telemetry
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package interrupt
+package spotwatch
 
 import (
 	"context"
@@ -107,15 +107,6 @@ func (a *fakeAnnouncer) Announce(_ context.Context, in sizerapi.Interruption) er
 	a.got = append(a.got, in)
 	a.mu.Unlock()
 	return nil
-}
-
-func indexOf(t *testing.T, calls []string, s string) int {
-	t.Helper()
-	i := slices.Index(calls, s)
-	if i < 0 {
-		t.Fatalf("call %q missing from %q", s, calls)
-	}
-	return i
 }
 
 // TestInterruptSequence: the agent announces the notice to the sizer,

@@ -1,0 +1,23 @@
+// Package capacity names how an instance is bought: spot or on-demand,
+// and the two choices that are not a purchase option themselves (a class's
+// spot-then-on-demand, a job's "no preference"). One type for the job
+// metadata (internal/jobmeta), burst.yaml (internal/config) and the
+// provider (internal/cloud).
+package capacity
+
+// Type is how an instance is bought.
+type Type string
+
+// The capacity types. Spot and OnDemand are what a provider launches;
+// SpotThenOnDemand (a class setting) means spot first, on-demand when spot
+// is unavailable; Any (a job that asks for neither) leaves it to the class.
+const (
+	Any              Type = ""
+	Spot             Type = "spot"
+	OnDemand         Type = "on-demand"
+	SpotThenOnDemand Type = "spot-then-on-demand"
+)
+
+// Launchable reports whether c is a purchase option a provider launches
+// (Spot or OnDemand).
+func (c Type) Launchable() bool { return c == Spot || c == OnDemand }
