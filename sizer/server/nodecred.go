@@ -170,10 +170,12 @@ func (s *Server) nodeCredential(w http.ResponseWriter, r *http.Request) (any, er
 		return nil, unverifiable("asking EC2 about %s: %v", d.InstanceID, err)
 	}
 	if !ok {
-		if age := s.now().Sub(d.PendingTime); age >= 0 && age < newInstanceLag {
+		if age := s.now().Sub(d.PendingTime); age > -clockSkew && age < newInstanceLag {
 			// EC2 is eventually consistent: DescribeInstances may not list
 			// an instance for a while after its launch (its signed
-			// identity document says when that was)
+			// identity document says when that was; EC2's clock may run a
+			// little ahead of this host's, and the document's time is
+			// whole seconds)
 			return nil, notYet("EC2 does not list instance %s yet (launched %s ago; new instances show with a delay); retry", d.InstanceID, age.Round(time.Second))
 		}
 		return nil, forbidden("EC2 does not know instance %s", d.InstanceID)
@@ -331,3 +333,7 @@ func (s *Server) checkNode(ctx context.Context, p auth.Principal) (store.NodeIde
 // newInstanceLag is how long after its launch an instance EC2 does not list
 // yet is answered not_yet rather than refused.
 const newInstanceLag = 5 * time.Minute
+
+// clockSkew is how far ahead of this host's clock a signed launch time may
+// be and still count as a new instance's.
+const clockSkew = time.Minute
