@@ -58,13 +58,18 @@ func newRig(t *testing.T, tls bool) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := dash.New(dash.Options{Store: st, Policy: pol, Budgets: map[string]float64{"nlp": 50, "vision": 1}})
+	// the views' clock is frozen at the fill's now: live instances bill by
+	// the second, so a page and the API view read a moment apart would
+	// differ in the last shown digit
+	src, err := dash.New(dash.Options{Store: st, Policy: pol, Budgets: map[string]float64{"nlp": 50, "vision": 1},
+		Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin, _ := auth.Generate()
 	logs := &bytes.Buffer{}
 	u, err := ui.New(ui.Options{Source: src, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now()) },
+		Now: func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
