@@ -69,7 +69,7 @@ func newRig(t *testing.T, tls bool) *rig {
 	admin, _ := auth.Generate()
 	logs := &bytes.Buffer{}
 	u, err := ui.New(ui.Options{Source: src, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now()) },
-		Now: func() time.Time { return now },
+		Now:    func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
