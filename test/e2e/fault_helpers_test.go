@@ -268,6 +268,11 @@ func nodeField(s *stack.Stack, node, field string) string {
 // and starts it again from that state, as systemd would after a crash or
 // an upgrade. The new slurmctld is stopped at the end of the test (and by
 // the harness, which stops every process with the cluster's SLURM_CONF).
+// The old slurmctld stops answering before it has exited (24.11 in a
+// Debian root lingers while a ResumeProgram it started still runs): a new
+// one started meanwhile exits at once (its port and state are still
+// held), so it is started again until one stays up, as systemd's
+// Restart=on-failure would.
 func restartSlurmctld(t *testing.T, s *stack.Stack) {
 	t.Helper()
 	ctx := context.Background()
@@ -283,29 +288,48 @@ func restartSlurmctld(t *testing.T, s *stack.Stack) {
 		t.Fatal(err)
 	}
 	defer lf.Close()
-	cmd := s.Cluster.Command(context.Background(), "/usr/sbin/slurmctld", "-D", "-f", s.Cluster.ConfPath()) // no -c: recover the saved state
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := slurm.StartUnblocked(cmd); err != nil {
-		t.Fatalf("starting slurmctld again: %v", err)
-	}
-	pid := cmd.Process.Pid
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		syscall.Kill(pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(pid, syscall.SIGKILL)
-			<-done
+	deadline := time.Now().Add(3 * time.Minute)
+	for attempt := 1; ; attempt++ {
+		cmd := s.Cluster.Command(context.Background(), "/usr/sbin/slurmctld", "-D", "-f", s.Cluster.ConfPath()) // no -c: recover the saved state
+		cmd.Stdout, cmd.Stderr = lf, lf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := slurm.StartUnblocked(cmd); err != nil {
+			t.Fatalf("starting slurmctld again: %v", err)
 		}
-	})
-	eventually(t, 30*time.Second, "slurmctld up again", func() bool {
-		out, err := s.Cluster.Run(ctx, "scontrol", "ping")
-		return err == nil && strings.Contains(out, "is UP")
-	})
-	s.Events.Add("slurmctld", "restarted", fmt.Sprint("pid ", pid))
+		pid := cmd.Process.Pid
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		t.Cleanup(func() {
+			syscall.Kill(pid, syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				syscall.Kill(pid, syscall.SIGKILL)
+				<-done
+			}
+		})
+		for {
+			out, err := s.Cluster.Run(ctx, "scontrol", "ping")
+			if err == nil && strings.Contains(out, "is UP") {
+				s.Events.Add("slurmctld", "restarted", fmt.Sprint("pid ", pid, ", start ", attempt))
+				return
+			}
+			select {
+			case <-done:
+			case <-time.After(500 * time.Millisecond):
+				if time.Now().Before(deadline) {
+					continue
+				}
+				t.Fatalf("slurmctld not up again after %d starts (see %s)", attempt, lf.Name())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slurmctld not up again after %d starts, each exited (see %s)", attempt, lf.Name())
+		}
+		t.Logf("slurmctld start %d exited at once (the old one still shutting down?); starting it again", attempt)
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // scrape returns burst-sizer's /metrics.
