@@ -61,7 +61,10 @@ test-fuzz: ## run every fuzz target for FUZZTIME (default 3s)
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
 	    echo "fuzz $$pkg $$f"; \
-	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/tmp/burst-fuzz.log 2>&1 || { cat /tmp/burst-fuzz.log; exit 1; }; \
+	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/tmp/burst-fuzz.log 2>&1 || \
+	    { grep -q 'context deadline exceeded' /tmp/burst-fuzz.log && ! grep -q 'Failing input' /tmp/burst-fuzz.log && \
+	      echo "  (go's fuzz engine missed its own deadline on a loaded machine, no failing input: once more)" && \
+	      $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/tmp/burst-fuzz.log 2>&1; } || { cat /tmp/burst-fuzz.log; exit 1; }; \
 	  done; \
 	done
 
