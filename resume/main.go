@@ -24,24 +24,25 @@ const prog = "burst-resume"
 // contextProlog is Slurm's SLURM_SCRIPT_CONTEXT for PrologSlurmctld.
 const contextProlog = "prolog_slurmctld"
 
-func main() { os.Exit(run(os.Args, os.Environ(), os.Stderr)) }
+func main() { os.Exit(run(os.Args, os.Environ(), os.Stdout, os.Stderr)) }
 
-// run is burst-resume given its arguments, its environment (KEY=value) and
-// standard error; it returns the exit status.
-func run(args, env []string, stderr io.Writer) int {
+// run is burst-resume given its arguments, its environment (KEY=value),
+// standard output (help and version: Slurm discards it when it runs the
+// hook, an admin reads it) and standard error; it returns the exit status.
+func run(args, env []string, stdout, stderr io.Writer) int {
 	getenv := compose.EnvOf(env)
 	// Slurm deletes SLURM_RESUME_FILE 10 s after starting us: read it first.
 	rf := readResumeFile(getenv("SLURM_RESUME_FILE"))
-	return cmdline.Run(context.Background(), newApp(getenv, rf, stderr), args, stderr)
+	return cmdline.Run(context.Background(), newApp(getenv, rf, stdout), args, stderr)
 }
 
-func newApp(getenv compose.Getenv, rf resumeFile, stderr io.Writer) *cli.App {
+func newApp(getenv compose.Getenv, rf resumeFile, stdout io.Writer) *cli.App {
 	app := &cli.App{
 		Name:            prog,
 		Usage:           "launch cloud instances for the nodes Slurm powers up (ResumeProgram, PrologSlurmctld)",
 		ArgsUsage:       "<hostlist>",
 		HideHelpCommand: true,
-		Writer:          stderr,
+		Writer:          stdout,
 		Flags:           []cli.Flag{cmdline.ConfigFlag()},
 		Action: func(c *cli.Context) error {
 			st, err := compose.Open(c.Context, cmdline.ConfigPath(c), prog, getenv)

@@ -24,15 +24,16 @@ const prog = "burst-suspend"
 // contextEpilog is Slurm's SLURM_SCRIPT_CONTEXT for EpilogSlurmctld.
 const contextEpilog = "epilog_slurmctld"
 
-func main() { os.Exit(run(os.Args, os.Environ(), os.Stderr)) }
+func main() { os.Exit(run(os.Args, os.Environ(), os.Stdout, os.Stderr)) }
 
-// run is burst-suspend given its arguments, its environment (KEY=value) and
-// standard error; it returns the exit status.
-func run(args, env []string, stderr io.Writer) int {
-	return cmdline.Run(context.Background(), newApp(env, stderr), args, stderr)
+// run is burst-suspend given its arguments, its environment (KEY=value),
+// standard output (help and version: Slurm discards it when it runs the
+// hook, an admin reads it) and standard error; it returns the exit status.
+func run(args, env []string, stdout, stderr io.Writer) int {
+	return cmdline.Run(context.Background(), newApp(env, stdout), args, stderr)
 }
 
-func newApp(env []string, stderr io.Writer) *cli.App {
+func newApp(env []string, stdout io.Writer) *cli.App {
 	getenv := compose.EnvOf(env)
 	open := func(c *cli.Context) (*compose.Stack, error) {
 		return compose.Open(c.Context, cmdline.ConfigPath(c), prog, getenv)
@@ -42,7 +43,7 @@ func newApp(env []string, stderr io.Writer) *cli.App {
 		Usage:           "release nodes and terminate their instances (SuspendProgram, ResumeFailProgram, EpilogSlurmctld)",
 		ArgsUsage:       "<hostlist>",
 		HideHelpCommand: true,
-		Writer:          stderr,
+		Writer:          stdout,
 		Flags:           []cli.Flag{cmdline.ConfigFlag()},
 		Action: func(c *cli.Context) error {
 			st, err := open(c)

@@ -64,7 +64,7 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	if s.Cfg.Slurm.CliFilter {
 		// what burst-slurm-conf writes beside slurm.conf, pointing at this
 		// run's burst.yaml
-		o := clifilter.Options{SizerPath: filepath.Join(s.opts.BinDir, "burst-sizer"), GlobalArgs: []string{"--config", s.CfgPath}, Timeout: 20 * time.Second}
+		o := clifilter.Options{SizerPath: filepath.Join(s.opts.HookBin, "burst-sizer"), GlobalArgs: []string{"--config", s.CfgPath}, Timeout: 20 * time.Second}
 		for _, p := range s.Cfg.Slurm.Partitions {
 			o.Partitions = append(o.Partitions, p.Name)
 			if p.Default {
@@ -83,7 +83,7 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	// the Prolog and TaskProlog learn the checkpoint root here
 	ckpt := filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir)
 	for _, b := range []string{"burst-resume", "burst-suspend", "burst-agent", "burst-sizer"} {
-		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s BURST_CHECKPOINT_ROOT=%s exec %s \"$@\"\n", s.CfgPath, ckpt, filepath.Join(s.opts.BinDir, b))
+		w := fmt.Sprintf("#!/bin/sh\nBURST_CONFIG=%s BURST_CHECKPOINT_ROOT=%s exec %s \"$@\"\n", s.CfgPath, ckpt, filepath.Join(s.opts.HookBin, b))
 		if err := os.WriteFile(filepath.Join(s.Dir, "bin", b), []byte(w), 0o755); err != nil {
 			return err
 		}

@@ -85,7 +85,7 @@ func BootstrapNode(ctx context.Context, s *Stack, in ec2emu.Instance, node strin
 	if err := os.MkdirAll(run, 0o755); err != nil {
 		return err
 	}
-	agent := filepath.Join(s.opts.BinDir, "burst-agent")
+	agent := filepath.Join(s.opts.HookBin, "burst-agent")
 	// no --node-name: the bootstrap learns the node from the sizer's
 	// identity exchange. The dead-man switch's poweroff is the emulator's
 	// shutdown control for this instance.

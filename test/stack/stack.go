@@ -40,6 +40,11 @@ type Options struct {
 	// BinDir holds burst-resume, burst-suspend, burst-sizer, burst-agent
 	// (built by `make build`); required.
 	BinDir string
+	// HookBin is where Slurm's hooks and the nodes' bootstrap find burst's
+	// programs, as seen where Slurm runs (e.g. /usr/bin for a package
+	// installed into the cluster's Debian root by AdminSetup); default
+	// BinDir. The stack itself still runs BinDir's programs on the host.
+	HookBin string
 	// Configure edits the demo configuration before anything is generated.
 	Configure func(*config.Config)
 	// Emulator options (IP allocation, hooks and IMDS address are set by the stack).
@@ -130,6 +135,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	if abs, err := filepath.Abs(opts.BinDir); err == nil {
 		opts.BinDir = abs // bind-mounted at this path into a Slurm root
+	}
+	if opts.HookBin == "" {
+		opts.HookBin = opts.BinDir
 	}
 	need := []string{"burst-resume", "burst-suspend", "burst-sizer"}
 	if opts.Boot == nil {

@@ -64,16 +64,17 @@ func Write(t testing.TB, cfg *config.Config) string {
 	return cfg.Source
 }
 
-// RunProgram runs a program's run(args, env, stderr) as prog with args and
-// returns its exit status and standard error. Unless env names one,
+// RunProgram runs a program's run(args, env, stdout, stderr) as prog with
+// args and returns its exit status and its output (standard output and
+// error together, in order). Unless env names one,
 // $BURST_LOG_FILE points into the test's directory, so that a failure to
 // start is not logged in /var/log.
-func RunProgram(t testing.TB, run func(args, env []string, stderr io.Writer) int, prog string, env []string, args ...string) (int, string) {
+func RunProgram(t testing.TB, run func(args, env []string, stdout, stderr io.Writer) int, prog string, env []string, args ...string) (int, string) {
 	t.Helper()
 	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "BURST_LOG_FILE=") }) {
 		env = append(env, "BURST_LOG_FILE="+filepath.Join(t.TempDir(), "startup.log"))
 	}
-	var stderr strings.Builder
-	code := run(append([]string{prog}, args...), env, &stderr)
-	return code, stderr.String()
+	var out strings.Builder
+	code := run(append([]string{prog}, args...), env, &out, &out)
+	return code, out.String()
 }
