@@ -227,6 +227,12 @@ type Sizer struct {
 	// (burst-agent --gpu-source sim). Test stacks only: production learns
 	// from NVML readings alone.
 	AcceptSimulatedGPUs bool `yaml:"accept_simulated_gpus"`
+	// RouteAuth is how the sizer knows the user behind a route request made
+	// with the world-readable route credential: "munge" (the default: the
+	// user's MUNGE credential, decoded through slurm.munge_socket on the
+	// head node; a user routes only their own jobs) or "token" (the
+	// request's user is taken as claimed).
+	RouteAuth string `yaml:"route_auth"`
 }
 
 // SizerTLS locates the sizer's CA and server certificate. `burst-sizer tls
@@ -407,7 +413,7 @@ func Default() *Config {
 		},
 		FSx: FSx{MountPoint: "/fsx", CheckpointDir: "checkpoints"},
 		Sizer: Sizer{Listen: "127.0.0.1:8472", URL: "https://127.0.0.1:8472", TokenFile: "/etc/burst/sizer.token", StateDir: "/var/lib/burst", Timeout: D(2 * time.Second), ReconcileInterval: D(30 * time.Second),
-			TLS: SizerTLS{CAFile: "/etc/burst/sizer-ca.pem"}, IdentityCert: "/etc/burst/ec2-identity.pem", CredentialTTL: D(time.Hour)},
+			TLS: SizerTLS{CAFile: "/etc/burst/sizer-ca.pem"}, IdentityCert: "/etc/burst/ec2-identity.pem", CredentialTTL: D(time.Hour), RouteAuth: "munge"},
 		Sizing:     Sizing{LearnAfterRuns: 2},
 		Agent:      Agent{GPUSource: "nvml", ReportInterval: D(30 * time.Second), IMDSPoll: D(2 * time.Second), CheckpointGrace: D(90 * time.Second), DeadManAfter: D(15 * time.Minute)},
 		Teardown:   Teardown{ReleaseOnCompletion: true, WarmReuse: D(2 * time.Minute), RequeueHold: D(2 * time.Minute)},

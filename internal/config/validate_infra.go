@@ -80,6 +80,11 @@ func (v *validator) sizer() {
 			v.add("sizer.metrics_listen", "%q: plain-HTTP metrics listen on a loopback host:port only (127.0.0.1:9472); scrape the HTTPS listener with the read-only credential otherwise", s.MetricsListen)
 		}
 	}
+	switch s.RouteAuth {
+	case "munge", "token":
+	default:
+		v.add("sizer.route_auth", "%q: want munge (the submitting user proves who they are with MUNGE) or token (the request's user is taken as claimed)", s.RouteAuth)
+	}
 	v.abs("sizer.token_file", s.TokenFile, true)
 	v.abs("sizer.state_dir", s.StateDir, true)
 	v.positive("sizer.timeout", s.Timeout)

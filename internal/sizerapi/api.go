@@ -45,6 +45,12 @@ import (
 // HeaderVersion carries the sender's burst version (internal/version).
 const HeaderVersion = "X-Burst-Version"
 
+// HeaderMunge carries a MUNGE credential of the user behind a route request
+// (`burst-sizer route` run by cli_filter as the submitting user): with
+// sizer.route_auth: munge the sizer decodes it and routes for that user
+// only.
+const HeaderMunge = "X-Burst-Munge"
+
 // Endpoint paths (see the list above).
 const (
 	PathNodeCredential    = "/v1/node/credential"

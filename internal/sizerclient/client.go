@@ -146,6 +146,11 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.doWith(ctx, method, path, nil, in, out)
+}
+
+// doWith is do with extra request headers.
+func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Header, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -157,6 +162,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, body)
 	if err != nil {
 		return fmt.Errorf("building %s request: %w", path, err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	req.Header.Set(sizerapi.HeaderVersion, version.Version)
 	if c.token != Anonymous {
@@ -201,8 +209,18 @@ func (c *Client) Rank(ctx context.Context, rq sizerapi.RankRequest) (sizerapi.Ra
 
 // Route asks for a submission-time decision.
 func (c *Client) Route(ctx context.Context, job sizerapi.JobRequest) (sizing.Decision, error) {
+	return c.RouteAs(ctx, job, "")
+}
+
+// RouteAs asks for a submission-time decision, proving the submitting
+// user with mungeCred (a MUNGE credential, used once; "" sends none).
+func (c *Client) RouteAs(ctx context.Context, job sizerapi.JobRequest, mungeCred string) (sizing.Decision, error) {
 	var out sizing.Decision
-	err := c.do(ctx, http.MethodPost, sizerapi.PathRoute, sizerapi.RouteRequest{Job: job}, &out)
+	var hdr http.Header
+	if mungeCred != "" {
+		hdr = http.Header{sizerapi.HeaderMunge: {mungeCred}}
+	}
+	err := c.doWith(ctx, http.MethodPost, sizerapi.PathRoute, hdr, sizerapi.RouteRequest{Job: job}, &out)
 	return out, err
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/munge"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/identity"
 	"github.com/burst-hpc/burst/sizer/server"
@@ -88,6 +89,7 @@ func (s *settings) serverOptions() server.Options {
 		TLSCertFile:   s.cfg.Sizer.CertPath(),
 		TLSKeyFile:    s.cfg.Sizer.KeyPath(),
 		MetricsListen: s.cfg.Sizer.MetricsListen,
+		RouteAuth:     s.routeAuth(),
 		Cluster:       s.cfg.Cluster.Name,
 		Account:       s.cfg.Sizer.Account,
 		CredentialTTL: s.cfg.Sizer.CredentialTTL.Duration,
@@ -108,4 +110,13 @@ func (s *settings) identityCerts() ([]*x509.Certificate, error) {
 		return nil, fmt.Errorf("%s: %w", s.cfg.Sizer.IdentityCert, err)
 	}
 	return c, nil
+}
+
+// routeAuth is the route requests' user authentication sizer.route_auth
+// selects: MUNGE through slurm.munge_socket, or none (token).
+func (s *settings) routeAuth() server.RouteAuthenticator {
+	if s.cfg.Sizer.RouteAuth != "munge" {
+		return nil
+	}
+	return munge.Runner{Socket: s.cfg.Slurm.MungeSocket}
 }

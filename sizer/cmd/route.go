@@ -19,6 +19,7 @@ import (
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/jobmeta"
+	"github.com/burst-hpc/burst/internal/munge"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/sizing"
@@ -207,10 +208,20 @@ func refusal(d sizing.Decision, via string) error {
 // which answered.
 func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout time.Duration, local bool, log *slog.Logger) (sizing.Decision, string, error) {
 	if !local && st.cfg.Sizer.URL != "" {
-		if tok := routeCredential(st.cfg.Sizer.TokenFile); tok != "" {
+		if tok, admin := routeCredential(st.cfg.Sizer.TokenFile); tok != "" {
 			cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithTimeout(timeout), sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile))
+			cred := ""
+			if err == nil && !admin && st.cfg.Sizer.RouteAuth == "munge" {
+				// the daemon routes for the user this proves; without it
+				// the daemon refuses and the decision is made here, from
+				// burst.yaml alone (the state database is not readable to users)
+				cred, err = munge.Runner{Socket: st.cfg.Slurm.MungeSocket}.Encode(ctx)
+				if err != nil {
+					log.Warn("cannot prove the submitting user to the sizer with MUNGE; deciding locally", "err", err)
+				}
+			}
 			if err == nil {
-				d, err := cl.Route(ctx, job)
+				d, err := cl.RouteAs(ctx, job, cred)
 				if err == nil {
 					return d, "daemon", nil
 				}
@@ -243,19 +254,19 @@ func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout 
 	return d, "local", err
 }
 
-// routeCredential returns the admin token if this user can read it, else
-// the route credential beside it, else "".
-func routeCredential(tokenFile string) string {
+// routeCredential returns the admin token if this user can read it
+// (admin true), else the route credential beside it, else "".
+func routeCredential(tokenFile string) (tok string, admin bool) {
 	if tokenFile == "" {
-		return ""
+		return "", false
 	}
 	if t, err := auth.LoadToken(tokenFile); err == nil {
-		return t
+		return t, true
 	}
 	if t, err := auth.LoadCredential(tokenFile + RouteTokenSuffix); err == nil {
-		return t
+		return t, false
 	}
-	return ""
+	return "", false
 }
 
 func summary(d sizing.Decision) string {

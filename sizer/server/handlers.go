@@ -73,7 +73,7 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) 
 	return resp, nil
 }
 
-func (s *Server) route(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
+func (s *Server) route(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
 	var rq sizerapi.RouteRequest
 	if err := decode(r, &rq); err != nil {
 		return nil, err
@@ -81,6 +81,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 	if err := rq.Job.Validate("job"); err != nil {
 		return nil, badRequest("%v", err)
 	}
+	user, err := s.routeUser(r.Context(), r, p, rq.Job.User)
+	if err != nil {
+		s.decisions.WithLabelValues("route", "unauthenticated").Inc()
+		return nil, err
+	}
+	rq.Job.User = user
 	d, err := Decide(r.Context(), s.pol, s.st, s.o.Budgets, rq.Job, s.now(), s.o.HistoryJobs)
 	if err != nil {
 		_, code := errCode(err)

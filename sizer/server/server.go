@@ -52,6 +52,13 @@ type Options struct {
 	// stack: sizer.accept_simulated_gpus); otherwise only NVML reports count.
 	AcceptSimulatedGPUs bool
 
+	// RouteAuth, when set, authenticates the user behind each route
+	// request made with the route credential from the MUNGE credential in
+	// its X-Burst-Munge header (sizer.route_auth: munge): the decision is
+	// for that user, whatever the body claims. nil: the body's user is
+	// taken as given (sizer.route_auth: token).
+	RouteAuth RouteAuthenticator
+
 	// TLS: the server certificate and key (PEM; `burst-sizer tls init`
 	// writes them). ListenAndServe refuses to serve without them.
 	TLSCertFile, TLSKeyFile string
