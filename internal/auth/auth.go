@@ -8,12 +8,17 @@
 //	route      br2:<mac>                                     POST /v1/route (submit-time decisions)
 //	read-only  bro2:<mac>                                    GET /metrics, /v1/budgets, /v1/report
 //	node       bn2:<instance>:<node>:<expiry>:<mac>          its own node's reports and interruptions
-//	account    ba2:<account>:<mac>                           one Slurm account's dashboard and read-only views
+//	account    ba3:<account>:<expiry>:<generation>:<mac>     one Slurm account's dashboard and read-only views
 //
 // A node credential is issued by burst-sizer serve only in exchange for the
 // instance's signed identity document (see sizer/server), names one EC2
 // instance and its Slurm node, and expires (unix seconds); the sizer also
 // refuses it once it knows the instance ended. It is never in user data.
+//
+// An account credential expires too (`burst-sizer token account --valid-for`,
+// default 90 days) and is revoked early by rotation: `--rotate` raises the
+// account's generation in <token_file>.accounts (RotationFile), and every
+// credential of an older generation is refused from then on.
 package auth
 
 import (
@@ -39,11 +44,12 @@ const (
 	NodePrefix     = "bn2:"
 	RoutePrefix    = "br2:"
 	ReadOnlyPrefix = "bro2:"
-	AccountPrefix  = "ba2:"
+	AccountPrefix  = "ba3:"
 	// retired forms: refused with a message saying so
-	oldNodePrefix    = "bn1:"
-	oldRoutePrefix   = "br1:"
-	oldAccountPrefix = "ba1:"
+	oldNodePrefix     = "bn1:"
+	oldRoutePrefix    = "br1:"
+	oldAccountPrefix  = "ba1:"
+	oldAccountPrefix2 = "ba2:" // never expired
 )
 
 // Kind names a credential kind; each has its own derived HMAC key.
@@ -270,13 +276,49 @@ func ValidAccount(account string) error {
 }
 
 // AccountToken is the read-only credential of a Slurm account (its
-// dashboard and the read-only API, its own figures only):
-// "ba2:<account>:<mac>".
-func AccountToken(admin, account string) (string, error) {
+// dashboard and the read-only API, its own figures only), valid until
+// expires and while the account's credential generation is generation:
+// "ba3:<account>:<expiry unix>:<generation>:<mac>".
+func AccountToken(admin, account string, expires time.Time, generation int) (string, error) {
 	if err := ValidAccount(account); err != nil {
 		return "", err
 	}
-	return AccountPrefix + account + ":" + mac(admin, KindAccount, account), nil
+	if generation < 0 {
+		return "", fmt.Errorf("account %s: generation %d is negative", account, generation)
+	}
+	exp, gen := strconv.FormatInt(expires.Unix(), 10), strconv.Itoa(generation)
+	return AccountPrefix + account + ":" + exp + ":" + gen + ":" + mac(admin, KindAccount, account, exp, gen), nil
+}
+
+// AccountGenerations says an account's current credential generation
+// (RotationFile.Generation; nil: 0 for every account).
+type AccountGenerations func(account string) int
+
+// verifyAccount checks a ba3 credential: its MAC, expiry and generation.
+func verifyAccount(admin, tok string, now time.Time, gens AccountGenerations) (Principal, error) {
+	f := strings.Split(strings.TrimPrefix(tok, AccountPrefix), ":")
+	if len(f) != 4 || ValidAccount(f[0]) != nil {
+		return Principal{}, ErrBadToken
+	}
+	acct := f[0]
+	exp, err1 := strconv.ParseInt(f[1], 10, 64)
+	gen, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil || gen < 0 || strconv.FormatInt(exp, 10) != f[1] || strconv.Itoa(gen) != f[2] {
+		return Principal{}, ErrBadToken
+	}
+	if subtle.ConstantTimeCompare([]byte(f[3]), []byte(mac(admin, KindAccount, acct, f[1], f[2]))) != 1 {
+		return Principal{}, ErrBadToken
+	}
+	expires := time.Unix(exp, 0).UTC()
+	if !now.Before(expires) {
+		return Principal{}, fmt.Errorf("%w: account %s's credential expired at %s; ask the sizer's admin for a new one (burst-sizer token account %s)", ErrExpired, acct, expires.Format(time.RFC3339), acct)
+	}
+	if gens != nil {
+		if cur := gens(acct); gen < cur {
+			return Principal{}, fmt.Errorf("%w: account %s's credentials were rotated (generation %d, this one is %d); ask the sizer's admin for the new one", ErrRevoked, acct, cur, gen)
+		}
+	}
+	return Principal{Account: acct, Expires: expires}, nil
 }
 
 // Principal is who a bearer token belongs to.
@@ -311,18 +353,25 @@ func (p Principal) Kind() string {
 // Errors of Verify.
 var (
 	ErrBadToken = errors.New("invalid bearer token")
-	ErrExpired  = errors.New("node credential expired")
-	ErrRetired  = errors.New("retired credential form (bn1/br1/ba1): node credentials now come from the identity exchange, route and account credentials from `burst-sizer token init` and `burst-sizer token account`")
+	ErrExpired  = errors.New("credential expired")
+	ErrRevoked  = errors.New("credential revoked")
+	ErrRetired  = errors.New("retired credential form (bn1/br1/ba1/ba2): node credentials now come from the identity exchange, route and account credentials from `burst-sizer token init` and `burst-sizer token account` (account credentials now expire)")
 )
 
-// Verify checks a bearer token against the admin token, in constant time,
-// and a node credential's expiry against now.
+// Verify is VerifyWith with no account rotated.
 func Verify(admin, tok string, now time.Time) (Principal, error) {
+	return VerifyWith(admin, tok, now, nil)
+}
+
+// VerifyWith checks a bearer token against the admin token, in constant
+// time, node and account credentials' expiry against now, and account
+// credentials' generation against gens.
+func VerifyWith(admin, tok string, now time.Time, gens AccountGenerations) (Principal, error) {
 	if admin == "" || tok == "" {
 		return Principal{}, ErrBadToken
 	}
 	switch {
-	case strings.HasPrefix(tok, oldNodePrefix), strings.HasPrefix(tok, oldRoutePrefix), strings.HasPrefix(tok, oldAccountPrefix):
+	case strings.HasPrefix(tok, oldNodePrefix), strings.HasPrefix(tok, oldRoutePrefix), strings.HasPrefix(tok, oldAccountPrefix), strings.HasPrefix(tok, oldAccountPrefix2):
 		return Principal{}, ErrRetired
 	case strings.HasPrefix(tok, NodePrefix):
 		c, m, err := parseNode(tok)
@@ -334,20 +383,11 @@ func Verify(admin, tok string, now time.Time) (Principal, error) {
 			return Principal{}, ErrBadToken
 		}
 		if !now.Before(c.Expires) {
-			return Principal{}, ErrExpired
+			return Principal{}, fmt.Errorf("%w: node %s's credential expired at %s (the agent renews it at half its life)", ErrExpired, c.Node, c.Expires.UTC().Format(time.RFC3339))
 		}
 		return Principal{Node: c.Node, InstanceID: c.InstanceID, Expires: c.Expires}, nil
 	case strings.HasPrefix(tok, AccountPrefix):
-		rest := strings.TrimPrefix(tok, AccountPrefix)
-		i := strings.LastIndexByte(rest, ':')
-		if i <= 0 || ValidAccount(rest[:i]) != nil {
-			return Principal{}, ErrBadToken
-		}
-		acct, m := rest[:i], rest[i+1:]
-		if subtle.ConstantTimeCompare([]byte(m), []byte(mac(admin, KindAccount, acct))) != 1 {
-			return Principal{}, ErrBadToken
-		}
-		return Principal{Account: acct}, nil
+		return verifyAccount(admin, tok, now, gens)
 	case strings.HasPrefix(tok, ReadOnlyPrefix):
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(ReadOnlyToken(admin))) != 1 {
 			return Principal{}, ErrBadToken

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,28 +104,51 @@ func TestVerifyKinds(t *testing.T) {
 func TestAccountTokens(t *testing.T) {
 	admin, _ := Generate()
 	other, _ := Generate()
-	at, err := AccountToken(admin, "nlp")
+	now := time.Now()
+	exp := now.Add(24 * time.Hour)
+	at, err := AccountToken(admin, "nlp", exp, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Verify(admin, at, time.Now())
-	if err != nil || p.Account != "nlp" || p.Admin || p.Node != "" || p.Route {
+	p, err := Verify(admin, at, now)
+	if err != nil || p.Account != "nlp" || p.Admin || p.Node != "" || p.Route || !p.Expires.Equal(exp.Truncate(time.Second)) {
 		t.Errorf("account: %+v %v", p, err)
 	}
 	// the account token is not a node token of a node named like the account
-	if _, err := Verify(admin, strings.Replace(at, "ba2:", "bn2:", 1), time.Now()); err == nil {
+	if _, err := Verify(admin, strings.Replace(at, "ba3:", "bn2:", 1), now); err == nil {
 		t.Error("an account credential passed as a node credential")
 	}
-	foreign, _ := AccountToken(other, "nlp")
-	vision, _ := AccountToken(admin, "vision")
-	for _, bad := range []string{foreign, strings.Replace(at, "nlp", "vision", 1), vision[:len(vision)-1], "ba2:nlp", "ba2::" + strings.Repeat("0", 64),
-		"ba2:a b:" + strings.Repeat("0", 64), strings.Replace(at, "ba2:", "ba1:", 1)} {
-		if p, err := Verify(admin, bad, time.Now()); err == nil {
+	foreign, _ := AccountToken(other, "nlp", exp, 0)
+	vision, _ := AccountToken(admin, "vision", exp, 0)
+	f := strings.Split(at, ":") // ba3 nlp expiry generation mac
+	later := strings.Join([]string{f[0], f[1], fmt.Sprint(exp.Add(time.Hour).Unix()), f[3], f[4]}, ":")
+	newer := strings.Join([]string{f[0], f[1], f[2], "1", f[4]}, ":")
+	padded := strings.Join([]string{f[0], f[1], "0" + f[2], f[3], f[4]}, ":")
+	for _, bad := range []string{foreign, strings.Replace(at, "nlp", "vision", 1), vision[:len(vision)-1], "ba3:nlp", "ba3::" + strings.Repeat("0", 64),
+		"ba3:a b:1:0:" + strings.Repeat("0", 64), later, newer, padded, strings.Replace(at, "ba3:", "ba1:", 1)} {
+		if p, err := Verify(admin, bad, now); err == nil {
 			t.Errorf("accepted %q as %+v", bad, p)
 		}
 	}
+	// the retired never-expiring form says so
+	if _, err := Verify(admin, "ba2:nlp:"+strings.Repeat("0", 64), now); !errors.Is(err, ErrRetired) {
+		t.Errorf("ba2 credential: %v, want ErrRetired", err)
+	}
+	if _, err := Verify(admin, at, exp); !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "burst-sizer token account nlp") {
+		t.Errorf("at its expiry: %v, want ErrExpired saying how to get a new one", err)
+	}
+	gens := func(a string) int { return map[string]int{"nlp": 1}[a] }
+	if _, err := VerifyWith(admin, at, now, gens); !errors.Is(err, ErrRevoked) {
+		t.Errorf("generation 0 after a rotation to 1: %v, want ErrRevoked", err)
+	}
+	if at1, _ := AccountToken(admin, "nlp", exp, 1); func() error { _, err := VerifyWith(admin, at1, now, gens); return err }() != nil {
+		t.Error("the new generation's credential is refused")
+	}
+	if _, err := VerifyWith(admin, vision, now, gens); err != nil {
+		t.Errorf("another account's credential after nlp's rotation: %v", err)
+	}
 	for _, bad := range []string{"", "a b", "x/y", strings.Repeat("a", 65), "<script>"} {
-		if _, err := AccountToken(admin, bad); err == nil {
+		if _, err := AccountToken(admin, bad, exp, 0); err == nil {
 			t.Errorf("account token minted for %q", bad)
 		}
 	}

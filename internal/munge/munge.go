@@ -30,7 +30,7 @@ type Runner struct {
 	// /run/munge/munge.socket.2).
 	Socket string
 	// Munge and Unmunge are the programs; default "munge" and "unmunge"
-	// found on PATH.
+	// found on PATH, else in /usr/bin.
 	Munge, Unmunge string
 	// Timeout bounds each run (default 5 s).
 	Timeout time.Duration
@@ -117,11 +117,16 @@ func CheckCredential(cred string) error {
 	return nil
 }
 
+// orDefault is s, or the program d: on PATH, else in /usr/bin (a hook or
+// cli_filter may run with an empty PATH).
 func orDefault(s, d string) string {
-	if s == "" {
-		return d
+	if s != "" {
+		return s
 	}
-	return s
+	if _, err := exec.LookPath(d); err != nil {
+		return "/usr/bin/" + d
+	}
+	return d
 }
 
 func socketNote(socket string) string {

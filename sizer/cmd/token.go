@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,6 +18,13 @@ const RouteTokenSuffix = ".route"
 // ReadOnlyTokenSuffix: the read-only credential (metrics, budgets, usage
 // report) lives at <token_file>.read, 0600: give it to the scraper's user.
 const ReadOnlyTokenSuffix = ".read"
+
+// DefaultAccountValidity and MaxAccountValidity bound `token account
+// --valid-for`: account credentials expire (90 days unless asked).
+const (
+	DefaultAccountValidity = 90 * 24 * time.Hour
+	MaxAccountValidity     = 366 * 24 * time.Hour
+)
 
 func tokenCommand() *cli.Command {
 	tokenFile := func(c *cli.Context) (string, error) {
@@ -82,10 +90,22 @@ func tokenCommand() *cli.Command {
 				},
 			},
 			{
-				Name: "account", Usage: "print a Slurm account's read-only credential (its dashboard and read-only API: that account's figures only)", ArgsUsage: "ACCOUNT",
+				Name: "account", Usage: "print a Slurm account's read-only credential (its dashboard and read-only API: that account's figures only); it expires, and --rotate revokes the account's earlier ones", ArgsUsage: "ACCOUNT",
+				Flags: []cli.Flag{
+					&cli.DurationFlag{Name: "valid-for", Value: DefaultAccountValidity, Usage: "how long the credential works (1h to 8784h, a leap year)"},
+					&cli.BoolFlag{Name: "rotate", Usage: "revoke every earlier credential of the account (<token_file>.accounts), then print a new one"},
+				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return cmdline.Usagef("usage: burst-sizer token account ACCOUNT")
+						return cmdline.Usagef("usage: burst-sizer token account [--valid-for 2160h] [--rotate] ACCOUNT")
+					}
+					account := c.Args().First()
+					if err := auth.ValidAccount(account); err != nil {
+						return cmdline.Usagef("token account %q: %v", account, err) // cmdline.Run prefixes the program
+					}
+					valid := c.Duration("valid-for")
+					if valid < time.Hour || valid > MaxAccountValidity {
+						return cmdline.Usagef("token account --valid-for %s: want 1h to %s", valid, MaxAccountValidity)
 					}
 					path, err := tokenFile(c)
 					if err != nil {
@@ -95,10 +115,23 @@ func tokenCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					at, err := auth.AccountToken(tok, c.Args().First())
-					if err != nil {
-						return cmdline.Usagef("token account %q: %v", c.Args().First(), err) // cmdline.Run prefixes the program
+					rf := &auth.RotationFile{Path: path + auth.RotationsSuffix}
+					gen := rf.Generation(account)
+					if err := rf.Err(); err != nil {
+						return err
 					}
+					if c.Bool("rotate") {
+						if gen, err = auth.Rotate(path, account); err != nil {
+							return fmt.Errorf("rotating account %s's credentials: %w", account, err)
+						}
+						fmt.Fprintf(c.App.ErrWriter, "rotated account %s's credentials to generation %d: every earlier one is refused from now on\n", account, gen)
+					}
+					expires := time.Now().Add(valid).Truncate(time.Second)
+					at, err := auth.AccountToken(tok, account, expires, gen)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(c.App.ErrWriter, "account %s's credential, valid until %s\n", account, expires.UTC().Format(time.RFC3339))
 					_, err = fmt.Fprintln(c.App.Writer, at)
 					return err
 				},

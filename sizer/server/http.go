@@ -121,11 +121,11 @@ func (w *statusWriter) WriteHeader(code int) { w.code = code; w.ResponseWriter.W
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, who role, h handler) int {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	p, err := auth.Verify(s.token, strings.TrimSpace(tok), s.now())
+	p, err := s.verify(strings.TrimSpace(tok))
 	if !ok || err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="burst-sizer"`)
 		msg := "missing or invalid bearer token: send the admin token from sizer.token_file, or the credential of your role"
-		if errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrRetired) {
+		if errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrRetired) || errors.Is(err, auth.ErrRevoked) {
 			msg = err.Error()
 		}
 		return writeErr(w, &apiError{401, sizerapi.CodeUnauthorized, msg})

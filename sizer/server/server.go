@@ -109,6 +109,7 @@ type Options struct {
 type Server struct {
 	o      Options
 	token  string
+	rot    *auth.RotationFile // <token_file>.accounts; nil with Options.Token
 	pol    *sizing.Policy
 	st     *store.Store
 	log    *slog.Logger
@@ -216,8 +217,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}
+	if o.Token == "" {
+		s.rot = &auth.RotationFile{Path: o.TokenFile + auth.RotationsSuffix}
+	}
 	if !o.NoUI {
-		s.ui, err = ui.New(ui.Options{Source: s.dash, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(s.token, tok, s.now()) }, Logger: o.Logger, Now: o.Now})
+		s.ui, err = ui.New(ui.Options{Source: s.dash, Verify: s.verify, Logger: o.Logger, Now: o.Now})
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("starting sizer: %w", err)
@@ -318,4 +322,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Info("sizer stopped accepting requests; closing state")
 	}
 	return errors.Join(serveErr, s.Close())
+}
+
+// verify checks a bearer token: the admin token, the credentials derived
+// from it, account credentials' expiry and rotation (<token_file>.accounts,
+// re-read when it changes).
+func (s *Server) verify(tok string) (auth.Principal, error) {
+	var gens auth.AccountGenerations
+	if s.rot != nil {
+		gens = s.rot.Generation
+	}
+	p, err := auth.VerifyWith(s.token, tok, s.now(), gens)
+	if err != nil && s.rot != nil {
+		if rerr := s.rot.Err(); rerr != nil {
+			s.log.Error("account credentials refused", "err", rerr)
+		}
+	}
+	return p, err
 }

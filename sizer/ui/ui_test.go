@@ -235,7 +235,7 @@ func TestLoginAndPagesMatchTheViews(t *testing.T) {
 func TestAccountSeesOnlyItsOwn(t *testing.T) {
 	r := newRig(t, false)
 	c := r.browser(t)
-	tok, _ := auth.AccountToken(r.admin, "vision")
+	tok, _ := auth.AccountToken(r.admin, "vision", time.Now().Add(time.Hour), 0)
 	if resp := r.login(t, c, tok); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("account login: %d", resp.StatusCode)
 	}

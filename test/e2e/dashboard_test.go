@@ -8,12 +8,12 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/auth"
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/tlspin"
@@ -118,11 +118,17 @@ func TestDashboard(t *testing.T) {
 		return true
 	})
 
-	admin := s.Token
-	vision, err := auth.AccountToken(admin, "vision")
-	if err != nil {
-		t.Fatal(err)
+	// vision's credential as an admin makes it (README: the dashboard)
+	accountToken := func(t *testing.T, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(filepath.Join(binDir, "burst-sizer"), append([]string{"--config", s.CfgPath, "token", "account"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("burst-sizer token account %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
 	}
+	vision := accountToken(t, "vision")
+	admin := s.Token
 	base := s.Cfg.Sizer.URL
 	hc, err := tlspin.LoadHTTPClient(s.Cfg.Sizer.TLS.CAFile, 20*time.Second)
 	if err != nil {
@@ -461,6 +467,15 @@ func TestDashboard(t *testing.T) {
 		br.Exec(bctx, `var e = document.querySelector('[data-error]'); return e ? e.getAttribute('data-error') : ''`, &code)
 		if code != "403" {
 			t.Errorf("vision opening demo's money: %q, want 403", code)
+		}
+	})
+	t.Run("a rotated account credential is refused at once", func(t *testing.T) {
+		rotated := accountToken(t, "--rotate", "vision")
+		if code, body := api(t, vision, "/v1/jobs"); code != http.StatusUnauthorized || !strings.Contains(string(body), "rotated") {
+			t.Errorf("vision's credential from before the rotation: %d %s; want 401 saying it was rotated", code, body)
+		}
+		if code, body := api(t, rotated, "/v1/jobs"); code != http.StatusOK {
+			t.Errorf("vision's new credential: %d %s", code, body)
 		}
 	})
 	t.Logf("screenshots in %s", shots)
