@@ -14,7 +14,6 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
@@ -24,6 +23,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/smallstep/pkcs7"
 )
 
 // Signature kinds, as named by their IMDS endpoints.
@@ -158,50 +159,11 @@ func VerifySignature(doc []byte, sig64 string, certs []*x509.Certificate) error 
 	return ErrBadSignature
 }
 
-// PKCS #7 (RFC 2315) signed-data, read from the RFC: the subset EC2's
-// rsa2048 signature uses (one signer, SHA-256, RSA, content attached,
-// authenticated attributes optional).
-var (
-	oidSignedData    = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 7, 2}
-	oidData          = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 7, 1}
-	oidSHA256        = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 2, 1}
-	oidRSA           = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 1, 1}
-	oidSHA256WithRSA = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 1, 11}
-	oidContentType   = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 3}
-	oidMessageDigest = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 4}
-)
-
-type contentInfo struct {
-	Type    asn1.ObjectIdentifier
-	Content asn1.RawValue `asn1:"explicit,optional,tag:0"`
-}
-
-type signerInfo struct {
-	Version         int
-	IssuerAndSerial asn1.RawValue
-	DigestAlg       pkix.AlgorithmIdentifier
-	AuthAttrs       asn1.RawValue `asn1:"optional,tag:0"`
-	SigAlg          pkix.AlgorithmIdentifier
-	Signature       []byte
-	UnauthAttrs     asn1.RawValue `asn1:"optional,tag:1"`
-}
-
-type signedData struct {
-	Version     int
-	DigestAlgs  asn1.RawValue
-	Content     contentInfo
-	Certs       asn1.RawValue `asn1:"optional,tag:0"`
-	CRLs        asn1.RawValue `asn1:"optional,tag:1"`
-	SignerInfos []signerInfo  `asn1:"set"`
-}
-
-type attribute struct {
-	Type   asn1.ObjectIdentifier
-	Values asn1.RawValue
-}
-
-// VerifyPKCS7 checks the rsa2048 form (base64 DER signed-data, PEM armour
-// optional) with one of certs and returns the document it carries.
+// VerifyPKCS7 checks the rsa2048 form (base64 signed-data, PEM armour
+// optional; AWS sends BER with indefinite lengths, which
+// github.com/smallstep/pkcs7 reads) with one of certs (the message carries
+// none: the signer is found by issuer and serial among certs) and returns
+// the document it carries. The signer must use SHA-256 with RSA.
 func VerifyPKCS7(msg64 string, certs []*x509.Certificate) ([]byte, error) {
 	s := strings.TrimSpace(msg64)
 	s = strings.TrimPrefix(s, "-----BEGIN PKCS7-----")
@@ -210,86 +172,25 @@ func VerifyPKCS7(msg64 string, certs []*x509.Certificate) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rsa2048 signature: %w", err)
 	}
-	content, signed, sig, err := parsePKCS7(der)
+	p7, err := pkcs7.Parse(der)
 	if err != nil {
 		return nil, fmt.Errorf("rsa2048 signature: %w", err)
 	}
-	h := sha256.Sum256(signed)
-	for _, c := range certs {
-		if pk, ok := c.PublicKey.(*rsa.PublicKey); ok && rsa.VerifyPKCS1v15(pk, crypto.SHA256, h[:], sig) == nil {
-			return content, nil
-		}
+	if len(p7.Signers) != 1 {
+		return nil, fmt.Errorf("rsa2048 signature: %d signers, want 1", len(p7.Signers))
 	}
-	return nil, ErrBadSignature
+	if alg := p7.Signers[0].DigestAlgorithm.Algorithm; !alg.Equal(oidSHA256) {
+		return nil, fmt.Errorf("rsa2048 signature: digest %v, want SHA-256", alg)
+	}
+	if len(p7.Content) == 0 {
+		return nil, errors.New("rsa2048 signature: no attached content (the document)")
+	}
+	// only the configured certificates, never one the message brings
+	p7.Certificates = certs
+	if err := p7.Verify(); err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrBadSignature, err)
+	}
+	return p7.Content, nil
 }
 
-// parsePKCS7 returns the attached content, the bytes the signature covers
-// and the signature.
-func parsePKCS7(der []byte) (content, signed, sig []byte, err error) {
-	var ci contentInfo
-	rest, err := asn1.Unmarshal(der, &ci)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("not DER: %w", err)
-	}
-	if len(rest) > 0 {
-		return nil, nil, nil, errors.New("trailing data after the message")
-	}
-	if !ci.Type.Equal(oidSignedData) {
-		return nil, nil, nil, fmt.Errorf("content type %v, want signed-data", ci.Type)
-	}
-	var sd signedData
-	if rest, err = asn1.Unmarshal(ci.Content.Bytes, &sd); err != nil || len(rest) > 0 {
-		return nil, nil, nil, fmt.Errorf("signed-data: %v", err)
-	}
-	if !sd.Content.Type.Equal(oidData) || len(sd.Content.Content.Bytes) == 0 {
-		return nil, nil, nil, errors.New("no attached data content (the document)")
-	}
-	if rest, err = asn1.Unmarshal(sd.Content.Content.Bytes, &content); err != nil || len(rest) > 0 {
-		return nil, nil, nil, fmt.Errorf("content is not an OCTET STRING: %v", err)
-	}
-	if len(sd.SignerInfos) != 1 {
-		return nil, nil, nil, fmt.Errorf("%d signers, want 1", len(sd.SignerInfos))
-	}
-	si := sd.SignerInfos[0]
-	if !si.DigestAlg.Algorithm.Equal(oidSHA256) {
-		return nil, nil, nil, fmt.Errorf("digest %v, want SHA-256", si.DigestAlg.Algorithm)
-	}
-	if !si.SigAlg.Algorithm.Equal(oidRSA) && !si.SigAlg.Algorithm.Equal(oidSHA256WithRSA) {
-		return nil, nil, nil, fmt.Errorf("signature algorithm %v, want RSA", si.SigAlg.Algorithm)
-	}
-	if len(si.AuthAttrs.FullBytes) == 0 {
-		return content, content, si.Signature, nil // signature over the content itself
-	}
-	// With authenticated attributes the signature covers their DER
-	// encoding as a SET OF (tag 0x31, not the [0] IMPLICIT tag), and the
-	// messageDigest attribute must be the content's digest.
-	var digest []byte
-	var typeOK bool
-	attrs := si.AuthAttrs.Bytes
-	for len(attrs) > 0 {
-		var a attribute
-		if attrs, err = asn1.Unmarshal(attrs, &a); err != nil {
-			return nil, nil, nil, fmt.Errorf("authenticated attribute: %w", err)
-		}
-		switch {
-		case a.Type.Equal(oidMessageDigest):
-			if _, err := asn1.Unmarshal(a.Values.Bytes, &digest); err != nil {
-				return nil, nil, nil, fmt.Errorf("messageDigest: %w", err)
-			}
-		case a.Type.Equal(oidContentType):
-			var t asn1.ObjectIdentifier
-			if _, err := asn1.Unmarshal(a.Values.Bytes, &t); err == nil && t.Equal(oidData) {
-				typeOK = true
-			}
-		}
-	}
-	want := sha256.Sum256(content)
-	if !typeOK || !bytes.Equal(digest, want[:]) {
-		return nil, nil, nil, errors.New("authenticated attributes do not name the document's digest")
-	}
-	set, err := asn1.Marshal(asn1.RawValue{Class: asn1.ClassUniversal, Tag: asn1.TagSet, IsCompound: true, Bytes: si.AuthAttrs.Bytes})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return content, set, si.Signature, nil
-}
+var oidSHA256 = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 2, 1}

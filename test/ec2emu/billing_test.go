@@ -131,7 +131,10 @@ func TestBillPausesWhileStopped(t *testing.T) {
 		t.Fatalf("%d lines after a stop and a start, want 2: %+v", len(lines), lines)
 	}
 	first, second := lines[0], lines[1]
-	if first.Open || !second.Open || first.EndReason != "Client.UserInitiatedShutdown" || second.Seconds != 60 {
+	// the open line bills at least its 60 s minimum; more when this loaded
+	// machine took a while to ask (at TimeScale 1000 a real millisecond is
+	// an emulated second)
+	if first.Open || !second.Open || first.EndReason != "Client.UserInitiatedShutdown" || second.Seconds < 60 {
 		t.Errorf("lines %+v", lines)
 	}
 	// stopping (20 s) + stopped + pending (5 s) are not billed.

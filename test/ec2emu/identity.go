@@ -28,7 +28,8 @@ import (
 //   - signature: base64 of an RSA (PKCS #1 v1.5) signature of the SHA-256
 //     hash of the document; verified with the region's "RSA" certificate
 //     (openssl dgst -sha256 -verify key -signature sig document).
-//   - rsa2048: a PKCS #7 signed-data message (base64 DER, no PEM armour)
+//   - rsa2048: a PKCS #7 signed-data message (base64 BER with indefinite
+//     lengths, as AWS serves it, no PEM armour)
 //     with the document attached, SHA-256 with an RSA-2048 key, no
 //     certificates inside; verified with the region's "RSA-2048"
 //     certificate (openssl smime -verify -inform PEM -certfile cert
@@ -288,7 +289,7 @@ func pkcs7Sign(content []byte, sg *signer, now time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	sha := pkix.AlgorithmIdentifier{Algorithm: oidSHA256, Parameters: asn1.NullRawValue}
+	sha := pkix.AlgorithmIdentifier{Algorithm: oidSHA256} // no parameters, as AWS encodes it
 	sd := p7SignedData{
 		Version:          1,
 		DigestAlgorithms: []pkix.AlgorithmIdentifier{sha},
@@ -302,9 +303,45 @@ func pkcs7Sign(content []byte, sg *signer, now time.Time) ([]byte, error) {
 			EncryptedDigest:           sig,
 		}},
 	}
-	inner, err := asn1.Marshal(sd)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the PKCS #7 message: %w", err)
+	return berSignedData(sd, content)
+}
+
+// indefinite encodes a constructed value of tag with BER's indefinite
+// length: the tag, 0x80, the parts, then the end-of-contents octets.
+func indefinite(tag byte, parts ...[]byte) []byte {
+	out := []byte{tag, 0x80}
+	for _, p := range parts {
+		out = append(out, p...)
 	}
-	return asn1.Marshal(p7ContentInfo{ContentType: oidSignedData, Content: explicit0(inner)})
+	return append(out, 0, 0)
+}
+
+// berSignedData encodes sd as IMDS serves its rsa2048 message: BER, with
+// indefinite lengths on the ContentInfo, the SignedData, the attached
+// content and the content as a constructed OCTET STRING of one primitive
+// chunk; the algorithms and the SignerInfos inside are DER. (The shape of a
+// real message AWS signed: sizer/identity/testdata.) A verifier that reads
+// only DER refuses it, as it would refuse AWS's.
+func berSignedData(sd p7SignedData, content []byte) ([]byte, error) {
+	version, err := asn1.Marshal(sd.Version)
+	if err != nil {
+		return nil, err
+	}
+	algs, err := asn1.MarshalWithParams(sd.DigestAlgorithms, "set")
+	if err != nil {
+		return nil, err
+	}
+	signers, err := asn1.MarshalWithParams(sd.SignerInfos, "set")
+	if err != nil {
+		return nil, err
+	}
+	chunk, err := asn1.Marshal(content)
+	if err != nil {
+		return nil, err
+	}
+	dataOID, _ := asn1.Marshal(oidData)
+	signedOID, _ := asn1.Marshal(oidSignedData)
+	contentInfo := indefinite(0x30, dataOID, indefinite(0xa0, indefinite(0x24, chunk)))
+	signedData := indefinite(0x30, version, algs, contentInfo, signers)
+	return indefinite(0x30, signedOID, indefinite(0xa0, signedData)), nil
 }
