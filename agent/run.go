@@ -43,7 +43,7 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "sample GPUs, report to the sizer, handle spot interruptions (the systemd service)",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "node", Value: host, EnvVars: []string{"BURST_NODE", "BURST_NODE_NAME"}, Usage: "Slurm node name of this machine"},
 			&cli.StringFlag{Name: "sizer-url", EnvVars: []string{"BURST_SIZER_URL"}, Usage: "base https URL of burst-sizer serve; reports go to <url>" + ReportPath + ", notices to <url>" + InterruptionPath + " (required)"},
 			&cli.StringFlag{Name: "sizer-ca-file", Value: "/run/burst/sizer-ca.pem", EnvVars: []string{"BURST_SIZER_CA_FILE"}, Usage: "the sizer's CA certificate: the only one trusted"},
@@ -77,7 +77,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "poweroff-command", Value: "/usr/bin/systemctl poweroff", EnvVars: []string{"BURST_POWEROFF_COMMAND"}, Usage: "the dead-man switch's command (no shell; split on spaces)"},
 			&cli.StringFlag{Name: "emu-shutdown-url", EnvVars: []string{"BURST_EMU_SHUTDOWN_URL"}, Usage: "the EC2 emulator's shutdown control URL for this instance, in place of the poweroff command (test only)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"BURST_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
-		},
+		}, imdsGuardFlags()...),
 		Action: runAgent,
 	}
 }
@@ -262,6 +262,13 @@ func runAgent(c *cli.Context) error {
 		goRun(p.Run)
 	}
 	goRun(renewer(c, base, ca, imdsClient, log).Run)
+	if fw := c.String("imds-firewall"); strings.TrimSpace(fw) != "" {
+		g, err := imdsGuard(c, fw, sc, node, log)
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		goRun(g.Run)
+	}
 	if after := c.Duration("dead-man-after"); after > 0 {
 		var off deadman.Terminator = deadman.PowerOff{Argv: strings.Fields(c.String("poweroff-command"))}
 		if u := c.String("emu-shutdown-url"); u != "" {

@@ -26,6 +26,11 @@ const (
 	EnvLogLevel       = "BURST_LOG_LEVEL"
 	EnvGPUSource      = "BURST_GPU_SOURCE"
 	EnvSimMemory      = "BURST_SIM_MEMORY_PERCENT"
+	// EnvIMDSFirewall lists (space-separated, as Endpoint.String writes
+	// them) the endpoints the bootstrap's IMDS firewall closes to non-root
+	// users; the agent re-checks the rules and drains the node when they
+	// are gone.
+	EnvIMDSFirewall = "BURST_IMDS_FIREWALL"
 )
 
 // AgentEnv returns the environment (KEY=value) burst-agent run gets. The
@@ -71,6 +76,9 @@ func (b *boot) agent(ctx context.Context) (string, error) {
 		u.Agent.IMDSEndpoint = b.o.IMDSEndpoint
 	}
 	env := AgentEnv(u, cred, ca, b.o.NonceFile)
+	if len(b.firewalled) > 0 {
+		env = append(env, EnvIMDSFirewall+"="+strings.Join(b.firewalled, " "))
+	}
 	switch b.o.Exec {
 	case ExecSystemd:
 		var buf bytes.Buffer

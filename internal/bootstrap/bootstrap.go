@@ -262,6 +262,7 @@ type boot struct {
 	instanceArgs bool
 	mungeUp      bool
 	slurmConf    string // a slurm.conf scontrol can use for the failure report
+	firewalled   []string // the endpoint URLs the IMDS firewall closes (the agent re-checks them)
 	rep          Report
 
 	maskChecked bool // cleanSignalsOK ran

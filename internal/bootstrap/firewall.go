@@ -268,8 +268,39 @@ func (b *boot) firewall(ctx context.Context) (string, error) {
 		names[i] = e.String()
 	}
 	b.log.Info("IMDS firewall in place: metadata for root only", "endpoints", names)
+	b.firewalled = names
 	return "", nil
 }
+
+// ParseEndpoint reads an Endpoint as String writes it: an address (every
+// port) or address:port ([v6]:port).
+func ParseEndpoint(s string) (Endpoint, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return Endpoint{Addr: a}, nil
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil || ap.Port() == 0 {
+		return Endpoint{}, fmt.Errorf("IMDS firewall endpoint %q: want an address or address:port", s)
+	}
+	return Endpoint{Addr: ap.Addr(), Port: int(ap.Port())}, nil
+}
+
+// CheckFirewall reads the installed rules (list: the output of `nft -j
+// list table inet burst_imds`, listErr its failure) and returns the wanted
+// endpoints they no longer close to non-root users; an error when the table
+// cannot be read or parsed (gone, flushed). burst-agent runs it every
+// minute.
+func CheckFirewall(list []byte, listErr error, want []Endpoint) ([]Endpoint, error) {
+	if listErr != nil {
+		return want, fmt.Errorf("reading table inet %s: %w", FirewallTable, listErr)
+	}
+	have, err := ParseFirewall(list)
+	if err != nil {
+		return want, err
+	}
+	return missingEndpoints(want, have), nil
+}
+
 
 func (b *boot) nft(ctx context.Context, args []string, stdin string) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
