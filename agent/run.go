@@ -58,6 +58,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/burst-agent", EnvVars: []string{"BURST_STATE_DIR"}, Usage: "directory of the on-disk report buffer"},
 			&cli.Int64Flag{Name: "buffer-max-bytes", Value: 64 << 20, EnvVars: []string{"BURST_BUFFER_MAX_BYTES"}, Usage: "cap of the on-disk report buffer; the oldest records are dropped (and counted) beyond it"},
 			&cli.StringFlag{Name: "gpu-source", Value: "nvml", EnvVars: []string{"BURST_GPU_SOURCE"}, Usage: "nvml (real GPUs; if NVML fails the agent drains the node with the reason and exits 3) or sim (simulated GPUs for demos and tests: reports say so and the sizer does not learn from them)"},
+			&cli.BoolFlag{Name: "attribute-environ", EnvVars: []string{"BURST_ATTRIBUTE_ENVIRON"}, Usage: "attribute a GPU process in no Slurm job cgroup to the SLURM_JOB_ID in its environment (sites without proctrack/task cgroup; any user can forge it, so usage figures become a claim)"},
 			&cli.IntFlag{Name: "sim-gpus", Value: 8, EnvVars: []string{"BURST_SIM_GPUS"}, Usage: "number of simulated GPUs"},
 			&cli.IntFlag{Name: "sim-memory-percent", EnvVars: []string{"BURST_SIM_MEMORY_PERCENT"}, Usage: "simulated GPUs: memory a job uses, % of each GPU (0: follows the utilisation curve)"},
 			&cli.Uint64Flag{Name: "sim-seed", Value: 1, EnvVars: []string{"BURST_SIM_SEED"}, Usage: "seed of the simulated utilisation curves"},
@@ -235,7 +236,7 @@ func runAgent(c *cli.Context) error {
 	}
 	ops := spotwatch.SlurmClient{C: sc}
 
-	var resolver sampler.JobResolver = &attrib.Resolver{}
+	var resolver sampler.JobResolver = &attrib.Resolver{AllowEnviron: c.Bool("attribute-environ")}
 	if simReader != nil {
 		resolver = sampler.SimResolver{}
 	}

@@ -1,6 +1,9 @@
 // Package attrib maps process ids to the Slurm jobs they belong to, from
-// /proc/PID/cgroup (Slurm's cgroup plugins put every task under a job_N
-// directory) or, failing that, SLURM_JOB_ID in /proc/PID/environ.
+// /proc/PID/cgroup: Slurm's cgroup plugins (proctrack/cgroup, task/cgroup)
+// put every task under a job_N directory that only slurmstepd (root) can
+// move processes into. SLURM_JOB_ID in /proc/PID/environ is a claim any
+// user can make (`env SLURM_JOB_ID=42 ./burn`), so it is read only when a
+// site without the cgroup plugins asks for it (Resolver.AllowEnviron).
 package attrib
 
 import (
@@ -87,11 +90,17 @@ func parseJobID(s string) (uint32, error) {
 type Resolver struct {
 	// ProcRoot is the proc mount; default /proc.
 	ProcRoot string
-	cache    map[int]uint32
+	// AllowEnviron attributes a process in no job cgroup to the
+	// SLURM_JOB_ID of its environment (burst-agent --attribute-environ, for
+	// sites without Slurm's cgroup plugins). Off: such a process is no
+	// job's, whatever its environment claims.
+	AllowEnviron bool
+	cache        map[int]uint32
 }
 
-// JobOf returns the job of pid: from its cgroup when Slurm's cgroup plugin
-// is in use, else from its environment. ErrNoJob when neither names one.
+// JobOf returns the job of pid from its cgroup (and, with AllowEnviron,
+// from its environment when its cgroup names none). ErrNoJob when none is
+// named.
 func (r *Resolver) JobOf(pid int) (uint32, error) {
 	if id, ok := r.cache[pid]; ok {
 		return id, nil
@@ -111,6 +120,12 @@ func (r *Resolver) JobOf(pid int) (uint32, error) {
 		if !errors.Is(err, ErrNoJob) {
 			return 0, fmt.Errorf("attributing pid %d: %w", pid, err)
 		}
+	}
+	if !r.AllowEnviron {
+		if cgErr != nil {
+			return 0, fmt.Errorf("attributing pid %d: %w", pid, cgErr)
+		}
+		return 0, fmt.Errorf("attributing pid %d: in no Slurm job cgroup: %w", pid, ErrNoJob)
 	}
 	env, err := os.ReadFile(filepath.Join(dir, "environ"))
 	if err != nil {

@@ -106,8 +106,10 @@ func FuzzParseEnviron(f *testing.F) {
 	})
 }
 
-// TestResolverRealProcess attributes a real child process started with
-// SLURM_JOB_ID in its environment (this machine's cgroup names no job).
+// TestResolverRealProcess: a real child process claiming SLURM_JOB_ID in
+// its environment, in no job cgroup (this machine's cgroup names none), is
+// no job's by default (the claim is forgeable: an attack on the usage
+// figures of another user's job) and that job's only with AllowEnviron.
 func TestResolverRealProcess(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	cmd.Env = append(os.Environ(), "SLURM_JOB_ID=4242")
@@ -115,7 +117,11 @@ func TestResolverRealProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var r Resolver
+	var strict Resolver
+	if got, err := strict.JobOf(cmd.Process.Pid); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("cgroup only: JobOf(child claiming job 4242) = %d, %v; want ErrNoJob", got, err)
+	}
+	r := Resolver{AllowEnviron: true}
 	got, err := r.JobOf(cmd.Process.Pid)
 	if err != nil || got != 4242 {
 		t.Fatalf("JobOf(child) = %d, %v; want 4242", got, err)
