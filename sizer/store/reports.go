@@ -123,6 +123,16 @@ ON CONFLICT(job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = c
 		if t.IsZero() {
 			t = r.Time
 		}
+		// one notice per instance: EC2 sends an instance one; a later
+		// record (another batch, a forged time) adds its jobs' events to
+		// the first notice rather than a second notice
+		var first sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT min(ts) FROM interruptions WHERE instance_id = ?`, id).Scan(&first); err != nil {
+			return err
+		}
+		if first.Valid {
+			return addInterruptionJobs(ctx, tx, id, fromMS(first), r.Event.Jobs)
+		}
 		if err := addInterruption(ctx, tx, sizerapi.Interruption{InstanceID: id, Node: b.Node, Action: r.Event.Action, Time: t}); err != nil {
 			return err
 		}

@@ -105,6 +105,17 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	if err != nil || len(ins) != 1 || ins[0].InstanceType != "p4d.24xlarge" || ins[0].Zone != "us-east-1a" {
 		t.Fatalf("interruptions %+v %v", ins, err)
 	}
+	// one notice per instance: a second batched record with another time
+	// adds its job events to the first notice, not a second notice
+	later := now.Add(30 * time.Second)
+	_, err = s.AddBatch(ctx, sizerapi.ReportBatch{Node: "gpu-1", InstanceID: "i-101", GPUSource: sizerapi.GPUSourceNVML, Records: []sizerapi.Record{{Seq: 8, Time: later, Kind: sizerapi.KindInterruption,
+		Event: &sizerapi.Event{Action: "terminate", NoticeTime: later, Jobs: []sizerapi.JobEvent{{JobID: 101, Signal: "USR1", Requeued: true}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins, err := s.Interruptions(ctx, now.Add(-time.Minute)); err != nil || len(ins) != 1 || !ins[0].Time.Equal(now.Truncate(time.Millisecond)) {
+		t.Fatalf("after a second notice of i-101: %+v %v; want the first one only", ins, err)
+	}
 	if known, err := s.RecordTerminate(ctx, "i-101", now.Add(2*time.Hour)); err != nil || !known {
 		t.Fatal(known, err)
 	}
