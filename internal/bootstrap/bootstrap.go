@@ -261,7 +261,7 @@ type boot struct {
 	// instanceArgs: slurmd was given --instance-id/--instance-type
 	instanceArgs bool
 	mungeUp      bool
-	slurmConf    string // a slurm.conf scontrol can use for the failure report
+	slurmConf    string   // a slurm.conf scontrol can use for the failure report
 	firewalled   []string // the endpoint URLs the IMDS firewall closes (the agent re-checks them)
 	rep          Report
 

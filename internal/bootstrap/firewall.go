@@ -301,7 +301,6 @@ func CheckFirewall(list []byte, listErr error, want []Endpoint) ([]Endpoint, err
 	return missingEndpoints(want, have), nil
 }
 
-
 func (b *boot) nft(ctx context.Context, args []string, stdin string) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
