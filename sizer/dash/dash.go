@@ -204,7 +204,7 @@ func (s *Source) slurmState(ctx context.Context) *slurmSnap {
 	defer s.mu.Unlock()
 	if timedOut && s.downSince.IsZero() {
 		s.downSince = started
-		s.downErr = fmt.Errorf("Slurm did not answer within %s", s.o.SlurmWait)
+		s.downErr = fmt.Errorf("no answer from Slurm within %s", s.o.SlurmWait)
 		s.o.Logger.Warn("Slurm is unreachable: the dashboard shows its last known state", "since", started, "err", s.downErr)
 	}
 	return s.viewLocked()
@@ -257,7 +257,7 @@ func (s *Source) viewLocked() *slurmSnap {
 	if s.good != nil {
 		as = "as of " + s.good.at.UTC().Format(time.RFC3339)
 	}
-	sn.err = fmt.Errorf("Slurm unreachable since %s (%v); its node and job states shown are %s", since.UTC().Format(time.RFC3339), cause, as)
+	sn.err = fmt.Errorf("cannot reach Slurm since %s (%v); its node and job states shown are %s", since.UTC().Format(time.RFC3339), cause, as)
 	sn.downSince = since
 	return sn
 }

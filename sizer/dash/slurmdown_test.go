@@ -103,7 +103,7 @@ func TestFleetWithSlurmHanging(t *testing.T) {
 	hs.mu.Unlock()
 	advance(time.Minute) // past SlurmTTL: the next view asks Slurm again
 	v := fleet()
-	if v.slurm || !v.downSince || !strings.Contains(v.slurmError, "Slurm unreachable since 2026-03-02T12:01:00Z") || v.state != "ALLOCATED" {
+	if v.slurm || !v.downSince || !strings.Contains(v.slurmError, "cannot reach Slurm since 2026-03-02T12:01:00Z") || v.state != "ALLOCATED" {
 		t.Errorf("fleet with Slurm hanging: %+v; want the last known state, Slurm unreachable since 12:01", v)
 	}
 	if !strings.Contains(logs.String(), "Slurm is unreachable") {
