@@ -43,7 +43,8 @@ func startJobProcess(t testing.TB, job int) int {
 }
 
 // TestTickAttributesAndSummarises runs the loop over simulated GPUs whose
-// process is a real child started with SLURM_JOB_ID=31.
+// process is a real child started with SLURM_JOB_ID=31 (in no job cgroup
+// here: attributed through AllowEnviron, what --attribute-environ turns on).
 func TestTickAttributesAndSummarises(t *testing.T) {
 	clock := time.Unix(1_800_000_000, 0)
 	r, _ := sim.New(sim.Options{GPUs: 4, Seed: 3, Now: func() time.Time { clock = clock.Add(time.Second); return clock }})
@@ -55,7 +56,7 @@ func TestTickAttributesAndSummarises(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rep.Close()
-	s := New(r, &attrib.Resolver{}, rep, Options{Interval: time.Second, JobGone: 3 * time.Second})
+	s := New(r, &attrib.Resolver{AllowEnviron: true}, rep, Options{Interval: time.Second, JobGone: 3 * time.Second})
 	ctx := context.Background()
 	var want []uint32
 	for i := 0; i < 10; i++ {
@@ -164,7 +165,7 @@ func BenchmarkSampling8SimGPUs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rep.Close()
-	s := New(r, &attrib.Resolver{}, rep, Options{})
+	s := New(r, &attrib.Resolver{AllowEnviron: true}, rep, Options{})
 	b.ResetTimer()
 	var full time.Duration
 	for n := 0; n < b.N; n++ {

@@ -12,29 +12,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/test/torchenv"
 )
 
-// torchPython is the interpreter with PyTorch: Debian's /usr/bin/python3
-// (python3-torch), whatever python3 is first on PATH; BURST_TORCH_PYTHON
-// names another.
+// torchPython is the interpreter with PyTorch on this machine
+// (test/torchenv); -short skips the training tests.
 func torchPython(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("SKIP: -short: the PyTorch example trains for real (about 15 s)")
 	}
-	py := "/usr/bin/python3"
-	if p := os.Getenv("BURST_TORCH_PYTHON"); p != "" {
-		py = p
-	}
-	out, err := exec.Command(py, "-c", "import torch; print(torch.__version__)").CombinedOutput()
-	if err != nil {
-		if os.Getenv("BURST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("PyTorch is missing (%s -c 'import torch': %v: %s); scripts/install-deps.sh installs python3-torch", py, err, out)
-		}
-		t.Skipf("SKIP: PyTorch is missing (%v); scripts/install-deps.sh installs python3-torch", err)
-	}
-	t.Logf("torch %s (%s)", strings.TrimSpace(string(out)), py)
-	return py
+	return torchenv.Python(t, "the host", nil, "")
 }
 
 // freePort returns a port that is free now and that the kernel does not

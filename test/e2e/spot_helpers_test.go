@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
+	"github.com/burst-hpc/burst/test/torchenv"
 )
 
 // jobNow is job id as Slurm shows it now.
@@ -88,30 +90,22 @@ func metric(t *testing.T, s *stack.Stack, sample string) float64 {
 	return v
 }
 
-// torchPython is Debian's /usr/bin/python3 with python3-torch where the
-// cluster's Slurm runs (the host, or the Debian root of BURST_SLURM, whose
-// recipe includes python3-torch: scripts/slurm-roots.sh), as jobs see it;
-// skips without torch, fails without it under BURST_REQUIRE_TOOLS=1.
+// torchPython is the interpreter with PyTorch where the cluster's Slurm
+// runs, as jobs see it (test/torchenv): the host's; the Debian roots carry
+// Slurm, not PyTorch (1.3 GB more per root and a sid package that may not
+// install on a given day), so the torch tests skip there and run on the
+// host's Slurm 22.05.
 func torchPython(t *testing.T, s *stack.Stack) string {
 	t.Helper()
-	py := "/usr/bin/python3"
-	cmd := s.Cluster.RootEnv().Command(context.Background(), "", "/", py, "-c", "import torch; print(torch.__version__)")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if !s.Cluster.Slurm().Host() {
-			// The Debian roots carry Slurm, not PyTorch (1.3 GB more per
-			// root and a sid package that may not install on a given day):
-			// the torch tests run on the host's Slurm 22.05.
-			t.Skipf("SKIP: no PyTorch in the Debian root %s (the torch tests run on the host's Slurm)", s.Cluster.Slurm().Root)
-		}
-		where := "the host"
-		if os.Getenv("BURST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("PyTorch is missing in %s (%s -c 'import torch': %v: %s); scripts/install-deps.sh installs python3-torch", where, py, err, out)
-		}
-		t.Skipf("SKIP: PyTorch is missing in %s (%v)", where, err)
+	where, skip := "the host", ""
+	if !s.Cluster.Slurm().Host() {
+		where = "the Debian root " + s.Cluster.Slurm().Root
+		skip = "SKIP: no PyTorch in " + where + " (the torch tests run on the host's Slurm)"
 	}
-	t.Logf("torch %s (%s, %s)", strings.TrimSpace(string(out)), py, s.Cluster.Slurm())
-	return py
+	run := func(ctx context.Context, name string, args ...string) *exec.Cmd {
+		return s.Cluster.RootEnv().Command(ctx, "", "/", append([]string{name}, args...)...)
+	}
+	return torchenv.Python(t, where, run, skip)
 }
 
 // jobFiles copies files of examples/train where users keep their job
