@@ -21,3 +21,18 @@ const (
 // Launchable reports whether c is a purchase option a provider launches
 // (Spot or OnDemand).
 func (c Type) Launchable() bool { return c == Spot || c == OnDemand }
+
+// The spot allocation strategies an EC2 Fleet takes (botocore's
+// SpotAllocationStrategy enum): a class's spot_allocation_strategy.
+// DefaultSpotStrategy is the one AWS recommends.
+const (
+	PriceCapacityOptimized       = "price-capacity-optimized"
+	CapacityOptimizedPrioritized = "capacity-optimized-prioritized"
+	CapacityOptimized            = "capacity-optimized"
+	LowestPrice                  = "lowest-price"
+	Diversified                  = "diversified"
+	DefaultSpotStrategy          = PriceCapacityOptimized
+)
+
+// SpotStrategies lists every spot allocation strategy, the default first.
+var SpotStrategies = []string{PriceCapacityOptimized, CapacityOptimizedPrioritized, CapacityOptimized, LowestPrice, Diversified}

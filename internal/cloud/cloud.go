@@ -57,6 +57,10 @@ type LaunchRequest struct {
 	// OnDemandFallback adds, after the ranked offerings, an on-demand copy of
 	// every spot offering not already offered on-demand.
 	OnDemandFallback bool
+	// SpotAllocationStrategy is CreateFleet's spot allocation strategy
+	// (the class's spot_allocation_strategy); "" is the provider's default,
+	// price-capacity-optimized.
+	SpotAllocationStrategy string
 	// AllOrNothing: every node gets an instance or none is left running.
 	AllOrNothing bool
 	// PlacementGroup is an existing cluster placement group for

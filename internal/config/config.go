@@ -163,6 +163,13 @@ type Class struct {
 	InstanceTypes []string      `yaml:"instance_types"` // or ["any"]
 	Capacity      capacity.Type `yaml:"capacity"`
 	Zones         []string      `yaml:"zones"` // availability zones; each needs a subnet
+	// SpotAllocationStrategy is the EC2 Fleet spot allocation strategy of
+	// the class's spot launches (default price-capacity-optimized, AWS's
+	// recommendation). Only capacity-optimized-prioritized honours the
+	// sizer's ranking across instance types in one fleet; under the others
+	// burst launches one fleet per instance type, in rank order, and EC2
+	// picks the zone.
+	SpotAllocationStrategy string `yaml:"spot_allocation_strategy"`
 	// PlacementGroup for multi-node jobs of this class (cluster strategy).
 	PlacementGroup string   `yaml:"placement_group"`
 	Features       []string `yaml:"features"` // extra Slurm features

@@ -173,7 +173,8 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 		names[i] = s.Node
 	}
 	failed := map[string][]string{}
-	req := cloud.LaunchRequest{Cluster: r.Cfg.Cluster.Name, Nodes: specs, Offerings: offers, AllOrNothing: aon, Attempt: attempt}
+	req := cloud.LaunchRequest{Cluster: r.Cfg.Cluster.Name, Nodes: specs, Offerings: offers, AllOrNothing: aon, Attempt: attempt,
+		SpotAllocationStrategy: g.class.SpotAllocationStrategy}
 	if r.Intents != nil {
 		req.Intent = func(token string, nodes []cloud.NodeSpec, offs []cloud.Offering) error {
 			in := sizerapi.LaunchIntent{ClientToken: token, JobID: jr.JobID, Account: jr.Account, User: jr.User, Class: g.class.Name, Time: now()}

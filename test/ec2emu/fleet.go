@@ -128,6 +128,9 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 		return nil, invalid("MinTargetCapacity requires SingleAvailabilityZone or SingleInstanceType")
 	}
 	strategy := opts.get("AllocationStrategy")
+	if aerr := checkStrategy(capType, strategy); aerr != nil {
+		return nil, aerr
+	}
 	lifecycle := capType
 	var ovs []*override
 	for _, c := range q.list("LaunchTemplateConfigs") {
@@ -224,12 +227,15 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 			usable = append(usable, ov)
 		}
 	}
-	order(usable, strategy)
-
 	// Choose where to launch.
 	need := total
 	if limit > 0 && quota < need {
 		need = max(quota, 0)
+	}
+	if capType == "spot" && strategy == "price-capacity-optimized" {
+		s.orderPriceCapacity(usable, need)
+	} else {
+		order(usable, strategy)
 	}
 	type take struct {
 		ov *override
