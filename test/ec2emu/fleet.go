@@ -370,6 +370,13 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 				return nil, errf(500, "InternalError", "allocating a private IP: %v", err)
 			}
 			in.PrivateIP = ip
+			if lifecycle == "on-demand" {
+				// EC2 runs an on-demand instance in an open capacity
+				// reservation that matches it (reservations.go)
+				if cr := s.openReservation(t.ov.typ, t.ov.zone); cr != nil {
+					in.CapacityReservation = cr.id
+				}
+			}
 			s.consume(t.ov.typ, t.ov.zone, lifecycle)
 			s.launch(in)
 			fi.InstanceIDs.Items = append(fi.InstanceIDs.Items, in.ID)
