@@ -16,11 +16,15 @@ const (
 	Spot             Type = "spot"
 	OnDemand         Type = "on-demand"
 	SpotThenOnDemand Type = "spot-then-on-demand"
+	// Reserved is an on-demand instance that runs in an On-Demand Capacity
+	// Reservation: the reservation is paid whether used or not, so the
+	// instance itself costs nothing more (its marginal price is 0).
+	Reserved Type = "reserved"
 )
 
 // Launchable reports whether c is a purchase option a provider launches
-// (Spot or OnDemand).
-func (c Type) Launchable() bool { return c == Spot || c == OnDemand }
+// (Spot, OnDemand or Reserved).
+func (c Type) Launchable() bool { return c == Spot || c == OnDemand || c == Reserved }
 
 // The spot allocation strategies an EC2 Fleet takes (botocore's
 // SpotAllocationStrategy enum): a class's spot_allocation_strategy.

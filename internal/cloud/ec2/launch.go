@@ -127,7 +127,10 @@ func (p *Provider) check(req cloud.LaunchRequest) error {
 	}
 	for _, o := range req.Offerings {
 		if !o.Capacity.Launchable() || o.InstanceType == "" || o.Zone == "" {
-			probs = append(probs, fmt.Sprintf("bad offering %+v (want instance type, zone and capacity spot or on-demand)", o))
+			probs = append(probs, fmt.Sprintf("bad offering %+v (want instance type, zone and capacity spot, on-demand or reserved)", o))
+		}
+		if (o.Capacity == capacity.Reserved) != (o.Reservation != "") {
+			probs = append(probs, fmt.Sprintf("offering %s: a reserved offering names its capacity reservation, and only a reserved one does", o.Key()))
 		}
 	}
 	if len(probs) > 0 {
@@ -201,7 +204,13 @@ func (p *Provider) launchGroup(ctx context.Context, lt string, req cloud.LaunchR
 	var errs []*cloud.Error
 	for i, phase := range phases {
 		tried = append(tried, phase...)
-		ins, ferrs, err := p.fleet(ctx, lt, req, nodes, phase, keys[i])
+		var ins []cloud.Instance
+		var ferrs []*cloud.Error
+		if phase[0].Capacity == capacity.Reserved {
+			ins, ferrs, err = p.reserved(ctx, lt, req, nodes, phase[0], keys[i])
+		} else {
+			ins, ferrs, err = p.fleet(ctx, lt, req, nodes, phase, keys[i])
+		}
 		if err != nil {
 			return nil, tried, err // a whole-call error (throttled, unauthorized...): stop here
 		}

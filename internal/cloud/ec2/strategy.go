@@ -20,7 +20,13 @@ func spotStrategy(req cloud.LaunchRequest) string {
 // would throw away the sizer's ranking of instance types. So those spot
 // fleets each hold one instance type (EC2 chooses its zone), tried in rank
 // order; on-demand fleets are prioritized and hold the whole phase.
+//
+// A reserved offering is a phase of its own: one RunInstances into its
+// reservation (reserve.go).
 func phaseKey(strategy string, o cloud.Offering) string {
+	if o.Capacity == capacity.Reserved {
+		return string(o.Capacity) + "/" + o.Reservation + "/" + o.InstanceType + "/" + o.Zone
+	}
 	if o.Capacity == capacity.Spot && strategy != capacity.CapacityOptimizedPrioritized {
 		return string(o.Capacity) + "/" + o.InstanceType
 	}
