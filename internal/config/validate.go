@@ -302,6 +302,7 @@ func (v *validator) classes(cat *catalog.Catalog) {
 		if cl.MemoryHeadroomMiB < 0 {
 			v.add(path+".memory_headroom_mib", "must not be negative")
 		}
+		validateReservations(v, path+".reservations", cl.Reservations)
 		if cl.SpotAllocationStrategy == "" {
 			cl.SpotAllocationStrategy = capacity.DefaultSpotStrategy
 		} else if !slices.Contains(capacity.SpotStrategies, cl.SpotAllocationStrategy) {

@@ -75,6 +75,20 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 		cofs = append(cofs, o)
 	}
 	best := offers[0]
+	need := 1
+	if g.jobID != 0 && (len(g.nodes) > 1 || g.multi) {
+		need = len(g.nodes)
+	}
+	if g.class.Reservations.Any() {
+		rl, _ := r.Cloud.(ReservationLister)
+		cofs = withReservations(ctx, log, rl, g.class, cofs, r.Cfg.Network.Subnets, need)
+		if len(cofs) == 0 {
+			reason := "burst: the class launches only into its capacity reservations and none is active for this job's types and zones"
+			log.Warn("no capacity reservation to launch into", "reservations", g.class.Reservations.IDs)
+			failed[truncReason(reason)] = g.nodes
+			return nil, failed
+		}
+	}
 	log.Info("sized job", "source", source, "offerings", len(offers), "best", cofs[0].Key(), "price_usd_h", best.PriceUSD,
 		"expected_usd_h", best.ExpectedUSD, "why", best.Reason, "account", jr.Account, "user", jr.User, "gpus_per_node", jr.GPUsPerNode)
 	specs := make([]cloud.NodeSpec, len(g.nodes))
