@@ -177,6 +177,9 @@ func startLedger(ctx context.Context, st *settings, srv *server.Server, log *slo
 		return nil
 	}
 	o := ledger.Options{Cloud: prov, Store: srv.Store(), Logger: log}
+	for _, c := range st.cfg.Classes {
+		o.ReservationIDs = append(o.ReservationIDs, c.Reservations.IDs...)
+	}
 	if _, ok := st.cfg.Interruptions.Queue(); !ok {
 		log.Warn("no interruptions.queue_url: the ledger bills from each launch (pending) time, a little more than EC2 does (EC2's state-change events come through that queue)")
 	}

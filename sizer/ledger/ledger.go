@@ -50,9 +50,13 @@ type Options struct {
 	// Grace: an open interval EC2 does not list is closed as missing only
 	// once its launch is this old (default 2 minutes: EC2 is eventually
 	// consistent).
-	Grace  time.Duration
-	Now    func() time.Time
-	Logger *slog.Logger
+	Grace time.Duration
+	// ReservationIDs are the capacity reservations burst.yaml's classes
+	// name: each sync describes them (Cloud must be a ReservationLister)
+	// and bills each as EC2 does, used or not (reservations.go).
+	ReservationIDs []string
+	Now            func() time.Time
+	Logger         *slog.Logger
 }
 
 // Ledger syncs the store with EC2.
@@ -96,6 +100,9 @@ func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 		return res, err
 	}
 	var errs []error
+	if err := l.syncReservations(ctx, insts); err != nil {
+		errs = append(errs, err)
+	}
 	for _, in := range insts {
 		if !known[in.ID] {
 			if err := l.backfill(ctx, in); err != nil {
