@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +95,51 @@ func TestCapacityReservationFullFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJob(t, s, long, 60*time.Second, "CANCELLED")
+}
+
+// TestCapacityReservationOnlyWaits: with reservations.only the class has
+// no spot or on-demand to fall back to: while its one reserved instance is
+// taken, the next job's node goes back to Slurm with EC2's
+// ReservationCapacityExceeded as the reason, nothing else is launched, and
+// the job waits pending.
+func TestCapacityReservationOnlyWaits(t *testing.T) {
+	versionBlind(t)
+	s := start(t, stack.Options{})
+	cr := reserveL4(t, s, 1)
+	if err := s.UpdateConfig(func(c *config.Config) {
+		for i := range c.Classes {
+			if c.Classes[i].Name == "l4" {
+				c.Classes[i].Reservations.Only = true
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	long := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 300")
+	waitJob(t, s, long, 90*time.Second, "RUNNING")
+	t.Cleanup(func() { s.Cluster.Run(context.Background(), "scancel", long) })
+	if in := jobInstance(t, s, long); in.CapacityReservation != cr {
+		t.Fatalf("the first job's instance %s is in reservation %q, want %s", in.ID, in.CapacityReservation, cr)
+	}
+	next := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 1")
+	t.Cleanup(func() { s.Cluster.Run(context.Background(), "scancel", next) })
+	var reason string
+	eventually(t, 60*time.Second, "a node handed back with the reservation's refusal", func() bool {
+		out, _ := s.Cluster.Run(context.Background(), "scontrol", "show", "node")
+		if i := strings.Index(out, "Reason=burst: ReservationCapacityExceeded"); i >= 0 {
+			reason = strings.SplitN(out[i:], "\n", 2)[0]
+			return true
+		}
+		return false
+	})
+	if all := s.Emu.Instances(); len(all) != 1 {
+		t.Errorf("%d instances launched, want only the reserved one (reservations.only): %+v", len(all), all)
+	}
+	if n := s.Emu.CallCount("CreateFleet"); n != 0 {
+		t.Errorf("%d CreateFleet calls; reservations.only must never launch spot or on-demand", n)
+	}
+	if st := waitJob(t, s, next, 30*time.Second, "PENDING"); st != "PENDING" {
+		t.Errorf("the second job is %s, want PENDING (waiting for the reservation)", st)
+	}
+	t.Logf("node reason: %s", reason)
 }
