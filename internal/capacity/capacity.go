@@ -16,8 +16,27 @@ const (
 	Spot             Type = "spot"
 	OnDemand         Type = "on-demand"
 	SpotThenOnDemand Type = "spot-then-on-demand"
+	// Reserved is an on-demand instance that runs in an On-Demand Capacity
+	// Reservation: the reservation is paid whether used or not, so the
+	// instance itself costs nothing more (its marginal price is 0).
+	Reserved Type = "reserved"
 )
 
 // Launchable reports whether c is a purchase option a provider launches
-// (Spot or OnDemand).
-func (c Type) Launchable() bool { return c == Spot || c == OnDemand }
+// (Spot, OnDemand or Reserved).
+func (c Type) Launchable() bool { return c == Spot || c == OnDemand || c == Reserved }
+
+// The spot allocation strategies an EC2 Fleet takes (botocore's
+// SpotAllocationStrategy enum): a class's spot_allocation_strategy.
+// DefaultSpotStrategy is the one AWS recommends.
+const (
+	PriceCapacityOptimized       = "price-capacity-optimized"
+	CapacityOptimizedPrioritized = "capacity-optimized-prioritized"
+	CapacityOptimized            = "capacity-optimized"
+	LowestPrice                  = "lowest-price"
+	Diversified                  = "diversified"
+	DefaultSpotStrategy          = PriceCapacityOptimized
+)
+
+// SpotStrategies lists every spot allocation strategy, the default first.
+var SpotStrategies = []string{PriceCapacityOptimized, CapacityOptimizedPrioritized, CapacityOptimized, LowestPrice, Diversified}

@@ -26,11 +26,19 @@ type Offering struct {
 	PriceUSD     float64       `json:"price_usd"`      // expected USD per instance-hour; 0 when unknown
 	ExpectedUSD  float64       `json:"expected_usd"`   // per instance-hour of useful work, after spot rework
 	Reason       string        `json:"reason"`         // why the policy ranked it so
+	// Reservation, for Capacity Reserved, is the capacity reservation to
+	// launch into: its id (cr-...) or a resource group's ARN.
+	Reservation string `json:"reservation,omitempty"`
 }
 
-// Key identifies the pool ("g5.xlarge/us-east-1a/spot").
+// Key identifies the pool ("g5.xlarge/us-east-1a/spot"; a reserved one
+// adds its reservation, "p5.48xlarge/us-east-1a/reserved/cr-0123...").
 func (o Offering) Key() string {
-	return o.InstanceType + "/" + o.Zone + "/" + string(o.Capacity)
+	k := o.InstanceType + "/" + o.Zone + "/" + string(o.Capacity)
+	if o.Reservation != "" {
+		k += "/" + o.Reservation
+	}
+	return k
 }
 
 // String is Key.
@@ -57,6 +65,10 @@ type LaunchRequest struct {
 	// OnDemandFallback adds, after the ranked offerings, an on-demand copy of
 	// every spot offering not already offered on-demand.
 	OnDemandFallback bool
+	// SpotAllocationStrategy is CreateFleet's spot allocation strategy
+	// (the class's spot_allocation_strategy); "" is the provider's default,
+	// price-capacity-optimized.
+	SpotAllocationStrategy string
 	// AllOrNothing: every node gets an instance or none is left running.
 	AllOrNothing bool
 	// PlacementGroup is an existing cluster placement group for
@@ -102,6 +114,18 @@ func (req LaunchRequest) Candidates() []Offering {
 	return offs
 }
 
+// Reservation is an On-Demand Capacity Reservation as the cloud describes it.
+type Reservation struct {
+	ID           string
+	InstanceType string
+	Zone         string
+	Total        int    // instances reserved
+	Available    int    // of those, not in use now
+	State        string // active, expired, cancelled, pending, ...
+	Match        string // open or targeted
+	Start, End   time.Time
+}
+
 // Instance is a cluster instance as the provider sees it.
 type Instance struct {
 	ID           string
@@ -122,6 +146,9 @@ type Instance struct {
 	// StateChanged is when the instance began its last stop or termination,
 	// from EC2's StateTransitionReason; zero when EC2 gave no time.
 	StateChanged time.Time
+	// Reservation is the capacity reservation the instance runs in (EC2's
+	// CapacityReservationId); "" for none. Capacity is then Reserved.
+	Reservation string
 	// Unconfirmed: the launch succeeded but DescribeInstances did not answer
 	// in time, so the instance comes from the launch call's own answer: no
 	// PrivateIP, and in a multi-node launch Node is a best guess (the

@@ -163,6 +163,16 @@ type Class struct {
 	InstanceTypes []string      `yaml:"instance_types"` // or ["any"]
 	Capacity      capacity.Type `yaml:"capacity"`
 	Zones         []string      `yaml:"zones"` // availability zones; each needs a subnet
+	// SpotAllocationStrategy is the EC2 Fleet spot allocation strategy of
+	// the class's spot launches (default price-capacity-optimized, AWS's
+	// recommendation). Only capacity-optimized-prioritized honours the
+	// sizer's ranking across instance types in one fleet; under the others
+	// burst launches one fleet per instance type, in rank order, and EC2
+	// picks the zone.
+	SpotAllocationStrategy string `yaml:"spot_allocation_strategy"`
+	// Reservations are On-Demand Capacity Reservations the class launches
+	// into before anything else.
+	Reservations Reservations `yaml:"reservations"`
 	// PlacementGroup for multi-node jobs of this class (cluster strategy).
 	PlacementGroup string   `yaml:"placement_group"`
 	Features       []string `yaml:"features"` // extra Slurm features
@@ -173,6 +183,28 @@ type Class struct {
 	// kept up with no job, see Warm) may cost a day; 0 keeps none warm.
 	WarmUSDPerDay float64 `yaml:"warm_usd_per_day"`
 }
+
+// Reservations names a class's On-Demand Capacity Reservations (ODCRs).
+// Each launch tries them first (a prepaid reservation costs nothing more to
+// use), targeting them explicitly, whether their instance matching is open
+// or targeted; when they are full the class's capacity order follows
+// (spot, on-demand), or nothing with Only.
+type Reservations struct {
+	// IDs are capacity reservation ids (cr-...): burst describes them
+	// (DescribeCapacityReservations) and uses the active ones whose type and
+	// zone the class has.
+	IDs []string `yaml:"ids"`
+	// ResourceGroupARN is a resource group of reservations
+	// (arn:aws:resource-groups:<region>:<account>:group/<name>): launches
+	// target the group, for each of the class's ranked types and zones.
+	ResourceGroupARN string `yaml:"resource_group_arn"`
+	// Only: launch into the reservations or not at all (no spot, no
+	// on-demand); a full reservation leaves the job pending.
+	Only bool `yaml:"only"`
+}
+
+// Any reports whether the class names any reservation.
+func (r Reservations) Any() bool { return len(r.IDs) > 0 || r.ResourceGroupARN != "" }
 
 // Network is where instances go.
 type Network struct {

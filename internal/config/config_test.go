@@ -73,6 +73,9 @@ func TestMinimalValid(t *testing.T) {
 	if w := cfg.Warm; w.Enabled || w.Quantile != 0.95 || w.ProfileWeight != 0.5 || w.Interval.Minutes() != 1 || w.LeadTime.Minutes() != 2 || cfg.Classes[0].WarmUSDPerDay != 0 {
 		t.Fatalf("warm defaults: %+v", w)
 	}
+	if got := cfg.Classes[0].SpotAllocationStrategy; got != "price-capacity-optimized" {
+		t.Errorf("spot_allocation_strategy defaults to %q, want price-capacity-optimized", got)
+	}
 }
 
 // TestProblems checks that each malformed input gets exactly the expected
@@ -103,6 +106,13 @@ func TestProblems(t *testing.T) {
 		{"accounting", good + "accounting:\n  idle_owner: nobody\n  default_time_limit: -1h\n", []string{`17:accounting.idle_owner:"nobody": want launching-job`, "18:accounting.default_time_limit:"}},
 		{"several at once", strings.NewReplacer("max_nodes: 4", "max_nodes: -1", "capacity: spot", "capacity: cheap", "[g5.xlarge]", "[g5.12xlarge, x1.nothing]").Replace(good),
 			[]string{"10:classes[0].max_nodes:at least 1", "11:classes[0].instance_types[0]:has 4 GPUs", "11:classes[0].instance_types[1]:not in the GPU catalog", `12:classes[0].capacity:"cheap"`}},
+		{"spot allocation strategy", strings.Replace(good, "capacity: spot", "capacity: spot\n    spot_allocation_strategy: cheapest", 1),
+			[]string{`13:classes[0].spot_allocation_strategy:"cheapest" is not an EC2 Fleet spot allocation strategy; one of price-capacity-optimized,`}},
+		{"reservations", strings.Replace(good, "capacity: spot", "capacity: spot\n    reservations:\n      ids: [cr-0123456789abcdef0, cr-12, cr-0123456789abcdef0]\n      resource_group_arn: arn:aws:ec2:us-east-1:123456789012:group/x", 1),
+			[]string{`14:classes[0].reservations.ids[1]:"cr-12" is not a capacity reservation id`, "14:classes[0].reservations.ids[2]:cr-0123456789abcdef0 is listed twice",
+				`15:classes[0].reservations.resource_group_arn:"arn:aws:ec2:us-east-1:123456789012:group/x" is not a resource group ARN`}},
+		{"reservations only without any", strings.Replace(good, "capacity: spot", "capacity: spot\n    reservations: {only: true}", 1),
+			[]string{"13:classes[0].reservations.only:only: true needs ids or resource_group_arn"}},
 		{"gpu model", strings.Replace(good, "gpu_model: a10g", "gpu_model: a11g", 1),
 			[]string{`8:classes[0].gpu_model:"a11g" is not an NVIDIA GPU model`}},
 		{"duration", strings.Replace(good, "controller: 10.0.0.1", "controller: 10.0.0.1\n  resume_timeout: soon", 1),

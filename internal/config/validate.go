@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -300,6 +301,13 @@ func (v *validator) classes(cat *catalog.Catalog) {
 		}
 		if cl.MemoryHeadroomMiB < 0 {
 			v.add(path+".memory_headroom_mib", "must not be negative")
+		}
+		validateReservations(v, path+".reservations", cl.Reservations)
+		if cl.SpotAllocationStrategy == "" {
+			cl.SpotAllocationStrategy = capacity.DefaultSpotStrategy
+		} else if !slices.Contains(capacity.SpotStrategies, cl.SpotAllocationStrategy) {
+			v.add(path+".spot_allocation_strategy", "%q is not an EC2 Fleet spot allocation strategy; one of %s (default %s)",
+				cl.SpotAllocationStrategy, strings.Join(capacity.SpotStrategies, ", "), capacity.DefaultSpotStrategy)
 		}
 	}
 }

@@ -23,6 +23,7 @@ type EC2 interface {
 	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	DescribeSpotPriceHistory(ctx context.Context, in *ec2.DescribeSpotPriceHistoryInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
 	DescribeLaunchTemplates(ctx context.Context, in *ec2.DescribeLaunchTemplatesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error)
+	DescribeCapacityReservations(ctx context.Context, in *ec2.DescribeCapacityReservationsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error)
 	DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
 	DescribeSecurityGroups(ctx context.Context, in *ec2.DescribeSecurityGroupsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
 	DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
@@ -108,6 +109,10 @@ func dryRuns(e Env) []struct {
 		}},
 		{"DescribeLaunchTemplates", func(ctx context.Context) error {
 			_, err := api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{DryRun: dry})
+			return err
+		}},
+		{"DescribeCapacityReservations", func(ctx context.Context) error {
+			_, err := api.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{DryRun: dry})
 			return err
 		}},
 	}

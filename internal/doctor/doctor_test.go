@@ -53,6 +53,9 @@ func (f *fakeEC2) DescribeInstances(context.Context, *ec2.DescribeInstancesInput
 func (f *fakeEC2) DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPriceHistoryInput, ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error) {
 	return nil, f.dry("DescribeSpotPriceHistory")
 }
+func (f *fakeEC2) DescribeCapacityReservations(context.Context, *ec2.DescribeCapacityReservationsInput, ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error) {
+	return nil, f.dry("DescribeCapacityReservations")
+}
 func (f *fakeEC2) DescribeLaunchTemplates(context.Context, *ec2.DescribeLaunchTemplatesInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
 	return nil, f.dry("DescribeLaunchTemplates")
 }

@@ -42,9 +42,11 @@ var Actions = []string{
 	"ec2:CreateFleet",
 	"ec2:CreateLaunchTemplate",
 	"ec2:CreateTags",
+	"ec2:DescribeCapacityReservations",
 	"ec2:DescribeInstances",
 	"ec2:DescribeLaunchTemplates",
 	"ec2:DescribeSpotPriceHistory",
+	"ec2:RunInstances",
 	"ec2:TerminateInstances",
 }
 
@@ -59,7 +61,7 @@ var SQSActions = []string{
 // Implied are permissions that EC2 checks during those calls although burst
 // never calls them as API actions, with the reason.
 var Implied = map[string]string{
-	"ec2:RunInstances": "CreateFleet launches through RunInstances and checks this permission on every resource it uses",
+	"ec2:RunInstances": "CreateFleet launches through RunInstances and checks this permission on every resource it uses (burst also calls it to launch into a capacity reservation)",
 	"ec2:CreateTags":   "tags given at launch (TagSpecifications) need ec2:CreateTags on the new resources (besides the direct call that names fleet instances)",
 	"iam:PassRole":     "the launch template's instance profile passes its role to EC2 (only when Options.PassRoleARN is set)",
 }
@@ -173,7 +175,7 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 		{Sid: "BurstLaunchFromClusterTemplates", Effect: "Allow", Action: launch,
 			Resource: arn("launch-template"), Condition: resource},
 		{Sid: "BurstLaunchSupportingResources", Effect: "Allow", Action: launch,
-			Resource: arn("image", "snapshot", "subnet", "security-group", "volume", "network-interface", "key-pair", "placement-group", "spot-instances-request")},
+			Resource: arn("image", "snapshot", "subnet", "security-group", "volume", "network-interface", "key-pair", "placement-group", "spot-instances-request", "capacity-reservation")},
 		{Sid: "BurstTagOnlyAtLaunch", Effect: "Allow", Action: []string{"ec2:CreateTags"},
 			Resource: arn("fleet", "instance", "launch-template", "volume", "network-interface"),
 			Condition: map[string]map[string]any{
@@ -191,7 +193,7 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 		{Sid: "BurstTerminateClusterInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
 			Resource: arn("instance"), Condition: resource},
 		{Sid: "BurstReadOnly", Effect: "Allow",
-			Action:   []string{"ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ec2:DescribeSpotPriceHistory"},
+			Action:   []string{"ec2:DescribeCapacityReservations", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ec2:DescribeSpotPriceHistory"},
 			Resource: []string{"*"}},
 	}}
 	if opts.Region != "" {

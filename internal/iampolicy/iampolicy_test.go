@@ -58,6 +58,16 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-2", JobID: 2}, {Node: "gpu-3", JobID: 2}}, Offerings: offs, AllOrNothing: true})
 			return err
 		},
+		func() error {
+			// into a capacity reservation: RunInstances, after describing it
+			cr := srv.AddCapacityReservation(ec2emu.CapacityReservationSpec{InstanceType: "g5.xlarge", Zone: "us-east-1b", Count: 1, Match: "targeted"})
+			if _, err := p.Reservations(ctx, []string{cr}); err != nil {
+				return err
+			}
+			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-4", JobID: 4}},
+				Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: capacity.Reserved, Reservation: cr}}})
+			return err
+		},
 		func() error { _, err := p.List(ctx); return err },
 		func() error { _, err := p.ListAll(ctx); return err },
 		func() error { _, _, err := p.SpotPrice(ctx, "g5.xlarge", "us-east-1b", time.Now()); return err },

@@ -75,6 +75,20 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 		cofs = append(cofs, o)
 	}
 	best := offers[0]
+	need := 1
+	if g.jobID != 0 && (len(g.nodes) > 1 || g.multi) {
+		need = len(g.nodes)
+	}
+	if g.class.Reservations.Any() {
+		rl, _ := r.Cloud.(ReservationLister)
+		cofs = withReservations(ctx, log, rl, g.class, cofs, r.Cfg.Network.Subnets, need)
+		if len(cofs) == 0 {
+			reason := "burst: the class launches only into its capacity reservations and none is active for this job's types and zones"
+			log.Warn("no capacity reservation to launch into", "reservations", g.class.Reservations.IDs)
+			failed[truncReason(reason)] = g.nodes
+			return nil, failed
+		}
+	}
 	log.Info("sized job", "source", source, "offerings", len(offers), "best", cofs[0].Key(), "price_usd_h", best.PriceUSD,
 		"expected_usd_h", best.ExpectedUSD, "why", best.Reason, "account", jr.Account, "user", jr.User, "gpus_per_node", jr.GPUsPerNode)
 	specs := make([]cloud.NodeSpec, len(g.nodes))
@@ -173,7 +187,8 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 		names[i] = s.Node
 	}
 	failed := map[string][]string{}
-	req := cloud.LaunchRequest{Cluster: r.Cfg.Cluster.Name, Nodes: specs, Offerings: offers, AllOrNothing: aon, Attempt: attempt}
+	req := cloud.LaunchRequest{Cluster: r.Cfg.Cluster.Name, Nodes: specs, Offerings: offers, AllOrNothing: aon, Attempt: attempt,
+		SpotAllocationStrategy: g.class.SpotAllocationStrategy}
 	if r.Intents != nil {
 		req.Intent = func(token string, nodes []cloud.NodeSpec, offs []cloud.Offering) error {
 			in := sizerapi.LaunchIntent{ClientToken: token, JobID: jr.JobID, Account: jr.Account, User: jr.User, Class: g.class.Name, Time: now()}

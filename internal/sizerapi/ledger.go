@@ -123,6 +123,26 @@ type Ledger struct {
 	To        time.Time        `json:"to"`
 	Instances []LedgerInstance `json:"instances"`
 	Charges   []Charge         `json:"charges"`
+	// Reservations are the capacity reservations' own charges (all time).
+	Reservations []LedgerReservation `json:"reservations"`
+}
+
+// LedgerReservation is a capacity reservation's bill: every reserved
+// instance at the on-demand rate, per second from its start to its end (or
+// now), used or not; the instances that ran in it are charged $0.
+type LedgerReservation struct {
+	ReservationID string    `json:"reservation_id"`
+	InstanceType  string    `json:"instance_type"`
+	Zone          string    `json:"zone"`
+	Count         int       `json:"count"`
+	PriceUSD      float64   `json:"price_usd"` // per reserved instance-hour
+	State         string    `json:"state"`
+	Match         string    `json:"match"` // open or targeted
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end,omitempty"`
+	Open          bool      `json:"open"`
+	Seconds       int64     `json:"seconds"`
+	USD           float64   `json:"usd"`
 }
 
 // LedgerSync is what one ledger pass against EC2 did.

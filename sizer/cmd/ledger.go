@@ -161,6 +161,18 @@ func ledgerCommand() *cli.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.4f\t%s\n", in.InstanceID, in.Node, in.InstanceType, in.Capacity, in.PriceUSD, in.Account, in.JobID,
 					in.BillingStart.UTC().Format("01-02 15:04:05"), end, in.EndSource, in.EndReason, in.BilledSeconds, in.USD, note)
 			}
+			if len(l.Reservations) > 0 {
+				// billed whether used or not; their instances above are $0
+				fmt.Fprintln(tw, "\nRESERVATION	COUNT	TYPE	ZONE	$/h EACH	MATCH	STATE	START	END	SECONDS	$")
+				for _, r := range l.Reservations {
+					end := "-"
+					if !r.End.IsZero() {
+						end = r.End.UTC().Format("01-02 15:04:05")
+					}
+					fmt.Fprintf(tw, "%s	%d	%s	%s	%.4f	%s	%s	%s	%s	%d	%.4f\n", r.ReservationID, r.Count, r.InstanceType, r.Zone, r.PriceUSD, r.Match, r.State,
+						r.Start.UTC().Format("01-02 15:04:05"), end, r.Seconds, r.USD)
+				}
+			}
 			return tw.Flush()
 		},
 	}
@@ -177,6 +189,9 @@ func startLedger(ctx context.Context, st *settings, srv *server.Server, log *slo
 		return nil
 	}
 	o := ledger.Options{Cloud: prov, Store: srv.Store(), Logger: log}
+	for _, c := range st.cfg.Classes {
+		o.ReservationIDs = append(o.ReservationIDs, c.Reservations.IDs...)
+	}
 	if _, ok := st.cfg.Interruptions.Queue(); !ok {
 		log.Warn("no interruptions.queue_url: the ledger bills from each launch (pending) time, a little more than EC2 does (EC2's state-change events come through that queue)")
 	}

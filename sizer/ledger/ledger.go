@@ -50,9 +50,13 @@ type Options struct {
 	// Grace: an open interval EC2 does not list is closed as missing only
 	// once its launch is this old (default 2 minutes: EC2 is eventually
 	// consistent).
-	Grace  time.Duration
-	Now    func() time.Time
-	Logger *slog.Logger
+	Grace time.Duration
+	// ReservationIDs are the capacity reservations burst.yaml's classes
+	// name: each sync describes them (Cloud must be a ReservationLister)
+	// and bills each as EC2 does, used or not (reservations.go).
+	ReservationIDs []string
+	Now            func() time.Time
+	Logger         *slog.Logger
 }
 
 // Ledger syncs the store with EC2.
@@ -96,6 +100,9 @@ func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 		return res, err
 	}
 	var errs []error
+	if err := l.syncReservations(ctx, insts); err != nil {
+		errs = append(errs, err)
+	}
 	for _, in := range insts {
 		if !known[in.ID] {
 			if err := l.backfill(ctx, in); err != nil {
@@ -210,7 +217,7 @@ func (l *Ledger) backfill(ctx context.Context, in cloud.Instance) error {
 		ev.Job = &sizerapi.Job{JobID: jobID, User: ev.User, Account: ev.Account, Class: class, Nodes: 1}
 	}
 	price, src := l.price(ctx, in, in.LaunchTime)
-	if price == 0 && ok {
+	if price == 0 && ok && src != store.PriceReservation {
 		for _, o := range intent.Offerings {
 			if o.InstanceType == in.InstanceType && o.Zone == in.Zone {
 				price, src = o.PriceUSD, store.PriceResume
@@ -228,8 +235,13 @@ func (l *Ledger) backfill(ctx context.Context, in cloud.Instance) error {
 }
 
 // price is an instance's hourly price: the pool's spot price at billing
-// start from EC2's history, or the catalog's on-demand price.
+// start from EC2's history, the catalog's on-demand price, or 0 in a
+// capacity reservation.
 func (l *Ledger) price(ctx context.Context, in cloud.Instance, at time.Time) (float64, string) {
+	if in.Capacity == capacity.Reserved {
+		// EC2 bills the reservation, used or not; the instance adds nothing
+		return 0, store.PriceReservation
+	}
 	if in.Capacity == capacity.Spot {
 		p, ok, err := l.o.Cloud.SpotPrice(ctx, in.InstanceType, in.Zone, at)
 		if err == nil && ok {

@@ -240,7 +240,10 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal
 		ev.Time = s.now()
 	}
 	price := ev.PriceUSD
-	if price <= 0 {
+	reserved := capacity.Type(ev.Capacity) == capacity.Reserved
+	if reserved {
+		price = 0 // the reservation is paid whether used or not
+	} else if price <= 0 {
 		c := capacity.Type(ev.Capacity)
 		if c != capacity.Spot {
 			c = capacity.OnDemand
@@ -252,7 +255,10 @@ func (s *Server) launch(w http.ResponseWriter, r *http.Request, _ auth.Principal
 		price = p
 	}
 	l := store.Launch{Event: ev, PriceUSD: price, PriceSource: store.PriceResume, Source: "resume"}
-	if ev.PriceUSD <= 0 {
+	switch {
+	case reserved:
+		l.PriceSource = store.PriceReservation
+	case ev.PriceUSD <= 0:
 		l.PriceSource = store.PriceCatalog
 	}
 	if od, ok := s.pol.HourlyPrice(ev.InstanceType, capacity.OnDemand); ok {

@@ -159,7 +159,16 @@ func Ledger(ctx context.Context, st *store.Store, owner string, now time.Time) (
 		return sizerapi.Ledger{}, err
 	}
 	from := billing.MonthStart(now)
-	out := sizerapi.Ledger{From: from, To: now, Instances: []sizerapi.LedgerInstance{}, Charges: []sizerapi.Charge{}}
+	out := sizerapi.Ledger{From: from, To: now, Instances: []sizerapi.LedgerInstance{}, Charges: []sizerapi.Charge{}, Reservations: []sizerapi.LedgerReservation{}}
+	rs, err := st.Reservations(ctx)
+	if err != nil {
+		return sizerapi.Ledger{}, err
+	}
+	for _, r := range rs {
+		secs, usd := r.USD(now)
+		out.Reservations = append(out.Reservations, sizerapi.LedgerReservation{ReservationID: r.ID, InstanceType: r.InstanceType, Zone: r.Zone,
+			Count: r.Count, PriceUSD: r.PriceUSD, State: r.State, Match: r.Match, Start: r.Start, End: r.End, Open: r.End.IsZero(), Seconds: secs, USD: usd})
+	}
 	for _, r := range rows {
 		out.Instances = append(out.Instances, Instance(r, now))
 		for _, c := range r.Charges(from, from.AddDate(0, 1, 0), now, owner) {

@@ -79,6 +79,9 @@ const (
 	PriceResume      = "resume"           // the offering's price burst-resume ranked with (spot: an estimate)
 	PriceCatalog     = "catalog"          // the catalog's on-demand price (or spot estimate)
 	PriceSpotHistory = "ec2-spot-history" // the pool's price from EC2's spot price history at billing start
+	// PriceReservation: the instance runs in a capacity reservation, paid
+	// whether used or not, so the instance itself is charged nothing more
+	PriceReservation = "reservation"
 )
 
 // Launch is one instance record.

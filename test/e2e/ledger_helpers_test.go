@@ -147,8 +147,46 @@ func ledgerCheck(t *testing.T, s *stack.Stack) {
 			t.Errorf("ledger: burst bills %s ($%.6f), which EC2 never had", id, b.USD)
 		}
 	}
+	ninst := len(rows)
+	rows = append(rows, reservationCheck(t, s, l)...)
 	sort.Strings(rows)
-	t.Logf("ledger check (%s): %d instances, worst difference %.1f s (billed seconds, start, end)\n%s", time.Since(t0).Round(time.Second), len(rows), worst, strings.Join(rows, "\n"))
+	t.Logf("ledger check (%s): %d instances, %d capacity reservations, worst difference %.1f s (billed seconds, start, end)\n%s", time.Since(t0).Round(time.Second),
+		ninst, len(rows)-ninst, worst, strings.Join(rows, "\n"))
+}
+
+// reservationCheck compares burst's bill of each capacity reservation with
+// the emulator's (the reserved count at the on-demand rate, used or not,
+// from the reservation's start): every reservation in both, the same start
+// (1 s), count and hourly rate, and the dollars up to now within 2 s of
+// the rate (the two are read a moment apart while a reservation is active).
+func reservationCheck(t *testing.T, s *stack.Stack, l sizerapi.Ledger) []string {
+	t.Helper()
+	burst := map[string]sizerapi.LedgerReservation{}
+	for _, r := range l.Reservations {
+		burst[r.ReservationID] = r
+	}
+	var rows []string
+	for _, e := range s.Emu.ReservationBill() {
+		b, ok := burst[e.ReservationID]
+		if !ok {
+			t.Errorf("ledger: capacity reservation %s (%d x %s, $%.6f by EC2) is not in burst's ledger", e.ReservationID, e.Count, e.InstanceType, e.USD)
+			continue
+		}
+		delete(burst, e.ReservationID)
+		rate := float64(b.Count) * b.PriceUSD
+		rows = append(rows, fmt.Sprintf("%s %d x %-10s ec2 %5d s $%.6f at $%.4f/h | burst %5d s $%.6f at $%.4f/h open ec2 %v burst %v",
+			e.ReservationID, e.Count, e.InstanceType, e.Seconds, e.USD, e.USDPerHour, b.Seconds, b.USD, rate, e.Open, b.Open))
+		if b.Count != e.Count || math.Abs(rate-e.USDPerHour) > 1e-6 || math.Abs(b.Start.Sub(e.Start).Seconds()) > 1 {
+			t.Errorf("ledger: reservation %s: burst bills %d from %v at $%.6f/h, EC2 %d from %v at $%.6f/h", e.ReservationID, b.Count, b.Start, rate, e.Count, e.Start, e.USDPerHour)
+		}
+		if b.Open != e.Open || math.Abs(b.USD-e.USD) > 2*e.USDPerHour/3600+1e-9 {
+			t.Errorf("ledger: reservation %s: burst $%.6f (open %v), EC2 $%.6f (open %v)", e.ReservationID, b.USD, b.Open, e.USD, e.Open)
+		}
+	}
+	for id, b := range burst {
+		t.Errorf("ledger: burst bills capacity reservation %s ($%.6f), which EC2 never had", id, b.USD)
+	}
+	return rows
 }
 
 func waived(b sizerapi.LedgerInstance) string {

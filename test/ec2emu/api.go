@@ -50,21 +50,22 @@ func statusFor(code string) int {
 type handler func(s *Server, q query, token string) (any, *apiError)
 
 var handlers = map[string]handler{
-	"CreateFleet":               (*Server).createFleet,
-	"RunInstances":              (*Server).runInstances,
-	"DescribeInstances":         (*Server).describeInstances,
-	"TerminateInstances":        (*Server).terminateInstances,
-	"CreateTags":                (*Server).createTags,
-	"DescribeSpotPriceHistory":  (*Server).describeSpotPriceHistory,
-	"DescribeInstanceTypes":     (*Server).describeInstanceTypes,
-	"CreateLaunchTemplate":      (*Server).createLaunchTemplate,
-	"DescribeLaunchTemplates":   (*Server).describeLaunchTemplates,
-	"StopInstances":             (*Server).stopInstances,
-	"StartInstances":            (*Server).startInstances,
-	"DescribeInstanceAttribute": (*Server).describeInstanceAttribute,
-	"DescribeSubnets":           (*Server).describeSubnets,
-	"DescribeSecurityGroups":    (*Server).describeSecurityGroups,
-	"DescribeImages":            (*Server).describeImages,
+	"CreateFleet":                  (*Server).createFleet,
+	"RunInstances":                 (*Server).runInstances,
+	"DescribeInstances":            (*Server).describeInstances,
+	"TerminateInstances":           (*Server).terminateInstances,
+	"CreateTags":                   (*Server).createTags,
+	"DescribeSpotPriceHistory":     (*Server).describeSpotPriceHistory,
+	"DescribeInstanceTypes":        (*Server).describeInstanceTypes,
+	"CreateLaunchTemplate":         (*Server).createLaunchTemplate,
+	"DescribeLaunchTemplates":      (*Server).describeLaunchTemplates,
+	"StopInstances":                (*Server).stopInstances,
+	"StartInstances":               (*Server).startInstances,
+	"DescribeInstanceAttribute":    (*Server).describeInstanceAttribute,
+	"DescribeSubnets":              (*Server).describeSubnets,
+	"DescribeSecurityGroups":       (*Server).describeSecurityGroups,
+	"DescribeImages":               (*Server).describeImages,
+	"DescribeCapacityReservations": (*Server).describeCapacityReservations,
 }
 
 // idempotent actions honour ClientToken.
@@ -280,25 +281,36 @@ type xStateReason struct {
 }
 
 type xInstance struct {
-	InstanceID            string           `xml:"instanceId"`
-	ImageID               string           `xml:"imageId"`
-	InstanceState         xState           `xml:"instanceState"`
-	PrivateDNSName        string           `xml:"privateDnsName"`
-	Reason                string           `xml:"reason"` // StateTransitionReason
-	AmiLaunchIndex        int              `xml:"amiLaunchIndex"`
-	InstanceType          string           `xml:"instanceType"`
-	LaunchTime            string           `xml:"launchTime"`
-	Placement             xPlacement       `xml:"placement"`
-	SubnetID              string           `xml:"subnetId"`
-	VpcID                 string           `xml:"vpcId"`
-	PrivateIPAddress      string           `xml:"privateIpAddress,omitempty"`
-	Architecture          string           `xml:"architecture"`
-	InstanceLifecycle     string           `xml:"instanceLifecycle,omitempty"`
-	SpotInstanceRequestID string           `xml:"spotInstanceRequestId,omitempty"`
-	ClientToken           string           `xml:"clientToken,omitempty"`
-	StateReason           *xStateReason    `xml:"stateReason,omitempty"`
-	TagSet                *xItems[xTag]    `xml:"tagSet,omitempty"`
-	MetadataOptions       xMetadataOptions `xml:"metadataOptions"`
+	InstanceID                       string           `xml:"instanceId"`
+	ImageID                          string           `xml:"imageId"`
+	InstanceState                    xState           `xml:"instanceState"`
+	PrivateDNSName                   string           `xml:"privateDnsName"`
+	Reason                           string           `xml:"reason"` // StateTransitionReason
+	AmiLaunchIndex                   int              `xml:"amiLaunchIndex"`
+	InstanceType                     string           `xml:"instanceType"`
+	LaunchTime                       string           `xml:"launchTime"`
+	Placement                        xPlacement       `xml:"placement"`
+	SubnetID                         string           `xml:"subnetId"`
+	VpcID                            string           `xml:"vpcId"`
+	PrivateIPAddress                 string           `xml:"privateIpAddress,omitempty"`
+	Architecture                     string           `xml:"architecture"`
+	InstanceLifecycle                string           `xml:"instanceLifecycle,omitempty"`
+	SpotInstanceRequestID            string           `xml:"spotInstanceRequestId,omitempty"`
+	ClientToken                      string           `xml:"clientToken,omitempty"`
+	StateReason                      *xStateReason    `xml:"stateReason,omitempty"`
+	TagSet                           *xItems[xTag]    `xml:"tagSet,omitempty"`
+	MetadataOptions                  xMetadataOptions `xml:"metadataOptions"`
+	CapacityReservationID            string           `xml:"capacityReservationId,omitempty"`
+	CapacityReservationSpecification *xCRSpec         `xml:"capacityReservationSpecification,omitempty"`
+}
+
+type xCRSpec struct {
+	Preference string     `xml:"capacityReservationPreference,omitempty"`
+	Target     *xCRTarget `xml:"capacityReservationTarget,omitempty"`
+}
+
+type xCRTarget struct {
+	ID string `xml:"capacityReservationId,omitempty"`
 }
 
 func (s *Server) instanceXML(in *instance) xInstance {
@@ -325,6 +337,12 @@ func (s *Server) instanceXML(in *instance) xInstance {
 	}
 	if len(in.Tags) > 0 {
 		x.TagSet = &xItems[xTag]{Items: sortedTags(in.Tags)}
+	}
+	if in.CapacityReservation != "" {
+		x.CapacityReservationID = in.CapacityReservation
+		x.CapacityReservationSpecification = &xCRSpec{Target: &xCRTarget{ID: in.CapacityReservation}}
+	} else if in.Lifecycle == "on-demand" {
+		x.CapacityReservationSpecification = &xCRSpec{Preference: "open"}
 	}
 	return x
 }

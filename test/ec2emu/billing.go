@@ -37,6 +37,9 @@ type BillLine struct {
 	USD          float64 // Seconds x USDPerHour / 3600, 0 when Waived
 	EndReason    string  // StateReason code that ended it, e.g. "Client.UserInitiatedShutdown"
 	Waived       bool    // spot interrupted by EC2 in its first hour: not charged
+	// Reservation is the capacity reservation the instance ran in: its
+	// seconds are paid by the reservation (ReservationBill), USD 0 here.
+	Reservation string
 }
 
 // MinBilledSeconds is EC2's minimum charge per running segment.
@@ -55,7 +58,10 @@ func (b *BillLine) price(end time.Time) {
 func (s *Server) openSegment(in *instance) {
 	b := &BillLine{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone, Lifecycle: in.Lifecycle,
 		LaunchTime: in.LaunchTime, Start: in.changedAt, Open: true,
-		USDPerHour: s.price(in.InstanceType, in.Zone, in.Lifecycle)}
+		USDPerHour: s.price(in.InstanceType, in.Zone, in.Lifecycle), Reservation: in.CapacityReservation}
+	if b.Reservation != "" {
+		b.USDPerHour = 0 // the reservation pays (ReservationBill)
+	}
 	in.seg = b
 	s.bill = append(s.bill, b)
 }

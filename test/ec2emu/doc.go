@@ -11,8 +11,8 @@
 // TerminateInstances, StopInstances, StartInstances,
 // DescribeInstanceAttribute (instanceInitiatedShutdownBehavior,
 // instanceType, userData), CreateTags, DescribeSpotPriceHistory,
-// DescribeInstanceTypes, CreateLaunchTemplate and DescribeLaunchTemplates.
-// Requests must carry an Authorization header (SigV4 is accepted without
+// DescribeInstanceTypes, CreateLaunchTemplate, DescribeLaunchTemplates and
+// DescribeCapacityReservations. Requests must carry an Authorization header (SigV4 is accepted without
 // checking the signature) and Version=2016-11-15. Responses are EC2's XML in
 // the 2016-11-15 namespace; errors are EC2 error documents
 // (<Response><Errors><Error><Code>...).
@@ -25,6 +25,11 @@
 //     StartInstances takes one again (InsufficientInstanceCapacity for the
 //     whole call when a pool is dry, as EC2). A dry pool at launch yields
 //     InsufficientInstanceCapacity.
+//   - On-Demand Capacity Reservations (AddCapacityReservation): targeted or
+//     open matching, ReservationCapacityExceeded when full, billed used or
+//     not (ReservationBill); see reservations.go. CreateFleet allocation
+//     strategies are checked; price-capacity-optimized takes the cheapest
+//     pool that holds the whole request (strategy.go).
 //   - The instance-launch token bucket shared by RunInstances and CreateFleet:
 //     Options.BucketSize tokens (default 1,000) refilled at
 //     Options.BucketRefill per second (default 2); a call needing more tokens

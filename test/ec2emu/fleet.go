@@ -128,6 +128,9 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 		return nil, invalid("MinTargetCapacity requires SingleAvailabilityZone or SingleInstanceType")
 	}
 	strategy := opts.get("AllocationStrategy")
+	if aerr := checkStrategy(capType, strategy); aerr != nil {
+		return nil, aerr
+	}
 	lifecycle := capType
 	var ovs []*override
 	for _, c := range q.list("LaunchTemplateConfigs") {
@@ -224,12 +227,15 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 			usable = append(usable, ov)
 		}
 	}
-	order(usable, strategy)
-
 	// Choose where to launch.
 	need := total
 	if limit > 0 && quota < need {
 		need = max(quota, 0)
+	}
+	if capType == "spot" && strategy == "price-capacity-optimized" {
+		s.orderPriceCapacity(usable, need)
+	} else {
+		order(usable, strategy)
 	}
 	type take struct {
 		ov *override
@@ -364,6 +370,13 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 				return nil, errf(500, "InternalError", "allocating a private IP: %v", err)
 			}
 			in.PrivateIP = ip
+			if lifecycle == "on-demand" {
+				// EC2 runs an on-demand instance in an open capacity
+				// reservation that matches it (reservations.go)
+				if cr := s.openReservation(t.ov.typ, t.ov.zone); cr != nil {
+					in.CapacityReservation = cr.id
+				}
+			}
 			s.consume(t.ov.typ, t.ov.zone, lifecycle)
 			s.launch(in)
 			fi.InstanceIDs.Items = append(fi.InstanceIDs.Items, in.ID)

@@ -40,6 +40,9 @@ type Instance struct {
 	ClientToken    string
 	PlacementGroup string
 	IMDSURL        string // "" until the IMDS listener is started
+	// CapacityReservation is the On-Demand Capacity Reservation the
+	// instance runs in ("" for none); see reservations.go.
+	CapacityReservation string
 
 	MetadataOptions MetadataOptions
 	// ShutdownBehavior is InstanceInitiatedShutdownBehavior: "stop"

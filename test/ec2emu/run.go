@@ -77,9 +77,28 @@ func (s *Server) runInstances(q query, token string) (any, *apiError) {
 	if len(ud) == 0 && lt != nil {
 		ud = lt.UserData
 	}
+	crs, targeted, open, aerr := s.crTargets(q.sub("CapacityReservationSpecification"), typ, zone)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if targeted && lifecycle == "spot" {
+		return nil, errf(400, "InvalidParameterCombination", "a Spot launch cannot target a capacity reservation")
+	}
 	n := maxCount
-	if free := s.poolFree(typ, zone, lifecycle); free >= 0 && free < n {
+	if free := s.poolFree(typ, zone, lifecycle); !targeted && free >= 0 && free < n {
 		n = free
+	}
+	var place []*capReservation
+	if targeted {
+		free := 0
+		for _, cr := range crs {
+			free += s.crFree(cr)
+		}
+		if free < minCount {
+			return nil, errf(400, "ReservationCapacityExceeded", "The requested capacity reservation does not have enough available capacity for %d %s instances in %s (%d available).", minCount, typ, zone, free)
+		}
+		n = min(n, free)
+		place = s.crPlace(crs, n)
 	}
 	limit := s.opts.SpotInstanceLimit
 	code := "MaxSpotInstanceCountExceeded"
@@ -119,8 +138,21 @@ func (s *Server) runInstances(q query, token string) (any, *apiError) {
 			return nil, errf(500, "InternalError", "allocating a private IP: %v", err)
 		}
 		in.PrivateIP = ip
-		s.consume(typ, zone, lifecycle)
-		s.launch(in)
+		switch {
+		case targeted:
+			in.CapacityReservation = place[i].id
+		case open && lifecycle == "on-demand":
+			if cr := s.openReservation(typ, zone); cr != nil {
+				in.CapacityReservation = cr.id
+			}
+		}
+		if in.CapacityReservation != "" {
+			s.launch(in)
+			in.holds = false // set-aside capacity, not the zone's pool
+		} else {
+			s.consume(typ, zone, lifecycle)
+			s.launch(in)
+		}
 		res.InstancesSet.Items = append(res.InstancesSet.Items, s.instanceXML(in))
 	}
 	return struct {

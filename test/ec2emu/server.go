@@ -162,6 +162,7 @@ type Server struct {
 	templates map[string]*launchTemplate // by id
 	denied    map[string]bool            // EC2 actions answered UnauthorizedOperation (Deny)
 	bill      []*BillLine
+	crs       []*capReservation // capacity reservations (reservations.go)
 	events    []*EventRecord
 	rules     []*eventRule
 	seq       int

@@ -23,6 +23,7 @@ var codeKinds = map[string]cloud.Kind{
 	"SpotMaxPriceTooLow":                   cloud.KindInsufficientCapacity,
 	"Unsupported":                          cloud.KindInsufficientCapacity, // type not offered in that zone
 	"UnfulfillableCapacity":                cloud.KindInsufficientCapacity,
+	"ReservationCapacityExceeded":          cloud.KindInsufficientCapacity, // a capacity reservation is full
 	// Rate limits.
 	"RequestLimitExceeded": cloud.KindThrottled,
 	"Throttling":           cloud.KindThrottled,
@@ -57,6 +58,7 @@ var codeKinds = map[string]cloud.Kind{
 	"InvalidGroup.NotFound":                       cloud.KindNotFound,
 	"InvalidAMIID.NotFound":                       cloud.KindNotFound,
 	"InvalidPlacementGroup.Unknown":               cloud.KindNotFound,
+	"InvalidCapacityReservationId.NotFound":       cloud.KindNotFound,
 	// Wrong requests or configuration.
 	"InvalidParameterValue":       cloud.KindInvalid,
 	"InvalidParameterCombination": cloud.KindInvalid,

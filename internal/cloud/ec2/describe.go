@@ -166,6 +166,11 @@ func convert(in types.Instance) cloud.Instance {
 	if in.InstanceLifecycle == types.InstanceLifecycleTypeSpot {
 		c.Capacity = capacity.Spot
 	}
+	if r := aws.ToString(in.CapacityReservationId); r != "" {
+		// EC2 ran it in a reservation (targeted by burst, or an open one
+		// that matched an on-demand launch): the reservation pays
+		c.Capacity, c.Reservation = capacity.Reserved, r
+	}
 	if j, err := strconv.ParseUint(tags[TagJobID], 10, 32); err == nil {
 		c.JobID = uint32(j)
 	}

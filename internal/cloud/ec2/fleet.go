@@ -16,9 +16,9 @@ import (
 )
 
 // fleet makes one CreateFleet call for nodes over offerings of one capacity
-// type. It returns the instances (all of nodes, or none), the per-offering
+// type (phase is their phaseKey). It returns the instances (all of nodes, or none), the per-offering
 // errors, or a whole-call error.
-func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest, nodes []cloud.NodeSpec, offs []cloud.Offering) ([]cloud.Instance, []*cloud.Error, error) {
+func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest, nodes []cloud.NodeSpec, offs []cloud.Offering, phase string) ([]cloud.Instance, []*cloud.Error, error) {
 	n := int32(len(nodes))
 	capType := offs[0].Capacity
 	names := make([]string, len(nodes))
@@ -46,7 +46,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	tags := p.tags(nodes, capType)
 	in := &ec2.CreateFleetInput{
 		Type:        types.FleetTypeInstant,
-		ClientToken: aws.String(p.clientToken(req, nodes, capType)),
+		ClientToken: aws.String(p.clientToken(req, nodes, phase)),
 		LaunchTemplateConfigs: []types.FleetLaunchTemplateConfigRequest{{
 			LaunchTemplateSpecification: spec,
 			Overrides:                   overrides,
@@ -67,7 +67,7 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	}
 	if capType == capacity.Spot {
 		in.SpotOptions = &types.SpotOptionsRequest{
-			AllocationStrategy:     types.SpotAllocationStrategyCapacityOptimizedPrioritized,
+			AllocationStrategy:     types.SpotAllocationStrategy(spotStrategy(req)),
 			MinTargetCapacity:      minCap,
 			SingleAvailabilityZone: single,
 			SingleInstanceType:     single,

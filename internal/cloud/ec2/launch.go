@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -111,6 +112,9 @@ func (p *Provider) check(req cloud.LaunchRequest) error {
 	if len(req.Offerings) == 0 {
 		probs = append(probs, "no offerings")
 	}
+	if req.SpotAllocationStrategy != "" && !slices.Contains(capacity.SpotStrategies, req.SpotAllocationStrategy) {
+		probs = append(probs, fmt.Sprintf("spot allocation strategy %q is not one of %s", req.SpotAllocationStrategy, strings.Join(capacity.SpotStrategies, ", ")))
+	}
 	seen := map[string]bool{}
 	for _, n := range req.Nodes {
 		if n.Node == "" || strings.ContainsAny(n.Node, ", ") {
@@ -123,7 +127,10 @@ func (p *Provider) check(req cloud.LaunchRequest) error {
 	}
 	for _, o := range req.Offerings {
 		if !o.Capacity.Launchable() || o.InstanceType == "" || o.Zone == "" {
-			probs = append(probs, fmt.Sprintf("bad offering %+v (want instance type, zone and capacity spot or on-demand)", o))
+			probs = append(probs, fmt.Sprintf("bad offering %+v (want instance type, zone and capacity spot, on-demand or reserved)", o))
+		}
+		if (o.Capacity == capacity.Reserved) != (o.Reservation != "") {
+			probs = append(probs, fmt.Sprintf("offering %s: a reserved offering names its capacity reservation, and only a reserved one does", o.Key()))
 		}
 	}
 	if len(probs) > 0 {
@@ -175,25 +182,35 @@ func (p *Provider) launchGroup(ctx context.Context, lt string, req cloud.LaunchR
 	}
 	var skipped []cloud.Offering
 	var phases [][]cloud.Offering
-	phaseOf := map[capacity.Type]int{}
+	var keys []string
+	phaseOf := map[string]int{}
+	strategy := spotStrategy(req)
 	for _, o := range offs {
 		if _, bad := unavailable[o.Key()]; bad {
 			skipped = append(skipped, o)
 			continue
 		}
-		i, ok := phaseOf[o.Capacity]
+		k := phaseKey(strategy, o)
+		i, ok := phaseOf[k]
 		if !ok {
 			i = len(phases)
-			phaseOf[o.Capacity] = i
+			phaseOf[k] = i
 			phases = append(phases, nil)
+			keys = append(keys, k)
 		}
 		phases[i] = append(phases[i], o)
 	}
 	var tried []cloud.Offering
 	var errs []*cloud.Error
-	for _, phase := range phases {
+	for i, phase := range phases {
 		tried = append(tried, phase...)
-		ins, ferrs, err := p.fleet(ctx, lt, req, nodes, phase)
+		var ins []cloud.Instance
+		var ferrs []*cloud.Error
+		if phase[0].Capacity == capacity.Reserved {
+			ins, ferrs, err = p.reserved(ctx, lt, req, nodes, phase[0], keys[i])
+		} else {
+			ins, ferrs, err = p.fleet(ctx, lt, req, nodes, phase, keys[i])
+		}
 		if err != nil {
 			return nil, tried, err // a whole-call error (throttled, unauthorized...): stop here
 		}
@@ -238,10 +255,12 @@ func summarize(op string, errs []*cloud.Error, skipped, tried []cloud.Offering) 
 	return out
 }
 
-// clientToken is stable for (cluster, nodes, job, attempt, capacity).
-func (p *Provider) clientToken(req cloud.LaunchRequest, nodes []cloud.NodeSpec, capacity capacity.Type) string {
+// clientToken is stable for (cluster, nodes, job, attempt, phase): the
+// phase is the fleet's capacity type, with its instance type for a spot
+// fleet of one type (phaseKey).
+func (p *Provider) clientToken(req cloud.LaunchRequest, nodes []cloud.NodeSpec, phase string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%s", p.opts.Cluster, req.Attempt, capacity)
+	fmt.Fprintf(h, "%s\x00%d\x00%s", p.opts.Cluster, req.Attempt, phase)
 	for _, n := range nodes {
 		fmt.Fprintf(h, "\x00%s/%d", n.Node, n.JobID)
 	}

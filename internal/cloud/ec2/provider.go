@@ -4,8 +4,13 @@
 // # Launching
 //
 // Every launch is an EC2 Fleet of type instant (CreateFleet). Overrides list
-// the caller's ranked offerings with Priority = rank, allocation strategy
-// capacity-optimized-prioritized for spot and prioritized for on-demand.
+// the caller's ranked offerings with Priority = rank; on-demand fleets use
+// the prioritized strategy. Spot fleets use LaunchRequest's
+// SpotAllocationStrategy, by default price-capacity-optimized (AWS's
+// recommendation), which ignores priorities: under it (and every spot
+// strategy but capacity-optimized-prioritized) each spot fleet holds one
+// instance type's zones, the types tried in rank order, so EC2 picks the
+// zone by spare capacity and price while the sizer's choice of type stands.
 // Spot offerings are tried first, then on-demand (the caller's on-demand
 // offerings, plus copies of the spot ones with LaunchRequest.OnDemandFallback).
 // Offerings that failed with insufficient capacity within the last few
@@ -80,6 +85,10 @@ type EC2API interface {
 	CreateLaunchTemplate(ctx context.Context, in *ec2.CreateLaunchTemplateInput, optFns ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateOutput, error)
 	DescribeLaunchTemplates(ctx context.Context, in *ec2.DescribeLaunchTemplatesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error)
 	CreateTags(ctx context.Context, in *ec2.CreateTagsInput, optFns ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error)
+	// RunInstances launches into a capacity reservation (reserve.go);
+	// DescribeCapacityReservations reads the reservations a class names.
+	RunInstances(ctx context.Context, in *ec2.RunInstancesInput, optFns ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
+	DescribeCapacityReservations(ctx context.Context, in *ec2.DescribeCapacityReservationsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error)
 }
 
 // Options configures the provider. main programs map burst.yaml onto it.

@@ -31,10 +31,13 @@ func imdsGet(t *testing.T, url, path string) (string, error) {
 	return string(b), err
 }
 
+// Under capacity-optimized-prioritized one spot fleet carries every ranked
+// offering with its rank as priority.
 func TestSpotLaunchRankedOverrides(t *testing.T) {
 	e := newEnv(t, ec2emu.Options{}, Options{})
 	offs := []cloud.Offering{spot("g6.xlarge", "us-east-1b"), spot("g5.xlarge", "us-east-1a"), spot("g4dn.xlarge", "us-east-1c")}
-	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Cluster: "test", Nodes: nodes(42, "gpu-1"), Offerings: offs, Attempt: 1})
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Cluster: "test", Nodes: nodes(42, "gpu-1"), Offerings: offs, Attempt: 1,
+		SpotAllocationStrategy: capacity.CapacityOptimizedPrioritized})
 	if err != nil {
 		t.Fatalf("launch: %v", err)
 	}
@@ -294,7 +297,8 @@ func TestRetriedLaunchCreatesNoDuplicate(t *testing.T) {
 	}
 	// A second process that cannot see the instance yet still gets the same fleet by token.
 	p2, _ := New(e.client, Options{Cluster: "test", Subnets: testSubnets, LaunchTemplateName: e.lt})
-	ins, _, err := p2.fleet(ctx(t), e.lt, req, req.Nodes, p2.candidates(req))
+	offs := p2.candidates(req)
+	ins, _, err := p2.fleet(ctx(t), e.lt, req, req.Nodes, offs, phaseKey(spotStrategy(req), offs[0]))
 	if err != nil || len(ins) != 1 || ins[0].ID != r1.Instances[0].ID {
 		t.Errorf("repeated fleet = %+v, %v; want the same instance", ins, err)
 	}

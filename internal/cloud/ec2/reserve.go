@@ -1,0 +1,148 @@
+package ec2
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/burst-hpc/burst/internal/capacity"
+	"github.com/burst-hpc/burst/internal/cloud"
+)
+
+// reserved launches nodes into one capacity reservation (offering o of
+// capacity Reserved): one RunInstances with MinCount = MaxCount = the node
+// count, targeting the reservation by id or by its resource group's ARN
+// (CapacityReservationSpecification.CapacityReservationTarget). EC2 Fleet
+// has no per-request reservation target (a fleet reaches targeted
+// reservations only through its launch template), while RunInstances
+// takes one and launches all the nodes or none. A reservation without room
+// answers ReservationCapacityExceeded: a per-offering error, so the next
+// phase (spot, on-demand) is tried, as the class's order says.
+func (p *Provider) reserved(ctx context.Context, lt string, req cloud.LaunchRequest, nodes []cloud.NodeSpec, o cloud.Offering, phase string) ([]cloud.Instance, []*cloud.Error, error) {
+	n := int32(len(nodes))
+	names := make([]string, len(nodes))
+	for i, nd := range nodes {
+		names[i] = nd.Node
+	}
+	op := "launching " + strings.Join(names, ",") + " into capacity reservation " + o.Reservation
+	target := &types.CapacityReservationTarget{}
+	if strings.HasPrefix(o.Reservation, "arn:") {
+		target.CapacityReservationResourceGroupArn = aws.String(o.Reservation)
+	} else {
+		target.CapacityReservationId = aws.String(o.Reservation)
+	}
+	in := &ec2.RunInstancesInput{
+		MinCount: aws.Int32(n), MaxCount: aws.Int32(n),
+		LaunchTemplate:                   &types.LaunchTemplateSpecification{LaunchTemplateName: aws.String(lt), Version: aws.String(p.opts.LaunchTemplateVersion)},
+		InstanceType:                     types.InstanceType(o.InstanceType),
+		SubnetId:                         aws.String(o.SubnetID),
+		ClientToken:                      aws.String(p.clientToken(req, nodes, phase)),
+		CapacityReservationSpecification: &types.CapacityReservationSpecification{CapacityReservationTarget: target},
+		TagSpecifications:                []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: p.tags(nodes, capacity.Reserved)}},
+	}
+	if req.UserData != "" {
+		in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(req.UserData)))
+	}
+	if req.PlacementGroup != "" && len(nodes) > 1 {
+		in.Placement = &types.Placement{GroupName: aws.String(req.PlacementGroup)}
+	}
+	if req.Intent != nil {
+		if err := req.Intent(aws.ToString(in.ClientToken), nodes, []cloud.Offering{o}); err != nil {
+			return nil, nil, &cloud.Error{Kind: cloud.KindInvalid, Code: "LaunchIntentNotJournaled", Op: op, Message: "not launching without a journaled launch intent: " + err.Error()}
+		}
+	}
+	out, err := p.api.RunInstances(ctx, in)
+	if err != nil {
+		werr := wrapErr(err, op, []cloud.Offering{o})
+		if e, ok := cloud.AsError(werr); ok && (e.Kind == cloud.KindInsufficientCapacity || e.Kind == cloud.KindNotFound) {
+			// full, expired or gone: this offering failed, the next may not
+			return nil, []*cloud.Error{e}, nil
+		}
+		// a whole-call failure may still have launched (see fleet)
+		p.abandon(context.WithoutCancel(ctx), nodes, capacity.Reserved, names)
+		return nil, nil, werr
+	}
+	ids := make([]string, 0, len(out.Instances))
+	answer := map[string]cloud.Instance{}
+	for _, x := range out.Instances {
+		c := convert(x)
+		ids = append(ids, c.ID)
+		answer[c.ID] = c
+	}
+	if len(ids) != len(nodes) {
+		p.log.Warn("partial reserved launch terminated (all-or-nothing)", "nodes", names, "launched", len(ids), "wanted", len(nodes))
+		if len(ids) > 0 {
+			if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+				p.log.Error("terminating a partial reserved launch", "ids", ids, "err", terr)
+			}
+		}
+		return nil, []*cloud.Error{{Kind: cloud.KindInsufficientCapacity, Code: "ReservationCapacityExceeded", Op: op,
+			Message: "the reservation launched fewer instances than nodes; terminated them (all-or-nothing)", Offerings: []cloud.Offering{o}}}, nil
+	}
+	insts, derr := p.describeLaunched(ctx, ids)
+	described := derr == nil && len(insts) == len(ids)
+	if !described {
+		// RunInstances' own answer is a whole instance record
+		p.log.Warn("launched into a reservation, but describing the new instances failed; using RunInstances' answer", "nodes", names, "instances", ids, "err", derr)
+		insts = insts[:0]
+		now := p.opts.Now()
+		for _, id := range ids {
+			c := answer[id]
+			c.Unconfirmed = true
+			if c.LaunchTime.IsZero() {
+				c.LaunchTime = now
+			}
+			insts = append(insts, c)
+		}
+	}
+	if len(nodes) > 1 {
+		if err := p.nameFleet(ctx, insts, names); err != nil {
+			if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+				p.log.Error("terminating reserved instances that could not be named", "ids", ids, "err", terr)
+			}
+			return nil, nil, wrapErr(err, op+": tagging each instance with its node", []cloud.Offering{o})
+		}
+	} else if insts[0].Node == "" {
+		insts[0].Node = names[0]
+	}
+	if described && !p.identitiesOK(insts, names) {
+		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+			p.log.Error("terminating reserved instances with ambiguous identities", "ids", ids, "err", terr)
+		}
+		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousNodeTags", Op: op,
+			Message: "the reserved instances do not carry one node tag each; terminated them"}
+	}
+	for i := range insts {
+		insts[i].Capacity = capacity.Reserved
+		if insts[i].Reservation == "" {
+			insts[i].Reservation = o.Reservation
+		}
+	}
+	p.log.Info("launched into a capacity reservation", "nodes", names, "instances", ids, "reservation", o.Reservation, "described", described)
+	return insts, nil, nil
+}
+
+// Reservations describes capacity reservations by id (DescribeCapacityReservations).
+func (p *Provider) Reservations(ctx context.Context, ids []string) ([]cloud.Reservation, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pg := ec2.NewDescribeCapacityReservationsPaginator(p.api, &ec2.DescribeCapacityReservationsInput{CapacityReservationIds: ids})
+	var out []cloud.Reservation
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, wrapErr(err, "describing capacity reservations "+strings.Join(ids, ","), nil)
+		}
+		for _, r := range page.CapacityReservations {
+			out = append(out, cloud.Reservation{ID: aws.ToString(r.CapacityReservationId), InstanceType: aws.ToString(r.InstanceType),
+				Zone: aws.ToString(r.AvailabilityZone), Total: int(aws.ToInt32(r.TotalInstanceCount)), Available: int(aws.ToInt32(r.AvailableInstanceCount)),
+				State: string(r.State), Match: string(r.InstanceMatchCriteria), Start: aws.ToTime(r.StartDate), End: aws.ToTime(r.EndDate)})
+		}
+	}
+	return out, nil
+}

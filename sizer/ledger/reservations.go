@@ -1,0 +1,85 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/burst-hpc/burst/internal/cloud"
+	"github.com/burst-hpc/burst/sizer/store"
+)
+
+// ReservationLister describes capacity reservations (*ec2.Provider).
+type ReservationLister interface {
+	Reservations(ctx context.Context, ids []string) ([]cloud.Reservation, error)
+}
+
+// syncReservations records the configured capacity reservations as EC2
+// bills them: from the reservation's start, every reserved instance at the
+// on-demand rate, used or not, until it expires or is cancelled. An
+// instance in a reservation is charged nothing itself (price source
+// reservation). EC2 describes an expired reservation's end date; a
+// cancelled one ends, for the ledger, at the first sync that sees it
+// cancelled (at most one sync interval late).
+//
+// The reservations are those burst.yaml names, those the cluster's
+// instances run in (EC2's CapacityReservationId: an open reservation can
+// take an on-demand launch burst did not aim at it), and those the ledger
+// already bills while they are active.
+func (l *Ledger) syncReservations(ctx context.Context, insts []cloud.Instance) error {
+	ids := append([]string(nil), l.o.ReservationIDs...)
+	for _, in := range insts {
+		if in.Reservation != "" {
+			ids = append(ids, in.Reservation)
+		}
+	}
+	known, err := l.o.Store.Reservations(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range known {
+		if r.End.IsZero() {
+			ids = append(ids, r.ID)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return nil
+	}
+	rl, ok := l.o.Cloud.(ReservationLister)
+	if !ok {
+		return errors.New("ledger: the cloud cannot describe capacity reservations; their charges are not recorded")
+	}
+	rs, err := rl.Reservations(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("ledger: describing capacity reservations: %w", err)
+	}
+	now := l.o.Now()
+	var errs []error
+	for _, r := range rs {
+		switch r.State {
+		case "active", "expired", "cancelled":
+		default:
+			continue // pending, scheduled, failed...: not billed (yet)
+		}
+		t, ok := l.o.Catalog.Lookup(r.InstanceType)
+		if !ok || t.OnDemandUSD <= 0 {
+			errs = append(errs, fmt.Errorf("ledger: capacity reservation %s: no on-demand price for %s in the catalog", r.ID, r.InstanceType))
+			continue
+		}
+		rec := store.Reservation{ID: r.ID, InstanceType: r.InstanceType, Zone: r.Zone, Count: r.Total, PriceUSD: t.OnDemandUSD,
+			Start: r.Start, State: r.State, Match: r.Match, Seen: now}
+		if r.State != "active" {
+			rec.End = r.End
+			if rec.End.IsZero() || rec.End.After(now) {
+				rec.End = now
+			}
+		}
+		if err := l.o.Store.RecordReservation(ctx, rec); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// reservationsSchema holds the capacity reservations the ledger bills:
+// each as EC2 describes it (type, zone, reserved count, start, end), the
+// on-demand rate it is billed at per reserved instance, used or not, and
+// when the ledger last saw it active.
+const reservationsSchema = `
+CREATE TABLE IF NOT EXISTS capacity_reservations(reservation_id TEXT PRIMARY KEY, instance_type TEXT NOT NULL, zone TEXT NOT NULL, count INTEGER NOT NULL,
+  price REAL NOT NULL, start INTEGER NOT NULL, end INTEGER, state TEXT NOT NULL, match TEXT NOT NULL DEFAULT '', seen INTEGER NOT NULL);
+`
+
+// Reservation is a capacity reservation's ledger record.
+type Reservation struct {
+	ID           string
+	InstanceType string
+	Zone         string
+	Count        int
+	PriceUSD     float64 // per reserved instance-hour (the on-demand rate)
+	Start        time.Time
+	End          time.Time // zero while active
+	State        string
+	Match        string
+	Seen         time.Time // the last sync that described it
+}
+
+// USD is what the reservation costs from its start to its end (or now):
+// every reserved instance at PriceUSD, per second, used or not.
+func (r Reservation) USD(now time.Time) (seconds int64, usd float64) {
+	end := r.End
+	if end.IsZero() {
+		end = now
+	}
+	seconds = max(int64(end.Sub(r.Start)/time.Second), 0)
+	return seconds, float64(seconds) * float64(r.Count) * r.PriceUSD / 3600
+}
+
+// RecordReservation stores (replaces) a reservation as the ledger saw it;
+// an end once recorded is kept.
+func (s *Store) RecordReservation(ctx context.Context, r Reservation) error {
+	var end any
+	if !r.End.IsZero() {
+		end = ms(r.End)
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO capacity_reservations(reservation_id, instance_type, zone, count, price, start, end, state, match, seen) VALUES(?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT(reservation_id) DO UPDATE SET instance_type=excluded.instance_type, zone=excluded.zone, count=excluded.count, price=excluded.price, start=excluded.start,
+end=COALESCE(capacity_reservations.end, excluded.end), state=excluded.state, match=excluded.match, seen=excluded.seen`,
+			r.ID, r.InstanceType, r.Zone, r.Count, r.PriceUSD, ms(r.Start), end, r.State, r.Match, ms(r.Seen))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("storing capacity reservation %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Reservations lists every reservation the ledger has billed.
+func (s *Store) Reservations(ctx context.Context) ([]Reservation, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT reservation_id, instance_type, zone, count, price, start, end, state, match, seen FROM capacity_reservations ORDER BY start, reservation_id`)
+	if err != nil {
+		return nil, fmt.Errorf("reading capacity reservations: %w", err)
+	}
+	defer rows.Close()
+	var out []Reservation
+	for rows.Next() {
+		var r Reservation
+		var start, seen int64
+		var end sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.InstanceType, &r.Zone, &r.Count, &r.PriceUSD, &start, &end, &r.State, &r.Match, &seen); err != nil {
+			return nil, fmt.Errorf("reading capacity reservations: %w", err)
+		}
+		r.Start, r.End, r.Seen = time.UnixMilli(start).UTC(), fromMS(end), time.UnixMilli(seen).UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
