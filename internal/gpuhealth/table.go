@@ -156,3 +156,47 @@ func Xids() []uint64 {
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
+
+// ParseOverrides reads the operator's overrides: xid maps an Xid code
+// ("79") to an action, events an event kind ("clock_slowdown") to one.
+// Every bad entry is an error naming its key (sorted).
+func ParseOverrides(xid, events map[string]string) (Overrides, []error) {
+	o := Overrides{Xid: map[uint64]Action{}, Kinds: map[Kind]Action{}}
+	var errs []error
+	for _, k := range sortedKeys(xid) {
+		x, err := ParseXid(k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("xid.%s: %w", k, err))
+			continue
+		}
+		a, err := ParseAction(xid[k])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("xid.%s: %w", k, err))
+			continue
+		}
+		o.Xid[x] = a
+	}
+	for _, k := range sortedKeys(events) {
+		kind, err := ParseKind(k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("events.%s: %w", k, err))
+			continue
+		}
+		a, err := ParseAction(events[k])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("events.%s: %w", k, err))
+			continue
+		}
+		o.Kinds[kind] = a
+	}
+	return o, errs
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -109,3 +109,20 @@ func TestReason(t *testing.T) {
 		t.Errorf("reason of %d characters", n)
 	}
 }
+
+func TestParseOverrides(t *testing.T) {
+	o, errs := ParseOverrides(map[string]string{"13": "replace", "79": "ignore"}, map[string]string{"clock_slowdown": "note"})
+	if len(errs) != 0 || o.Xid[13] != Replace || o.Xid[79] != Ignore || o.Kinds[KindSlowdown] != Note {
+		t.Fatalf("%+v %v", o, errs)
+	}
+	_, errs = ParseOverrides(map[string]string{"abc": "replace", "48": "drain", "1000": "note"}, map[string]string{"melted": "note", "gpu_lost": "maybe"})
+	want := []string{"xid.1000: Xid \"1000\"", "xid.48: unknown action \"drain\"", "xid.abc: Xid \"abc\"", "events.gpu_lost: unknown action \"maybe\"", "events.melted: unknown GPU health event"}
+	if len(errs) != len(want) {
+		t.Fatalf("errors %v, want %d", errs, len(want))
+	}
+	for i, w := range want {
+		if got := errs[i].Error(); len(got) < len(w) || got[:len(w)] != w {
+			t.Errorf("error %d: %q, want it to start %q", i, got, w)
+		}
+	}
+}
