@@ -28,3 +28,12 @@ type GPUHealth struct {
 	// Gate is true for a finding of the boot gate (before slurmd started).
 	Gate bool `json:"gate,omitempty"`
 }
+
+// GPUHealthRow is a stored GPU health event with where it happened.
+type GPUHealthRow struct {
+	InstanceID   string    `json:"instance_id"`
+	Node         string    `json:"node"`
+	InstanceType string    `json:"instance_type,omitempty"`
+	Zone         string    `json:"zone,omitempty"`
+	Event        GPUHealth `json:"event"`
+}
