@@ -15,8 +15,17 @@ import (
 // (replace: the node was drained and its instance replaced; note; ignore).
 // examples/prometheus-alerts.yaml fires on its replace series.
 func newGPUHealthMetric() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_gpu_health_events_total",
+	m := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_gpu_health_events_total",
 		Help: "GPU health events reported by burst-agent, by event (kind or xid_<code>) and action (replace, note, ignore)."}, []string{"event", "action"})
+	// every event of the table at its default action starts at 0, so that
+	// rates and alerts see the series before the first fault
+	for k, a := range gpuhealth.KindTable {
+		m.WithLabelValues(string(k), string(a))
+	}
+	for _, x := range gpuhealth.Xids() {
+		m.WithLabelValues(fmt.Sprintf("xid_%d", x), string(gpuhealth.XidTable[x].Action))
+	}
+	return m
 }
 
 // gpuHealthLabel is the metric's event label of h (bounded: the kinds and
