@@ -271,7 +271,11 @@ func runAgent(c *cli.Context) error {
 		p := &imds.Poller{Client: imdsClient, Interval: c.Duration("imds-poll"), Handle: h.Handle, Logger: log}
 		goRun(p.Run)
 	}
-	mon, err := healthMonitor(c, healthDeps{reader: reader, ops: ops, rec: rep, node: node, id: instanceID, instanceType: instanceType, log: log})
+	classType := instanceType
+	if simReader != nil && c.IsSet("sim-gpus") {
+		classType = "" // simulated GPUs counted by hand: no class to check them against
+	}
+	mon, err := healthMonitor(c, healthDeps{reader: reader, ops: ops, rec: rep, node: node, id: instanceID, instanceType: classType, log: log})
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
