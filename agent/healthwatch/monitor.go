@@ -273,3 +273,32 @@ func ToReport(e gpuhealth.Event, a gpuhealth.Action, reason string) sizerapi.GPU
 	return sizerapi.GPUHealth{Time: e.Time.UTC(), Kind: string(e.Kind), GPU: e.GPU, UUID: e.UUID, BusID: e.BusID, Xid: e.Xid,
 		Count: e.Count, Detail: e.Detail, Action: string(a), Reason: reason}
 }
+
+// Gate checks the GPUs once, as the boot gate does: it returns the first
+// finding the table says to replace the node for (ok false), or ok true.
+// o's Node may be empty; nothing is reported or evacuated.
+func Gate(ctx context.Context, g GPUs, o Options, wait time.Duration) (bad gpuhealth.Event, ok bool, err error) {
+	if o.Node == "" {
+		o.Node = "gate"
+	}
+	m, err := New(g, noEvac{}, nil, o)
+	if err != nil {
+		return gpuhealth.Event{}, false, err
+	}
+	evs, err := m.Findings(ctx, wait)
+	for _, e := range evs {
+		if a, _ := m.o.Table.Classify(e); a == gpuhealth.Replace {
+			return e, false, nil
+		}
+	}
+	if err != nil {
+		return gpuhealth.Event{}, false, err
+	}
+	return gpuhealth.Event{}, true, nil
+}
+
+type noEvac struct{}
+
+func (noEvac) Evacuate(context.Context, interruption.Notice, string) (sizerapi.Event, error) {
+	return sizerapi.Event{}, nil
+}

@@ -193,3 +193,20 @@ func TestCheckClass(t *testing.T) {
 		t.Errorf("model h100 on a10g: %+v", evs)
 	}
 }
+
+func TestGate(t *testing.T) {
+	r, _ := sim.New(sim.Options{GPUs: 8, Name: "NVIDIA H100 80GB HBM3"})
+	o := Options{ExpectGPUs: 8, ExpectModel: "h100"}
+	if _, ok, err := Gate(context.Background(), r, o, 0); !ok || err != nil {
+		t.Fatalf("healthy node refused: %v", err)
+	}
+	r.Inject(sim.Fault{Kind: gpuhealth.KindECCAggregate, GPU: 1, Count: 3}) // noted, not a reason
+	if _, ok, _ := Gate(context.Background(), r, o, 0); !ok {
+		t.Fatal("refused for an aggregate ECC count")
+	}
+	r.Inject(sim.Fault{Kind: gpuhealth.KindCount, Count: 7})
+	bad, ok, err := Gate(context.Background(), r, o, 0)
+	if ok || err != nil || bad.Kind != gpuhealth.KindCount || bad.Reason() != "gpu: gpu_count (7 GPUs, the class has 8)" {
+		t.Fatalf("7 of 8 GPUs: %+v %v %v", bad, ok, err)
+	}
+}

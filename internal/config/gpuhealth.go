@@ -24,6 +24,12 @@ type GPUHealth struct {
 	// Events overrides the action of the other event kinds, e.g.
 	// clock_slowdown: note.
 	Events map[string]string `yaml:"events"`
+	// DCGMLevel runs `dcgmi diag -r <level>` (1 quick .. 4 long) in the
+	// boot gate before slurmd starts, on real GPUs; 0 (default) does not.
+	DCGMLevel int `yaml:"dcgm_level"`
+	// DCGMTimeout bounds dcgmi diag (default 2m): a diagnostic that hangs
+	// fails the gate.
+	DCGMTimeout Duration `yaml:"dcgm_timeout"`
 }
 
 // Overrides returns the table overrides (Validate has checked them).
@@ -51,6 +57,12 @@ func (v *validator) gpuHealth() {
 		if d.Duration < 0 {
 			v.add(path, "%v is negative: give a positive duration such as 5s, or leave it out for the default", d.Duration)
 		}
+	}
+	if g.DCGMLevel < 0 || g.DCGMLevel > 4 {
+		v.add("gpu_health.dcgm_level", "%d: want 0 (off) or a dcgmi diag run level 1..4", g.DCGMLevel)
+	}
+	if g.DCGMTimeout.Duration < 0 || g.DCGMTimeout.Duration > 30*time.Minute {
+		v.add("gpu_health.dcgm_timeout", "%v: want a positive duration up to 30m", g.DCGMTimeout.Duration)
 	}
 	if g.Interval.Duration > time.Minute {
 		v.add("gpu_health.interval", "%v: at most 1m (a GPU fault would go unseen that long)", g.Interval.Duration)

@@ -158,6 +158,9 @@ type GPUHealth struct {
 	NVLinkErrors  uint64            `json:"nvlink_errors,omitempty"`
 	Xid           map[string]string `json:"xid,omitempty"`
 	Events        map[string]string `json:"events,omitempty"`
+	// DCGMLevel runs `dcgmi diag -r <level>` in the boot gate (0: not run).
+	DCGMLevel   int      `json:"dcgm_level,omitempty"`
+	DCGMTimeout Duration `json:"dcgm_timeout,omitempty"`
 }
 
 // Test holds the switches the end-to-end tests use. Nothing here is set in production.

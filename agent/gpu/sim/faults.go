@@ -27,6 +27,9 @@ type Fault struct {
 	GPU   int            `json:"gpu"`
 	Xid   uint64         `json:"xid,omitempty"`
 	Count uint64         `json:"count,omitempty"`
+	// Instance, if set, limits the fault to that EC2 instance (a node name
+	// outlives its instances: the replacement is healthy).
+	Instance string `json:"instance,omitempty"`
 }
 
 // FaultFile is the injection file: {"faults": [...]}. Faults are applied in

@@ -99,6 +99,11 @@ func TestHealthInjected(t *testing.T) {
 		if evs, _ := r.Health(ctx, 0); len(evs) != 0 {
 			t.Errorf("the Xid came again: %+v", evs)
 		}
+		// a fault for another instance is not this one's
+		os.WriteFile(path, []byte(`{"faults":[{"kind":"xid","gpu":3,"xid":79},{"kind":"gpu_lost","gpu":0,"instance":"i-0other"}]}`), 0o644)
+		if evs, _ := r.Health(ctx, 0); len(evs) != 0 {
+			t.Errorf("another instance's fault applied: %+v", evs)
+		}
 	}
 	r.Inject(Fault{Kind: gpuhealth.KindLost, GPU: 1})
 	r.Inject(Fault{Kind: gpuhealth.KindECCVolatile, GPU: 2, Count: 2})

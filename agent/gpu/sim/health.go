@@ -81,7 +81,9 @@ func (r *Reader) loadFaults() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, f := range ff.Faults[min(r.health.applied, len(ff.Faults)):] {
-		r.apply(f)
+		if f.Instance == "" || f.Instance == r.opts.InstanceID {
+			r.apply(f)
+		}
 	}
 	r.health.applied = max(r.health.applied, len(ff.Faults))
 	return nil

@@ -28,6 +28,8 @@ type Options struct {
 	// FaultFile, if set, is read for injected faults on every Health call
 	// (see Fault and ReadFaultFile: root-owned files only).
 	FaultFile string
+	// InstanceID is this instance's (faults for another are not applied).
+	InstanceID string
 }
 
 // Reader simulates Options.GPUs GPUs. Assign puts a job's processes on a GPU.

@@ -1,0 +1,43 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/userdata"
+)
+
+func TestGPUGateStep(t *testing.T) {
+	ctx := context.Background()
+	b := &boot{o: Options{RunDir: "/run/burst"}, log: slog.New(slog.DiscardHandler)}
+	if skipped, err := b.gpuGate(ctx); skipped == "" || err != nil {
+		t.Errorf("no gate: %q %v", skipped, err)
+	}
+	var got GateInput
+	b.o.GPUGate = func(_ context.Context, in GateInput) error {
+		got = in
+		return errors.New("gpu: gpu_count (7 GPUs, the class has 8)")
+	}
+	b.ud.Agent.GPUSource, b.instance = "sim", Instance{ID: "i-0abc", Type: "p5.48xlarge"}
+	if _, err := b.gpuGate(ctx); err == nil || FailureReason(StepGPUGate, err) != "burst bootstrap: gpu-gate: gpu: gpu_count (7 GPUs, the class has 8)" {
+		t.Errorf("failing gate: %v", err)
+	}
+	if got.InstanceID != "i-0abc" || got.InstanceType != "p5.48xlarge" || got.SimFaultFile != "/run/burst/"+SimFaultFileName {
+		t.Errorf("gate input %+v", got)
+	}
+	// a gate that hangs fails within its timeout
+	b.o.GateTimeout = 50 * time.Millisecond
+	b.o.GPUGate = func(ctx context.Context, in GateInput) error { select {} }
+	t0 := time.Now()
+	if _, err := b.gpuGate(ctx); err == nil || !strings.Contains(err.Error(), "did not finish within 50ms") || time.Since(t0) > 10*time.Second {
+		t.Errorf("hung gate: %v after %v", err, time.Since(t0))
+	}
+	b.ud.Agent.GPUHealth = &userdata.GPUHealth{Off: true}
+	if skipped, err := b.gpuGate(ctx); skipped != "gpu_health.off" || err != nil {
+		t.Errorf("gate off: %q %v", skipped, err)
+	}
+}
