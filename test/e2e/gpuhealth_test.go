@@ -7,12 +7,15 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/burst-hpc/burst/agent/gpu/sim"
 	"github.com/burst-hpc/burst/internal/bootstrap"
+	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
@@ -118,6 +121,69 @@ func TestGPUHealthXid79(t *testing.T) {
 	}
 	if v := metric(t, s, `burst_sizer_gpu_health_events_total{action="replace",event="xid_79"}`); v != 1 {
 		t.Errorf("burst_sizer_gpu_health_events_total{xid_79, replace} = %v, want 1", v)
+	}
+	eventually(t, 60*time.Second, "every instance released", func() bool { return len(liveInstances(s)) == 0 })
+}
+
+// TestGPUHealthBootGate: the first instance launched for a job has fewer
+// GPUs than its type (a fault injected for that instance only, before it
+// boots). The bootstrap's GPU gate refuses it before slurmd registers: the
+// node is handed back with the reason, the instance terminated, and the
+// job runs on a new, healthy instance.
+func TestGPUHealthBootGate(t *testing.T) {
+	var mu sync.Mutex
+	var bad string
+	s := start(t, stack.Options{Boot: func(ctx context.Context, s *stack.Stack, in ec2emu.Instance, node string) error {
+		mu.Lock()
+		first := bad == ""
+		if first {
+			bad = in.ID
+		}
+		mu.Unlock()
+		if first {
+			dir := s.RunDir(node)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			f := `{"faults":[{"kind":"gpu_count","count":0,"instance":"` + in.ID + `"}]}`
+			if err := os.WriteFile(filepath.Join(dir, bootstrap.SimFaultFileName), []byte(f), 0o644); err != nil {
+				return err
+			}
+		}
+		return stack.BootstrapNode(ctx, s, in, node)
+	}})
+	ctx := context.Background()
+	id := sbatch(t, s, "--constraint=a10g", "--gres=gpu:1", "--account=demo", "--wrap", "sleep 2")
+	sl := slurmClient(s)
+	want := "burst bootstrap: " + bootstrap.StepGPUGate + ": gpu: gpu_count (0 GPUs, the class has 1)"
+	var node string
+	eventually(t, 90*time.Second, "the node handed back by the GPU gate", func() bool {
+		mu.Lock()
+		b := bad
+		mu.Unlock()
+		if b == "" {
+			return false
+		}
+		in, _ := s.Emu.Instance(b)
+		node = ec2p.NodeOf(in.Tags)
+		if node == "" {
+			return false
+		}
+		ns, err := sl.Nodes(ctx, node)
+		return err == nil && len(ns) == 1 && ns[0].Reason == want
+	})
+	eventually(t, 60*time.Second, "the refused instance terminated", func() bool {
+		in, _ := s.Emu.Instance(bad)
+		return in.State == "terminated" || in.State == "shutting-down"
+	})
+	waitJob(t, s, id, 3*time.Minute, "COMPLETED")
+	if all := s.Emu.Instances(); len(all) < 2 {
+		t.Fatalf("want a replacement instance, got %d", len(all))
+	}
+	for _, in := range liveInstances(s) {
+		if in.ID == bad {
+			t.Errorf("the refused instance %s is live", bad)
+		}
 	}
 	eventually(t, 60*time.Second, "every instance released", func() bool { return len(liveInstances(s)) == 0 })
 }
