@@ -176,7 +176,10 @@ func TestGPUHealthBootGate(t *testing.T) {
 		in, _ := s.Emu.Instance(bad)
 		return in.State == "terminated" || in.State == "shutting-down"
 	})
-	waitJob(t, s, id, 3*time.Minute, "COMPLETED")
+	// up to slurm.resume_timeout more (the first allocation's
+	// PrologSlurmctld waits on), and 24.11 and later hold a requeued job
+	// for its requeue delay (~120 s): see TestFaultSpotOnlyDry
+	waitJob(t, s, id, 5*time.Minute, "COMPLETED")
 	if all := s.Emu.Instances(); len(all) < 2 {
 		t.Fatalf("want a replacement instance, got %d", len(all))
 	}
