@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,15 +26,7 @@ const (
 	EnvLogLevel       = "BURST_LOG_LEVEL"
 	EnvGPUSource      = "BURST_GPU_SOURCE"
 	EnvSimMemory      = "BURST_SIM_MEMORY_PERCENT"
-	// EnvGPUHealth carries burst.yaml's gpu_health as JSON (userdata.GPUHealth).
-	EnvGPUHealth = "BURST_GPU_HEALTH"
-	// EnvSimFaultFile is the simulated GPUs' fault injection file (sim only).
-	EnvSimFaultFile = "BURST_SIM_FAULT_FILE"
 )
-
-// SimFaultFileName is the fault injection file of simulated GPUs in the run
-// directory (root-owned: only root can inject; agent/gpu/sim).
-const SimFaultFileName = "sim-gpu-faults.json"
 
 // AgentEnv returns the environment (KEY=value) burst-agent run gets. The
 // credential is passed as a file path, never as a value, so it does not show
@@ -64,12 +55,7 @@ func AgentEnv(u userdata.UserData, credentialFile, caFile, nonceFile string) []s
 	if u.Agent.SimMemoryPercent > 0 {
 		env = append(env, fmt.Sprintf("%s=%d", EnvSimMemory, u.Agent.SimMemoryPercent))
 	}
-	if g := u.Agent.GPUHealth; g != nil {
-		if b, err := json.Marshal(g); err == nil {
-			env = append(env, EnvGPUHealth+"="+string(b))
-		}
-	}
-	return env
+	return append(env, gpuHealthEnv(u, credentialFile)...)
 }
 
 func (b *boot) agent(ctx context.Context) (string, error) {
@@ -85,9 +71,6 @@ func (b *boot) agent(ctx context.Context) (string, error) {
 		u.Agent.IMDSEndpoint = b.o.IMDSEndpoint
 	}
 	env := AgentEnv(u, cred, ca, b.o.NonceFile)
-	if u.Agent.GPUSource == "sim" {
-		env = append(env, EnvSimFaultFile+"="+filepath.Join(b.o.RunDir, SimFaultFileName))
-	}
 	switch b.o.Exec {
 	case ExecSystemd:
 		var buf bytes.Buffer

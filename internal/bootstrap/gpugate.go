@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,6 +13,32 @@ import (
 
 // StepGPUGate checks the node's GPUs before slurmd registers.
 const StepGPUGate = "gpu-gate"
+
+const (
+	// EnvGPUHealth carries burst.yaml's gpu_health to burst-agent run as
+	// JSON (userdata.GPUHealth).
+	EnvGPUHealth = "BURST_GPU_HEALTH"
+	// EnvSimFaultFile is the simulated GPUs' fault injection file (sim only).
+	EnvSimFaultFile = "BURST_SIM_FAULT_FILE"
+	// SimFaultFileName is that file in the run directory, beside the
+	// credential (root-owned: only root can inject; agent/gpu/sim).
+	SimFaultFileName = "sim-gpu-faults.json"
+)
+
+// gpuHealthEnv is the agent's GPU health environment: the settings, and
+// the fault file in the run directory (the credential's) for simulated GPUs.
+func gpuHealthEnv(u userdata.UserData, credentialFile string) []string {
+	var env []string
+	if g := u.Agent.GPUHealth; g != nil {
+		if b, err := json.Marshal(g); err == nil {
+			env = append(env, EnvGPUHealth+"="+string(b))
+		}
+	}
+	if u.Agent.GPUSource == "sim" {
+		env = append(env, EnvSimFaultFile+"="+filepath.Join(filepath.Dir(credentialFile), SimFaultFileName))
+	}
+	return env
+}
 
 // GateInput is what the GPU gate knows of the instance.
 type GateInput struct {

@@ -41,3 +41,24 @@ func TestGPUGateStep(t *testing.T) {
 		t.Errorf("gate off: %q %v", skipped, err)
 	}
 }
+
+func TestGPUHealthEnv(t *testing.T) {
+	u := userdata.UserData{Agent: userdata.Agent{GPUSource: "sim", GPUHealth: &userdata.GPUHealth{Xid: map[string]string{"13": "replace"}}}}
+	env := AgentEnv(u, "/run/burst/agent.credential", "/run/burst/ca.pem", "/n")
+	want := []string{`BURST_GPU_HEALTH={"xid":{"13":"replace"}}`, "BURST_SIM_FAULT_FILE=/run/burst/" + SimFaultFileName}
+	for _, w := range want {
+		found := false
+		for _, e := range env {
+			found = found || e == w
+		}
+		if !found {
+			t.Errorf("agent env %q lacks %s", env, w)
+		}
+	}
+	u.Agent.GPUSource, u.Agent.GPUHealth = "nvml", nil
+	for _, e := range AgentEnv(u, "/run/burst/agent.credential", "", "") {
+		if strings.HasPrefix(e, "BURST_SIM_FAULT_FILE=") || strings.HasPrefix(e, "BURST_GPU_HEALTH=") {
+			t.Errorf("real GPUs got %s", e)
+		}
+	}
+}
