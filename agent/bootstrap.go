@@ -29,6 +29,8 @@ func bootstrapCommand() *cli.Command {
 			&cli.StringFlag{Name: "slurmd", Usage: "slurmd binary (default /usr/sbin/slurmd)"},
 			&cli.StringFlag{Name: "scontrol", Usage: "scontrol binary (default /usr/bin/scontrol)"},
 			&cli.DurationFlag{Name: "register-timeout", Value: 90 * time.Second, Usage: "longest wait for slurmctld to see the node"},
+			&cli.DurationFlag{Name: "gpu-gate-timeout", Value: bootstrap.DefaultGateTimeout, Usage: "longest the GPU gate (count, model, NVML health, dcgmi diag) may take before slurmd starts; longer fails the node"},
+			&cli.StringFlag{Name: "dcgmi", Value: "/usr/bin/dcgmi", Usage: "dcgmi binary for the GPU gate's diagnostic (gpu_health.dcgm_level)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"BURST_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		},
 		Action: func(c *cli.Context) error {
@@ -41,6 +43,7 @@ func bootstrapCommand() *cli.Command {
 				Exec: bootstrap.ExecMode(c.String("exec")), UserDataFile: c.String("user-data-file"),
 				IMDSEndpoint: c.String("imds-endpoint"), NodeName: c.String("node-name"), RunDir: c.String("run-dir"),
 				RegisterTimeout: c.Duration("register-timeout"), Logger: log,
+				GPUGate: gpuGate(log.With("step", bootstrap.StepGPUGate), c.String("dcgmi")), GateTimeout: c.Duration("gpu-gate-timeout"),
 				CleanExec: []string{self, "exec-clean", "--"},
 				// the EC2 emulator's poweroff stand-in (the agent's
 				// --emu-shutdown-url): root only, as a real poweroff

@@ -40,7 +40,7 @@ const (
 
 func runCommand() *cli.Command {
 	host, _ := os.Hostname()
-	return &cli.Command{
+	cmd := &cli.Command{
 		Name:  "run",
 		Usage: "sample GPUs, report to the sizer, handle spot interruptions (the systemd service)",
 		Flags: append([]cli.Flag{
@@ -81,6 +81,8 @@ func runCommand() *cli.Command {
 		}, imdsGuardFlags()...),
 		Action: runAgent,
 	}
+	cmd.Flags = append(cmd.Flags, healthFlags()...)
+	return cmd
 }
 
 // runConfig checks the flags, reporting every problem at once.
@@ -121,6 +123,12 @@ func runConfig(c *cli.Context) error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--slurm-api %q: want cli or rest", c.String("slurm-api")))
+	}
+	if _, _, herrs := healthSettings(c.String("gpu-health")); len(herrs) > 0 {
+		errs = append(errs, herrs...)
+	}
+	if c.String("sim-fault-file") != "" && c.String("gpu-source") != "sim" {
+		errs = append(errs, errors.New("--sim-fault-file: only with --gpu-source sim (faults are injected into simulated GPUs only)"))
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
@@ -188,12 +196,13 @@ func runAgent(c *cli.Context) error {
 
 	// simulated GPUs take the instance type's shape from the catalog, so
 	// the sizer's feedback store sees plausible memory figures
-	simGPUs, simMem := c.Int("sim-gpus"), uint64(0)
-	if !c.IsSet("sim-gpus") && !c.Bool("no-imds") {
+	simGPUs, simMem, simModel, instanceType := c.Int("sim-gpus"), uint64(0), "", ""
+	if !c.Bool("no-imds") {
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if typ, err := imdsClient.InstanceType(tctx); err == nil {
-			if t, ok := catalog.Default().Lookup(typ); ok && t.GPUs > 0 {
-				simGPUs, simMem = t.GPUs, uint64(t.GPUMemoryMiB)<<20
+			instanceType = typ
+			if t, ok := catalog.Default().Lookup(typ); ok && t.GPUs > 0 && !c.IsSet("sim-gpus") {
+				simGPUs, simMem, simModel = t.GPUs, uint64(t.GPUMemoryMiB)<<20, t.GPUModel
 			}
 		}
 		cancel()
@@ -204,7 +213,8 @@ func runAgent(c *cli.Context) error {
 		return cli.Exit(err.Error(), 2)
 	}
 	source := c.String("gpu-source")
-	reader, simReader, err := openGPUs(source, sim.Options{GPUs: simGPUs, Seed: c.Uint64("sim-seed"), MemoryTotalBytes: simMem, MemoryUsedPercent: c.Int("sim-memory-percent")})
+	reader, simReader, err := openGPUs(source, sim.Options{GPUs: simGPUs, Seed: c.Uint64("sim-seed"), MemoryTotalBytes: simMem, MemoryUsedPercent: c.Int("sim-memory-percent"),
+		Name: simName(simModel), FaultFile: c.String("sim-fault-file")})
 	if err != nil {
 		if source == "nvml" {
 			drainForGPUs(ctx, sc, node, err, log)
@@ -261,6 +271,17 @@ func runAgent(c *cli.Context) error {
 		}
 		p := &imds.Poller{Client: imdsClient, Interval: c.Duration("imds-poll"), Handle: h.Handle, Logger: log}
 		goRun(p.Run)
+	}
+	classType := instanceType
+	if simReader != nil && c.IsSet("sim-gpus") {
+		classType = "" // simulated GPUs counted by hand: no class to check them against
+	}
+	mon, err := healthMonitor(c, healthDeps{reader: reader, ops: ops, rec: rep, node: node, id: instanceID, instanceType: classType, log: log})
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	if mon != nil {
+		goRun(mon.Run)
 	}
 	goRun(renewer(c, base, ca, imdsClient, log).Run)
 	if fw := c.String("imds-firewall"); strings.TrimSpace(fw) != "" {

@@ -6,7 +6,7 @@
 #   24.11, 26.05  the packages whose tests drive real Slurm daemons (those
 #          importing test/harness or test/stack), against the Debian roots
 #          scripts/slurm-roots.sh built (BURST_SLURM=<version>)
-#   <version>+rest  the e2e lifecycle, spot, fault, capacity and HA tests (REST_TESTS)
+#   <version>+rest  the e2e lifecycle, spot, fault, capacity, HA and GPU health tests (REST_TESTS)
 #          again with burst talking to Slurm through slurmrestd
 #          (BURST_SLURM_API=rest; the tests above use the command line)
 #
@@ -26,7 +26,7 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 MATRIX_PARALLEL=${MATRIX_PARALLEL:-1}
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(22.05 24.11 26.05)
-REST_TESTS=${REST_TESTS-'^(TestSingleGPUJob|TestTwoNodeJob|TestAllOrNothingFailure|TestResumeTwice|TestSpotInterruption|TestFault.*|TestCapacity.*|TestHA.*)$'}
+REST_TESTS=${REST_TESTS-'^(TestSingleGPUJob|TestTwoNodeJob|TestAllOrNothingFailure|TestResumeTwice|TestSpotInterruption|TestFault.*|TestCapacity.*|TestHA.*|TestGPUHealth.*)$'}
 runs=("${versions[@]}")
 if [ -n "$REST_TESTS" ]; then
   for v in "${versions[@]}"; do runs+=("$v+rest"); done

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -47,7 +48,11 @@ type NVML struct {
 	lib     nvml.Interface
 	devices []nvml.Device
 	info    []Device
+	busIDs  []string
 	now     func() time.Time
+	// events is the health event set (nvml_health.go), created on first use.
+	events     nvml.EventSet
+	registered int
 }
 
 // Open loads libnvidia-ml through go-nvml and returns a Reader over every
@@ -89,8 +94,13 @@ func NewNVML(lib nvml.Interface) (*NVML, error) {
 			lib.Shutdown()
 			return nil, fmt.Errorf("describing GPU %d: %w", i, err)
 		}
+		bus := ""
+		if p, r := d.GetPciInfo(); r == nvml.SUCCESS {
+			bus = busID(p.BusId)
+		}
 		n.devices = append(n.devices, d)
 		n.info = append(n.info, info)
+		n.busIDs = append(n.busIDs, bus)
 	}
 	return n, nil
 }
@@ -150,10 +160,28 @@ func (n *NVML) Close() error {
 	if n.lib == nil {
 		return nil
 	}
+	ferr := n.freeEvents()
 	r := n.lib.Shutdown()
 	n.lib = nil
 	if r != nvml.SUCCESS && !errors.Is(nvErr("Shutdown", r), ErrNoDriver) {
-		return fmt.Errorf("shutting NVML down: %w", nvErr("Shutdown", r))
+		return errors.Join(ferr, fmt.Errorf("shutting NVML down: %w", nvErr("Shutdown", r)))
 	}
-	return nil
+	return ferr
+}
+
+// busID is NVML's PCI bus id in the kernel's form: 0000:b3:00.0 (NVML
+// gives 00000000:B3:00.0).
+func busID(raw [32]int8) string {
+	b := make([]byte, 0, len(raw))
+	for _, c := range raw {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	s := strings.ToLower(string(b))
+	if len(s) == 16 && strings.HasPrefix(s, "0000") {
+		s = s[4:]
+	}
+	return s
 }

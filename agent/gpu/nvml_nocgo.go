@@ -5,6 +5,9 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/burst-hpc/burst/internal/gpuhealth"
 )
 
 // NVML is unavailable in binaries built with CGO_ENABLED=0.
@@ -23,3 +26,11 @@ func (n *NVML) Sample(context.Context) ([]Sample, error) { return nil, ErrNoDriv
 
 // Close does nothing.
 func (n *NVML) Close() error { return nil }
+
+// Health is never reached: Open fails.
+func (n *NVML) Health(context.Context, time.Duration) ([]gpuhealth.Event, error) {
+	return nil, ErrNoDriver
+}
+
+// RegisterHealthEvents is never reached: Open fails.
+func (n *NVML) RegisterHealthEvents() (int, error) { return 0, ErrNoDriver }

@@ -60,7 +60,7 @@ func AgentEnv(u userdata.UserData, credentialFile, caFile, nonceFile string) []s
 	if u.Agent.SimMemoryPercent > 0 {
 		env = append(env, fmt.Sprintf("%s=%d", EnvSimMemory, u.Agent.SimMemoryPercent))
 	}
-	return env
+	return append(env, gpuHealthEnv(u, credentialFile)...)
 }
 
 func (b *boot) agent(ctx context.Context) (string, error) {

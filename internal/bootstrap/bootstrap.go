@@ -141,6 +141,10 @@ type Options struct {
 	// only, and only when this process runs with HUP/INT/TERM/USR1/USR2 blocked or
 	// ignored (as anything started from slurmctld's ResumeProgram does).
 	CleanExec []string
+	// GPUGate, if set, checks the GPUs before slurmd starts (gpugate.go);
+	// GateTimeout bounds it (default DefaultGateTimeout).
+	GPUGate     GPUGate `json:"-"`
+	GateTimeout time.Duration
 	// SecretsManagerEndpoint overrides https://secretsmanager.<region>.amazonaws.com (tests).
 	SecretsManagerEndpoint string
 	// Credentials for Secrets Manager (default: the instance role via IMDS).
@@ -288,6 +292,7 @@ func (b *boot) run(ctx context.Context) (Report, error) {
 		{StepMunge, b.munge},
 		{StepMount, b.mount},
 		{StepCheckpointRoot, b.checkpointRoot},
+		{StepGPUGate, b.gpuGate},
 		{StepSlurmd, b.slurmd},
 		// the agent starts before the registration wait: slurmctld may start
 		// the job the moment slurmd registers, and a short job would

@@ -97,7 +97,7 @@ func TestRootDirectBootstrap(t *testing.T) {
 		t.Errorf("checkpoint root mode %v, want root's drwxr-xr-x (the Prolog makes job directories)", st.Mode())
 	}
 	// Report and status.json.
-	if !rep.OK || len(rep.Steps) != 9 || rep.HandedBack {
+	if !rep.OK || len(rep.Steps) != 10 || rep.HandedBack {
 		t.Fatalf("report %+v", rep)
 	}
 	var st Report

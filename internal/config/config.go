@@ -39,6 +39,8 @@ type Config struct {
 	Limits     []Limit    `yaml:"limits"`
 	Accounting Accounting `yaml:"accounting"`
 	Log        Log        `yaml:"log"`
+	// GPUHealth is burst-agent's GPU health monitor (gpuhealth.go).
+	GPUHealth GPUHealth `yaml:"gpu_health"`
 
 	// Source is the file the configuration was loaded from ("" for defaults).
 	Source string `yaml:"-"`

@@ -48,6 +48,7 @@ func (c *Config) ValidateWith(cat *catalog.Catalog) error {
 	v.limits()
 	v.accounting()
 	v.log()
+	v.gpuHealth()
 	v.finite(reflect.ValueOf(*c), "")
 	if len(v.probs) > 0 {
 		sortProblems(v.probs)

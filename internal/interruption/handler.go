@@ -21,6 +21,9 @@ type Notice struct {
 	Action string
 	// Time the notice was seen; Deadline when EC2 acts (zero unknown).
 	Time, Deadline time.Time
+	// Reason, if set, is the node's Slurm reason in place of Reason's
+	// (a GPU fault: "gpu: Xid 79 on GPU 3 (0000:b3:00.0)").
+	Reason string
 }
 
 // Options configure a Handler. Zero values take the defaults noted.
@@ -135,6 +138,14 @@ func (h *Handler) Interrupt(ctx context.Context, n Notice) (sizerapi.Event, erro
 	return h.run(ctx, n, true, "spot interruption")
 }
 
+// Evacuate is the interruption sequence for another cause than a spot
+// notice (a GPU fault, burst-agent's health monitor): drain with
+// n.Reason, checkpoint-signal, wait up to Grace, requeue, hand the node
+// back. why says so in the jobs' notes and the logs.
+func (h *Handler) Evacuate(ctx context.Context, n Notice, why string) (sizerapi.Event, error) {
+	return h.run(ctx, n, true, why)
+}
+
 // RequeueNow is Interrupt without the checkpoint signal and the wait: the
 // node cannot be reached, or the notice's deadline has come. why says so in
 // the jobs' notes and the logs.
@@ -161,6 +172,9 @@ func (h *Handler) runJobs(ctx context.Context, n Notice, checkpoint bool, why st
 	log := h.log.With("node", n.Node, "instance_id", n.InstanceID)
 	ev := sizerapi.Event{InstanceID: n.InstanceID, Action: n.Action, NoticeTime: n.Time, Deadline: n.Deadline}
 	reason := Reason(n.InstanceID)
+	if n.Reason != "" {
+		reason = n.Reason
+	}
 	var errs []error
 	if err := h.ops.DrainNode(ctx, n.Node, reason); err != nil {
 		errs = append(errs, fmt.Errorf("draining %s: %w", n.Node, err))

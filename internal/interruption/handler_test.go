@@ -348,3 +348,27 @@ func TestMarkerWritten(t *testing.T) {
 		t.Fatal("a symlink counts as a marker")
 	}
 }
+
+// TestEvacuate: a GPU fault runs the same sequence with its own node
+// reason (drain and hand-back) and says why in the job's note.
+func TestEvacuate(t *testing.T) {
+	root := t.TempDir()
+	ops := newHooked(slurm.Job{ID: 5, State: "RUNNING", Nodes: "gpu-1", StartTime: runStart})
+	ops.onSignal = func(id uint32) { writeMarker(t, root, id, 0, time.Time{}) }
+	h, _ := New(ops, Options{CheckpointRoot: root, Grace: 5 * time.Second, PollMarker: 5 * time.Millisecond, By: "agent"})
+	reason := "gpu: Xid 79 on GPU 3 (0000:b3:00.0)"
+	ev, err := h.Evacuate(context.Background(), Notice{Node: "gpu-1", InstanceID: "i-0abc", Action: "gpu_fault", Reason: reason}, reason)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := ops.fake.Calls()
+	d, s, r := index(t, calls, "update gpu-1 DRAIN "+reason), index(t, calls, "signal 5 USR1 batch"), index(t, calls, "requeue 5")
+	pd := index(t, calls, "update gpu-1 POWER_DOWN_FORCE "+reason)
+	if !(d < s && s < r && r < pd) || len(ev.Jobs) != 1 || !ev.Jobs[0].Checkpointed {
+		t.Fatalf("calls %q, event %+v", calls, ev)
+	}
+	j, _ := ops.fake.Job(5)
+	if n, ok := ParseNote(j.AdminComment); !ok || n.Why != reason {
+		t.Fatalf("note %q", j.AdminComment)
+	}
+}

@@ -40,6 +40,10 @@ func RenderUserData(cfg *config.Config, nodes []cloud.NodeSpec, issued time.Time
 			ReportInterval: userdata.Duration(cfg.Agent.ReportInterval.Duration), LogLevel: cfg.Log.Level,
 			GPUSource: cfg.Agent.GPUSource, SimMemoryPercent: cfg.Agent.SimMemoryPercent},
 	}
+	if g := cfg.GPUHealth; g.Off || g.Interval.Duration > 0 || g.SlowdownAfter.Duration > 0 || g.NVLinkErrors > 0 || len(g.Xid) > 0 || len(g.Events) > 0 || g.DCGMLevel > 0 {
+		u.Agent.GPUHealth = &userdata.GPUHealth{Off: g.Off, Interval: userdata.Duration(g.Interval.Duration), SlowdownAfter: userdata.Duration(g.SlowdownAfter.Duration),
+			NVLinkErrors: g.NVLinkErrors, Xid: g.Xid, Events: g.Events, DCGMLevel: g.DCGMLevel, DCGMTimeout: userdata.Duration(g.DCGMTimeout.Duration)}
+	}
 	if len(nodes) == 1 {
 		u.NodeName = nodes[0].Node
 	}

@@ -41,6 +41,9 @@ type FleetView struct {
 	Unavailable []UnavailablePool `json:"unavailable"`
 	// Interruptions are the spot notices of the last 24 hours.
 	Interruptions []FleetInterruption `json:"interruptions"`
+	// GPUHealth are the GPU health events of the last 24 hours, newest
+	// first (the admin's view only: instances of every account).
+	GPUHealth []GPUHealthRow `json:"gpu_health"`
 	// SizerVersion is the sizer's burst version; PeerVersions the callers
 	// seen since it started with another one (upgrade them to match).
 	SizerVersion string        `json:"sizer_version"`

@@ -83,6 +83,8 @@ type Record struct {
 	GPUs    []GPUReading `json:"gpus,omitempty"`
 	Summary *JobSummary  `json:"summary,omitempty"`
 	Event   *Event       `json:"event,omitempty"`
+	// Health is the GPU health event of a KindGPUHealth record.
+	Health *GPUHealth `json:"health,omitempty"`
 }
 
 // GPU sources of a report batch (ReportBatch.GPUSource).

@@ -146,6 +146,21 @@ type Agent struct {
 	// SimMemoryPercent fixes the memory simulated GPUs show a job using
 	// (agent.sim_memory_percent; 0: it follows their utilisation).
 	SimMemoryPercent int `json:"sim_memory_percent,omitempty"`
+	// GPUHealth configures the GPU health monitor (burst.yaml gpu_health).
+	GPUHealth *GPUHealth `json:"gpu_health,omitempty"`
+}
+
+// GPUHealth is burst.yaml's gpu_health, as the agent gets it.
+type GPUHealth struct {
+	Off           bool              `json:"off,omitempty"`
+	Interval      Duration          `json:"interval,omitempty"`
+	SlowdownAfter Duration          `json:"slowdown_after,omitempty"`
+	NVLinkErrors  uint64            `json:"nvlink_errors,omitempty"`
+	Xid           map[string]string `json:"xid,omitempty"`
+	Events        map[string]string `json:"events,omitempty"`
+	// DCGMLevel runs `dcgmi diag -r <level>` in the boot gate (0: not run).
+	DCGMLevel   int      `json:"dcgm_level,omitempty"`
+	DCGMTimeout Duration `json:"dcgm_timeout,omitempty"`
 }
 
 // Test holds the switches the end-to-end tests use. Nothing here is set in production.

@@ -272,6 +272,7 @@ func TestAlertRulesUseRealMetrics(t *testing.T) {
 		{"BurstLaunchFailures", "burst_launch_failures_total"}, {"BurstLaunchBreakerOpen", "burst_launch_breaker_open"},
 		{"BurstOrphanInstances", `reason=~"orphan`}, {"BurstBudget80Percent", ">= 0.8"}, {"BurstBudgetReached", "burst_sizer_account_over_budget == 1"},
 		{"BurstSpotInterruptions", "burst_sizer_interruptions_total"}, {"BurstStaleAgent", "burst_sizer_node_last_report_timestamp_seconds"},
+		{"BurstGPUFault", "burst_sizer_gpu_health_events_total"},
 	} {
 		if !strings.Contains(seen[want.alert], want.metric) {
 			t.Errorf("no alert %s on %s (rules: %v)", want.alert, want.metric, keysOf(seen))

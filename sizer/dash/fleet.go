@@ -29,6 +29,10 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 	if s.o.Peers != nil && sc.All() { // node names of every account: not for an account's view
 		v.PeerVersions = s.o.Peers()
 	}
+	var err error
+	if v.GPUHealth, err = s.gpuHealth(ctx, sc, now); err != nil {
+		return v, err
+	}
 	live, err := s.o.Store.Instances(ctx, time.Time{}, now.Add(time.Hour), "", true)
 	if err != nil {
 		return v, err

@@ -145,8 +145,12 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 	for i, rec := range b.Records {
 		switch rec.Kind {
 		case sizerapi.KindGPU, sizerapi.KindJobSummary, sizerapi.KindInterruption:
+		case sizerapi.KindGPUHealth:
+			if why := healthProblem(rec.Health); why != "" {
+				return nil, badRequest("records[%d]: %s", i, why)
+			}
 		default:
-			return nil, badRequest("records[%d]: unknown kind %q (want gpu, job_summary or interruption)", i, rec.Kind)
+			return nil, badRequest("records[%d]: unknown kind %q (want gpu, job_summary, interruption or gpu_health)", i, rec.Kind)
 		}
 		if rec.Kind == sizerapi.KindJobSummary && rec.Summary == nil || rec.Kind == sizerapi.KindInterruption && rec.Event == nil {
 			return nil, badRequest("records[%d]: kind %s without its %s field", i, rec.Kind, map[sizerapi.Kind]string{sizerapi.KindJobSummary: "summary", sizerapi.KindInterruption: "event"}[rec.Kind])
@@ -179,6 +183,9 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request, p auth.Principa
 	for _, rec := range b.Records {
 		if rec.Kind == sizerapi.KindInterruption {
 			s.interrupt.Inc()
+		}
+		if rec.Kind == sizerapi.KindGPUHealth && rec.Health != nil {
+			s.gpuHealth.WithLabelValues(gpuHealthLabel(rec.Health), rec.Health.Action).Inc()
 		}
 	}
 	return res, nil

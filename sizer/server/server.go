@@ -131,6 +131,7 @@ type Server struct {
 	latency     *prometheus.HistogramVec
 	records     *prometheus.CounterVec
 	interrupt   prometheus.Counter
+	gpuHealth   *prometheus.CounterVec
 	boots       *prometheus.HistogramVec
 	decisions   *prometheus.CounterVec
 	runs        *prometheus.CounterVec
@@ -235,13 +236,14 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_sizer_request_duration_seconds", Help: "HTTP request latency by endpoint.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16)}, []string{"endpoint"})
 	s.records = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_report_records_total", Help: "Agent report records by result (accepted, duplicate, ignored: simulated GPUs, not learned from)."}, []string{"result"})
 	s.interrupt = prometheus.NewCounter(prometheus.CounterOpts{Name: "burst_sizer_interruptions_total", Help: "Spot interruption notices recorded."})
+	s.gpuHealth = newGPUHealthMetric()
 	s.credentials = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_node_credentials_total", Help: "Node credentials by outcome (issued, renewed, revoked)."}, []string{"outcome"})
 	s.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_decisions_total", Help: "Policy decisions by kind (route, rank) and outcome."}, []string{"kind", "outcome"})
 	s.runs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_job_runs_total", Help: "Job runs recorded for learning, by event (started, ended, oom)."}, []string{"event"})
 	s.boots = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_boot_phase_seconds",
 		Help:    "Node boot phases as the nodes report them: ec2-pending-to-bootstrap (EC2 pending to the bootstrap's start), each bootstrap step (mount is the FSx mount, register slurmd's registration), bootstrap-total.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16)}, []string{"class", "phase"})
-	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.decisions), s.reg.Register(s.credentials), s.reg.Register(s.runs), s.reg.Register(s.boots), s.reg.Register(s.peers.metric),
+	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.gpuHealth), s.reg.Register(s.decisions), s.reg.Register(s.credentials), s.reg.Register(s.runs), s.reg.Register(s.boots), s.reg.Register(s.peers.metric),
 		s.reg.Register(&budgetCollector{s: s}), s.reg.Register(&nodeCollector{s: s})); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: registering metrics: %w", err)

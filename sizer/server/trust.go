@@ -133,6 +133,9 @@ func (s *Server) trustBatch(ctx context.Context, p auth.Principal, ni store.Node
 		for _, g := range r.GPUs {
 			ids = append(ids, g.JobIDs...)
 		}
+		if r.Health != nil {
+			ids = append(ids, r.Health.Jobs...)
+		}
 		if r.Summary != nil {
 			ids = append(ids, r.Summary.JobID)
 		}
@@ -208,6 +211,13 @@ func (s *Server) trustBatch(ctx context.Context, p auth.Principal, ni store.Node
 				ev.NoticeTime = w.clamp(ev.NoticeTime)
 			}
 			r.Event = &ev
+		case sizerapi.KindGPUHealth:
+			// the instance is the credential's (the batch's); jobs not on
+			// the node are dropped
+			h := *r.Health
+			h.Time = w.clamp(h.Time)
+			h.Jobs = slices.DeleteFunc(slices.Clone(h.Jobs), func(j uint32) bool { return !ran[j] })
+			r.Health = &h
 		}
 		kept = append(kept, r)
 	}

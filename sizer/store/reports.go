@@ -137,6 +137,8 @@ ON CONFLICT(job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = c
 			return err
 		}
 		return addInterruptionJobs(ctx, tx, id, t, r.Event.Jobs)
+	case sizerapi.KindGPUHealth:
+		return addGPUHealth(ctx, tx, b, r)
 	default:
 		return fmt.Errorf("unknown record kind %q (want gpu, job_summary or interruption)", r.Kind)
 	}

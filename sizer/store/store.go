@@ -112,7 +112,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening sizer database %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	if _, err := w.ExecContext(ctx, schema+schemaDash+nodeSchema+runsSchema+reservationsSchema); err != nil {
+	if _, err := w.ExecContext(ctx, schema+schemaDash+nodeSchema+runsSchema+reservationsSchema+schemaGPUHealth); err != nil {
 		w.Close()
 		if damaged(err) {
 			return nil, fmt.Errorf("opening sizer database %s: the file is damaged or not a SQLite database (%w); "+

@@ -25,6 +25,11 @@ type Options struct {
 	MemoryUsedPercent int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// FaultFile, if set, is read for injected faults on every Health call
+	// (see Fault and ReadFaultFile: root-owned files only).
+	FaultFile string
+	// InstanceID is this instance's (faults for another are not applied).
+	InstanceID string
 }
 
 // Reader simulates Options.GPUs GPUs. Assign puts a job's processes on a GPU.
@@ -33,6 +38,8 @@ type Reader struct {
 	mu   sync.Mutex
 	jobs []assignment // per GPU
 	tick uint64
+	// health is the injected fault state (health.go)
+	health health
 }
 
 type assignment struct {
@@ -58,7 +65,7 @@ func New(o Options) (*Reader, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Reader{opts: o, jobs: make([]assignment, o.GPUs)}, nil
+	return &Reader{opts: o, jobs: make([]assignment, o.GPUs), health: newHealth(o.GPUs)}, nil
 }
 
 // Assign runs the job identified by key with processes pids on GPU index;
@@ -80,7 +87,13 @@ func (r *Reader) uuid(i int) string {
 
 // Devices lists the simulated GPUs.
 func (r *Reader) Devices() ([]gpu.Device, error) {
-	out := make([]gpu.Device, r.opts.GPUs)
+	if err := r.loadFaults(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	n := r.health.visible
+	r.mu.Unlock()
+	out := make([]gpu.Device, n)
 	for i := range out {
 		out[i] = gpu.Device{Index: i, UUID: r.uuid(i), Name: r.opts.Name, MemoryTotalBytes: r.opts.MemoryTotalBytes}
 	}
@@ -95,7 +108,7 @@ func (r *Reader) Sample(ctx context.Context) ([]gpu.Sample, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.opts.Now()
-	out := make([]gpu.Sample, r.opts.GPUs)
+	out := make([]gpu.Sample, r.health.visible)
 	for i := range out {
 		a := r.jobs[i]
 		s := gpu.Sample{Time: now, Index: i, UUID: r.uuid(i), Name: r.opts.Name, MemoryTotalBytes: r.opts.MemoryTotalBytes,
