@@ -3,7 +3,7 @@ package capacity
 import "testing"
 
 func TestLaunchable(t *testing.T) {
-	for c, want := range map[Type]bool{Spot: true, OnDemand: true, SpotThenOnDemand: false, Any: false, "reserved": false, "Spot": false} {
+	for c, want := range map[Type]bool{Spot: true, OnDemand: true, Reserved: true, SpotThenOnDemand: false, Any: false, "Reserved": false, "Spot": false} {
 		if got := c.Launchable(); got != want {
 			t.Errorf("Type(%q).Launchable() = %v, want %v", c, got, want)
 		}
