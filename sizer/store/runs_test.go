@@ -39,7 +39,9 @@ func testDedupeByInstance(t *testing.T, d driverCase) {
 // TestSimulatedReportsAreNotLearnedFrom: simulated (or unlabelled) GPU
 // readings are acknowledged but never become usage, unless the store is a
 // test stack's.
-func TestSimulatedReportsAreNotLearnedFrom(t *testing.T) { forDrivers(t, testSimulatedReportsAreNotLearnedFrom) }
+func TestSimulatedReportsAreNotLearnedFrom(t *testing.T) {
+	forDrivers(t, testSimulatedReportsAreNotLearnedFrom)
+}
 
 func testSimulatedReportsAreNotLearnedFrom(t *testing.T, d driverCase) {
 	ctx := context.Background()
