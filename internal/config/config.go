@@ -227,6 +227,8 @@ type Sizer struct {
 	// (burst-agent --gpu-source sim). Test stacks only: production learns
 	// from NVML readings alone.
 	AcceptSimulatedGPUs bool `yaml:"accept_simulated_gpus"`
+	// Store is the sizer's database (default: SQLite in state_dir).
+	Store SizerStore `yaml:"store"`
 }
 
 // SizerTLS locates the sizer's CA and server certificate. `burst-sizer tls

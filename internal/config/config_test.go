@@ -110,6 +110,13 @@ func TestProblems(t *testing.T) {
 		{"warm pool values", strings.Replace(good, "capacity: spot", "capacity: spot\n    warm_usd_per_day: -5", 1) + "warm:\n  enabled: true\n  quantile: 1\n  profile_weight: 1.5\n  half_life: 0s\n",
 			[]string{"13:classes[0].warm_usd_per_day:want US dollars per day >= 0", "18:warm.enabled:no class has a warm pool", "19:warm.quantile:want a share between 0 and 1", "20:warm.profile_weight:want a number from 0", "21:warm.half_life:must be a positive duration"}},
 		{"warm unknown key", good + "warm:\n  enable: true\n", []string{`17:warm.enable:did you mean "enabled"`}},
+		{"store driver", good + "sizer:\n  store:\n    driver: mysql\n", []string{`18:sizer.store.driver:"mysql": want sqlite`}},
+		{"store postgres options on sqlite", good + "sizer:\n  store:\n    url: postgres://db/burst\n", []string{"17:sizer.store:apply to driver postgres only"}},
+		{"store postgres", good + "sizer:\n  store:\n    driver: postgres\n    url: postgres://burst:secret@db/burst\n    password_file: pw\n    tls: {mode: verify, cert_file: /c.pem}\n    max_conns: -1\n",
+			[]string{"19:sizer.store.url:holds a password: move it to sizer.store.password_file", "20:sizer.store.password_file:", `21:sizer.store.tls.mode:"verify": want disable`,
+				"21:sizer.store.tls:cert_file and key_file go together", "22:sizer.store.max_conns:-1 is outside 0..1000"}},
+		{"store postgres without url", good + "sizer:\n  store:\n    driver: postgres\n", []string{"17:sizer.store.url:required with driver postgres"}},
+		{"store dsn password", good + "sizer:\n  store:\n    driver: postgres\n    url: host=db dbname=burst password=x\n", []string{"19:sizer.store.url:remove password= from the DSN"}},
 		{"static credentials without an emulator", strings.Replace(good, "region: us-east-1}", "region: us-east-1, ec2_static_credentials: true}", 1),
 			[]string{"2:cluster.ec2_static_credentials:only work with an EC2 emulator"}},
 	}
