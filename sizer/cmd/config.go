@@ -16,6 +16,7 @@ import (
 	"github.com/burst-hpc/burst/sizer/identity"
 	"github.com/burst-hpc/burst/sizer/server"
 	"github.com/burst-hpc/burst/sizer/spend"
+	"github.com/burst-hpc/burst/sizer/store"
 )
 
 // settings is what the sizer takes from burst.yaml.
@@ -79,6 +80,7 @@ func (s *settings) serverOptions() server.Options {
 		Listen:        s.cfg.Sizer.Listen,
 		TokenFile:     s.cfg.Sizer.TokenFile,
 		StateDir:      s.cfg.Sizer.StateDir,
+		Store:         storeConfig(s.cfg),
 		Budgets:       s.budgets,
 		OnUnknown:     s.onUnknown,
 		IdleOwner:     s.cfg.Accounting.IdleOwner,
@@ -108,4 +110,11 @@ func (s *settings) identityCerts() ([]*x509.Certificate, error) {
 		return nil, fmt.Errorf("%s: %w", s.cfg.Sizer.IdentityCert, err)
 	}
 	return c, nil
+}
+
+// storeConfig is the store sizer.store names.
+func storeConfig(cfg *config.Config) store.Config {
+	c := cfg.Sizer.Store
+	return store.Config{Driver: c.Driver, Dir: cfg.Sizer.StateDir, Postgres: store.Postgres{URL: c.URL, PasswordFile: c.PasswordFile,
+		TLSMode: c.TLS.Mode, CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, MaxConns: c.MaxConns}}
 }

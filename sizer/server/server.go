@@ -37,6 +37,8 @@ type Options struct {
 	TokenFile string             // admin token file (0600); ignored when Token is set
 	Token     string             // admin token itself (tests)
 	StateDir  string             // SQLite database directory
+	// Store chooses the database; a zero Store is SQLite in StateDir.
+	Store store.Config
 	Budgets   map[string]float64 // account -> monthly cap in USD
 	OnUnknown map[string]string  // account -> budgets[].on_unknown (hold or allow)
 	IdleOwner string             // accounting.idle_owner: launching-job (default) or pool
@@ -191,7 +193,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		sopts = append(sopts, store.AcceptSimulatedGPUs())
 		o.Logger.Warn("learning from simulated GPU reports (sizer.accept_simulated_gpus): a test stack, never production")
 	}
-	st, err := store.Open(ctx, o.StateDir, sopts...)
+	scfg := o.Store
+	if scfg.Dir == "" {
+		scfg.Dir = o.StateDir
+	}
+	st, err := store.OpenConfig(ctx, scfg, sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}

@@ -100,7 +100,7 @@ func rewrite(driver, query string) string {
 }
 
 var (
-	userCol  = regexp.MustCompile(`\buser\b`)
+	userCol  = regexp.MustCompile(`(^|[^"\w])user([^"\w]|$)`)
 	jsonEach = regexp.MustCompile(`json_each\(([^)]*)\)`)
 )
 
@@ -111,7 +111,7 @@ func pgQuery(q string) string {
 	}
 	q = qualifyUpsert(q)
 	q = scalarMinMax(q)
-	q = userCol.ReplaceAllString(q, `"user"`)
+	q = userCol.ReplaceAllString(q, `${1}"user"${2}`)
 	q = jsonEach.ReplaceAllString(q, "jsonb_array_elements_text(CAST(${1} AS jsonb))")
 	return placeholders(q)
 }
