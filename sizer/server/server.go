@@ -33,12 +33,12 @@ import (
 
 // Options configure the daemon. main maps burst.yaml onto them.
 type Options struct {
-	Listen    string             // address to listen on, e.g. "127.0.0.1:8470"
-	TokenFile string             // admin token file (0600); ignored when Token is set
-	Token     string             // admin token itself (tests)
-	StateDir  string             // SQLite database directory
+	Listen    string // address to listen on, e.g. "127.0.0.1:8470"
+	TokenFile string // admin token file (0600); ignored when Token is set
+	Token     string // admin token itself (tests)
+	StateDir  string // SQLite database directory
 	// Store chooses the database; a zero Store is SQLite in StateDir.
-	Store store.Config
+	Store     store.Config
 	Budgets   map[string]float64 // account -> monthly cap in USD
 	OnUnknown map[string]string  // account -> budgets[].on_unknown (hold or allow)
 	IdleOwner string             // accounting.idle_owner: launching-job (default) or pool
