@@ -67,11 +67,6 @@ func TestMigratesAPreGooseDatabase(t *testing.T) {
 			if after[VersionTable] == nil {
 				t.Errorf("no %s after migrating", VersionTable)
 			}
-			for tb := range after {
-				if _, ok := before[tb]; !ok && tb != VersionTable && tb != "sqlite_sequence" { // goose's AUTOINCREMENT
-					t.Errorf("migrating a database of the baseline's shape added table %s", tb)
-				}
-			}
 			// and it opens again without migrating anything twice
 			s, err = Open(ctx, dir)
 			if err != nil {
@@ -109,10 +104,12 @@ func fillEveryTable(t *testing.T, raw *sql.DB) []string {
 			var n, typ string
 			cols.Scan(&n, &typ)
 			names = append(names, `"`+n+`"`)
-			switch typ {
-			case "INTEGER":
+			switch {
+			case n == "id": // a one-row table
+				vals = append(vals, "1")
+			case typ == "INTEGER":
 				vals = append(vals, fmt.Sprint(1000+i))
-			case "REAL":
+			case typ == "REAL":
 				vals = append(vals, fmt.Sprint(float64(i)+0.25))
 			default:
 				vals = append(vals, fmt.Sprintf("'%s-%d'", tb, i))

@@ -75,7 +75,7 @@ func WithoutGroupCommit() Option { return func(s *Store) { s.group = false } }
 func AcceptSimulatedGPUs() Option { return func(s *Store) { s.acceptSim = true } }
 
 func dsn(path string, ro bool) string {
-	q := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+	q := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 	if ro {
 		q = "?mode=ro&_pragma=busy_timeout(2000)&_pragma=query_only(1)"
 	}
