@@ -199,6 +199,9 @@ func releaseLoop(ctx context.Context, st *settings, srv *server.Server, interval
 		return
 	}
 	ac := compose.Admission(st.cfg, srv.AccountSpend, log)
+	if compose.SharedAdmissions(st.cfg) {
+		ac = compose.AdmissionOn(st.cfg, srv.AccountSpend, log, srv.Store())
+	}
 	t := time.NewTicker(min(interval, 10*time.Second))
 	defer t.Stop()
 	for {
