@@ -143,4 +143,6 @@ func (u unreachableShared) UpdateAdmissions(context.Context, func([]byte) ([]byt
 	return errors.New(u.why)
 }
 
-func (u unreachableShared) ReadAdmissions(context.Context) ([]byte, error) { return nil, errors.New(u.why) }
+func (u unreachableShared) ReadAdmissions(context.Context) ([]byte, error) {
+	return nil, errors.New(u.why)
+}

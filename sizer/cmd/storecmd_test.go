@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,8 @@ func TestStoreMigrateAndCopy(t *testing.T) {
 	src.Close()
 
 	var out, errb bytes.Buffer
-	if code := runSizer(&out, &errb, "--config", p, "store", "migrate"); code != 0 || !strings.Contains(out.String(), "postgres store") || !strings.Contains(out.String(), "schema version 1 (newest 1)") {
+	if code := runSizer(&out, &errb, "--config", p, "store", "migrate"); code != 0 || !regexp.MustCompile(`^postgres store .*: schema version ([1-9][0-9]*) \(newest ([1-9][0-9]*)\)\n$`).MatchString(out.String()) ||
+		regexp.MustCompile(`version (\d+) \(newest (\d+)`).FindStringSubmatch(out.String())[1] != regexp.MustCompile(`version (\d+) \(newest (\d+)`).FindStringSubmatch(out.String())[2] {
 		t.Fatalf("store migrate: exit %d\n%s%s", code, out.String(), errb.String())
 	}
 	out.Reset()

@@ -22,10 +22,14 @@ import (
 func TestSharedAdmissionsAcrossTwoSizers(t *testing.T) {
 	pg := pgtest.Start(t)
 	dsn := pg.NewDatabase(t)
-	onPG := func(o *Options) { o.Store = store.Config{Driver: store.DriverPostgres, Postgres: store.Postgres{URL: dsn}} }
+	onPG := func(o *Options) {
+		o.Store = store.Config{Driver: store.DriverPostgres, Postgres: store.Postgres{URL: dsn}}
+	}
 	a, b := start(t, nil, onPG), start(t, nil, onPG)
 	ctx := context.Background()
-	noSpend := func(context.Context, string) (sizerapi.AccountSpend, error) { return sizerapi.AccountSpend{Account: "nlp"}, nil }
+	noSpend := func(context.Context, string) (sizerapi.AccountSpend, error) {
+		return sizerapi.AccountSpend{Account: "nlp"}, nil
+	}
 	var ctls []*admit.Controller
 	for i, f := range []*fixture{a, b} {
 		ctls = append(ctls, admit.New(admit.Options{Shared: sizerclient.SharedAdmissions{C: f.client(t, f.token)}, Cluster: []string{"east", "west"}[i],
