@@ -110,6 +110,7 @@ func TestProblems(t *testing.T) {
 		{"warm pool values", strings.Replace(good, "capacity: spot", "capacity: spot\n    warm_usd_per_day: -5", 1) + "warm:\n  enabled: true\n  quantile: 1\n  profile_weight: 1.5\n  half_life: 0s\n",
 			[]string{"13:classes[0].warm_usd_per_day:want US dollars per day >= 0", "18:warm.enabled:no class has a warm pool", "19:warm.quantile:want a share between 0 and 1", "20:warm.profile_weight:want a number from 0", "21:warm.half_life:must be a positive duration"}},
 		{"warm unknown key", good + "warm:\n  enable: true\n", []string{`17:warm.enable:did you mean "enabled"`}},
+		{"sizer urls", good + "sizer:\n  urls: [http://b:1]\n", []string{`17:sizer.urls[0]:"http://b:1" is not an https:// URL`, "17:sizer.urls:set sizer.store.driver: postgres"}},
 		{"store driver", good + "sizer:\n  store:\n    driver: mysql\n", []string{`18:sizer.store.driver:"mysql": want sqlite`}},
 		{"store postgres options on sqlite", good + "sizer:\n  store:\n    url: postgres://db/burst\n", []string{"17:sizer.store:apply to driver postgres only"}},
 		{"store postgres", good + "sizer:\n  store:\n    driver: postgres\n    url: postgres://burst:secret@db/burst\n    password_file: pw\n    tls: {mode: verify, cert_file: /c.pem}\n    max_conns: -1\n",

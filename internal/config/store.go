@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 )
@@ -33,6 +34,14 @@ type StoreTLS struct {
 }
 
 func (v *validator) store() {
+	for i, u := range v.c.Sizer.URLs {
+		if p, err := url.Parse(u); err != nil || p.Scheme != "https" || p.Host == "" {
+			v.add(fmt.Sprintf("sizer.urls[%d]", i), "%q is not an https:// URL of a sizer", u)
+		}
+	}
+	if len(v.c.Sizer.URLs) > 0 && v.c.Sizer.Store.Driver != "postgres" {
+		v.add("sizer.urls", "more sizers need one database they share: set sizer.store.driver: postgres (on SQLite one sizer runs)")
+	}
 	s := v.c.Sizer.Store
 	switch s.Driver {
 	case "", "sqlite":

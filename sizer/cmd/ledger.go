@@ -93,7 +93,7 @@ func adminClient(st *settings) (*sizerclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile))
+	return sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile), sizerclient.WithFallbackURLs(st.cfg.Sizer.URLs...))
 }
 
 func ledgerCommand() *cli.Command {

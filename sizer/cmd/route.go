@@ -208,7 +208,7 @@ func refusal(d sizing.Decision, via string) error {
 func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout time.Duration, local bool, log *slog.Logger) (sizing.Decision, string, error) {
 	if !local && st.cfg.Sizer.URL != "" {
 		if tok := routeCredential(st.cfg.Sizer.TokenFile); tok != "" {
-			cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithTimeout(timeout), sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile))
+			cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithTimeout(timeout), sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile), sizerclient.WithFallbackURLs(st.cfg.Sizer.URLs...))
 			if err == nil {
 				d, err := cl.Route(ctx, job)
 				if err == nil {

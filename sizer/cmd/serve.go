@@ -122,7 +122,7 @@ func reportCommand() *cli.Command {
 func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageReport, error) {
 	if !local && st.cfg.Sizer.URL != "" {
 		if tok, err := auth.LoadToken(st.cfg.Sizer.TokenFile); err == nil {
-			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile)); err == nil {
+			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile), sizerclient.WithFallbackURLs(st.cfg.Sizer.URLs...)); err == nil {
 				rep, err := cl.UsageReport(ctx)
 				if err == nil {
 					return rep, nil
