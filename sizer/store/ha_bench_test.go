@@ -29,7 +29,9 @@ func BenchmarkBudgetCheck(b *testing.B) {
 
 func benchBudgetCheck(b *testing.B, s *Store) {
 	ctx := context.Background()
-	noSpend := func(context.Context, string) (sizerapi.AccountSpend, error) { return sizerapi.AccountSpend{Account: "nlp", SpentUSD: 3}, nil }
+	noSpend := func(context.Context, string) (sizerapi.AccountSpend, error) {
+		return sizerapi.AccountSpend{Account: "nlp", SpentUSD: 3}, nil
+	}
 	c := admit.New(admit.Options{Shared: s, Cluster: "c", Spend: noSpend, Budgets: map[string]admit.Budget{"nlp": {CapUSD: 1000}}})
 	// 50 other admitted jobs in the document
 	for i := range 50 {
