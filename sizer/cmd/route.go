@@ -229,7 +229,7 @@ func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout 
 		return sizing.Decision{}, "local", err
 	}
 	var sto *store.Store
-	if s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir); err == nil {
+	if s, err := store.OpenReadOnlyConfig(ctx, storeConfig(st.cfg)); err == nil {
 		defer s.Close()
 		sto = s
 	}

@@ -133,7 +133,7 @@ func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageR
 			}
 		}
 	}
-	s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir)
+	s, err := store.OpenReadOnlyConfig(ctx, storeConfig(st.cfg))
 	if err != nil {
 		return sizerapi.UsageReport{}, fmt.Errorf("building report: the daemon is unreachable and %w", err)
 	}

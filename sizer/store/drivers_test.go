@@ -4,8 +4,10 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/pgtest"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
 // The store's tests run on both drivers: SQLite in a temporary directory
@@ -46,5 +48,32 @@ func forDrivers(t *testing.T, f func(t *testing.T, d driverCase)) {
 		}},
 	} {
 		t.Run(d.name, func(t *testing.T) { f(t, d) })
+	}
+}
+
+// A read-only open (the local paths with the daemon down) reads what the
+// daemon wrote and refuses writes, on both drivers.
+func TestOpenReadOnlyConfig(t *testing.T) { forDrivers(t, testOpenReadOnlyConfig) }
+
+func testOpenReadOnlyConfig(t *testing.T, d driverCase) {
+	ctx := context.Background()
+	tg := d.fresh(t)
+	w := tg.open(t)
+	if err := w.RecordIntent(ctx, sizerapi.LaunchIntent{ClientToken: "burst-1", Nodes: []string{"n-1"}, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnlyConfig(ctx, tg.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, ok, err := ro.IntentFor(ctx, "burst-1", "n-1", time.Now()); err != nil || !ok {
+		t.Errorf("the read-only store does not see the intent: %v %v", ok, err)
+	}
+	if err := ro.RecordIntent(ctx, sizerapi.LaunchIntent{ClientToken: "burst-2", Nodes: []string{"n-1"}, Time: time.Now()}); err == nil {
+		t.Error("a read-only store accepted a write")
+	}
+	if _, err := ro.r.ExecContext(ctx, `DELETE FROM launch_intents`); err == nil {
+		t.Error("a read-only store's connection deleted rows")
 	}
 }

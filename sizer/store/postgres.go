@@ -110,9 +110,19 @@ func readPasswordFile(path string) (string, error) {
 // OpenPostgres opens a PostgreSQL database and migrates its schema (two
 // sizers migrating at once take turns under an advisory lock).
 func OpenPostgres(ctx context.Context, p Postgres, opts ...Option) (*Store, error) {
+	return openPostgres(ctx, p, false, opts)
+}
+
+func openPostgres(ctx context.Context, p Postgres, readOnly bool, opts []Option) (*Store, error) {
 	cc, err := p.connConfig()
 	if err != nil {
 		return nil, err
+	}
+	if readOnly {
+		if cc.RuntimeParams == nil {
+			cc.RuntimeParams = map[string]string{}
+		}
+		cc.RuntimeParams["default_transaction_read_only"] = "on"
 	}
 	addr := fmt.Sprintf("postgres %s:%d/%s", cc.Host, cc.Port, cc.Database)
 	sdb := stdlib.OpenDB(*cc)
@@ -125,11 +135,14 @@ func OpenPostgres(ctx context.Context, p Postgres, opts ...Option) (*Store, erro
 		sdb.Close()
 		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
 	}
+	d := &db{DB: sdb, driver: DriverPostgres}
+	if readOnly {
+		return &Store{r: d, path: addr, driver: DriverPostgres}, nil
+	}
 	if err := migrate(ctx, sdb, DriverPostgres); err != nil {
 		sdb.Close()
 		return nil, fmt.Errorf("migrating the sizer schema in %s: %w", addr, err)
 	}
-	d := &db{DB: sdb, driver: DriverPostgres}
 	return newStore(d, d, addr, opts), nil
 }
 
@@ -149,4 +162,15 @@ func OpenConfig(ctx context.Context, cfg Config, opts ...Option) (*Store, error)
 		return OpenPostgres(ctx, cfg.Postgres, opts...)
 	}
 	return nil, errors.New("sizer.store.driver " + cfg.Driver + ": want sqlite or postgres")
+}
+
+// OpenReadOnlyConfig opens the store cfg names for reading only (the
+// local paths with the daemon down): SQLite's file read-only (an error
+// wrapping ErrNoState when there is none), or PostgreSQL with read-only
+// transactions and no migration.
+func OpenReadOnlyConfig(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Driver == DriverPostgres {
+		return openPostgres(ctx, cfg.Postgres, true, nil)
+	}
+	return OpenReadOnly(cfg.Dir)
 }
