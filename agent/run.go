@@ -46,6 +46,7 @@ func runCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "node", Value: host, EnvVars: []string{"BURST_NODE", "BURST_NODE_NAME"}, Usage: "Slurm node name of this machine"},
 			&cli.StringFlag{Name: "sizer-url", EnvVars: []string{"BURST_SIZER_URL"}, Usage: "base https URL of burst-sizer serve; reports go to <url>" + ReportPath + ", notices to <url>" + InterruptionPath + " (required)"},
+			&cli.StringSliceFlag{Name: "sizer-urls", EnvVars: []string{"BURST_SIZER_URLS"}, Usage: "more sizers on the same PostgreSQL (sizer.urls), tried in turn when --sizer-url does not answer"},
 			&cli.StringFlag{Name: "sizer-ca-file", Value: "/run/burst/sizer-ca.pem", EnvVars: []string{"BURST_SIZER_CA_FILE"}, Usage: "the sizer's CA certificate: the only one trusted"},
 			&cli.StringFlag{Name: "credential-file", Value: "/run/burst/agent.credential", EnvVars: []string{"BURST_CREDENTIAL_FILE"}, Usage: "the node credential (from the bootstrap's identity exchange; renewed here)"},
 			&cli.StringFlag{Name: "nonce-file", Value: "/var/lib/burst-agent/identity.nonce", EnvVars: []string{"BURST_NONCE_FILE"}, Usage: "the node's identity nonce (to obtain a new credential if this one expired)"},
@@ -95,6 +96,11 @@ func runConfig(c *cli.Context) error {
 		errs = append(errs, errors.New("--sizer-url (BURST_SIZER_URL): required, e.g. https://head:8472"))
 	} else if p, err := url.Parse(u); err != nil || p.Scheme != "https" || p.Host == "" {
 		errs = append(errs, fmt.Errorf("--sizer-url %q: want an https://host[:port] URL (the sizer serves HTTPS only)", u))
+	}
+	for _, u := range c.StringSlice("sizer-urls") {
+		if p, err := url.Parse(u); err != nil || p.Scheme != "https" || p.Host == "" {
+			errs = append(errs, fmt.Errorf("--sizer-urls %q: want https://host[:port] URLs (the sizer serves HTTPS only)", u))
+		}
 	}
 	switch c.String("gpu-source") {
 	case "nvml", "sim":
@@ -230,6 +236,17 @@ func runAgent(c *cli.Context) error {
 	log.Info("burst-agent starting", "gpus", len(devs), "gpu_source", gpuSource)
 
 	base := strings.TrimRight(c.String("sizer-url"), "/")
+	var more []string
+	for _, u := range c.StringSlice("sizer-urls") {
+		more = append(more, strings.TrimRight(u, "/"))
+	}
+	under := func(path string) []string {
+		var out []string
+		for _, u := range more {
+			out = append(out, u+path)
+		}
+		return out
+	}
 	ca, err := os.ReadFile(c.String("sizer-ca-file"))
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("reading the sizer CA: %v", err), 2)
@@ -238,7 +255,7 @@ func runAgent(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("%s: %v", c.String("sizer-ca-file"), err), 2)
 	}
-	sink := &telemetry.HTTPSink{URL: base + ReportPath, CredentialFile: c.String("credential-file"), Client: hc}
+	sink := &telemetry.HTTPSink{URL: base + ReportPath, Fallbacks: under(ReportPath), CredentialFile: c.String("credential-file"), Client: hc}
 	rep, err := telemetry.New(sink, telemetry.Options{Node: node, InstanceID: instanceID, GPUSource: gpuSource, Dir: filepath.Clean(c.String("state-dir")),
 		Interval: c.Duration("interval"), Spool: telemetry.SpoolOptions{MaxBytes: c.Int64("buffer-max-bytes")}, Logger: log})
 	if err != nil {
@@ -265,7 +282,7 @@ func runAgent(c *cli.Context) error {
 	if !c.Bool("no-imds") {
 		h, err := spotwatch.New(ops, rep, spotwatch.Options{Node: node, InstanceID: instanceID, CheckpointRoot: c.String("checkpoint-root"),
 			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Logger: log,
-			Announcer: &telemetry.Announcer{URL: base + InterruptionPath, CredentialFile: c.String("credential-file"), Client: hc}})
+			Announcer: &telemetry.Announcer{URL: base + InterruptionPath, Fallbacks: under(InterruptionPath), CredentialFile: c.String("credential-file"), Client: hc}})
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
@@ -283,7 +300,7 @@ func runAgent(c *cli.Context) error {
 	if mon != nil {
 		goRun(mon.Run)
 	}
-	goRun(renewer(c, base, ca, imdsClient, log).Run)
+	goRun(renewer(c, base, more, ca, imdsClient, log).Run)
 	if fw := c.String("imds-firewall"); strings.TrimSpace(fw) != "" {
 		g, err := imdsGuard(c, fw, sc, node, log)
 		if err != nil {
@@ -331,11 +348,11 @@ func syncSimJobs(ctx context.Context, r *sim.Reader, ops spotwatch.SlurmOps, nod
 }
 
 // renewer keeps the node credential alive (agent/credential).
-func renewer(c *cli.Context, base string, ca []byte, md *imds.Client, log *slog.Logger) *credential.Renewer {
+func renewer(c *cli.Context, base string, more []string, ca []byte, md *imds.Client, log *slog.Logger) *credential.Renewer {
 	return credential.New(credential.Options{
 		Node: c.String("node"), File: c.String("credential-file"), NonceFile: c.String("nonce-file"), Logger: log.With("component", "credential"),
 		Client: func(tok string) (credential.Sizer, error) {
-			return sizerclient.New(base, tok, sizerclient.WithCA(ca), sizerclient.WithTimeout(20*time.Second))
+			return sizerclient.New(base, tok, sizerclient.WithCA(ca), sizerclient.WithTimeout(20*time.Second), sizerclient.WithFallbackURLs(more...))
 		},
 		Identity: func(ctx context.Context) ([]byte, []byte, error) {
 			return md.SignedIdentity(ctx, sizerapi.IdentityRSA2048)

@@ -40,6 +40,9 @@ have curl || need+=(curl)
 have rpm || need+=(rpm)     # make package's test lists the .rpm (rpm -qpl)
 have dpkg-deb || need+=(dpkg)
 have nft || need+=(nftables) # the node bootstrap's IMDS firewall (e2e: inside each node namespace)
+# the sizer store's tests run on both drivers, PostgreSQL's a throwaway
+# server (initdb into a temporary directory: internal/pgtest)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 # headless Chromium and its WebDriver for the dashboard's browser test
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
@@ -20,9 +23,14 @@ import (
 // up). 2xx is success; 400, 413 and 422 reject the batch for good
 // (ErrRejected); anything else (429, 503, an outage) is retried later.
 type HTTPSink struct {
-	URL            string
+	URL string
+	// Fallbacks are the same endpoint on the other sizers (sizer.urls): a
+	// post the current one does not answer (no connection, or 503) goes to
+	// the next, which stays current while it answers.
+	Fallbacks      []string
 	CredentialFile string
 	Client         *http.Client // required: pins the sizer's CA (internal/tlspin)
+	cur            atomic.Int32
 }
 
 // Send implements Sink.
@@ -37,8 +45,11 @@ func (h *HTTPSink) Send(ctx context.Context, b sizerapi.ReportBatch) error {
 // Announcer posts Interruptions to URL like HTTPSink posts batches.
 type Announcer struct {
 	URL            string
+	Fallbacks      []string
 	CredentialFile string
 	Client         *http.Client
+	sink           *HTTPSink
+	once           sync.Once
 }
 
 // Announce posts one notice.
@@ -47,16 +58,43 @@ func (a *Announcer) Announce(ctx context.Context, in sizerapi.Interruption) erro
 	if err != nil {
 		return fmt.Errorf("encoding interruption: %w", err)
 	}
-	return (&HTTPSink{URL: a.URL, CredentialFile: a.CredentialFile, Client: a.Client}).post(ctx, body)
+	a.once.Do(func() {
+		a.sink = &HTTPSink{URL: a.URL, Fallbacks: a.Fallbacks, CredentialFile: a.CredentialFile, Client: a.Client}
+	})
+	return a.sink.post(ctx, body)
 }
 
+// errNoAnswer marks a post no sizer answered (worth trying the next).
+var errNoAnswer = errors.New("the sizer did not answer")
+
 func (h *HTTPSink) post(ctx context.Context, body []byte) error {
-	if !strings.HasPrefix(h.URL, "https://") || h.Client == nil {
-		return fmt.Errorf("posting to %q: the sizer is reached over https only, with its CA pinned", h.URL)
+	if len(h.Fallbacks) == 0 {
+		return h.postTo(ctx, h.URL, body)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
+	all := append([]string{h.URL}, h.Fallbacks...)
+	k := int(h.cur.Load()) % len(all)
+	var errs []error
+	for i := range all {
+		j := (k + i) % len(all)
+		err := h.postTo(ctx, all[j], body)
+		if !errors.Is(err, errNoAnswer) || ctx.Err() != nil {
+			if err == nil {
+				h.cur.Store(int32(j))
+			}
+			return err
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (h *HTTPSink) postTo(ctx context.Context, url string, body []byte) error {
+	if !strings.HasPrefix(url, "https://") || h.Client == nil {
+		return fmt.Errorf("posting to %q: the sizer is reached over https only, with its CA pinned", url)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("building report request for %q: %w", h.URL, err)
+		return fmt.Errorf("building report request for %q: %w", url, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(sizerapi.HeaderVersion, version.Version)
@@ -69,7 +107,7 @@ func (h *HTTPSink) post(ctx context.Context, body []byte) error {
 	}
 	resp, err := h.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("posting to %s: %w", h.URL, err)
+		return fmt.Errorf("posting to %s: %w: %w", url, errNoAnswer, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -77,10 +115,12 @@ func (h *HTTPSink) post(ctx context.Context, body []byte) error {
 	case resp.StatusCode/100 == 2:
 		return nil
 	case resp.StatusCode == 400 || resp.StatusCode == 413 || resp.StatusCode == 422:
-		return fmt.Errorf("posting to %s: %s: %s: %w", h.URL, resp.Status, strings.TrimSpace(string(msg)), ErrRejected)
+		return fmt.Errorf("posting to %s: %s: %s: %w", url, resp.Status, strings.TrimSpace(string(msg)), ErrRejected)
 	case resp.StatusCode == 401 || resp.StatusCode == 403:
-		return fmt.Errorf("posting to %s: %s (check the credential in %s): %s", h.URL, resp.Status, h.CredentialFile, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("posting to %s: %s (check the credential in %s): %s", url, resp.Status, h.CredentialFile, strings.TrimSpace(string(msg)))
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		return fmt.Errorf("posting to %s: %s: %s: %w", url, resp.Status, strings.TrimSpace(string(msg)), errNoAnswer)
 	default:
-		return fmt.Errorf("posting to %s: %s: %s", h.URL, resp.Status, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("posting to %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
 	}
 }

@@ -57,6 +57,9 @@ const (
 
 // Entry is one job in the admissions file.
 type Entry struct {
+	// Cluster is the Slurm cluster of the job (Options.Cluster; empty for
+	// a file that one cluster keeps).
+	Cluster    string    `json:"cluster,omitempty"`
 	JobID      uint32    `json:"job_id"`
 	Account    string    `json:"account"`
 	User       string    `json:"user"`
@@ -120,9 +123,25 @@ func (l Limit) String() string {
 // SpendFunc returns an account's spend this month (see sizerapi.AccountSpend).
 type SpendFunc func(ctx context.Context, account string) (sizerapi.AccountSpend, error)
 
+// Shared keeps the admissions document where several sizers and
+// clusters decide against it together (the sizer's PostgreSQL): Update
+// runs f on the stored document inside one transaction that excludes
+// every other Update of it, wherever it runs, and stores what f returns
+// when it says so.
+type Shared interface {
+	UpdateAdmissions(ctx context.Context, f func(old []byte) (doc []byte, write bool, err error)) error
+	ReadAdmissions(ctx context.Context) ([]byte, error)
+}
+
 // Options configure a Controller.
 type Options struct {
-	Dir     string // state directory
+	Dir string // state directory
+	// Shared, when set, holds the admissions instead of the file in Dir.
+	Shared Shared
+	// Cluster names this cluster's entries in a Shared document: only
+	// they are pruned against this cluster's Slurm jobs; other clusters'
+	// entries count against the budgets and limits they share.
+	Cluster string
 	Budgets map[string]Budget
 	Limits  []Limit
 	// DefaultTimeLimit is the reservation's time for a job without a time
@@ -222,7 +241,7 @@ func (c *Controller) Admit(ctx context.Context, need Need, jobs []slurm.Job) (De
 		return Decision{Admitted: true}, nil
 	}
 	hours := c.hours(need.TimeLimit)
-	e := Entry{JobID: need.JobID, Account: need.Account, User: need.User, GPUs: need.GPUs, Nodes: need.Nodes,
+	e := Entry{Cluster: c.o.Cluster, JobID: need.JobID, Account: need.Account, User: need.User, GPUs: need.GPUs, Nodes: need.Nodes,
 		PriceUSD: need.PriceUSD, Hours: hours, ReserveUSD: need.PriceUSD * hours}
 	var d Decision
 	var spends map[string]spendResult
@@ -231,14 +250,14 @@ func (c *Controller) Admit(ctx context.Context, need Need, jobs []slurm.Job) (De
 	if b, ok := c.o.Budgets[need.Account]; ok && b.CapUSD > 0 {
 		spends = map[string]spendResult{need.Account: c.spend(ctx, need.Account)}
 	}
-	err := c.update(func(es []Entry, now time.Time) ([]Entry, bool) {
+	err := c.update(ctx, func(es, foreign []Entry, now time.Time) ([]Entry, bool) {
 		es = c.prune(es, jobs, now)
 		if i := slices.IndexFunc(es, func(x Entry) bool { return x.JobID == need.JobID && x.State == StateAdmitted }); i >= 0 {
 			d = Decision{Admitted: true, ReserveUSD: es[i].ReserveUSD}
 			return es, false
 		}
 		others := slices.DeleteFunc(slices.Clone(es), func(x Entry) bool { return x.JobID == need.JobID })
-		ok, reason, unknown := c.fits(e, others, jobs, spends)
+		ok, reason, unknown := c.fits(e, append(slices.Clone(others), foreign...), jobs, spends)
 		e.At = now
 		d = Decision{Admitted: ok, Reason: reason, Unknown: unknown, ReserveUSD: e.ReserveUSD}
 		if ok {
@@ -260,7 +279,9 @@ func (c *Controller) Admit(ctx context.Context, need Need, jobs []slurm.Job) (De
 // Adjust sets an admitted job's price per hour (all nodes) to what its
 // launch actually costs; its reservation follows.
 func (c *Controller) Adjust(jobID uint32, priceUSD float64) error {
-	return c.update(func(es []Entry, _ time.Time) ([]Entry, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return c.update(ctx, func(es, _ []Entry, _ time.Time) ([]Entry, bool) {
 		for i := range es {
 			if es[i].JobID == jobID && es[i].State == StateAdmitted && priceUSD > 0 {
 				es[i].PriceUSD, es[i].ReserveUSD = priceUSD, priceUSD*es[i].Hours
@@ -273,7 +294,9 @@ func (c *Controller) Adjust(jobID uint32, priceUSD float64) error {
 
 // Forget drops a job's entry: its launch failed, or it ended.
 func (c *Controller) Forget(jobID uint32) error {
-	return c.update(func(es []Entry, _ time.Time) ([]Entry, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return c.update(ctx, func(es, _ []Entry, _ time.Time) ([]Entry, bool) {
 		n := len(es)
 		es = slices.DeleteFunc(es, func(x Entry) bool { return x.JobID == jobID && x.State != StateHeld })
 		return es, len(es) != n

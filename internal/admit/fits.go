@@ -32,7 +32,9 @@ func (c *Controller) usage(l Limit, es []Entry, jobs []slurm.Job) (gpus, nodes i
 		if e.State == StateHeld || !l.matches(e.Account, e.User) {
 			continue
 		}
-		have[e.JobID] = true
+		if e.Cluster == c.o.Cluster { // another cluster's job ids are not Slurm's here
+			have[e.JobID] = true
+		}
 		gpus += e.GPUs
 		nodes += e.Nodes
 	}

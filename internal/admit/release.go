@@ -43,7 +43,7 @@ func (c *Controller) ReleaseHeld(ctx context.Context, jobs []slurm.Job, sl Slurm
 		}
 	}
 	var release []uint32
-	err := c.update(func(es []Entry, now time.Time) ([]Entry, bool) {
+	err := c.update(ctx, func(es, foreign []Entry, now time.Time) ([]Entry, bool) {
 		es = c.prune(es, jobs, now)
 		byID := map[uint32]int{}
 		for i, e := range es {
@@ -69,7 +69,7 @@ func (c *Controller) ReleaseHeld(ctx context.Context, jobs []slurm.Job, sl Slurm
 			}
 			e := es[i]
 			others := slices.DeleteFunc(slices.Clone(es), func(x Entry) bool { return x.JobID == e.JobID })
-			if fit, reason, _ := c.fits(e, others, jobs, spends); !fit {
+			if fit, reason, _ := c.fits(e, append(others, foreign...), jobs, spends); !fit {
 				if reason != e.Reason {
 					es[i].Reason, changed = reason, true
 				}

@@ -1,6 +1,7 @@
 package admit
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -56,6 +57,15 @@ func Reserved(es []Entry, account string, charged map[string]float64) float64 {
 }
 
 func (c *Controller) read() ([]Entry, error) {
+	if c.o.Shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		b, err := c.o.Shared.ReadAdmissions(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading the shared admissions: %w", err)
+		}
+		return decode(b), nil
+	}
 	b, err := statefile.ReadLocked(c.path, 0o600)
 	if err != nil {
 		return nil, err
@@ -76,17 +86,35 @@ func decode(b []byte) []Entry {
 	})
 }
 
-func (c *Controller) update(f func([]Entry, time.Time) ([]Entry, bool)) error {
-	err := statefile.Update(c.path, 0o600, func(old []byte) ([]byte, bool, error) {
-		es, write := f(decode(old), c.o.Now())
+// update runs f on this cluster's entries (foreign: the other clusters'
+// in a shared document, read only) under the document's lock and writes
+// what it returns when it says so.
+func (c *Controller) update(ctx context.Context, f func(es, foreign []Entry, now time.Time) ([]Entry, bool)) error {
+	apply := func(old []byte) ([]byte, bool, error) {
+		var mine, foreign []Entry
+		for _, e := range decode(old) {
+			if e.Cluster == c.o.Cluster {
+				mine = append(mine, e)
+			} else {
+				foreign = append(foreign, e)
+			}
+		}
+		es, write := f(mine, foreign, c.o.Now())
 		if !write {
 			return nil, false, nil
 		}
+		es = append(es, foreign...)
 		sort.SliceStable(es, func(i, j int) bool { return es[i].At.Before(es[j].At) })
 		b, err := json.MarshalIndent(doc{Version: 1, Entries: es}, "", "  ")
 		return b, err == nil, err
-	})
-	if err != nil {
+	}
+	if c.o.Shared != nil {
+		if err := c.o.Shared.UpdateAdmissions(ctx, apply); err != nil {
+			return fmt.Errorf("updating the shared admissions: %w", err)
+		}
+		return nil
+	}
+	if err := statefile.Update(c.path, 0o600, apply); err != nil {
 		return fmt.Errorf("updating the admissions file %s: %w", c.path, err)
 	}
 	return nil

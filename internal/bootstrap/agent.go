@@ -17,6 +17,7 @@ import (
 const (
 	EnvNodeName       = "BURST_NODE_NAME"
 	EnvSizerURL       = "BURST_SIZER_URL"
+	EnvSizerURLs      = "BURST_SIZER_URLS" // comma-separated
 	EnvCredentialFile = "BURST_CREDENTIAL_FILE"
 	EnvSizerCAFile    = "BURST_SIZER_CA_FILE"
 	EnvNonceFile      = "BURST_NONCE_FILE"
@@ -47,6 +48,9 @@ func AgentEnv(u userdata.UserData, credentialFile, caFile, nonceFile string) []s
 		EnvNonceFile + "=" + nonceFile,
 		EnvReportInterval + "=" + time.Duration(u.Agent.ReportInterval).String(),
 		EnvCheckpointRoot + "=" + u.FSx.CheckpointRoot,
+	}
+	if len(u.Agent.SizerURLs) > 0 {
+		env = append(env, EnvSizerURLs+"="+strings.Join(u.Agent.SizerURLs, ","))
 	}
 	if u.Agent.IMDSEndpoint != "" {
 		env = append(env, EnvIMDSEndpoint+"="+u.Agent.IMDSEndpoint)

@@ -54,7 +54,7 @@ func (b *boot) sendBootReport(ctx context.Context) {
 			b.log.Info("boot phase", "phase", ph.Name, "seconds", ph.Seconds, "pending_time", id.PendingTime)
 		}
 	}
-	c, err := sizerclient.New(b.ud.Agent.SizerURL, tok, sizerclient.WithCA([]byte(b.ud.Agent.SizerCA)))
+	c, err := sizerclient.New(b.ud.Agent.SizerURL, tok, sizerclient.WithCA([]byte(b.ud.Agent.SizerCA)), sizerclient.WithFallbackURLs(b.ud.Agent.SizerURLs...))
 	if err == nil {
 		err = c.Boot(ctx, rep)
 	}

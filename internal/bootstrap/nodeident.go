@@ -63,7 +63,7 @@ func (b *boot) identity(ctx context.Context) (string, error) {
 		// slurmd then starts without --instance-id; the sizer judges the document
 		b.log.Warn("the instance identity document names no usable instance; slurmd will not carry it", "err", err)
 	}
-	c, err := sizerclient.New(b.ud.Agent.SizerURL, sizerclient.Anonymous, sizerclient.WithCA([]byte(b.ud.Agent.SizerCA)), sizerclient.WithTimeout(10*time.Second))
+	c, err := sizerclient.New(b.ud.Agent.SizerURL, sizerclient.Anonymous, sizerclient.WithCA([]byte(b.ud.Agent.SizerCA)), sizerclient.WithTimeout(10*time.Second), sizerclient.WithFallbackURLs(b.ud.Agent.SizerURLs...))
 	if err != nil {
 		return "", err
 	}

@@ -22,7 +22,18 @@ import (
 // limits and accounting.default_time_limit, over the admissions file of
 // sizer.state_dir, reading spend through spend.
 func Admission(cfg *config.Config, spend admit.SpendFunc, log *slog.Logger) *admit.Controller {
-	o := admit.Options{Dir: cfg.Sizer.StateDir, Budgets: map[string]admit.Budget{}, DefaultTimeLimit: cfg.Accounting.DefaultTimeLimit.Duration,
+	return AdmissionOn(cfg, spend, log, nil)
+}
+
+// SharedAdmissions says whether admissions live in the sizer's database
+// (sizer.store.driver postgres: several sizers and clusters decide against
+// one document) rather than in the admissions file.
+func SharedAdmissions(cfg *config.Config) bool { return cfg.Sizer.Store.Driver == "postgres" }
+
+// AdmissionOn is Admission over shared admissions (nil: the file), whose
+// entries are this cluster's (cluster.name).
+func AdmissionOn(cfg *config.Config, spend admit.SpendFunc, log *slog.Logger, shared admit.Shared) *admit.Controller {
+	o := admit.Options{Dir: cfg.Sizer.StateDir, Shared: shared, Budgets: map[string]admit.Budget{}, DefaultTimeLimit: cfg.Accounting.DefaultTimeLimit.Duration,
 		Spend: spend, Log: log, Owned: func(n string) bool { _, ok := cfg.ClassOfNode(n); return ok }}
 	for _, b := range cfg.Budgets {
 		ob := b.OnUnknown
@@ -30,6 +41,9 @@ func Admission(cfg *config.Config, spend admit.SpendFunc, log *slog.Logger) *adm
 			ob = config.OnUnknownHold
 		}
 		o.Budgets[b.Account] = admit.Budget{CapUSD: b.MonthlyUSD, OnUnknown: ob}
+	}
+	if shared != nil {
+		o.Cluster = cfg.Cluster.Name
 	}
 	for _, l := range cfg.Limits {
 		o.Limits = append(o.Limits, admit.Limit{Account: l.Account, User: l.User, MaxGPUs: l.MaxGPUs, MaxNodes: l.MaxNodes})
@@ -118,4 +132,17 @@ func short(err error) string {
 func monthStart(t time.Time) time.Time {
 	t = t.UTC()
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// unreachableShared stands for shared admissions a program cannot reach:
+// every decision fails (and the job waits) rather than falling back to a
+// file no other head node sees.
+type unreachableShared struct{ why string }
+
+func (u unreachableShared) UpdateAdmissions(context.Context, func([]byte) ([]byte, bool, error)) error {
+	return errors.New(u.why)
+}
+
+func (u unreachableShared) ReadAdmissions(context.Context) ([]byte, error) {
+	return nil, errors.New(u.why)
 }

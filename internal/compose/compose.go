@@ -268,7 +268,7 @@ func SizerClient(cfg *config.Config) (*sizerclient.Client, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := sizerclient.New(cfg.Sizer.URL, tok, sizerclient.WithTimeout(cfg.Sizer.Timeout.Duration), sizerclient.WithCAFile(cfg.Sizer.TLS.CAFile))
+	c, err := sizerclient.New(cfg.Sizer.URL, tok, sizerclient.WithTimeout(cfg.Sizer.Timeout.Duration), sizerclient.WithCAFile(cfg.Sizer.TLS.CAFile), sizerclient.WithFallbackURLs(cfg.Sizer.URLs...))
 	if err != nil {
 		return nil, tok, err
 	}

@@ -98,7 +98,13 @@ func (s *Stack) Resumer() (*lifecycle.Resumer, error) {
 // Admission is the admission controller (budgets, limits), reading spend
 // through the sizer or the local path (see Spend).
 func (s *Stack) Admission() *admit.Controller {
-	return Admission(s.Cfg, s.Spend, s.Log)
+	if !SharedAdmissions(s.Cfg) {
+		return Admission(s.Cfg, s.Spend, s.Log)
+	}
+	if s.Sizer == nil {
+		return AdmissionOn(s.Cfg, s.Spend, s.Log, unreachableShared{"admissions are shared through the sizer (sizer.store.driver: postgres) and this program has no sizer token (sizer.token_file)"})
+	}
+	return AdmissionOn(s.Cfg, s.Spend, s.Log, sizerclient.SharedAdmissions{C: s.Sizer})
 }
 
 // Hooks is the prolog's and epilog's spend and admission bookkeeping.

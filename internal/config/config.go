@@ -235,8 +235,12 @@ type FSx struct {
 
 // Sizer is the burst-sizer daemon.
 type Sizer struct {
-	Listen    string   `yaml:"listen"`     // address serve listens on
-	URL       string   `yaml:"url"`        // how resume and agents reach it
+	Listen string `yaml:"listen"` // address serve listens on
+	URL    string `yaml:"url"`    // how resume and agents reach it
+	// URLs are more sizers on the same PostgreSQL (sizer.store): burst-resume,
+	// burst-suspend, the hooks and the CLI try url, then these, and stay
+	// with the one that answers.
+	URLs      []string `yaml:"urls"`
 	TokenFile string   `yaml:"token_file"` // admin bearer token, 0600
 	StateDir  string   `yaml:"state_dir"`  // SQLite database, caches
 	Timeout   Duration `yaml:"timeout"`    // client timeout for rank calls from resume
@@ -267,6 +271,8 @@ type Sizer struct {
 	// head node; a user routes only their own jobs) or "token" (the
 	// request's user is taken as claimed).
 	RouteAuth string `yaml:"route_auth"`
+	// Store is the sizer's database (default: SQLite in state_dir).
+	Store SizerStore `yaml:"store"`
 }
 
 // SizerTLS locates the sizer's CA and server certificate. `burst-sizer tls

@@ -68,6 +68,7 @@ func (v *validator) sizer() {
 		}
 	}
 	v.abs("sizer.identity_cert", s.IdentityCert, true)
+	v.store()
 	if s.Account != "" && !accountRE.MatchString(s.Account) {
 		v.add("sizer.account", "%q is not a 12-digit AWS account id", s.Account)
 	}

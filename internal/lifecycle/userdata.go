@@ -36,7 +36,7 @@ func RenderUserData(cfg *config.Config, nodes []cloud.NodeSpec, issued time.Time
 		Munge: userdata.Munge{KeySource: cfg.Slurm.MungeKeySource, KeyPath: cfg.Slurm.MungeKeyPath, Socket: cfg.Slurm.MungeSocket},
 		FSx: userdata.FSx{DNSName: cfg.FSx.DNSName, MountName: cfg.FSx.MountName, MountPoint: cfg.FSx.MountPoint,
 			CheckpointRoot: filepath.Join(cfg.FSx.MountPoint, cfg.FSx.CheckpointDir)},
-		Agent: userdata.Agent{SizerURL: cfg.Sizer.URL, SizerCA: string(ca), IMDSEndpoint: cfg.Agent.IMDSEndpoint,
+		Agent: userdata.Agent{SizerURL: cfg.Sizer.URL, SizerURLs: cfg.Sizer.URLs, SizerCA: string(ca), IMDSEndpoint: cfg.Agent.IMDSEndpoint,
 			ReportInterval: userdata.Duration(cfg.Agent.ReportInterval.Duration), LogLevel: cfg.Log.Level,
 			GPUSource: cfg.Agent.GPUSource, SimMemoryPercent: cfg.Agent.SimMemoryPercent},
 	}

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/sizerapi"
@@ -74,7 +75,12 @@ func (e *APIError) Is(target error) bool {
 // Client talks to one sizer, over HTTPS only, trusting only the sizer's
 // CA (internal/tlspin). Safe for concurrent use.
 type Client struct {
-	base    *url.URL
+	base *url.URL
+	// more are the other sizers (sizer.urls): a call the current one does
+	// not answer goes to the next, which stays current while it answers.
+	more    []*url.URL
+	cur     atomic.Int32
+	moreErr error
 	token   string
 	hc      *http.Client
 	timeout time.Duration
@@ -124,6 +130,9 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.moreErr != nil {
+		return nil, c.moreErr
+	}
 	switch {
 	case c.custom:
 		if c.timeout != DefaultTimeout {
@@ -145,12 +154,58 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// WithFallbackURLs adds sizers to try, in order, when the current one does
+// not answer (several sizers on one PostgreSQL: sizer.urls).
+func WithFallbackURLs(urls ...string) Option {
+	return func(c *Client) {
+		for _, raw := range urls {
+			u, err := url.Parse(strings.TrimRight(raw, "/"))
+			if err != nil || u.Host == "" || u.Scheme != "https" {
+				c.moreErr = fmt.Errorf("sizer URL %q (sizer.urls) is not https://host:port", raw)
+				return
+			}
+			c.more = append(c.more, u)
+		}
+	}
+}
+
+// bases are every sizer, the current one first.
+func (c *Client) bases() []*url.URL {
+	all := append([]*url.URL{c.base}, c.more...)
+	k := int(c.cur.Load()) % len(all)
+	out := make([]*url.URL, 0, len(all))
+	return append(append(out, all[k:]...), all[:k]...)
+}
+
+// do calls the current sizer, and the others in turn while none answers
+// (the API's writes are idempotent: a retried call that the first sizer
+// did apply changes nothing twice).
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	return c.doWith(ctx, method, path, nil, in, out)
 }
 
 // doWith is do with extra request headers.
 func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Header, in, out any) error {
+	if len(c.more) == 0 {
+		return c.doAt(ctx, c.base, method, path, hdr, in, out)
+	}
+	all := c.bases()
+	var errs []error
+	for i, b := range all {
+		err := c.doAt(ctx, b, method, path, hdr, in, out)
+		var ae *APIError
+		if err == nil || !(errors.Is(err, ErrUnavailable) || errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable) || ctx.Err() != nil {
+			if i > 0 && err == nil {
+				c.cur.Store(int32((int(c.cur.Load()) + i) % len(all)))
+			}
+			return err
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("no sizer answered (%d tried): %w", len(all), errors.Join(errs...))
+}
+
+func (c *Client) doAt(ctx context.Context, base *url.URL, method, path string, hdr http.Header, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -159,7 +214,7 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, base.String()+path, body)
 	if err != nil {
 		return fmt.Errorf("building %s request: %w", path, err)
 	}
@@ -177,9 +232,9 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 	if err != nil {
 		var cv *tls.CertificateVerificationError
 		if errors.As(err, &cv) {
-			return fmt.Errorf("calling sizer %s%s: %w: %w: %w (is sizer.tls.ca_file the CA of the sizer's certificate?)", c.base, path, ErrUnavailable, ErrUntrusted, err)
+			return fmt.Errorf("calling sizer %s%s: %w: %w: %w (is sizer.tls.ca_file the CA of the sizer's certificate?)", base, path, ErrUnavailable, ErrUntrusted, err)
 		}
-		return fmt.Errorf("calling sizer %s%s: %w: %w", c.base, path, ErrUnavailable, err)
+		return fmt.Errorf("calling sizer %s%s: %w: %w", base, path, ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {

@@ -129,6 +129,9 @@ type FSx struct {
 type Agent struct {
 	// SizerURL is burst-sizer's base URL: https only.
 	SizerURL string `json:"sizer_url"`
+	// SizerURLs are more sizers on the same PostgreSQL (sizer.urls), tried
+	// in turn when SizerURL does not answer.
+	SizerURLs []string `json:"sizer_urls,omitempty"`
 	// SizerCA is the PEM certificate of the CA the sizer's certificate
 	// chains to (`burst-sizer tls init`); the bootstrap and the agent trust
 	// nothing else. Public: a CA certificate, never a key.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"math/big"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -213,6 +214,8 @@ func TestValidateFields(t *testing.T) {
 		{"sizer plain http", func(u *UserData) { u.Agent.SizerURL = "http://x:8472" }, "https only"},
 		{"sizer userinfo", func(u *UserData) { u.Agent.SizerURL = "https://a:b@x" }, "user:password"},
 		{"sizer space", func(u *UserData) { u.Agent.SizerURL = "https://x/ y" }, "agent.sizer_url"},
+		{"sizer urls plain http", func(u *UserData) { u.Agent.SizerURLs = []string{"https://b:8472", "http://c:8472"} }, "agent.sizer_urls[1]"},
+		{"sizer urls too many", func(u *UserData) { u.Agent.SizerURLs = slices.Repeat([]string{"https://b:8472"}, 9) }, "agent.sizer_urls: 9 sizers"},
 		{"imds quote", func(u *UserData) { u.Agent.IMDSEndpoint = "http://x/'" }, "agent.imds_endpoint"},
 		{"sizer ca not pem", func(u *UserData) { u.Agent.SizerCA = "hello" }, "agent.sizer_ca"},
 		{"sizer ca is a key", func(u *UserData) {
@@ -324,7 +327,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded document does not decode: %v", err)
 		}
-		if !reflect.DeepEqual(u.Slurm, u2.Slurm) || u.NodeName != u2.NodeName || u.FSx != u2.FSx || u.Agent != u2.Agent {
+		if !reflect.DeepEqual(u.Slurm, u2.Slurm) || u.NodeName != u2.NodeName || u.FSx != u2.FSx || !reflect.DeepEqual(u.Agent, u2.Agent) {
 			t.Fatalf("re-encoding changed the document")
 		}
 		// No accepted value carries a shell metacharacter.

@@ -93,7 +93,7 @@ func (pr *problems) url(field, v string, required bool) {
 		pr.add(field, "%q is not a URL: %v", v, err)
 	case pu.Scheme != "http" && pu.Scheme != "https":
 		pr.add(field, "%q: scheme must be http or https", v)
-	case field == "agent.sizer_url" && pu.Scheme != "https":
+	case (field == "agent.sizer_url" || strings.HasPrefix(field, "agent.sizer_urls[")) && pu.Scheme != "https":
 		pr.add(field, "%q: the sizer is reached over https only (run `burst-sizer tls init`)", v)
 	case pu.Host == "":
 		pr.add(field, "%q has no host", v)
@@ -189,6 +189,12 @@ func (u *UserData) checkFSx(pr *problems) {
 
 func (u *UserData) checkAgent(pr *problems) {
 	pr.url("agent.sizer_url", u.Agent.SizerURL, true)
+	if len(u.Agent.SizerURLs) > 8 {
+		pr.add("agent.sizer_urls", "%d sizers: at most 8", len(u.Agent.SizerURLs))
+	}
+	for i, v := range u.Agent.SizerURLs {
+		pr.url(fmt.Sprintf("agent.sizer_urls[%d]", i), v, true)
+	}
 	pr.url("agent.imds_endpoint", u.Agent.IMDSEndpoint, false)
 	switch {
 	case u.Agent.SizerCA == "":

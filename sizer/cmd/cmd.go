@@ -21,7 +21,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags:     []cli.Flag{cmdline.ConfigFlag()},
-		Commands:  []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), tlsCommand(), reconcileCommand(), spendCommand(), ledgerCommand(), simulate.Command(), doctorCommand()},
+		Commands:  []*cli.Command{routeCommand(), serveCommand(), reportCommand(), tokenCommand(), tlsCommand(), reconcileCommand(), spendCommand(), ledgerCommand(), storeCommand(), simulate.Command(), doctorCommand()},
 	}
 	cmdline.AddVersion(app)
 	cmdline.AcceptConfigEverywhere(app)

@@ -17,6 +17,7 @@ import (
 	"github.com/burst-hpc/burst/sizer/identity"
 	"github.com/burst-hpc/burst/sizer/server"
 	"github.com/burst-hpc/burst/sizer/spend"
+	"github.com/burst-hpc/burst/sizer/store"
 )
 
 // settings is what the sizer takes from burst.yaml.
@@ -80,6 +81,7 @@ func (s *settings) serverOptions() server.Options {
 		Listen:        s.cfg.Sizer.Listen,
 		TokenFile:     s.cfg.Sizer.TokenFile,
 		StateDir:      s.cfg.Sizer.StateDir,
+		Store:         storeConfig(s.cfg),
 		Budgets:       s.budgets,
 		OnUnknown:     s.onUnknown,
 		IdleOwner:     s.cfg.Accounting.IdleOwner,
@@ -119,4 +121,11 @@ func (s *settings) routeAuth() server.RouteAuthenticator {
 		return nil
 	}
 	return munge.Runner{Socket: s.cfg.Slurm.MungeSocket}
+}
+
+// storeConfig is the store sizer.store names.
+func storeConfig(cfg *config.Config) store.Config {
+	c := cfg.Sizer.Store
+	return store.Config{Driver: c.Driver, Dir: cfg.Sizer.StateDir, Postgres: store.Postgres{URL: c.URL, PasswordFile: c.PasswordFile,
+		TLSMode: c.TLS.Mode, CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, MaxConns: c.MaxConns}}
 }

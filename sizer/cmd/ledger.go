@@ -65,7 +65,7 @@ when neither can be read, and the budget's on_unknown then decides.`,
 // localSpend is an account's spend from the state database (read-only)
 // plus the journal's launches the sizer has not received.
 func localSpend(ctx context.Context, st *settings, account string, now time.Time) (sizerapi.AccountSpend, error) {
-	s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir)
+	s, err := store.OpenReadOnlyConfig(ctx, storeConfig(st.cfg))
 	if err != nil {
 		return sizerapi.AccountSpend{}, fmt.Errorf("local spend of account %s: %w", account, err)
 	}
@@ -93,7 +93,7 @@ func adminClient(st *settings) (*sizerclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile))
+	return sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile), sizerclient.WithFallbackURLs(st.cfg.Sizer.URLs...))
 }
 
 func ledgerCommand() *cli.Command {
@@ -112,7 +112,7 @@ func ledgerCommand() *cli.Command {
 			}
 			var l sizerapi.Ledger
 			if c.Bool("local") {
-				s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir)
+				s, err := store.OpenReadOnlyConfig(c.Context, storeConfig(st.cfg))
 				if err != nil {
 					return err
 				}
@@ -214,6 +214,9 @@ func releaseLoop(ctx context.Context, st *settings, srv *server.Server, interval
 		return
 	}
 	ac := compose.Admission(st.cfg, srv.AccountSpend, log)
+	if compose.SharedAdmissions(st.cfg) {
+		ac = compose.AdmissionOn(st.cfg, srv.AccountSpend, log, srv.Store())
+	}
 	t := time.NewTicker(min(interval, 10*time.Second))
 	defer t.Stop()
 	for {

@@ -209,7 +209,7 @@ func refusal(d sizing.Decision, via string) error {
 func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout time.Duration, local bool, log *slog.Logger) (sizing.Decision, string, error) {
 	if !local && st.cfg.Sizer.URL != "" {
 		if tok, admin := routeCredential(st.cfg.Sizer.TokenFile); tok != "" {
-			cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithTimeout(timeout), sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile))
+			cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithTimeout(timeout), sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile), sizerclient.WithFallbackURLs(st.cfg.Sizer.URLs...))
 			cred := ""
 			if err == nil && !admin && st.cfg.Sizer.RouteAuth == "munge" {
 				// the daemon routes for the user this proves; without it
@@ -240,7 +240,7 @@ func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout 
 		return sizing.Decision{}, "local", err
 	}
 	var sto *store.Store
-	if s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir); err == nil {
+	if s, err := store.OpenReadOnlyConfig(ctx, storeConfig(st.cfg)); err == nil {
 		defer s.Close()
 		sto = s
 	}

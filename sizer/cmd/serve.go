@@ -60,27 +60,36 @@ func serveCommand() *cli.Command {
 			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var sync func(context.Context) (sizerapi.LedgerSync, error)
+			var sync leaderSync[func(context.Context) (sizerapi.LedgerSync, error)]
 			o.LedgerSync = func(ctx context.Context) (sizerapi.LedgerSync, error) {
-				if sync == nil {
-					return sizerapi.LedgerSync{}, errors.New("the ledger is not running (no EC2 access, or --no-reconcile)")
+				f := sync.get()
+				if f == nil {
+					return sizerapi.LedgerSync{}, errors.New("the ledger is not running here (no EC2 access, --no-reconcile, or another sizer leads: ask the leader)")
 				}
-				return sync(ctx)
+				return f(ctx)
 			}
 			srv, err := server.New(ctx, o)
 			if err != nil {
 				return err
 			}
-			var kick func()
-			if !c.Bool("no-reconcile") {
-				sync = startLedger(ctx, st, srv, log)
-				kick = startReconciler(ctx, st, o.Registry, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
-					_, err := srv.Store().RecordTerminate(ctx, id, at)
-					return err
-				}, log)
+			// work that must run once runs on the leader (SQLite: this
+			// sizer; PostgreSQL: whichever holds the election); every
+			// replica serves the API and the dashboard
+			lead := func(lctx context.Context, _ store.Term) {
+				reg := newTermRegistry(o.Registry)
+				onTermEnd(lctx, func() { sync.set(nil); reg.end() })
+				var kick func()
+				if !c.Bool("no-reconcile") {
+					sync.set(startLedger(lctx, st, srv, log))
+					kick = startReconciler(lctx, st, reg, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
+						_, err := srv.Store().RecordTerminate(ctx, id, at)
+						return err
+					}, log)
+				}
+				startNotices(lctx, st, srv.Store(), kick, reg, log)
+				startWarmPool(lctx, st, reg, log)
 			}
-			startNotices(ctx, st, srv.Store(), kick, o.Registry, log)
-			startWarmPool(ctx, st, o.Registry, log)
+			go srv.Store().Lead(ctx, store.LeaderOptions{Holder: holder(), Log: log}, lead)
 			return srv.ListenAndServe(ctx)
 		},
 	}
@@ -113,7 +122,7 @@ func reportCommand() *cli.Command {
 func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageReport, error) {
 	if !local && st.cfg.Sizer.URL != "" {
 		if tok, err := auth.LoadToken(st.cfg.Sizer.TokenFile); err == nil {
-			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile)); err == nil {
+			if cl, err := sizerclient.New(st.cfg.Sizer.URL, tok, sizerclient.WithCAFile(st.cfg.Sizer.TLS.CAFile), sizerclient.WithFallbackURLs(st.cfg.Sizer.URLs...)); err == nil {
 				rep, err := cl.UsageReport(ctx)
 				if err == nil {
 					return rep, nil
@@ -124,7 +133,7 @@ func buildReport(ctx context.Context, st *settings, local bool) (sizerapi.UsageR
 			}
 		}
 	}
-	s, err := store.OpenReadOnly(st.cfg.Sizer.StateDir)
+	s, err := store.OpenReadOnlyConfig(ctx, storeConfig(st.cfg))
 	if err != nil {
 		return sizerapi.UsageReport{}, fmt.Errorf("building report: the daemon is unreachable and %w", err)
 	}

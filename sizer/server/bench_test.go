@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/burst-hpc/burst/internal/pgtest"
+	"github.com/burst-hpc/burst/sizer/store"
 	"net/http"
 	"sort"
 	"sync"
@@ -67,8 +69,20 @@ func reportLatency(b *testing.B, p50, p99, base50 time.Duration) {
 // real TCP loopback: /healthz (baseline: no auth, no database), rank (auth,
 // interruption lookup, budget, policy) and report ingestion (batches of 10
 // GPU samples x 8 GPUs, each a committed SQLite transaction).
-func BenchmarkHTTP(b *testing.B) {
-	f := start(b, map[string]float64{"phys": 1e6})
+func BenchmarkHTTP(b *testing.B) { benchHTTP(b) }
+
+// BenchmarkHTTPPostgres is BenchmarkHTTP with the sizer on a throwaway
+// PostgreSQL (sizer.store.driver: postgres), for the same run's comparison.
+func BenchmarkHTTPPostgres(b *testing.B) {
+	pg := pgtest.Start(b)
+	dsn := pg.NewDatabase(b)
+	benchHTTP(b, func(o *Options) {
+		o.Store = store.Config{Driver: store.DriverPostgres, Postgres: store.Postgres{URL: dsn}}
+	})
+}
+
+func benchHTTP(b *testing.B, mod ...func(*Options)) {
+	f := start(b, map[string]float64{"phys": 1e6}, mod...)
 	ctx := context.Background()
 	hc := f.httpClient(b)
 	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = benchWorkers * 2

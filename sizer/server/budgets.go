@@ -17,7 +17,11 @@ import (
 )
 
 func (s *Server) budgetOptions() spend.BudgetOptions {
-	return spend.BudgetOptions{Caps: s.o.Budgets, OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir, Log: s.log}
+	o := spend.BudgetOptions{Caps: s.o.Budgets, OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir, Log: s.log}
+	if s.st.Driver() == store.DriverPostgres { // reservations of every sizer and cluster
+		o.Shared = s.st
+	}
+	return o
 }
 
 func (s *Server) month(ctx context.Context) (spend.Month, error) {

@@ -56,6 +56,7 @@ func (s *Server) routes() {
 	s.handle("GET "+sizerapi.PathBudgets, "budgets", roleRead, s.budgets)
 	s.handle("GET "+sizerapi.PathReport, "report", roleRead, s.report)
 	s.ledgerRoutes()
+	s.admissionRoutes()
 	s.handle("GET "+sizerapi.PathFleet, "fleet", roleRead, s.fleet)
 	s.handle("GET "+sizerapi.PathJobs, "jobs", roleRead, s.jobs)
 	s.handle("GET "+sizerapi.PathJobs+"/{id}", "job", roleRead, s.job)

@@ -33,10 +33,12 @@ import (
 
 // Options configure the daemon. main maps burst.yaml onto them.
 type Options struct {
-	Listen    string             // address to listen on, e.g. "127.0.0.1:8470"
-	TokenFile string             // admin token file (0600); ignored when Token is set
-	Token     string             // admin token itself (tests)
-	StateDir  string             // SQLite database directory
+	Listen    string // address to listen on, e.g. "127.0.0.1:8470"
+	TokenFile string // admin token file (0600); ignored when Token is set
+	Token     string // admin token itself (tests)
+	StateDir  string // SQLite database directory
+	// Store chooses the database; a zero Store is SQLite in StateDir.
+	Store     store.Config
 	Budgets   map[string]float64 // account -> monthly cap in USD
 	OnUnknown map[string]string  // account -> budgets[].on_unknown (hold or allow)
 	IdleOwner string             // accounting.idle_owner: launching-job (default) or pool
@@ -200,7 +202,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		sopts = append(sopts, store.AcceptSimulatedGPUs())
 		o.Logger.Warn("learning from simulated GPU reports (sizer.accept_simulated_gpus): a test stack, never production")
 	}
-	st, err := store.Open(ctx, o.StateDir, sopts...)
+	scfg := o.Store
+	if scfg.Dir == "" {
+		scfg.Dir = o.StateDir
+	}
+	st, err := store.OpenConfig(ctx, scfg, sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}

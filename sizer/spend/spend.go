@@ -103,16 +103,18 @@ type BudgetOptions struct {
 	OnUnknown map[string]string
 	IdleOwner string
 	StateDir  string // the admissions file (reservations)
-	Log       *slog.Logger
+	// Shared, when set, holds the admissions instead (sizer.store postgres).
+	Shared admit.Shared
+	Log    *slog.Logger
 }
 
 // Budgets is every account's standing in the month: capped accounts and
 // accounts with spend, with reservations, burn rate and forecast.
 func (m Month) Budgets(o BudgetOptions) []sizerapi.BudgetStatus {
 	var res []admit.Entry
-	if o.StateDir != "" {
+	if o.StateDir != "" || o.Shared != nil {
 		var err error
-		res, err = admit.New(admit.Options{Dir: o.StateDir}).Reservations()
+		res, err = admit.New(admit.Options{Dir: o.StateDir, Shared: o.Shared}).Reservations()
 		if err != nil && o.Log != nil {
 			o.Log.Warn("reading admissions for budget reservations", "err", err)
 		}

@@ -13,23 +13,11 @@ import (
 // What the dashboard reads besides usage and spend: the sizer's decision
 // for each job, each launch attempt (requeues), what the agents did to
 // jobs on a spot notice (checkpoints, requeues), and when each node's agent
-// last reported.
-const schemaDash = `
-CREATE TABLE IF NOT EXISTS job_decisions(job_id TEXT PRIMARY KEY, ts INTEGER NOT NULL, class TEXT, instance_type TEXT, zone TEXT, capacity TEXT,
-  price REAL, expected REAL, reason TEXT, offerings INTEGER, avoided INTEGER, comment TEXT);
-CREATE TABLE IF NOT EXISTS job_attempts(job_id TEXT NOT NULL, attempt INTEGER NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY(job_id, attempt)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS interruption_jobs(instance_id TEXT NOT NULL, ts INTEGER NOT NULL, job_id TEXT NOT NULL, signal TEXT, checkpointed INTEGER NOT NULL,
-  requeued INTEGER NOT NULL, waited_ms INTEGER NOT NULL, error TEXT, PRIMARY KEY(instance_id, ts, job_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS node_seen(node TEXT PRIMARY KEY, instance_id TEXT, last_ts INTEGER NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS jobs_account_updated ON jobs(account, updated);
-CREATE INDEX IF NOT EXISTS jobs_updated ON jobs(updated);
-CREATE INDEX IF NOT EXISTS instances_job ON instances(job_id);
-CREATE INDEX IF NOT EXISTS instances_terminated ON instances(terminated);
-`
+// last reported (the tables: migrations/).
 
 // RecordDecision stores (replaces) a job's decision.
 func (s *Store) RecordDecision(ctx context.Context, d sizerapi.JobDecision) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO job_decisions(job_id, ts, class, instance_type, zone, capacity, price, expected, reason, offerings, avoided, comment) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(job_id) DO UPDATE SET ts=excluded.ts, class=excluded.class, instance_type=excluded.instance_type, zone=excluded.zone, capacity=excluded.capacity,
 price=excluded.price, expected=excluded.expected, reason=excluded.reason, offerings=excluded.offerings, avoided=excluded.avoided, comment=excluded.comment`,
@@ -44,7 +32,7 @@ price=excluded.price, expected=excluded.expected, reason=excluded.reason, offeri
 
 // recordAttempt notes a launch attempt of a job (attempt = Slurm's restart
 // count + 1).
-func recordAttempt(ctx context.Context, tx *sql.Tx, jobID string, attempt int, at time.Time) error {
+func recordAttempt(ctx context.Context, tx *Tx, jobID string, attempt int, at time.Time) error {
 	if jobID == "" || attempt <= 0 {
 		return nil
 	}
@@ -52,7 +40,7 @@ func recordAttempt(ctx context.Context, tx *sql.Tx, jobID string, attempt int, a
 	return err
 }
 
-func addInterruptionJobs(ctx context.Context, tx *sql.Tx, instanceID string, at time.Time, jobs []sizerapi.JobEvent) error {
+func addInterruptionJobs(ctx context.Context, tx *Tx, instanceID string, at time.Time, jobs []sizerapi.JobEvent) error {
 	for _, j := range jobs {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO interruption_jobs(instance_id, ts, job_id, signal, checkpointed, requeued, waited_ms, error) VALUES(?,?,?,?,?,?,?,?)`,
 			instanceID, ms(at), fmt.Sprint(j.JobID), j.Signal, j.Checkpointed, j.Requeued, j.Waited.Milliseconds(), j.Error); err != nil {
@@ -62,7 +50,7 @@ func addInterruptionJobs(ctx context.Context, tx *sql.Tx, instanceID string, at 
 	return nil
 }
 
-func markSeen(ctx context.Context, tx *sql.Tx, node, instanceID string, at time.Time) error {
+func markSeen(ctx context.Context, tx *Tx, node, instanceID string, at time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO node_seen(node, instance_id, last_ts) VALUES(?,?,?)
 ON CONFLICT(node) DO UPDATE SET instance_id = coalesce(nullif(excluded.instance_id, ''), instance_id), last_ts = max(last_ts, excluded.last_ts)`, node, instanceID, ms(at))
 	return err
@@ -139,7 +127,7 @@ func (s *Store) JobRuns(ctx context.Context, ids []string) (map[string]*JobRun, 
 	}
 	b, _ := json.Marshal(ids)
 	set := string(b)
-	err := s.each(ctx, `SELECT job_id, count(*), sum(terminated IS NULL), min(launched), max(terminated) FROM instances
+	err := s.each(ctx, `SELECT job_id, count(*), sum(CASE WHEN terminated IS NULL THEN 1 ELSE 0 END), min(launched), max(terminated) FROM instances
 WHERE job_id IN (SELECT value FROM json_each(?)) GROUP BY job_id`, []any{set}, func(r *sql.Rows) error {
 		var id string
 		var n, live int

@@ -11,18 +11,10 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
-// schemaGPUHealth holds the GPU health events agents report (issue 28):
-// one row per event, with the instance's type and zone from its launch
-// record (or identity exchange) so per-type failure rates can be read.
-const schemaGPUHealth = `
-CREATE TABLE IF NOT EXISTS gpu_health_events(instance_id TEXT NOT NULL, node TEXT NOT NULL, instance_type TEXT, zone TEXT, ts INTEGER NOT NULL,
-  gpu INTEGER NOT NULL, uuid TEXT, bus_id TEXT, kind TEXT NOT NULL, xid INTEGER NOT NULL DEFAULT 0, count INTEGER NOT NULL DEFAULT 0, detail TEXT,
-  action TEXT NOT NULL, reason TEXT, jobs TEXT, gate INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(instance_id, ts, gpu, kind, xid));
-CREATE INDEX IF NOT EXISTS gpu_health_events_ts ON gpu_health_events(ts);
-`
+// (its table: migrations/*/00005_gpu_health_events.sql)
 
 // addGPUHealth stores one health record of batch b.
-func addGPUHealth(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch, r sizerapi.Record) error {
+func addGPUHealth(ctx context.Context, tx *Tx, b sizerapi.ReportBatch, r sizerapi.Record) error {
 	h := r.Health
 	if h == nil {
 		return errors.New("gpu_health record without health")

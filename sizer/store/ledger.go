@@ -13,7 +13,7 @@ import (
 	"github.com/burst-hpc/burst/sizer/billing"
 )
 
-// The spend ledger's tables, beside instances (see docs/LEDGER.md):
+// The spend ledger's tables (schema: migrations/), beside instances (see docs/LEDGER.md):
 //
 //   - instances: one row per EC2 instance: what it is, its price, the job
 //     it was launched for, its launch (pending) time and its end (when it
@@ -23,56 +23,6 @@ import (
 //     from which the running segments EC2 bills are computed;
 //   - job_runs: each job's run on each node, by Slurm's start and end;
 //   - launch_intents: what burst-resume journaled before each CreateFleet.
-const ledgerSchema = `
-CREATE TABLE IF NOT EXISTS instance_states(instance_id TEXT NOT NULL, state TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY(instance_id, state, at)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS job_runs(job_id TEXT NOT NULL, node TEXT NOT NULL, account TEXT NOT NULL DEFAULT '', user TEXT NOT NULL DEFAULT '', gpus INTEGER NOT NULL DEFAULT 0, start INTEGER NOT NULL, end INTEGER, PRIMARY KEY(job_id, node, start)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS job_runs_node ON job_runs(node, start);
-CREATE TABLE IF NOT EXISTS launch_intents(client_token TEXT NOT NULL, at INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY(client_token, at)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS instances_terminated ON instances(terminated);
-`
-
-// ledgerColumns are the instances columns added after the first release
-// (added in place to an older database).
-var ledgerColumns = [][2]string{
-	{"user", "TEXT NOT NULL DEFAULT ''"},
-	{"class", "TEXT NOT NULL DEFAULT ''"},
-	{"client_token", "TEXT NOT NULL DEFAULT ''"},
-	{"od_price", "REAL NOT NULL DEFAULT 0"},
-	{"price_source", "TEXT NOT NULL DEFAULT ''"},
-	{"source", "TEXT NOT NULL DEFAULT 'resume'"},
-	{"end_source", "TEXT NOT NULL DEFAULT ''"},
-	{"end_reason", "TEXT NOT NULL DEFAULT ''"},
-}
-
-func migrateLedger(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, ledgerSchema); err != nil {
-		return err
-	}
-	rows, err := db.QueryContext(ctx, `PRAGMA table_info(instances)`)
-	if err != nil {
-		return err
-	}
-	have := map[string]bool{}
-	for rows.Next() {
-		var cid, notnull, pk int
-		var name, typ string
-		var dflt sql.NullString
-		if err := rows.Scan(&cid, &name, &typ, &notnull, &dflt, &pk); err != nil {
-			rows.Close()
-			return err
-		}
-		have[name] = true
-	}
-	rows.Close()
-	for _, c := range ledgerColumns {
-		if !have[c[0]] {
-			if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE instances ADD COLUMN %s %s", c[0], c[1])); err != nil {
-				return fmt.Errorf("adding instances.%s: %w", c[0], err)
-			}
-		}
-	}
-	return nil
-}
 
 // Price sources of an instance's hourly price.
 const (
@@ -105,7 +55,7 @@ func (s *Store) RecordInstance(ctx context.Context, l Launch) error {
 	if l.Source == "" {
 		l.Source = "resume"
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *Tx) error {
 		jobID := ""
 		if ev.Job != nil {
 			jobID = ev.Job.JobID
@@ -178,7 +128,7 @@ func (s *Store) RecordEnd(ctx context.Context, id string, at time.Time, source, 
 	if source == "" {
 		source = sizerapi.SourceBurst
 	}
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *Tx) error {
 		why := "instance ended (" + source + ")"
 		if _, err := tx.ExecContext(ctx, `UPDATE node_identities SET revoked = coalesce(revoked, ?), revoke_reason = coalesce(revoke_reason, ?) WHERE instance_id = ?`, ms(at), why, id); err != nil {
 			return err
@@ -218,7 +168,7 @@ func (s *Store) RecordEnd(ctx context.Context, id string, at time.Time, source, 
 // credential stolen from it (issue 25). A stopped instance may start
 // again, so stopping and stopped revoke nothing.
 func (s *Store) RecordState(ctx context.Context, id, state string, at time.Time) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO instance_states(instance_id, state, at) VALUES(?,?,?)`, id, state, ms(at)); err != nil {
 			return err
 		}
@@ -244,10 +194,10 @@ func (s *Store) RecordRun(ctx context.Context, r sizerapi.JobRun) error {
 	if r.JobID == "" || len(r.Nodes) == 0 || r.Start.IsZero() {
 		return fmt.Errorf("storing a job run: job id, nodes and start are required")
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *Tx) error {
 		for _, n := range r.Nodes {
 			if r.End.IsZero() {
-				if _, err := tx.ExecContext(ctx, `UPDATE job_runs SET end = ? WHERE job_id = ? AND end IS NULL AND start < ?`, ms(r.Start), r.JobID, ms(r.Start)); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE job_runs SET "end" = ? WHERE job_id = ? AND "end" IS NULL AND start < ?`, ms(r.Start), r.JobID, ms(r.Start)); err != nil {
 					return err
 				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(job_id, node, account, user, gpus, start) VALUES(?,?,?,?,?,?)
@@ -259,15 +209,18 @@ ON CONFLICT(job_id, node, start) DO UPDATE SET account = excluded.account, user 
 			}
 			// the end carries Slurm's own start (reset when the nodes came
 			// up): it replaces the start the prolog saw
-			res, err := tx.ExecContext(ctx, `UPDATE OR IGNORE job_runs SET start = ?, end = max(?, ?) WHERE job_id = ? AND node = ? AND end IS NULL`, ms(r.Start), ms(r.Start), ms(r.End), r.JobID, n)
+			// (a run already at that start is left alone: SQLite's UPDATE OR IGNORE, portably)
+			res, err := tx.ExecContext(ctx, `UPDATE job_runs SET start = ?, "end" = ? WHERE job_id = ? AND node = ? AND "end" IS NULL
+ AND (start = ? OR NOT EXISTS (SELECT 1 FROM job_runs o WHERE o.job_id = job_runs.job_id AND o.node = job_runs.node AND o.start = ?))`,
+				ms(r.Start), max(ms(r.Start), ms(r.End)), r.JobID, n, ms(r.Start), ms(r.Start))
 			if err != nil {
 				return err
 			}
 			if k, _ := res.RowsAffected(); k > 0 {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(job_id, node, account, user, gpus, start, end) VALUES(?,?,?,?,?,?,?)
-ON CONFLICT(job_id, node, start) DO UPDATE SET end = coalesce(end, excluded.end)`,
+			if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(job_id, node, account, user, gpus, start, "end") VALUES(?,?,?,?,?,?,?)
+ON CONFLICT(job_id, node, start) DO UPDATE SET "end" = coalesce(job_runs."end", excluded."end")`,
 				r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start), ms(r.End)); err != nil {
 				return err
 			}
@@ -286,7 +239,7 @@ func (s *Store) RecordIntent(ctx context.Context, in sizerapi.LaunchIntent) erro
 	if err != nil {
 		return err
 	}
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO launch_intents(client_token, at, body) VALUES(?,?,?)`, in.ClientToken, ms(in.Time), string(b))
 		return err
 	})
@@ -336,7 +289,7 @@ func (s *Store) IntentFor(ctx context.Context, token, node string, launched time
 
 // SetPrice replaces an instance's hourly price (EC2's spot history).
 func (s *Store) SetPrice(ctx context.Context, id string, price float64, source string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE instances SET price = ?, price_source = ? WHERE instance_id = ?`, price, source, id)
 		return err
 	})
@@ -392,14 +345,14 @@ func (s *Store) Rows(ctx context.Context, from, to time.Time) ([]Row, error) {
 		return out, nil
 	}
 	// state events
-	sq, rq := `SELECT instance_id, state, at FROM instance_states`, `SELECT job_id, node, account, user, gpus, start, end FROM job_runs`
+	sq, rq := `SELECT instance_id, state, at FROM instance_states`, `SELECT job_id, node, account, user, gpus, start, "end" FROM job_runs`
 	var sargs, rargs []any
 	if !to.IsZero() {
 		// only what the window's instances need
 		sq = `SELECT s.instance_id, s.state, s.at FROM instance_states s JOIN instances i ON i.instance_id = s.instance_id
 WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 		sargs = []any{ms(to), ms(from)}
-		rq += ` WHERE start < ? AND (end IS NULL OR end >= ?)`
+		rq += ` WHERE start < ? AND ("end" IS NULL OR "end" >= ?)`
 		rargs = []any{ms(to), ms(from.Add(-time.Hour))}
 	}
 	srows, err := s.r.QueryContext(ctx, sq, sargs...)

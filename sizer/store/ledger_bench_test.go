@@ -7,20 +7,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/pgtest"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/billing"
 )
 
 // BenchmarkLedgerMonth: a month of 5,000 instances (three state events
 // each, one job run each): reading the ledger and splitting every bill,
-// what every budget check and report does.
+// what every budget check and report does; on SQLite, then PostgreSQL.
 func BenchmarkLedgerMonth(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		benchLedgerMonth(b, target{Config{Driver: DriverSQLite, Dir: filepath.Join(b.TempDir(), "s")}}.open(b))
+	})
+	b.Run("postgres", func(b *testing.B) {
+		srv := pgtest.Start(b)
+		benchLedgerMonth(b, target{Config{Driver: DriverPostgres, Postgres: Postgres{URL: srv.NewDatabase(b)}}}.open(b))
+	})
+}
+
+func benchLedgerMonth(b *testing.B, s *Store) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(b.TempDir(), "s"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
 	now := time.Date(2026, 3, 28, 0, 0, 0, 0, time.UTC)
 	n := 5000
 	if testing.Short() { // make test's smoke run: the smallest size, once

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,13 +13,11 @@ import (
 // reverse), state events deduplicated, a backfilled row completed by the
 // resume's record arriving late, runs closed on requeue, intents found by
 // token or by node.
-func TestLedger(t *testing.T) {
+func TestLedger(t *testing.T) { forDrivers(t, testLedger) }
+
+func testLedger(t *testing.T, d driverCase) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "state")
-	s, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := d.fresh(t).open(t)
 	defer s.Close()
 	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	// the reconciler backfills an instance before the journaled launch arrives

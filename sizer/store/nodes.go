@@ -9,14 +9,8 @@ import (
 	"time"
 )
 
-// nodeSchema holds what the sizer knows of each node identity it issued a
+// node_identities (schema: migrations/) holds what the sizer knows of each node identity it issued a
 // credential to (see sizer/server's identity exchange).
-const nodeSchema = `
-CREATE TABLE IF NOT EXISTS node_identities(instance_id TEXT PRIMARY KEY, node TEXT NOT NULL, nonce TEXT NOT NULL,
- instance_type TEXT NOT NULL, zone TEXT NOT NULL, lifecycle TEXT NOT NULL, pending INTEGER NOT NULL,
- first_issued INTEGER NOT NULL, last_issued INTEGER NOT NULL, expires INTEGER NOT NULL, revoked INTEGER, revoke_reason TEXT);
-CREATE INDEX IF NOT EXISTS node_identities_node ON node_identities(node);
-`
 
 // NodeIdentity is one instance the sizer issued a node credential to.
 type NodeIdentity struct {
@@ -62,7 +56,7 @@ var ErrNonceMismatch = errors.New("the instance registered before with another n
 // nonce and node (ErrNonceMismatch otherwise) and only move LastIssued and
 // Expires. A revoked identity is never reissued.
 func (s *Store) RecordIssue(ctx context.Context, ni NodeIdentity) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *Tx) error {
 		var node, nonce string
 		var rev sql.NullInt64
 		err := tx.QueryRowContext(ctx, `SELECT node, nonce, revoked FROM node_identities WHERE instance_id = ?`, ni.InstanceID).Scan(&node, &nonce, &rev)
@@ -94,7 +88,7 @@ var ErrRevoked = errors.New("the instance's node identity was revoked")
 // every credential of it is refused from now on. Unknown instances are not
 // an error.
 func (s *Store) Revoke(ctx context.Context, instanceID, reason string, at time.Time) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE node_identities SET revoked = coalesce(revoked, ?), revoke_reason = coalesce(revoke_reason, ?) WHERE instance_id = ?`, ms(at), reason, instanceID)
 		return err
 	})
@@ -157,11 +151,19 @@ func (s *Store) HasInterruption(ctx context.Context, instanceID string) (bool, e
 	return n > 0, nil
 }
 
+// tablesQuery lists the store's tables by name.
+func (s *Store) tablesQuery() string {
+	if s.driver == DriverPostgres {
+		return `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`
+	}
+	return `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
+}
+
 // Dump returns every row of every table as text, table by table, rows in
 // primary-key order: the e2e security test compares it before and after
 // each attack.
 func (s *Store) Dump(ctx context.Context) (map[string][]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+	rows, err := s.r.QueryContext(ctx, s.tablesQuery())
 	if err != nil {
 		return nil, fmt.Errorf("listing tables: %w", err)
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +15,11 @@ import (
 // at once, also for an instance the ledger has no launch record of (a
 // credential stolen from it stops working, and cannot be reissued), while
 // the next instance with the same node name keeps its own.
-func TestEndRevokesTheNodeIdentity(t *testing.T) {
+func TestEndRevokesTheNodeIdentity(t *testing.T) { forDrivers(t, testEndRevokesTheNodeIdentity) }
+
+func testEndRevokesTheNodeIdentity(t *testing.T, d driverCase) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := d.fresh(t).open(t)
 	defer s.Close()
 	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	issue := func(id string) NodeIdentity {

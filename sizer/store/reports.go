@@ -26,7 +26,7 @@ func (s *Store) AddBatch(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.
 	}
 	if !s.group {
 		var res sizerapi.ReportResult
-		err := s.tx(ctx, func(tx *sql.Tx) error {
+		err := s.tx(ctx, func(tx *Tx) error {
 			var err error
 			res, err = addBatch(ctx, tx, b, s.acceptSim)
 			return err
@@ -48,7 +48,7 @@ func (s *Store) AddBatch(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.
 	return r.r, r.err
 }
 
-func addBatch(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch, acceptSim bool) (sizerapi.ReportResult, error) {
+func addBatch(ctx context.Context, tx *Tx, b sizerapi.ReportBatch, acceptSim bool) (sizerapi.ReportResult, error) {
 	var res sizerapi.ReportResult
 	real := b.GPUSource == sizerapi.GPUSourceNVML || acceptSim && b.GPUSource == sizerapi.GPUSourceSim
 	err := func() error {
@@ -81,7 +81,7 @@ func addBatch(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch, acceptSim
 	return res, nil
 }
 
-func applyRecord(ctx context.Context, tx *sql.Tx, b sizerapi.ReportBatch, r sizerapi.Record) error {
+func applyRecord(ctx context.Context, tx *Tx, b sizerapi.ReportBatch, r sizerapi.Record) error {
 	switch r.Kind {
 	case sizerapi.KindGPU:
 		perJob := map[uint32]uint64{}
@@ -145,7 +145,7 @@ ON CONFLICT(job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = c
 	return nil
 }
 
-func addInterruption(ctx context.Context, tx *sql.Tx, in sizerapi.Interruption) error {
+func addInterruption(ctx context.Context, tx *Tx, in sizerapi.Interruption) error {
 	if in.InstanceType == "" || in.Zone == "" {
 		var typ, zone sql.NullString
 		// burst-resume's launch record, else what the identity exchange learnt from EC2
@@ -169,7 +169,7 @@ UNION ALL SELECT instance_type, zone FROM node_identities WHERE instance_id = ?1
 // AddInterruption records an interruption notice; the instance type and zone
 // are taken from the launch record when not given.
 func (s *Store) AddInterruption(ctx context.Context, in sizerapi.Interruption) error {
-	if err := s.tx(ctx, func(tx *sql.Tx) error { return addInterruption(ctx, tx, in) }); err != nil {
+	if err := s.tx(ctx, func(tx *Tx) error { return addInterruption(ctx, tx, in) }); err != nil {
 		return fmt.Errorf("storing interruption of %s: %w", in.InstanceID, err)
 	}
 	return nil

@@ -7,14 +7,7 @@ import (
 	"time"
 )
 
-// reservationsSchema holds the capacity reservations the ledger bills:
-// each as EC2 describes it (type, zone, reserved count, start, end), the
-// on-demand rate it is billed at per reserved instance, used or not, and
-// when the ledger last saw it active.
-const reservationsSchema = `
-CREATE TABLE IF NOT EXISTS capacity_reservations(reservation_id TEXT PRIMARY KEY, instance_type TEXT NOT NULL, zone TEXT NOT NULL, count INTEGER NOT NULL,
-  price REAL NOT NULL, start INTEGER NOT NULL, end INTEGER, state TEXT NOT NULL, match TEXT NOT NULL DEFAULT '', seen INTEGER NOT NULL);
-`
+// (its table: migrations/*/00004_capacity_reservations.sql)
 
 // Reservation is a capacity reservation's ledger record.
 type Reservation struct {
@@ -48,10 +41,10 @@ func (s *Store) RecordReservation(ctx context.Context, r Reservation) error {
 	if !r.End.IsZero() {
 		end = ms(r.End)
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO capacity_reservations(reservation_id, instance_type, zone, count, price, start, end, state, match, seen) VALUES(?,?,?,?,?,?,?,?,?,?)
+	err := s.tx(ctx, func(tx *Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO capacity_reservations(reservation_id, instance_type, zone, count, price, start, "end", state, match, seen) VALUES(?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(reservation_id) DO UPDATE SET instance_type=excluded.instance_type, zone=excluded.zone, count=excluded.count, price=excluded.price, start=excluded.start,
-end=COALESCE(capacity_reservations.end, excluded.end), state=excluded.state, match=excluded.match, seen=excluded.seen`,
+"end"=COALESCE(capacity_reservations."end", excluded."end"), state=excluded.state, match=excluded.match, seen=excluded.seen`,
 			r.ID, r.InstanceType, r.Zone, r.Count, r.PriceUSD, ms(r.Start), end, r.State, r.Match, ms(r.Seen))
 		return err
 	})
@@ -63,7 +56,7 @@ end=COALESCE(capacity_reservations.end, excluded.end), state=excluded.state, mat
 
 // Reservations lists every reservation the ledger has billed.
 func (s *Store) Reservations(ctx context.Context) ([]Reservation, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT reservation_id, instance_type, zone, count, price, start, end, state, match, seen FROM capacity_reservations ORDER BY start, reservation_id`)
+	rows, err := s.r.QueryContext(ctx, `SELECT reservation_id, instance_type, zone, count, price, start, "end", state, match, seen FROM capacity_reservations ORDER BY start, reservation_id`)
 	if err != nil {
 		return nil, fmt.Errorf("reading capacity reservations: %w", err)
 	}

@@ -11,17 +11,10 @@ import (
 	"github.com/burst-hpc/burst/internal/sizing"
 )
 
-// runsSchema: reports_seen deduplicates agent records by instance, node and
+// The tables (schema: migrations/): reports_seen deduplicates agent records by instance, node and
 // seq (a new instance that reuses a node name starts its seq at 1 again);
 // job_history is the history of recurring jobs: every job that started on a
 // burst node, keyed by sizing.RecurringKey, with how it ended.
-const runsSchema = `
-CREATE TABLE IF NOT EXISTS reports_seen(instance TEXT NOT NULL, node TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY(instance, node, seq)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS job_history(job_id TEXT PRIMARY KEY, job_key TEXT NOT NULL, user TEXT NOT NULL, job_name TEXT NOT NULL, account TEXT NOT NULL,
-  class TEXT, gpu_model TEXT, gpus_per_node INTEGER NOT NULL, nodes INTEGER NOT NULL, gpu_mem_mib INTEGER NOT NULL,
-  started INTEGER NOT NULL, ended INTEGER, exit_code INTEGER, oom INTEGER NOT NULL DEFAULT 0, evidence TEXT);
-CREATE INDEX IF NOT EXISTS job_history_key ON job_history(job_key, started);
-`
 
 // StartRun records that a job started on burst nodes under a recurring-job
 // key. A job started again (requeued) keeps one row, its latest start.
@@ -29,7 +22,7 @@ func (s *Store) StartRun(ctx context.Context, key string, r sizerapi.JobStart) e
 	if r.JobID == "" || key == "" {
 		return errors.New("storing job start: job id and key are required")
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO job_history(job_id, job_key, user, job_name, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, started) VALUES(?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(job_id) DO UPDATE SET job_key=excluded.job_key, user=excluded.user, job_name=excluded.job_name, account=excluded.account,
 class=coalesce(excluded.class, class), gpu_model=coalesce(excluded.gpu_model, gpu_model), gpus_per_node=max(gpus_per_node, excluded.gpus_per_node),
@@ -52,7 +45,7 @@ func nullStr(s string) any {
 
 // EndRun records how a job ended; known is false for a job never started.
 func (s *Store) EndRun(ctx context.Context, e sizerapi.JobEnd) (known bool, err error) {
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE job_history SET ended=?, exit_code=?, oom=?, evidence=? WHERE job_id=?`,
 			ms(e.End), e.ExitCode, boolInt(e.OOM), e.Evidence, e.JobID)
 		if err != nil {

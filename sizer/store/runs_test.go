@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,12 +15,11 @@ func gpuBatch(node, instance, source string, seq uint64, t time.Time, job uint32
 
 // TestDedupeByInstance: a new instance that reuses a node name starts its
 // seq at 1 again; its records are new, not duplicates.
-func TestDedupeByInstance(t *testing.T) {
+func TestDedupeByInstance(t *testing.T) { forDrivers(t, testDedupeByInstance) }
+
+func testDedupeByInstance(t *testing.T, d driverCase) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := d.fresh(t).open(t)
 	defer s.Close()
 	now := time.Now()
 	for _, c := range []struct {
@@ -42,6 +40,10 @@ func TestDedupeByInstance(t *testing.T) {
 // readings are acknowledged but never become usage, unless the store is a
 // test stack's.
 func TestSimulatedReportsAreNotLearnedFrom(t *testing.T) {
+	forDrivers(t, testSimulatedReportsAreNotLearnedFrom)
+}
+
+func testSimulatedReportsAreNotLearnedFrom(t *testing.T, d driverCase) {
 	ctx := context.Background()
 	now := time.Now()
 	for _, c := range []struct {
@@ -54,10 +56,7 @@ func TestSimulatedReportsAreNotLearnedFrom(t *testing.T) {
 		if c.accept {
 			opts = append(opts, AcceptSimulatedGPUs())
 		}
-		s, err := Open(ctx, filepath.Join(t.TempDir(), "state"), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := d.fresh(t).open(t, opts...)
 		res, err := s.AddBatch(ctx, gpuBatch("n-1", "i-1", c.source, 1, now, 9, 5, 22))
 		if err != nil || res.Accepted != 1 || res.Ignored != c.ignored {
 			t.Errorf("source %q accept %v: %+v %v", c.source, c.accept, res, err)
@@ -76,12 +75,11 @@ func TestSimulatedReportsAreNotLearnedFrom(t *testing.T) {
 // TestHistoryByKey: runs of a recurring job across nodes; the newest ended
 // run decides whether it ran out of GPU memory (its output, or a failure
 // with a full GPU).
-func TestHistoryByKey(t *testing.T) {
+func TestHistoryByKey(t *testing.T) { forDrivers(t, testHistoryByKey) }
+
+func testHistoryByKey(t *testing.T, d driverCase) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := d.fresh(t).open(t)
 	defer s.Close()
 	t0 := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 	start := func(id string, at time.Time, nodes int) {

@@ -33,9 +33,10 @@ var ErrNoState = errors.New("no sizer state database")
 
 // Store is the sizer's database. Safe for concurrent use.
 type Store struct {
-	w    *sql.DB // one connection: SQLite has one writer
-	r    *sql.DB // readers
-	path string
+	w      *db // SQLite: one connection (one writer); PostgreSQL: the pool
+	r      *db // readers (PostgreSQL: the same pool as w)
+	path   string
+	driver string
 
 	// Group commit for agent reports: concurrent AddBatch calls share one
 	// transaction (one fsync), each batch inside its own savepoint.
@@ -73,27 +74,17 @@ func WithoutGroupCommit() Option { return func(s *Store) { s.group = false } }
 // stack's sizer.accept_simulated_gpus); by default only NVML reports do.
 func AcceptSimulatedGPUs() Option { return func(s *Store) { s.acceptSim = true } }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS records_seen(node TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY(node, seq)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS job_gpu(job_id TEXT NOT NULL, node TEXT NOT NULL, gpu INTEGER NOT NULL, samples INTEGER NOT NULL, util_sum REAL NOT NULL, mem_peak INTEGER NOT NULL, mem_total INTEGER NOT NULL, PRIMARY KEY(job_id, node, gpu)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS job_node(job_id TEXT NOT NULL, node TEXT NOT NULL, peak_mem INTEGER NOT NULL DEFAULT 0, first_ts INTEGER, last_ts INTEGER, summary TEXT, PRIMARY KEY(job_id, node)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS jobs(job_id TEXT PRIMARY KEY, job_name TEXT NOT NULL, user TEXT NOT NULL, account TEXT NOT NULL, class TEXT, gpu_model TEXT, gpus_per_node INTEGER NOT NULL, nodes INTEGER NOT NULL, gpu_mem_mib INTEGER NOT NULL, updated INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS jobs_user_name ON jobs(user, job_name);
-CREATE TABLE IF NOT EXISTS instances(instance_id TEXT PRIMARY KEY, node TEXT, instance_type TEXT, zone TEXT, capacity TEXT, price REAL NOT NULL, account TEXT, job_id TEXT, launched INTEGER NOT NULL, terminated INTEGER);
-CREATE INDEX IF NOT EXISTS instances_launched ON instances(launched);
-CREATE TABLE IF NOT EXISTS interruptions(instance_id TEXT NOT NULL, node TEXT, instance_type TEXT, zone TEXT, action TEXT, ts INTEGER NOT NULL, PRIMARY KEY(instance_id, ts));
-`
-
 func dsn(path string, ro bool) string {
-	q := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+	q := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 	if ro {
 		q = "?mode=ro&_pragma=busy_timeout(2000)&_pragma=query_only(1)"
 	}
 	return "file:" + path + q
 }
 
-// Open opens (creating if needed) the database in dir. The directory is
-// created 0700 and the database files are 0600.
+// Open opens (creating if needed) the SQLite database in dir and migrates
+// its schema. The directory is created 0700 and the database files are
+// 0600.
 func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating sizer state directory: %w", err)
@@ -112,7 +103,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening sizer database %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	if _, err := w.ExecContext(ctx, schema+schemaDash+nodeSchema+runsSchema+reservationsSchema+schemaGPUHealth); err != nil {
+	if err := migrate(ctx, w, DriverSQLite); err != nil {
 		w.Close()
 		if damaged(err) {
 			return nil, fmt.Errorf("opening sizer database %s: the file is damaged or not a SQLite database (%w); "+
@@ -120,10 +111,6 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 				"(the spend ledger before it is then lost; the launch journal in the state directory is replayed)", path, err, path, path)
 		}
 		return nil, fmt.Errorf("creating sizer schema in %s: %w", path, err)
-	}
-	if err := migrateLedger(ctx, w); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("creating the spend ledger's schema in %s: %w", path, err)
 	}
 	for _, suf := range []string{"-wal", "-shm"} {
 		if err := os.Chmod(path+suf, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -137,7 +124,11 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening sizer database %s for reading: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	s := &Store{w: w, r: r, path: path, group: true}
+	return newStore(&db{DB: w, driver: DriverSQLite}, &db{DB: r, driver: DriverSQLite}, path, opts), nil
+}
+
+func newStore(w, r *db, path string, opts []Option) *Store {
+	s := &Store{w: w, r: r, path: path, driver: w.driver, group: true}
 	for _, o := range opts {
 		o(s)
 	}
@@ -146,7 +137,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		s.wdone = make(chan struct{})
 		go s.writer()
 	}
-	return s, nil
+	return s
 }
 
 // writer commits queued report batches in groups until the queue closes.
@@ -173,7 +164,7 @@ func (s *Store) writer() {
 func (s *Store) commitGroup(reqs []batchReq) {
 	ctx := context.Background()
 	res := make([]batchRes, len(reqs))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *Tx) error {
 		for i, rq := range reqs {
 			if _, err := tx.ExecContext(ctx, "SAVEPOINT batch"); err != nil {
 				return err
@@ -213,10 +204,14 @@ func OpenReadOnly(dir string) (*Store, error) {
 		return nil, fmt.Errorf("opening sizer database %s read-only: %w", path, err)
 	}
 	r.SetMaxOpenConns(2)
-	return &Store{r: r, path: path}, nil
+	return &Store{r: &db{DB: r, driver: DriverSQLite}, path: path, driver: DriverSQLite}, nil
 }
 
-// Path is the database file.
+// Driver is the store's driver: DriverSQLite or DriverPostgres.
+func (s *Store) Driver() string { return s.driver }
+
+// Path is the database file (SQLite), or the server's address without
+// credentials (PostgreSQL).
 func (s *Store) Path() string { return s.path }
 
 // Close waits for queued report batches to commit, checkpoints the WAL and
@@ -232,10 +227,12 @@ func (s *Store) Close() error {
 		s.wmu.Unlock()
 		<-s.wdone
 	}
-	if s.w != nil {
+	if s.w != nil && s.driver == DriverSQLite {
 		if _, err := s.w.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 			errs = append(errs, fmt.Errorf("checkpointing sizer database: %w", err))
 		}
+	}
+	if s.w != nil && s.w.DB != s.r.DB {
 		errs = append(errs, s.w.Close())
 	}
 	errs = append(errs, s.r.Close())
@@ -253,14 +250,15 @@ func fromMS(v sql.NullInt64) time.Time {
 
 var errReadOnly = errors.New("sizer database opened read-only")
 
-func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (s *Store) tx(ctx context.Context, fn func(*Tx) error) error {
 	if s.w == nil {
 		return errReadOnly
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	sqlTx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
+	tx := &Tx{Tx: sqlTx, driver: s.driver}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err

@@ -26,15 +26,17 @@ func gpuRecord(seq uint64, t time.Time, job uint32, utils []uint32, memGiB []uin
 	return r
 }
 
-func TestStoreReportsUsageAndHistory(t *testing.T) {
+func TestStoreReportsUsageAndHistory(t *testing.T) { forDrivers(t, testStoreReportsUsageAndHistory) }
+
+func testStoreReportsUsageAndHistory(t *testing.T, d driverCase) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "state")
-	s, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	tg := d.fresh(t)
+	s := tg.open(t)
+	dir := tg.cfg.Dir
 	for _, p := range []string{dir, filepath.Join(dir, FileName)} {
+		if d.name != DriverSQLite {
+			break
+		}
 		fi, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
@@ -143,16 +145,21 @@ func TestStoreReportsUsageAndHistory(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := OpenReadOnly(dir)
-	if err != nil {
-		t.Fatal(err)
+	var ro *Store
+	if d.name == DriverSQLite {
+		var err error
+		if ro, err = OpenReadOnly(dir); err != nil {
+			t.Fatal(err)
+		}
+		defer ro.Close()
+	} else {
+		ro = tg.open(t)
 	}
-	defer ro.Close()
 	h2, err := ro.History(ctx, "dan", "eval", 10)
 	if err != nil || h2.Jobs != 2 {
 		t.Fatalf("read-only history %+v %v", h2, err)
 	}
-	if err := ro.UpsertJob(ctx, sizerapi.Job{JobID: "x"}, now); err == nil {
+	if err := ro.UpsertJob(ctx, sizerapi.Job{JobID: "x"}, now); d.name == DriverSQLite && err == nil {
 		t.Error("read-only store accepted a write")
 	}
 	if _, err := OpenReadOnly(t.TempDir()); !errors.Is(err, ErrNoState) {

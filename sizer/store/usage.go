@@ -98,7 +98,7 @@ func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]sizerapi.JobUsage,
 	// per job and node: the GPUs' mean utilisations summed, how many were
 	// busy, the GPU memory size, and the node's peak memory (one row per
 	// job and node, not per GPU)
-	err = s.each(ctx, `SELECT g.job_id, g.node, sum(g.util_sum / max(g.samples, 1)), sum(g.util_sum / max(g.samples, 1) >= ?), max(g.mem_total), coalesce(max(n.peak_mem), 0)
+	err = s.each(ctx, `SELECT g.job_id, g.node, sum(g.util_sum / max(g.samples, 1)), sum(CASE WHEN g.util_sum / max(g.samples, 1) >= ? THEN 1 ELSE 0 END), max(g.mem_total), coalesce(max(n.peak_mem), 0)
 FROM job_gpu g LEFT JOIN job_node n ON n.job_id = g.job_id AND n.node = g.node WHERE g.job_id IN (`+sub+`) GROUP BY g.job_id, g.node`, append([]any{BusyUtilPct}, sargs...), func(r *sql.Rows) error {
 		var id string
 		var a nodeAgg

@@ -67,7 +67,8 @@ func (s *Stack) StopSizer() {
 // SizerClient is a client of the stack's sizer with token, pinning the
 // sizer's CA.
 func (s *Stack) SizerClient(token string) (*sizerclient.Client, error) {
-	return sizerclient.New(s.Cfg.Sizer.URL, token, sizerclient.WithCAFile(s.Cfg.Sizer.TLS.CAFile), sizerclient.WithTimeout(20*time.Second))
+	return sizerclient.New(s.Cfg.Sizer.URL, token, sizerclient.WithCAFile(s.Cfg.Sizer.TLS.CAFile), sizerclient.WithTimeout(20*time.Second),
+		sizerclient.WithFallbackURLs(s.Cfg.Sizer.URLs...))
 }
 
 // Metrics scrapes the sizer's /metrics over HTTPS with the read-only
