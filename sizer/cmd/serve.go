@@ -19,6 +19,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/sizer/dash"
+	"github.com/burst-hpc/burst/sizer/ledger"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/server"
 	"github.com/burst-hpc/burst/sizer/spend"
@@ -71,15 +72,19 @@ func serveCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// EC2 state changes the database cannot take now (locked by
+			// another process, a full disk) wait in a spool beside it
+			spool := ledger.NewStateSpool(srv.Store(), st.cfg.Sizer.StateDir, log)
+			go spool.Run(ctx, 5*time.Second)
 			var kick func()
 			if !c.Bool("no-reconcile") {
-				sync = startLedger(ctx, st, srv, log)
+				sync = startLedger(ctx, st, srv, spool, log)
 				kick = startReconciler(ctx, st, o.Registry, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
 					_, err := srv.Store().RecordTerminate(ctx, id, at)
 					return err
 				}, log)
 			}
-			startNotices(ctx, st, srv.Store(), kick, o.Registry, log)
+			startNotices(ctx, st, srv.Store(), spool.Record, kick, o.Registry, log)
 			startWarmPool(ctx, st, o.Registry, log)
 			return srv.ListenAndServe(ctx)
 		},

@@ -50,7 +50,10 @@ type Options struct {
 	// Grace: an open interval EC2 does not list is closed as missing only
 	// once its launch is this old (default 2 minutes: EC2 is eventually
 	// consistent).
-	Grace  time.Duration
+	Grace time.Duration
+	// Spool: EC2 state changes the store did not take at once, written
+	// again at the start of every sync (may be nil).
+	Spool  *StateSpool
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -83,6 +86,12 @@ func New(o Options) (*Ledger, error) {
 // Sync reconciles the ledger with EC2 once.
 func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 	res := sizerapi.LedgerSync{Backfilled: []string{}, Closed: []string{}, Missing: []string{}, Repriced: []string{}}
+	var errs []error
+	if l.o.Spool != nil {
+		if _, err := l.o.Spool.Replay(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	insts, err := l.o.Cloud.ListAll(ctx)
 	if err != nil {
 		return res, fmt.Errorf("ledger: listing the cluster's instances: %w", err)
@@ -95,7 +104,6 @@ func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 	if err != nil {
 		return res, err
 	}
-	var errs []error
 	for _, in := range insts {
 		if !known[in.ID] {
 			if err := l.backfill(ctx, in); err != nil {
