@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
@@ -73,5 +76,60 @@ func TestFaultStateDirFull(t *testing.T) {
 		t.Fatalf("scontrol update JobId=%s StartTime=now: %v\n%s", id, err, out)
 	}
 	waitJob(t, s, id, 3*time.Minute, "COMPLETED")
+	assertClean(t, s, time.Minute)
+}
+
+// TestFaultNodeSpoolFull: the file system of a node's report spool (the
+// agent's state directory) fills up while a job runs on it. The job
+// completes; the agent says which file system is full and what to do, and
+// loses only the reports it could not write (counted as dropped); once
+// space returns it spools and sends again. Spend equals EC2's bill.
+func TestFaultNodeSpoolFull(t *testing.T) {
+	versionBlind(t)
+	spoolDir := func(s *stack.Stack, node string) string { return filepath.Join(s.Dir, "run", node, "agent-state") }
+	// the mount is made where the node runs (inside a Debian root's mount
+	// namespace, or on the host for the host's Slurm)
+	sh := func(s *stack.Stack, script string) error {
+		out, err := s.Cluster.Run(context.Background(), "/bin/sh", "-c", script)
+		if err != nil {
+			return fmt.Errorf("%s: %w\n%s", script, err, out)
+		}
+		return nil
+	}
+	var mounted []string
+	boot := func(ctx context.Context, s *stack.Stack, in ec2emu.Instance, node string) error {
+		d := spoolDir(s, node)
+		if err := sh(s, "mkdir -p "+d+" && mount -t tmpfs -o size=512k,mode=0700 burst-spool "+d); err != nil {
+			return err
+		}
+		mounted = append(mounted, d)
+		return stack.BootstrapNode(ctx, s, in, node)
+	}
+	s := faultStart(t, 0, stack.Options{Boot: boot, NodeEnv: []string{"BURST_REPORT_INTERVAL=2s"}})
+	t.Cleanup(func() {
+		for _, d := range mounted {
+			sh(s, "umount -l "+d) //nolint:errcheck // the stack's removal reports what is left
+		}
+	})
+	id := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 25")
+	waitJob(t, s, id, 3*time.Minute, "RUNNING")
+	d := spoolDir(s, "l4-1")
+	if err := sh(s, "cat /dev/zero > "+d+"/filler 2>/dev/null; test -s "+d+"/filler"); err != nil {
+		t.Fatal(err)
+	}
+	agentLog := filepath.Join(s.Dir, "run", "l4-1", "agent.log")
+	want := "the file system holding " + d + " is full: free space there"
+	eventually(t, time.Minute, "the agent's log saying "+want, func() bool {
+		return strings.Contains(readFile(agentLog), want)
+	})
+	if err := sh(s, "rm "+d+"/filler"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the agent's sampling recovered (agent.log)", func() bool {
+		return strings.Contains(readFile(agentLog), `"msg":"sampling recovered"`)
+	})
+	if st := waitJob(t, s, id, 3*time.Minute, "COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"); st != "COMPLETED" {
+		t.Fatalf("job %s ended %s with its node's spool full for a while", id, st)
+	}
 	assertClean(t, s, time.Minute)
 }
