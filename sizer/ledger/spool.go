@@ -49,9 +49,6 @@ func NewStateSpool(st StateRecorder, dir string, log *slog.Logger) *StateSpool {
 	return &StateSpool{st: st, path: filepath.Join(dir, SpoolFile), log: log}
 }
 
-// Path is the spool file.
-func (s *StateSpool) Path() string { return s.path }
-
 // spooled is one spool line.
 type spooled struct {
 	InstanceID string    `json:"instance_id"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestStateSpoolKeepsWhatTheStoreRefused(t *testing.T) {
 	if err := sp.Record(ctx, "i-1", "running", t0.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := sp.Replay(ctx); err == nil || n != 0 || !strings.Contains(err.Error(), sp.Path()) {
+	if n, err := sp.Replay(ctx); err == nil || n != 0 || !strings.Contains(err.Error(), filepath.Join(dir, SpoolFile)) {
 		t.Fatalf("replay while locked: %d written, err %v; want 0 and an error naming the spool", n, err)
 	}
 	st.locked = false
@@ -55,7 +56,7 @@ func TestStateSpoolKeepsWhatTheStoreRefused(t *testing.T) {
 	if strings.Join(st.got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the store got\n%s\nwant\n%s", strings.Join(st.got, "\n"), strings.Join(want, "\n"))
 	}
-	if b, _ := os.ReadFile(sp.Path()); len(b) != 0 {
+	if b, _ := os.ReadFile(filepath.Join(dir, SpoolFile)); len(b) != 0 {
 		t.Errorf("the spool keeps %q after a full replay", b)
 	}
 	if n, err := sp.Replay(ctx); n != 0 || err != nil {
@@ -78,7 +79,7 @@ func TestStateSpoolDropsACutLineAndKeepsTheRest(t *testing.T) {
 	st := &lockedStore{}
 	sp := NewStateSpool(st, dir, nil)
 	cut := `{"instance_id":"i-2","state":"running","at":"2026-12-02T01:00:00Z"}` + "\n" + `{"instance_id":"i-3","sta`
-	if err := os.WriteFile(sp.Path(), []byte(cut), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, SpoolFile), []byte(cut), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := sp.Replay(ctx); n != 1 || err != nil {
