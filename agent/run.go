@@ -77,6 +77,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "dead-man-after", Value: 15 * time.Minute, EnvVars: []string{"BURST_DEAD_MAN_AFTER"}, Usage: "power this instance off (which terminates it) after its node has been powered down or down in Slurm, or the controller unreachable, this long (0 disables)"},
 			&cli.DurationFlag{Name: "dead-man-poll", Value: 30 * time.Second, EnvVars: []string{"BURST_DEAD_MAN_POLL"}, Usage: "how often the dead-man switch looks at the node in Slurm"},
 			&cli.StringFlag{Name: "poweroff-command", Value: "/usr/bin/systemctl poweroff", EnvVars: []string{"BURST_POWEROFF_COMMAND"}, Usage: "the dead-man switch's command (no shell; split on spaces)"},
+			&cli.DurationFlag{Name: "test-clock-offset", EnvVars: []string{"BURST_TEST_CLOCK_OFFSET"}, Hidden: true, Usage: "shift this agent's clock by this much where it compares its time with the sizer's or EC2's (test only: a node clock off from the head node's)"},
 			&cli.StringFlag{Name: "emu-shutdown-url", EnvVars: []string{"BURST_EMU_SHUTDOWN_URL"}, Usage: "the EC2 emulator's shutdown control URL for this instance, in place of the poweroff command (test only)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"BURST_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		}, imdsGuardFlags()...),
@@ -262,6 +263,11 @@ func runAgent(c *cli.Context) error {
 		return cli.Exit(err.Error(), 3)
 	}
 	ops := spotwatch.SlurmClient{C: sc}
+	now := time.Now
+	if off := c.Duration("test-clock-offset"); off != 0 {
+		log.Warn("TEST SWITCH: this agent's clock is shifted (credential renewal, spot notices)", "offset", off)
+		now = func() time.Time { return time.Now().Add(off) }
+	}
 
 	var resolver sampler.JobResolver = &attrib.Resolver{AllowEnviron: c.Bool("attribute-environ")}
 	if simReader != nil {
@@ -281,7 +287,7 @@ func runAgent(c *cli.Context) error {
 	}
 	if !c.Bool("no-imds") {
 		h, err := spotwatch.New(ops, rep, spotwatch.Options{Node: node, InstanceID: instanceID, CheckpointRoot: c.String("checkpoint-root"),
-			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Logger: log,
+			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Now: now, Logger: log,
 			Announcer: &telemetry.Announcer{URL: base + InterruptionPath, Fallbacks: under(InterruptionPath), CredentialFile: c.String("credential-file"), Client: hc}})
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
@@ -300,7 +306,7 @@ func runAgent(c *cli.Context) error {
 	if mon != nil {
 		goRun(mon.Run)
 	}
-	goRun(renewer(c, base, more, ca, imdsClient, log).Run)
+	goRun(renewer(c, base, more, ca, imdsClient, now, log).Run)
 	if fw := c.String("imds-firewall"); strings.TrimSpace(fw) != "" {
 		g, err := imdsGuard(c, fw, sc, node, log)
 		if err != nil {
@@ -348,9 +354,9 @@ func syncSimJobs(ctx context.Context, r *sim.Reader, ops spotwatch.SlurmOps, nod
 }
 
 // renewer keeps the node credential alive (agent/credential).
-func renewer(c *cli.Context, base string, more []string, ca []byte, md *imds.Client, log *slog.Logger) *credential.Renewer {
+func renewer(c *cli.Context, base string, more []string, ca []byte, md *imds.Client, now func() time.Time, log *slog.Logger) *credential.Renewer {
 	return credential.New(credential.Options{
-		Node: c.String("node"), File: c.String("credential-file"), NonceFile: c.String("nonce-file"), Logger: log.With("component", "credential"),
+		Node: c.String("node"), File: c.String("credential-file"), NonceFile: c.String("nonce-file"), Now: now, Logger: log.With("component", "credential"),
 		Client: func(tok string) (credential.Sizer, error) {
 			return sizerclient.New(base, tok, sizerclient.WithCA(ca), sizerclient.WithTimeout(20*time.Second), sizerclient.WithFallbackURLs(more...))
 		},

@@ -51,6 +51,12 @@ type Options struct {
 type Renewer struct {
 	o        Options
 	lifetime time.Duration // the longest remaining life seen right after an issue
+	// renewAt and expireAt are the credential's half-life and end on this
+	// node's own clock, from the sizer's answer (its renew_after and
+	// expires are the sizer's clock: a node clock off by more than the
+	// credential's life would otherwise renew too late or on every poll);
+	// zero until this process has been issued one.
+	renewAt, expireAt time.Time
 }
 
 // New returns a Renewer.
@@ -103,11 +109,20 @@ func (r *Renewer) Check(ctx context.Context) (bool, error) {
 	}
 	now := r.o.Now()
 	left := c.Expires.Sub(now)
-	if left > r.lifetime {
-		r.lifetime = left
-	}
-	if left > r.lifetime/2 {
-		return false, nil
+	if !r.expireAt.IsZero() {
+		// durations measured here since the last issue, whatever the
+		// offset between this clock and the sizer's
+		if now.Before(r.renewAt) {
+			return false, nil
+		}
+		left = r.expireAt.Sub(now)
+	} else {
+		if left > r.lifetime {
+			r.lifetime = left
+		}
+		if left > r.lifetime/2 {
+			return false, nil
+		}
 	}
 	var resp sizerapi.CredentialResponse
 	if left > 0 {
@@ -142,7 +157,13 @@ func (r *Renewer) write(resp sizerapi.CredentialResponse) error {
 	if err := statefile.WriteAtomic(r.o.File, []byte(resp.Credential+"\n"), 0o400); err != nil {
 		return fmt.Errorf("writing the node credential: %w", err)
 	}
-	r.lifetime = resp.Expires.Sub(r.o.Now())
+	now := r.o.Now()
+	r.lifetime = resp.Expires.Sub(now)
+	// the sizer sets renew_after at half the life from its now: what is
+	// left after it is the other half
+	if half := resp.Expires.Sub(resp.RenewAfter); !resp.RenewAfter.IsZero() && half > 0 {
+		r.renewAt, r.expireAt = now.Add(half), now.Add(2*half)
+	}
 	r.o.Logger.Info("node credential written", "expires", resp.Expires)
 	return nil
 }

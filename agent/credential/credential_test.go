@@ -31,7 +31,7 @@ type fakeSizer struct {
 func (f *fakeSizer) issue(inst, node string) sizerapi.CredentialResponse {
 	exp := f.now().Add(f.ttl).Truncate(time.Second)
 	tok, _ := auth.IssueNode(admin, auth.NodeClaims{InstanceID: inst, Node: node, Expires: exp})
-	return sizerapi.CredentialResponse{Credential: tok, Node: node, InstanceID: inst, Expires: exp}
+	return sizerapi.CredentialResponse{Credential: tok, Node: node, InstanceID: inst, Expires: exp, RenewAfter: f.now().Add(f.ttl / 2)}
 }
 
 type client struct {
@@ -122,5 +122,48 @@ func TestRenewer(t *testing.T) {
 		Identity: func(context.Context) ([]byte, []byte, error) { return []byte("doc"), []byte("sig"), nil }})
 	if _, err := r3.Check(ctx); err == nil {
 		t.Fatal("accepted a credential for another node")
+	}
+}
+
+// TestRenewerClockSkew: the node's clock runs hours ahead of the sizer's,
+// or behind it, by more than the credential's life. Over a day of polls
+// the credential in the file is always valid by the sizer's clock, it is
+// renewed about twice a life, and the identity is never proved again.
+func TestRenewerClockSkew(t *testing.T) {
+	for _, skew := range []time.Duration{0, 2 * time.Hour, -2 * time.Hour, 20 * time.Minute, -50 * time.Minute} {
+		t.Run(skew.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			sizerNow := time.Unix(1_800_000_000, 0)
+			fs := &fakeSizer{now: func() time.Time { return sizerNow }, ttl: time.Hour}
+			nodeNow := func() time.Time { return sizerNow.Add(skew) }
+			file, nonce := filepath.Join(dir, "agent.credential"), filepath.Join(dir, "identity.nonce")
+			os.WriteFile(nonce, []byte(strings.Repeat("ab", 32)+"\n"), 0o600)
+			r := New(Options{Node: "gpu-1", File: file, NonceFile: nonce, Now: nodeNow,
+				Client:   func(tok string) (Sizer, error) { return client{fs, tok}, nil },
+				Identity: func(context.Context) ([]byte, []byte, error) { return []byte("doc"), []byte("sig"), nil }})
+			ctx := context.Background()
+			if _, err := r.Check(ctx); err != nil { // boot: the first exchange
+				t.Fatal(err)
+			}
+			for i := 0; i < 24*12; i++ {
+				sizerNow = sizerNow.Add(5 * time.Minute)
+				if _, err := r.Check(ctx); err != nil {
+					t.Fatalf("poll %d: %v", i, err)
+				}
+				tok, _, err := Read(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := auth.Verify(admin, tok, sizerNow); err != nil {
+					t.Fatalf("poll %d (%s after boot): the credential on disk is refused by the sizer: %v", i, time.Duration(i+1)*5*time.Minute, err)
+				}
+			}
+			if len(fs.nonces) != 1 {
+				t.Errorf("the identity was proved %d times; want once, at boot", len(fs.nonces))
+			}
+			if n := len(fs.renewals); n < 40 || n > 52 {
+				t.Errorf("%d renewals in a day of a one-hour credential; want about 48", n)
+			}
+		})
 	}
 }

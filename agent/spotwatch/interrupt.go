@@ -167,12 +167,37 @@ func (h *Handler) Interrupt(ctx context.Context, a imds.InstanceAction) (sizerap
 		start := h.opts.Now()
 		announced := h.announce(ctx, a.Action, start)
 		defer announced()
-		ev, err = h.core.Interrupt(ctx, interruption.Notice{Node: h.opts.Node, InstanceID: h.opts.InstanceID, Action: a.Action, Time: start, Deadline: a.Time})
+		deadline, off := DeadlineHere(start, a.Time)
+		if off {
+			h.log.Warn("EC2's action time is out of reach of this node's clock (the clocks differ): counting EC2's two minutes from now",
+				"action_time", a.Time, "node_now", start, "deadline_here", deadline)
+		}
+		ev, err = h.core.Interrupt(ctx, interruption.Notice{Node: h.opts.Node, InstanceID: h.opts.InstanceID, Action: a.Action, Time: start, Deadline: deadline})
 	})
 	if !ran {
 		return sizerapi.Event{}, nil
 	}
 	return ev, err
+}
+
+// NoticeLead is how long before its action EC2 gives a spot interruption
+// notice.
+const NoticeLead = 2 * time.Minute
+
+// DeadlineHere is EC2's action time (EC2's clock) on this node's clock,
+// for a notice seen at seen. An action time already past while the
+// instance still runs, or more than EC2's two minutes ahead, can only be
+// a clock off from EC2's: the deadline is then NoticeLead from seen (the
+// notice is fresh: the agent polls IMDS every few seconds) and off is
+// true. A zero action time stays zero.
+func DeadlineHere(seen, action time.Time) (deadline time.Time, off bool) {
+	if action.IsZero() {
+		return action, false
+	}
+	if left := action.Sub(seen); left <= 0 || left > NoticeLead {
+		return seen.Add(NoticeLead), true
+	}
+	return action, false
 }
 
 // announce tells the Announcer in the background; the returned func waits

@@ -231,3 +231,53 @@ func TestMarkerPath(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// TestDeadlineHere: EC2's action time is taken as is when this node's
+// clock puts it within EC2's two minutes, else (a clock off from EC2's)
+// counted as two minutes from the moment the notice was seen.
+func TestDeadlineHere(t *testing.T) {
+	seen := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name   string
+		action time.Time
+		want   time.Time
+		off    bool
+	}{
+		{"clocks agree", seen.Add(110 * time.Second), seen.Add(110 * time.Second), false},
+		{"no action time", time.Time{}, time.Time{}, false},
+		{"node clock 10 min ahead", seen.Add(-8 * time.Minute), seen.Add(NoticeLead), true},
+		{"node clock 10 min behind", seen.Add(12 * time.Minute), seen.Add(NoticeLead), true},
+		{"exactly at the action", seen, seen.Add(NoticeLead), true},
+	} {
+		got, off := DeadlineHere(seen, c.action)
+		if !got.Equal(c.want) || off != c.off {
+			t.Errorf("%s: DeadlineHere = %v, %v; want %v, %v", c.name, got, off, c.want, c.off)
+		}
+	}
+}
+
+// TestInterruptNodeClockAhead: on a node whose clock runs 10 minutes
+// ahead of EC2's, the notice's deadline (reported to the sizer, and what
+// the checkpoint wait is cut to) is two minutes from the moment it was
+// seen, not 8 minutes in the past.
+func TestInterruptNodeClockAhead(t *testing.T) {
+	root := t.TempDir()
+	ops := &fakeOps{jobs: []Job{{ID: 11}}}
+	skew := 10 * time.Minute
+	h, err := New(ops, &fakeRecorder{ops: ops}, Options{Node: "gpu-1", InstanceID: "i-0abc", CheckpointRoot: root,
+		Grace: 50 * time.Millisecond, PollMarker: 5 * time.Millisecond, Now: func() time.Time { return time.Now().Add(skew) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec2Now := time.Now()
+	ev, err := h.Interrupt(context.Background(), imds.InstanceAction{Action: "terminate", Time: ec2Now.Add(2 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ev.Deadline.Sub(ec2Now.Add(skew)); d < 110*time.Second || d > 2*time.Minute+5*time.Second {
+		t.Errorf("deadline %v is %v after the notice on this clock; want EC2's two minutes", ev.Deadline, d)
+	}
+	if len(ev.Jobs) != 1 || !ev.Jobs[0].Requeued {
+		t.Errorf("event jobs = %+v; want the job requeued", ev.Jobs)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -47,6 +48,7 @@ type Spool struct {
 	mu      sync.Mutex
 	segs    []*segment // ascending by first seq; last one is active
 	active  *os.File
+	closed  bool
 	next    uint64 // seq of the next record
 	st      spoolState
 	cursor  cursor // where Pending starts reading
@@ -250,6 +252,10 @@ func (s *Spool) rotateLocked() error {
 	}
 	path := filepath.Join(s.dir, fmt.Sprintf("seg-%020d.log", s.next))
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	if fi, serr := os.Stat(path); errors.Is(err, fs.ErrExist) && serr == nil && fi.Size() == 0 {
+		// left empty by a rotation that failed after creating it
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	}
 	if err != nil {
 		return fmt.Errorf("creating report spool segment: %w", err)
 	}
@@ -267,8 +273,14 @@ func (s *Spool) rotateLocked() error {
 func (s *Spool) Append(recs ...*sizerapi.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.active == nil {
+	if s.closed {
 		return errors.New("appending to report spool: closed")
+	}
+	if s.active == nil { // a rotation failed (a full disk): try again
+		if err := s.openActiveLocked(); err != nil {
+			s.st.DroppedRecords += uint64(len(recs))
+			return fmt.Errorf("appending to report spool %s (%d records lost): %w", s.dir, len(recs), statefile.Full(filepath.Join(s.dir, "seg"), err))
+		}
 	}
 	for _, r := range recs {
 		r.Seq = s.next
@@ -284,7 +296,14 @@ func (s *Spool) Append(recs ...*sizerapi.Record) error {
 			sg = s.segs[len(s.segs)-1]
 		}
 		if _, err := s.active.Write(line); err != nil {
-			return fmt.Errorf("writing record %d to report spool %s (disk full?): %w", r.Seq, s.dir, err)
+			// a short write leaves part of a line: cut it off, so what is
+			// appended once there is space again starts a line of its own
+			if terr := s.active.Truncate(sg.size); terr != nil {
+				err = fmt.Errorf("%w; cutting the torn line off: %v", err, terr)
+			}
+			s.st.DroppedRecords++
+			s.st.DroppedBytes += uint64(len(line))
+			return fmt.Errorf("writing record %d to report spool %s (the record is lost): %w", r.Seq, s.dir, statefile.Full(sg.path, err))
 		}
 		sg.size += int64(len(line))
 		sg.last = r.Seq
@@ -465,6 +484,7 @@ func (s *Spool) Stats() SpoolStats {
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	if s.active == nil {
 		return nil
 	}

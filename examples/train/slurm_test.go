@@ -68,9 +68,18 @@ func TestDDPOnSlurm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), ddpHangGuard)
 	defer cancel()
 
+	// the job is an ordinary user's, as at a site: its working directory
+	// (output, checkpoints) is that user's own
 	work := t.TempDir()
+	u := c.User()
+	if err := os.Chmod(filepath.Dir(work), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(work, u.UID, u.GID); err != nil {
+		t.Fatal(err)
+	}
 	ckpt := filepath.Join(work, "checkpoints")
-	cmd := c.Command(ctx, "sbatch", append([]string{"--parsable", "--chdir=" + work, "--nodes=2", "--gres=gpu:1", filepath.Join(here, "train-ddp.sbatch")},
+	cmd := c.UserCommand(ctx, u, "sbatch", append([]string{"--parsable", "--chdir=" + work, "--nodes=2", "--gres=gpu:1", filepath.Join(here, "train-ddp.sbatch")},
 		append(args, "--step-sleep", "0.1")...)...)
 	cmd.Env = append(cmd.Env, "DDP_DIR="+here, "DDP_PYTHON="+py, "DDP_NPROC_PER_NODE=1", "BURST_CHECKPOINT_DIR="+ckpt)
 	out, err := cmd.Output()
@@ -78,6 +87,9 @@ func TestDDPOnSlurm(t *testing.T) {
 		t.Fatalf("sbatch: %v", err)
 	}
 	id := strings.TrimSpace(string(out))
+	if show, err := c.Run(ctx, "scontrol", "show", "job", "-o", id); err != nil || !strings.Contains(show, fmt.Sprintf("UserId=%s(%d)", u.Name, u.UID)) {
+		t.Fatalf("job %s is not the ordinary user %s's (%v): %s", id, u.Name, err, show)
+	}
 	boot := make(chan error, 2)
 	for _, n := range []string{"ddp-1", "ddp-2"} {
 		go func() { _, err := c.StartSlurmd(ctx, n, netip.Addr{}); boot <- err }()

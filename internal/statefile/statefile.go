@@ -135,13 +135,23 @@ func appendData(path string, perm os.FileMode, data []byte, line bool) error {
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return fmt.Errorf("appending to %s: %w", path, err)
+		return fmt.Errorf("appending to %s: %w", path, Full(path, err))
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("syncing %s: %w", path, err)
+		return fmt.Errorf("syncing %s: %w", path, Full(path, err))
 	}
 	return f.Close()
+}
+
+// Full adds what to do to a write error that is a full file system (or a
+// quota) under path: burst keeps nothing from that write, so the admin
+// must make room for it; the error itself stays as is for errors.Is.
+func Full(path string, err error) error {
+	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+		return err
+	}
+	return fmt.Errorf("%w (the file system holding %s is full: free space there or give it a larger one; burst writes again once it can)", err, filepath.Dir(path))
 }
 
 // WriteAtomic replaces the file with data: a temporary file beside it,
@@ -151,12 +161,12 @@ func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, Full(path, err))
 	}
 	defer os.Remove(tmp.Name()) // after the rename there is nothing to remove
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, Full(path, err))
 	}
 	if err := tmp.Chmod(perm); err != nil {
 		tmp.Close()
@@ -164,7 +174,7 @@ func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return fmt.Errorf("syncing %s: %w", path, err)
+		return fmt.Errorf("syncing %s: %w", path, Full(path, err))
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)

@@ -1,12 +1,14 @@
 package statefile
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -84,5 +86,16 @@ func TestAppendAndTryLock(t *testing.T) {
 		t.Fatal("lock not released")
 	} else {
 		u()
+	}
+}
+
+func TestFullSaysWhatToDo(t *testing.T) {
+	err := Full("/var/lib/burst/instance-events.jsonl", fmt.Errorf("write: %w", syscall.ENOSPC))
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "/var/lib/burst is full: free space there") {
+		t.Errorf("a full disk: %v", err)
+	}
+	other := errors.New("permission denied")
+	if Full("/x/y", other) != other {
+		t.Errorf("another error changed: %v", Full("/x/y", other))
 	}
 }

@@ -182,13 +182,13 @@ func ledgerCommand() *cli.Command {
 // a sync with EC2 every reconcile interval, and a pass that releases the
 // jobs admission control held once they fit. It returns the sync for POST
 // /v1/ledger/sync (nil when the sizer has no EC2 access).
-func startLedger(ctx context.Context, st *settings, srv *server.Server, log *slog.Logger) func(context.Context) (sizerapi.LedgerSync, error) {
+func startLedger(ctx context.Context, st *settings, srv *server.Server, spool *ledger.StateSpool, log *slog.Logger) func(context.Context) (sizerapi.LedgerSync, error) {
 	prov, err := compose.Cloud(ctx, st.cfg, log)
 	if err != nil {
 		log.Error("ledger not started: spend is not reconciled with EC2", "err", err)
 		return nil
 	}
-	o := ledger.Options{Cloud: prov, Store: srv.Store(), Logger: log}
+	o := ledger.Options{Cloud: prov, Store: srv.Store(), Spool: spool, Logger: log}
 	for _, c := range st.cfg.Classes {
 		o.ReservationIDs = append(o.ReservationIDs, c.Reservations.IDs...)
 	}

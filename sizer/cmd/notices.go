@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	sizerstore "github.com/burst-hpc/burst/sizer/store"
 
@@ -21,9 +22,10 @@ import (
 // burst.yaml names one (interruptions.queue_url): spot interruptions and
 // rebalance recommendations of nodes whose agent is silent are acted on
 // here, through the agent's own sequence; state changes kick the
-// reconciler (nil: none runs). A reader that cannot be built is logged and
+// reconciler (nil: none runs) and go to the ledger through stateChange
+// (the state-change spool). A reader that cannot be built is logged and
 // the daemon serves without it.
-func startNotices(ctx context.Context, st *settings, store *sizerstore.Store, kick func(), reg prometheus.Registerer, log *slog.Logger) {
+func startNotices(ctx context.Context, st *settings, store *sizerstore.Store, stateChange func(context.Context, string, string, time.Time) error, kick func(), reg prometheus.Registerer, log *slog.Logger) {
 	cfg := st.cfg
 	q, ok := cfg.Interruptions.Queue()
 	if !ok {
@@ -58,7 +60,7 @@ func startNotices(ctx context.Context, st *settings, store *sizerstore.Store, ki
 	}
 	c, err := notices.New(sqsc, prov, store, h, ops, notices.Options{QueueURL: cfg.Interruptions.QueueURL,
 		Expect: ec2events.Expect{Account: q.Account, Region: cfg.Cluster.Region}, AgentWait: cfg.Interruptions.AgentWait.Duration,
-		Kick: kick, StateChange: store.RecordState, Logger: log, Registerer: reg})
+		Kick: kick, StateChange: stateChange, Logger: log, Registerer: reg})
 	if err != nil {
 		log.Error("interruption queue reader not started", "err", err)
 		return

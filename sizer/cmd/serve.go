@@ -19,6 +19,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/sizer/dash"
+	"github.com/burst-hpc/burst/sizer/ledger"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/server"
 	"github.com/burst-hpc/burst/sizer/spend"
@@ -72,6 +73,10 @@ func serveCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// EC2 state changes the database cannot take now (locked by
+			// another process, a full disk) wait in a spool beside it
+			spool := ledger.NewStateSpool(srv.Store(), st.cfg.Sizer.StateDir, log)
+			go spool.Run(ctx, 5*time.Second)
 			// work that must run once runs on the leader (SQLite: this
 			// sizer; PostgreSQL: whichever holds the election); every
 			// replica serves the API and the dashboard
@@ -80,13 +85,13 @@ func serveCommand() *cli.Command {
 				onTermEnd(lctx, func() { sync.set(nil); reg.end() })
 				var kick func()
 				if !c.Bool("no-reconcile") {
-					sync.set(startLedger(lctx, st, srv, log))
+					sync.set(startLedger(lctx, st, srv, spool, log))
 					kick = startReconciler(lctx, st, reg, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
 						_, err := srv.Store().RecordTerminate(ctx, id, at)
 						return err
 					}, log)
 				}
-				startNotices(lctx, st, srv.Store(), kick, reg, log)
+				startNotices(lctx, st, srv.Store(), spool.Record, kick, reg, log)
 				startWarmPool(lctx, st, reg, log)
 			}
 			go srv.Store().Lead(ctx, store.LeaderOptions{Holder: holder(), Log: log}, lead)

@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -85,6 +86,16 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		t.Skipf("SKIPPING: Slurm's cli_filter/lua plugin is not installed in %s (Debian slurm-wlm-basic-plugins)", sl)
 	}
 	dir := t.TempDir()
+	// the jobs are an ordinary user's, and Slurm runs the cli_filter (and
+	// so burst-sizer route) as that user: it may pass through this
+	// directory and run and read what a site makes world-readable (the
+	// binary, burst.yaml, the CA, the route credential), never the state
+	// directory or the admin token
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	bin := filepath.Join(dir, "burst-sizer")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/burst-hpc/burst/sizer").CombinedOutput(); err != nil {
 		t.Fatalf("building burst-sizer: %v\n%s", err, out)
@@ -128,7 +139,7 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		return os.WriteFile(filepath.Join(filepath.Dir(c.ConfPath()), "cli_filter.lua"), lua, 0o644)
 	}})
 	run := func(args ...string) (jobID, stderr string, err error) {
-		cmd := c.Command(ctx, "sbatch", append([]string{"--parsable"}, args...)...)
+		cmd := c.UserCommand(ctx, c.User(), "sbatch", append([]string{"--parsable"}, args...)...)
 		var so, se strings.Builder
 		cmd.Stdout, cmd.Stderr = &so, &se
 		err = cmd.Run()
@@ -161,6 +172,9 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		}
 		job := show(id)
 		t.Logf("sbatch said: %s\njob: %s", strings.TrimSpace(se), job)
+		if u := c.User(); !strings.Contains(job, fmt.Sprintf("UserId=%s(%d)", u.Name, u.UID)) {
+			t.Errorf("job %s is not the ordinary user %s's: %s", id, u.Name, job)
+		}
 		if !hasGres(job, "TresPerNode=", want.Gres) && !strings.Contains(job, "TresPerNode="+want.Gres) {
 			t.Errorf("job %s lacks GRES %s", id, want.Gres)
 		}
@@ -200,14 +214,19 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		}
 	})
 
-	t.Run("over-budget account refused", func(t *testing.T) {
+	t.Run("over-budget account held, not decided blind", func(t *testing.T) {
+		// with the daemon down the user's route cannot read the state
+		// database (0700): it neither refuses nor passes the account's
+		// spend blind; burst-resume holds the job at start until it can
+		// (the daemon's refusal is the last subtest's)
 		id, se, err := run("--gres=gpu:1", "--account=broke", "--wrap=true")
-		if err == nil {
-			t.Fatalf("sbatch for an over-budget account succeeded: job %s", id)
+		if err != nil {
+			t.Fatalf("sbatch for a capped account with the sizer down: %v\n%s", err, se)
 		}
-		if !strings.Contains(se, "account broke is over its monthly GPU budget") {
-			t.Errorf("refusal does not carry the budget message: %q", se)
+		if !strings.Contains(se, "account broke's budget cannot be checked now") || !strings.Contains(se, "waits held at start") {
+			t.Errorf("the user was not told the budget is checked at start: %q", se)
 		}
+		c.Run(ctx, "scancel", id)
 	})
 
 	t.Run("bad metadata refused with its column", func(t *testing.T) {
@@ -218,7 +237,8 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 	})
 
 	t.Run("hostile values are not run by a shell", func(t *testing.T) {
-		canary := filepath.Join(dir, "pwned")
+		// where the user could write it
+		canary := filepath.Join(c.Dir(), "work", "pwned")
 		id, se, err := run("--gres=gpu:1", "--account=rich", "--job-name=x'; touch "+canary+"; echo '", "--comment=$(touch "+canary+")", "--wrap=true")
 		if err != nil {
 			t.Fatalf("sbatch: %v\n%s", err, se)

@@ -55,8 +55,11 @@ type Options struct {
 	// name: each sync describes them (Cloud must be a ReservationLister)
 	// and bills each as EC2 does, used or not (reservations.go).
 	ReservationIDs []string
-	Now            func() time.Time
-	Logger         *slog.Logger
+	// Spool: EC2 state changes the store did not take at once, written
+	// again at the start of every sync (may be nil).
+	Spool  *StateSpool
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Ledger syncs the store with EC2.
@@ -87,6 +90,12 @@ func New(o Options) (*Ledger, error) {
 // Sync reconciles the ledger with EC2 once.
 func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 	res := sizerapi.LedgerSync{Backfilled: []string{}, Closed: []string{}, Missing: []string{}, Repriced: []string{}}
+	var errs []error
+	if l.o.Spool != nil {
+		if _, err := l.o.Spool.Replay(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	insts, err := l.o.Cloud.ListAll(ctx)
 	if err != nil {
 		return res, fmt.Errorf("ledger: listing the cluster's instances: %w", err)
@@ -99,7 +108,6 @@ func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 	if err != nil {
 		return res, err
 	}
-	var errs []error
 	if err := l.syncReservations(ctx, insts); err != nil {
 		errs = append(errs, err)
 	}

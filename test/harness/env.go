@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -184,7 +185,9 @@ func (e *Env) writeRecord(r runRecord) error {
 	return nil
 }
 
-// mergeBinds cleans, checks and de-nests bind directories.
+// mergeBinds cleans, checks and de-nests bind directories (a directory
+// inside another is kept only when it is a mount point of its own: binds
+// are not recursive).
 func mergeBinds(dirs []string) ([]string, error) {
 	var out []string
 	for _, d := range dirs {
@@ -204,12 +207,21 @@ func mergeBinds(dirs []string) ([]string, error) {
 	out = slices.Compact(out)
 	var merged []string
 	for _, d := range out {
-		if len(merged) > 0 && strings.HasPrefix(d, merged[len(merged)-1]+"/") {
+		if len(merged) > 0 && strings.HasPrefix(d, merged[len(merged)-1]+"/") && !mountPoint(d) {
 			continue
 		}
 		merged = append(merged, d)
 	}
 	return merged, nil
+}
+
+// mountPoint says whether d is on another file system than its parent.
+func mountPoint(d string) bool {
+	var a, b syscall.Stat_t
+	if syscall.Stat(d, &a) != nil || syscall.Stat(filepath.Dir(d), &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev
 }
 
 // Slurm is the installation the environment runs.

@@ -87,6 +87,9 @@ type Options struct {
 	// (a test's own Slurm settings, e.g. SchedulerParameters=...); not with
 	// AdminSetup.
 	SlurmConf string
+	// StateDirSize, when set, puts sizer.state_dir on a tmpfs of that many
+	// bytes (a disk a test can fill); unmounted by Stop.
+	StateDirSize int64
 	// SlurmAPI is burst.yaml's slurm.api: "cli" or "rest" (slurmrestd
 	// with JWT: burst mints its tokens from the cluster's key); default
 	// BURST_SLURM_API, else cli.
@@ -108,6 +111,7 @@ func SlurmAPIFromEnv() (string, error) {
 // Stack is a running local burst deployment.
 type Stack struct {
 	opts    Options
+	tmpfs   string // the small state directory mounted for Options.StateDirSize
 	log     *slog.Logger
 	Dir     string // stack directory: burst log, state, fake FSx, user data
 	Cfg     *config.Config
@@ -238,14 +242,20 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("stack: demo configuration: %w", err)
 	}
+	if opts.StateDirSize > 0 {
+		if err := mountSmall(cfg.Sizer.StateDir, opts.StateDirSize); err != nil {
+			return nil, err
+		}
+		s.tmpfs = cfg.Sizer.StateDir
+	}
 	sl, err := harness.SelectedSlurm()
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	s.Cfg = cfg
 	ho := harness.Options{Slurm: &sl, KeepDir: opts.KeepDir, Logger: log,
-		Binds:       []string{opts.BinDir, dir}, // Slurm runs burst's binaries as hooks
-		SlurmdDelay: -1,                         // the bootstrap keeps the 2 s boot guard itself
+		Binds:       []string{opts.BinDir, dir, s.tmpfs}, // Slurm runs burst's binaries as hooks; a small state dir is a mount of its own
+		SlurmdDelay: -1,                                  // the bootstrap keeps the 2 s boot guard itself
 		Prepare:     func(c *harness.Cluster) error { return s.prepare(c) },
 		RestJWT:     opts.SlurmAPI == "rest",
 	}
@@ -399,6 +409,9 @@ func (s *Stack) Stop() {
 		// every node bind-mounted the fake FSx there; undo them all
 		for i := 0; i < 64 && syscall.Unmount(s.Cfg.FSx.MountPoint, syscall.MNT_DETACH) == nil; i++ {
 		}
+	}
+	if s.tmpfs != "" {
+		unmountAll(s.tmpfs)
 	}
 	if !s.opts.KeepDir && s.Dir != "" {
 		os.RemoveAll(s.Dir)
