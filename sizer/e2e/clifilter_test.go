@@ -20,6 +20,7 @@ import (
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/clifilter"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/munge"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/server"
@@ -66,6 +67,32 @@ func writeConfig(t *testing.T, dir, sizerURL string) string {
 		t.Fatalf("test burst.yaml is invalid: %v", err)
 	}
 	return p
+}
+
+// setMungeSocket points burst.yaml's slurm.munge_socket at socket (and
+// slurm.node_conf at the cluster's slurm.conf: a configless node would
+// need munge's default socket).
+func setMungeSocket(t *testing.T, path, socket, slurmConf string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["slurm"].(map[string]any)["munge_socket"] = socket
+	doc["slurm"].(map[string]any)["node_conf"] = slurmConf
+	if b, err = yaml.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(path); err != nil {
+		t.Fatalf("test burst.yaml is invalid: %v", err)
+	}
 }
 
 func freeURL(t *testing.T) string {
@@ -138,6 +165,9 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 	c := harness.New(t, harness.Options{Fragment: fragment, GresConf: gres, GPUs: 2, Prepare: func(c *harness.Cluster) error {
 		return os.WriteFile(filepath.Join(filepath.Dir(c.ConfPath()), "cli_filter.lua"), lua, 0o644)
 	}})
+	// the submitting user proves who they are to the daemon with MUNGE
+	// (sizer.route_auth: munge, the default), through the cluster's munged
+	setMungeSocket(t, cfgPath, c.MungeSocket(), c.ConfPath())
 	run := func(args ...string) (jobID, stderr string, err error) {
 		cmd := c.UserCommand(ctx, c.User(), "sbatch", append([]string{"--parsable"}, args...)...)
 		var so, se strings.Builder
@@ -317,7 +347,7 @@ func TestSbatchThroughCliFilter(t *testing.T) {
 		}
 		srv, err := server.New(ctx, server.Options{Token: tok, StateDir: cfg.Sizer.StateDir, Budgets: map[string]float64{"rich": 100000, "broke": 5},
 			Classes: []sizing.Class{{Name: "l4", GPUModel: "l4", GPUsPerNode: 1, MaxNodes: 4, InstanceTypes: []string{"g6.xlarge"}}}, Region: "us-east-1",
-			TLSCertFile: cfg.Sizer.CertPath(), TLSKeyFile: cfg.Sizer.KeyPath()})
+			TLSCertFile: cfg.Sizer.CertPath(), TLSKeyFile: cfg.Sizer.KeyPath(), RouteAuth: munge.Runner{Socket: c.MungeSocket()}})
 		if err != nil {
 			t.Fatal(err)
 		}
