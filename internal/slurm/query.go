@@ -19,6 +19,7 @@ import (
 //	               23.02+: squeue --json=v0.0.NN -t all -j IDS
 //	Jobs()         squeue --json[=v0.0.NN] -t all
 //	JobStates(f)   squeue -h -o '%A|%T|%D|%N|%r' [-j IDS] [-t STATES] [-w NODES] (plain text: every release filters)
+//	               with f.Max: --sort=-p,i, and burst stops reading after Max lines
 //	Nodes(names)   22.05: scontrol show node -o -d NAMES;  23.02+: scontrol --json=v0.0.NN show node NAMES
 //	Nodes()        22.05: sinfo --json;                    23.02+: scontrol --json=v0.0.NN show node
 
@@ -107,6 +108,26 @@ func (s *Scontrol) JobStates(ctx context.Context, f JobFilter) ([]JobState, erro
 		}
 		args = append(args, "-w", hl)
 	}
+	if f.Max < 0 {
+		return nil, fmt.Errorf("%s: max %d: want 0 (every job) or a positive count", what, f.Max)
+	}
+	if f.Max > 0 && len(f.IDs) == 0 {
+		// the highest priority first (a held job's is 0), and read no more
+		// than asked: the answer stays small however long the queue
+		a := append(slices.Clone(args), "--sort=-p,i")
+		out, err := s.runHead(ctx, "squeue", f.Max, a...)
+		if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		js, err := ParseJobStates(out)
+		if err != nil {
+			return nil, s.parseError(what, "squeue", a, dialect{}, err)
+		}
+		return js, nil
+	}
 	var all []JobState
 	ids := slices.Clone(f.IDs)
 	slices.Sort(ids)
@@ -130,6 +151,9 @@ func (s *Scontrol) JobStates(ctx context.Context, f JobFilter) ([]JobState, erro
 			return nil, s.parseError(what, "squeue", a, dialect{}, err)
 		}
 		all = append(all, js...)
+	}
+	if f.Max > 0 && len(all) > f.Max {
+		all = all[:f.Max]
 	}
 	return all, nil
 }

@@ -226,3 +226,40 @@ func TestScontrolBadJSON(t *testing.T) {
 		t.Errorf("%d error logs for 3 failures, want 1:\n%s", n, buf.String())
 	}
 }
+
+// TestScontrolJobStatesMax: with Max, squeue is asked for the highest
+// priority first and burst stops reading after Max lines, so a long queue
+// costs what a short one does; squeue's broken pipe is no error.
+func TestScontrolJobStatesMax(t *testing.T) {
+	f := newFakeTools(t, "slurm 24.11.5\n")
+	var long bytes.Buffer
+	for i := 1; i <= 50000; i++ {
+		long.WriteString(strconv.Itoa(i) + "|PENDING|1||JobHeldUser\n")
+	}
+	f.answer("squeue", long.Bytes(), "", 0)
+	var read int
+	s := NewScontrol(ScontrolOptions{BinDir: f.dir, Logger: slog.New(slog.DiscardHandler), Observe: func(c Call) { read += c.Stdout }})
+	ctx := context.Background()
+	js, err := s.JobStates(ctx, JobFilter{States: []string{"PENDING"}, Max: 3})
+	if err != nil || len(js) != 3 || js[0].ID != 1 || js[2].ID != 3 {
+		t.Fatalf("JobStates(Max 3) = %d jobs, %v", len(js), err)
+	}
+	if read <= 0 || read > long.Len()/4 {
+		t.Errorf("read %d bytes of squeue's %d: want it to stop early", read, long.Len())
+	}
+	if c := f.calls(); len(c) != 1 || c[0] != "squeue -h -o %A|%T|%D|%N|%r -t PENDING --sort=-p,i" {
+		t.Errorf("JobStates ran %q", c)
+	}
+	// fewer jobs than Max: all of them, squeue's own exit status judged
+	f.answer("squeue", []byte("7|PENDING|1||Priority\n"), "", 0)
+	if js, err := s.JobStates(ctx, JobFilter{States: []string{"PENDING"}, Max: 3}); err != nil || len(js) != 1 || js[0].Reason != "Priority" {
+		t.Errorf("JobStates(short) = %+v, %v", js, err)
+	}
+	f.answer("squeue", []byte("7|PENDING|1||Priority\n"), "squeue: error: slurm_load_jobs: Unable to contact slurm controller\n", 1)
+	if _, err := s.JobStates(ctx, JobFilter{Max: 3}); err == nil {
+		t.Error("JobStates(Max) of a failed squeue: no error")
+	}
+	if _, err := s.JobStates(ctx, JobFilter{Max: -1}); err == nil || !strings.Contains(err.Error(), "max -1") {
+		t.Errorf("JobStates(Max -1) = %v, want an error naming max", err)
+	}
+}
