@@ -25,7 +25,10 @@ const fakeTool = `#!/bin/sh
 n=$(basename "$0")
 echo "$n $*" >> "$FAKE_SLURM/calls"
 if [ "$n $1" = "scontrol --version" ]; then cat "$FAKE_SLURM/version"; exit 0; fi
-cat "$FAKE_SLURM/$n.out" 2>/dev/null
+o=""; for a in "$@"; do [ "$o" = "-O" ] && o="$a" && break; o="$a"; done
+nonce=${o#JobID:0|}; nonce=${nonce%%|*}
+# squeue -O with markers (22.05's jobs by ID): @F@ and @E@ become them
+sed "s#@F@#|$nonce|#g; s#@E@#|$nonce\$#g" "$FAKE_SLURM/$n.out" 2>/dev/null
 [ -f "$FAKE_SLURM/$n.err" ] && cat "$FAKE_SLURM/$n.err" >&2
 exit $(cat "$FAKE_SLURM/$n.rc" 2>/dev/null || echo 0)
 `
@@ -67,7 +70,7 @@ func (f *fakeTools) calls() []string {
 
 func TestScontrolCommandsPerRelease(t *testing.T) {
 	want := map[string]struct{ jobs, jobsAll, nodes, nodesAll string }{
-		"22.05": {"squeue --json", "squeue --json", "scontrol show node -o -d gpu-2,big-1", "sinfo --json"},
+		"22.05": {"squeue -h -t all -j 6,7 -O JobID:0", "squeue --json", "scontrol show node -o -d gpu-2,big-1", "sinfo --json"},
 		"24.11": {"squeue --json=v0.0.42 -t all -j 6,7", "squeue --json=v0.0.42 -t all",
 			"scontrol --json=v0.0.42 show node gpu-2,big-1", "scontrol --json=v0.0.42 show node"},
 		"26.05": {"squeue --json=v0.0.42 -t all -j 6,7", "squeue --json=v0.0.42 -t all",
@@ -80,7 +83,11 @@ func TestScontrolCommandsPerRelease(t *testing.T) {
 			s := NewScontrol(ScontrolOptions{BinDir: f.dir, Logger: slog.New(slog.DiscardHandler)})
 			w := want[rel]
 
-			f.answer("squeue", readTestdata(t, rel+"/squeue-j.json"), "", 0)
+			if rel == "22.05" {
+				f.answer("squeue", readTestdata(t, rel+"/squeue-jobs-text.txt"), "", 0)
+			} else {
+				f.answer("squeue", readTestdata(t, rel+"/squeue-j.json"), "", 0)
+			}
 			jobs, err := s.Jobs(ctx, 7, 6, 7)
 			if err != nil {
 				t.Fatal(err)
@@ -88,8 +95,8 @@ func TestScontrolCommandsPerRelease(t *testing.T) {
 			if len(jobs) != 2 || jobs[0].ID != 6 || jobs[1].ID != 7 {
 				t.Errorf("Jobs(7,6,7) = %+v", jobs)
 			}
-			if c := f.calls(); strings.Join(c, ";") != "scontrol --version;"+w.jobs {
-				t.Errorf("Jobs ran %q, want scontrol --version then %q", c, w.jobs)
+			if c := f.calls(); len(c) != 2 || c[0] != "scontrol --version" || !strings.HasPrefix(c[1], w.jobs) {
+				t.Errorf("Jobs ran %q, want scontrol --version then %q...", c, w.jobs)
 			}
 			f.answer("squeue", readTestdata(t, rel+"/squeue.json"), "", 0)
 			if jobs, err := s.Jobs(ctx); err != nil || len(jobs) != 7 {
