@@ -63,7 +63,9 @@ func (m jobsTextMarks) format() string {
 // ParseJobsJSON, which reads the same jobs: StateFlags is nil (as on
 // 22.05), times are whole seconds in the local zone, TimeLimit whole
 // minutes, StdOut/StdErr are squeue's (the default slurm-%j.out spelled
-// out), a pending job has no StartTime or EndTime, and whether --mem was
+// out; StdErr is StdOut's path when --error is not set), a pending job
+// has no StartTime or EndTime, nor has a job without a time limit an
+// EndTime (squeue --json: a year after its start), and whether --mem was
 // per node or per CPU is told from the job's memory TRES.
 func ParseJobsText(b []byte, m jobsTextMarks) ([]Job, error) {
 	if len(b) > MaxJSONSize {
@@ -137,7 +139,7 @@ func (c *textConv) word(i int) string {
 
 func (c *textConv) time(i int) time.Time {
 	switch s := c.str(i); s {
-	case "", "Unknown", "None":
+	case "", "Unknown", "None", "NONE":
 		return time.Time{}
 	default:
 		t, err := time.ParseInLocation("2006-01-02T15:04:05", s, time.Local)

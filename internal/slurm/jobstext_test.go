@@ -86,7 +86,9 @@ func diffJobs(a, b Job) string {
 	check("SubmitTime", a.SubmitTime.Unix(), b.SubmitTime.Unix())
 	if a.State != "PENDING" { // a pending job's expected start: JSON only
 		check("StartTime", a.StartTime.Unix(), b.StartTime.Unix())
-		check("EndTime", a.EndTime.Unix(), b.EndTime.Unix())
+		if !a.EndTime.IsZero() || a.TimeLimit != 0 { // no limit: squeue NONE, JSON a year on
+			check("EndTime", a.EndTime.Unix(), b.EndTime.Unix())
+		}
 	}
 	check("WorkDir", a.WorkDir, b.WorkDir)
 	check("StdOut", a.StdOut, b.StdOut)
