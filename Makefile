@@ -26,7 +26,9 @@ export BURST_SLURM
 BURST_SLURM_API ?= cli
 export BURST_SLURM_API
 
-.PHONY: help deps build test bench-smoke test-unit test-fuzz bench demo screenshots install lint image test-gpu generate clean
+comma := ,
+
+.PHONY: help deps build test bench-smoke test-unit test-fuzz bench bench-scale demo screenshots install lint image test-gpu generate clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -74,6 +76,13 @@ bench: deps build ## run the benchmarks and print their figures (the release ben
 	@for v in $(filter-out 22.05,$(SLURM_VERSIONS)); do \
 	  BURST_SLURM=$$v BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=ReleaseLatency -benchtime=1x -count=1 -timeout=30m ./test/e2e | grep -E 'Benchmark|ok|FAIL|^[a-z]|^  '; \
 	done
+
+bench-scale: DEPS_SLURM = $(SLURM_VERSIONS)
+bench-scale: deps build ## Slurm traffic per resumed node and per spot notice at 1,000, 10,000 and 100,000 held jobs (every Slurm version, both backends), every dashboard page at 100,000 jobs and 10,000 nodes (long: 100,000 sbatch per version)
+	@for v in $(SLURM_VERSIONS); do \
+	  BURST_SLURM=$$v BURST_BENCH_QUEUED=$(or $(QUEUED),1000$(comma)10000$(comma)100000) BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=SlurmPerResumedNode -benchtime=1x -count=1 -timeout=120m ./internal/slurm | grep -E '^slurm-traffic|ok|FAIL' || exit 1; \
+	done
+	BURST_BENCH_JOBS=100000 BURST_BENCH_NODES=10000 $(GO) test -run='^$$' -bench=Pages -benchtime=1x -count=1 -timeout=60m ./sizer/ui | grep -E '^dashboard|ok|FAIL'
 
 demo: DEPS_SLURM = $(BURST_SLURM)
 demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24.11|26.05, BURST_SLURM_API=cli|rest), burst, the EC2 emulator (as root); KEEP=1 keeps it and the dashboard up until Ctrl-C

@@ -17,6 +17,7 @@ import (
 	"github.com/burst-hpc/burst/internal/cmdline"
 	"github.com/burst-hpc/burst/internal/compose"
 	"github.com/burst-hpc/burst/internal/lifecycle"
+	"github.com/burst-hpc/burst/internal/slurm"
 )
 
 const prog = "burst-suspend"
@@ -81,7 +82,13 @@ func epilog(ctx context.Context, st *compose.Stack, getenv compose.Getenv, env [
 	// the spend ledger learns the job's end; the held jobs that fit now
 	// are released before the node's warm-reuse decision, so one of them
 	// may take it
-	if jobs, err := st.Slurm.Jobs(ctx); err != nil {
+	jobs, err := func() ([]slurm.Job, error) {
+		if h := st.Hooks(); h.Admit != nil && h.Admit.Configured() {
+			return st.Slurm.Jobs(ctx) // admission control releases the held jobs that fit
+		}
+		return st.Slurm.Jobs(ctx, job) // the ended job alone, however long the queue
+	}()
+	if err != nil {
 		st.Log.Warn("epilog: listing jobs; the job's end is recorded at the epilog's time", "err", err)
 		st.Hooks().Epilog(ctx, job, getenv("SLURM_JOB_NODELIST"), nil)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,27 @@ func TestPrologAdmitsWarmReuse(t *testing.T) {
 	h.Epilog(context.Background(), 5, "l4-1", jobs)
 	if j, _ := g.slurm.Job(6); j.Reason == "JobHeldAdmin" {
 		t.Fatalf("not released at the other job's end: %+v (calls %v)", j, g.slurm.Calls())
+	}
+}
+
+// TestResumeReadsOnlyItsJobs: without admission control a resume reads
+// only the jobs of its resume file (a small answer however long the
+// queue); with it, every job (admission counts what the others hold).
+func TestResumeReadsOnlyItsJobs(t *testing.T) {
+	queue := []slurm.Job{l4Job(7, "l4-1", 1)}
+	for id := uint32(100); id < 600; id++ {
+		queue = append(queue, slurm.Job{ID: id, State: "PENDING", Reason: "JobHeldUser", NodeCount: 1})
+	}
+	g := admitRig(t, nil, func(c *config.Config) { c.Budgets = nil }, queue...)
+	if out := g.resume(t, "l4-1", rf7); len(out.Launched) != 1 {
+		t.Fatalf("outcome %+v", out)
+	}
+	if r := g.slurm.JobReads(); len(r) != 1 || !slices.Equal(r[0], []uint32{7}) {
+		t.Errorf("Jobs calls %v, want one for job 7", r)
+	}
+	g = admitRig(t, nil, func(c *config.Config) { c.Budgets = []config.Budget{{Account: "nlp", MonthlyUSD: 1000}} }, queue...)
+	g.resume(t, "l4-1", rf7)
+	if r := g.slurm.JobReads(); len(r) == 0 || r[0] != nil {
+		t.Errorf("Jobs calls %v with a budget, want every job first", r)
 	}
 }

@@ -197,6 +197,16 @@ func TestWaitingJobsReadsOnlyCandidates(t *testing.T) {
 	if jobs, err := waitingJobs(context.Background(), sl, 1); err != nil || len(jobs) != 0 || len(sl.JobReads()) != 0 {
 		t.Errorf("only held jobs: %+v %v, Jobs calls %v", jobs, err, sl.JobReads())
 	}
+	// the scan reads at most maxWarmScan states, the highest priority
+	// first: a waiting job past them is not seen, however long the queue
+	var begin []slurm.Job
+	for id := uint32(1); id <= maxWarmScan; id++ {
+		begin = append(begin, slurm.Job{ID: id, State: "PENDING", Reason: "BeginTime", NodeCount: 1})
+	}
+	sl = slurmfake.New(append(begin, slurm.Job{ID: 5000, State: "PENDING", Reason: "Priority", NodeCount: 1}), nil)
+	if jobs, err := waitingJobs(context.Background(), sl, 1); err != nil || len(jobs) != 0 {
+		t.Errorf("a waiting job past the first %d: %+v %v, want none read", maxWarmScan, jobs, err)
+	}
 }
 
 func TestWaitNodesStopsWhenJobRequeued(t *testing.T) {

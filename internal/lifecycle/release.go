@@ -194,16 +194,23 @@ func (r *Releaser) keepFor(jobs []slurm.Job, done uint32, nodes []string) (kept,
 	return kept, released, waiting
 }
 
-// maxWarmCandidates bounds the jobs Release reads in full for warm reuse.
-const maxWarmCandidates = 200
+// maxWarmCandidates bounds the jobs Release reads in full for warm reuse,
+// and maxWarmScan the pending jobs' states it reads to find them (the
+// highest priority first: held jobs, priority 0, last), so the scan costs
+// the same whatever the queue's length.
+const (
+	maxWarmCandidates = 200
+	maxWarmScan       = 1000
+)
 
 // waitingJobs returns the pending jobs that could take a warm node: waiting
 // for resources or priority, no nodes yet, not the job that ended. It lists
-// pending jobs' states first (one small call, however many jobs are held or
-// waiting for their begin time) and reads only those candidates in full
-// (at most maxWarmCandidates, in squeue's order: highest priority first).
+// states of the maxWarmScan highest-priority pending jobs first (one small
+// call, however many jobs are queued, held or waiting for their begin time)
+// and reads only those candidates in full (at most maxWarmCandidates, in
+// squeue's order: highest priority first).
 func waitingJobs(ctx context.Context, sl Slurm, done uint32) ([]slurm.Job, error) {
-	states, err := sl.JobStates(ctx, slurm.JobFilter{States: []string{"PENDING"}})
+	states, err := sl.JobStates(ctx, slurm.JobFilter{States: []string{"PENDING"}, Max: maxWarmScan})
 	if err != nil {
 		return nil, err
 	}

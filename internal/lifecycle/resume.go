@@ -154,8 +154,13 @@ func (r *Resumer) plan(ctx context.Context, nodes []string, rf *slurm.ResumeFile
 	}
 	jobs := map[uint32]*slurm.Job{}
 	if len(ids) > 0 {
-		// every job: admission control counts what the others hold
-		r.jobs, r.jobsErr = r.Slurm.Jobs(ctx)
+		if r.Admit != nil && r.Admit.Configured() {
+			// every job: admission control counts what the others hold
+			r.jobs, r.jobsErr = r.Slurm.Jobs(ctx)
+		} else {
+			// only the jobs resumed for: a small answer however long the queue
+			r.jobs, r.jobsErr = r.Slurm.Jobs(ctx, ids...)
+		}
 		if r.jobsErr != nil {
 			// without the job's request burst still launches the class's
 			// cheapest offering: a resume never waits on squeue (unless

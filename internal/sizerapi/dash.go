@@ -59,7 +59,22 @@ type FleetClass struct {
 	Breaker     BreakerView `json:"breaker"`
 	Instances   int         `json:"instances"` // live
 	HourlyUSD   float64     `json:"hourly_usd"`
+	// States counts the class's nodes (in scope) by Slurm state, those
+	// that need attention first, then the most common.
+	States []FleetStateCount `json:"states"`
+	// Attention is how many nodes need attention (FleetNode.Attention).
+	Attention int `json:"attention"`
+	// PoweredDown is how many nodes are powered down with no instance
+	// and nothing wrong: the Fleet page counts them rather than list them.
+	PoweredDown int         `json:"powered_down"`
 	Nodes       []FleetNode `json:"nodes"`
+}
+
+// FleetStateCount is how many of a class's nodes are in one Slurm state.
+type FleetStateCount struct {
+	State     string `json:"state"` // as FleetNode.SlurmState; "unknown" without Slurm's view
+	Nodes     int    `json:"nodes"`
+	Attention bool   `json:"attention"` // the state needs an operator (DOWN, DRAIN, FAIL, ...)
 }
 
 // BreakerView is a class's launch breaker.
@@ -88,6 +103,10 @@ type FleetNode struct {
 	User        string    `json:"user,omitempty"`
 	Account     string    `json:"account,omitempty"`
 	LastReport  time.Time `json:"last_report,omitzero"` // its agent's last report (the sizer's clock)
+	// Attention says why the node needs an operator ("" when it does
+	// not): a Slurm state such as DOWN or DRAIN, an instance on a node
+	// Slurm has powered down, an agent that stopped reporting.
+	Attention string `json:"attention,omitempty"`
 }
 
 // UnavailablePool is a pool skipped after a capacity error, until Until.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,9 +19,11 @@ import (
 	"github.com/burst-hpc/burst/test/harness"
 )
 
-// queuedJobs is how many held jobs BenchmarkSlurmPerResumedNode queues
-// first (BURST_BENCH_QUEUED overrides it).
-const queuedJobs = 10000
+// queuedSizes are the held-job queues BenchmarkSlurmPerResumedNode
+// measures, growing one cluster's queue in the same run (the first is the
+// baseline of the ratios). BURST_BENCH_QUEUED overrides them
+// ("1000,10000,100000": make bench-scale); -short measures 100 only.
+var queuedSizes = []int{1000, 10000}
 
 // prologPolls is how many polls the prolog wait makes for one node: a 5 s
 // boot at its 200 ms poll interval (it checks the job every 5th poll).
@@ -61,7 +64,8 @@ func (o oldClient) run(b *testing.B, name string, args ...string) {
 func (o oldClient) jobs(b *testing.B)  { o.run(b, "squeue", "--json") }
 func (o oldClient) nodes(b *testing.B) { o.run(b, "sinfo", "--json") }
 
-// queueHeld submits n held jobs, two sbatch at a time.
+// queueHeld submits n held jobs (each its own job, no arrays: an array's
+// pending tasks are one record in squeue's view), two sbatch at a time.
 func queueHeld(b *testing.B, c *harness.Cluster, n int) {
 	ctx := context.Background()
 	var next atomic.Int64
@@ -88,44 +92,119 @@ func queueHeld(b *testing.B, c *harness.Cluster, n int) {
 	b.Logf("queued %d held jobs in %s", n, time.Since(t0).Round(time.Second))
 }
 
+// benchSizes are the queue lengths to measure: queuedSizes, 100 with
+// -short (make test's smoke run), or BURST_BENCH_QUEUED's comma-separated
+// list, growing.
+func benchSizes(b *testing.B) []int {
+	env := os.Getenv("BURST_BENCH_QUEUED")
+	if env == "" {
+		if testing.Short() {
+			return []int{100}
+		}
+		return queuedSizes
+	}
+	var sizes []int
+	for _, f := range strings.Split(env, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || len(sizes) > 0 && n < sizes[len(sizes)-1] {
+			b.Fatalf("BURST_BENCH_QUEUED=%q: want growing job counts separated by commas, e.g. 1000,10000,100000", env)
+		}
+		sizes = append(sizes, n)
+	}
+	if len(sizes) > 5 {
+		b.Fatalf("BURST_BENCH_QUEUED=%q: at most 5 sizes (one node each)", env)
+	}
+	return sizes
+}
+
 // benchPerResumedNode measures the Slurm calls burst makes for one resumed
 // node (resume's job lookup, the prolog wait, the release at job end with
-// its warm-reuse scan) and for one spot notice (the jobs on the node), the
-// old client's way and through each backend, on the same cluster in the
-// same run. Each burst hook is its own process, so each detects the
+// its warm-reuse scan) and for one spot notice (the jobs on the node),
+// through each backend, at each queue length of benchSizes on the same
+// cluster in the same run (the queue grows between them; each size has a
+// job of its own on a node of its own), and the old client's way at the
+// first size. Each burst hook is its own process, so each detects the
 // version (scontrol --version; slurmrestd's ping), counted. Node updates
-// and the spot notice's signal and requeue are left out.
-func benchPerResumedNode(b *testing.B, c *harness.Cluster, bin, node, release string) {
+// and the spot notice's signal and requeue are left out. Prints one
+// slurm-traffic line per figure, with ratios against the first size.
+func benchPerResumedNode(b *testing.B, c *harness.Cluster, bin, release, version string) {
 	ctx := context.Background()
-	n := queuedJobs
-	if testing.Short() { // make test's smoke run: the smallest size, once
-		n = 100
+	type key struct{ backend, what string }
+	first := map[key]tally{}
+	queued := 0
+	for i, n := range benchSizes(b) {
+		queueHeld(b, c, n-queued)
+		queued = n
+		node := fmt.Sprintf("gpu-%d", 6-i)
+		id := runningJob(b, c, node)
+		if i == 0 {
+			benchOld(b, c, bin, release, id)
+		}
+		for _, backend := range backends {
+			for _, what := range []string{"resumed-node", "spot-notice"} {
+				var t tally
+				b.Run(fmt.Sprintf("%s/queued=%d/%s/%s", release, n, what, backend), func(b *testing.B) {
+					t = tally{}
+					for range b.N {
+						if what == "resumed-node" {
+							resumedNode(b, c, backend, id, node, &t)
+						} else {
+							spotNotice(b, c, backend, id, node, &t)
+						}
+					}
+					t = tally{t.calls / b.N, t.bytes / b.N, t.took / time.Duration(b.N)}
+					report(b, t, 1, "op", "", tally{})
+				})
+				k := key{backend, what}
+				if i == 0 {
+					first[k] = t
+				}
+				base := first[k]
+				fmt.Printf("slurm-traffic backend=%s version=%s what=%s queued=%d calls=%d bytes=%d seconds=%.3f x_bytes_vs_queued%d=%.2f x_seconds_vs_queued%d=%.2f\n",
+					backend, version, what, n, t.calls, t.bytes, t.took.Seconds(),
+					benchSizes(b)[0], ratio(t.bytes, base.bytes), benchSizes(b)[0], ratio(int(t.took), int(base.took)))
+			}
+		}
+		_, _ = c.Run(ctx, "scancel", strconv.Itoa(int(id)))
 	}
-	if v, err := strconv.Atoi(os.Getenv("BURST_BENCH_QUEUED")); err == nil && v >= 0 {
-		n = v
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
 	}
-	queueHeld(b, c, n)
+	return float64(a) / float64(b)
+}
+
+// runningJob submits a one-GPU job on node and waits for slurmctld to give
+// it the node (resume runs then).
+func runningJob(b *testing.B, c *harness.Cluster, node string) uint32 {
+	ctx := context.Background()
 	out, err := c.Run(ctx, "sbatch", "--parsable", "-w", node, "--gres=gpu:a10g:1", "-o", "/dev/null", "--wrap", "sleep 600")
 	if err != nil {
 		b.Fatal(err)
 	}
-	id64, err := strconv.ParseUint(string(bytes.TrimSpace([]byte(out))), 10, 32)
+	id64, err := strconv.ParseUint(strings.TrimSpace(out), 10, 32)
 	if err != nil {
 		b.Fatalf("sbatch printed %q", out)
 	}
 	id := uint32(id64)
 	b.Cleanup(func() { _, _ = c.Run(ctx, "scancel", strconv.Itoa(int(id))) })
-	// resume runs once slurmctld gave the job its node
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		st, _ := c.Run(ctx, "squeue", "-h", "-j", strconv.Itoa(int(id)), "-o", "%T")
-		if s := string(bytes.TrimSpace([]byte(st))); s == "CONFIGURING" || s == "RUNNING" {
-			break
+		if s := strings.TrimSpace(st); s == "CONFIGURING" || s == "RUNNING" {
+			return id
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("job %d not given node %s within a minute (state %q)", id, node, st)
+			b.Fatalf("job %d not given node %s within 5 minutes (state %q)", id, node, st)
 		}
 	}
+}
 
+// benchOld measures the old client's way (squeue --json for any job
+// lookup, sinfo --json for any node lookup) per resumed node, per prolog
+// poll and per spot notice, printing the figures.
+func benchOld(b *testing.B, c *harness.Cluster, bin, release string, id uint32) {
 	var oldNode, oldPoll, oldSpot tally
 	b.Run(release+"/resumed-node/old", func(b *testing.B) {
 		for range b.N {
@@ -140,9 +219,8 @@ func benchPerResumedNode(b *testing.B, c *harness.Cluster, bin, node, release st
 			o.nodes(b) // release: is the node already going down?
 			o.jobs(b)  // release: pending jobs for warm reuse
 		}
-		report(b, oldNode, b.N, "node", "old", tally{})
+		report(b, oldNode, b.N, "node", "", tally{})
 	})
-	// the prolog wait alone, per 200 ms poll (the job checked every 5th)
 	b.Run(release+"/prolog-poll/old", func(b *testing.B) {
 		o := oldClient{bin, c.ConfPath(), &oldPoll}
 		for range b.N {
@@ -153,116 +231,88 @@ func benchPerResumedNode(b *testing.B, c *harness.Cluster, bin, node, release st
 				o.nodes(b)
 			}
 		}
-		report(b, oldPoll, 5*b.N, "poll", "old", tally{})
+		report(b, oldPoll, 5*b.N, "poll", "", tally{})
 	})
 	b.Run(release+"/spot-notice/old", func(b *testing.B) {
 		for range b.N {
 			oldClient{bin, c.ConfPath(), &oldSpot}.jobs(b) // the jobs on the node
 		}
-		report(b, oldSpot, b.N, "notice", "old", tally{})
+		report(b, oldSpot, b.N, "notice", "", tally{})
 	})
+}
 
-	// each backend the way burst uses it; ratios against the old way, and
-	// for rest also against cli, all measured in this run
-	node1, poll1, spot1 := map[string]tally{}, map[string]tally{}, map[string]tally{}
-	for _, backend := range backends {
-		var nodeT, pollT, spotT tally
-		b.Run(release+"/resumed-node/"+backend, func(b *testing.B) {
-			for range b.N {
-				process := func() slurm.Client { // each burst hook is its own process
-					slurm.ForgetVersion()
-					rest.ResetDetection()
-					return newBackend(b, c, backend, nodeT.add)
-				}
-				cl := process() // burst-resume
-				if js, err := cl.Jobs(ctx, id); err != nil || len(js) != 1 {
-					b.Fatalf("Jobs(%d) = %v, %v", id, js, err)
-				}
-				cl = process() // burst-resume as PrologSlurmctld
-				for i := range prologPolls {
-					if i%5 == 4 {
-						if _, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}}); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if ns, err := cl.Nodes(ctx, node); err != nil || len(ns) != 1 {
-						b.Fatalf("Nodes(%s) = %v, %v", node, ns, err)
-					}
-				}
-				cl = process() // burst-suspend as EpilogSlurmctld
-				if _, err := cl.Nodes(ctx, node); err != nil {
-					b.Fatal(err)
-				}
-				// warm reuse (lifecycle.waitingJobs): pending jobs' states, then
-				// in full only those waiting for resources or priority
-				st, err := cl.JobStates(ctx, slurm.JobFilter{States: []string{"PENDING"}})
-				if err != nil || len(st) < n {
-					b.Fatalf("JobStates(PENDING) = %d jobs, %v", len(st), err)
-				}
-				var cand []uint32
-				for _, s := range st {
-					if s.NodeCount <= 1 && (s.Reason == "Resources" || s.Reason == "Priority" || s.Reason == "None") {
-						cand = append(cand, s.ID)
-					}
-				}
-				if len(cand) > 0 {
-					if _, err := cl.Jobs(ctx, cand[:min(len(cand), 200)]...); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			report(b, nodeT, b.N, "node", "old", oldNode)
-			if backend == "rest" {
-				report(b, nodeT, b.N, "node", "cli", node1["cli"])
-			}
-			node1[backend] = nodeT
-		})
-		b.Run(release+"/prolog-poll/"+backend, func(b *testing.B) {
-			cl := newBackend(b, c, backend, pollT.add)
-			if _, err := cl.Nodes(ctx, node); err != nil { // detect first, uncounted
+// resumedNode makes the calls of one resumed node through backend, each
+// hook its own process: burst-resume's job lookup, the prolog wait
+// (prologPolls node polls, the job checked every 5th), burst-suspend as
+// EpilogSlurmctld (the node, then lifecycle.waitingJobs' warm-reuse scan).
+func resumedNode(b *testing.B, c *harness.Cluster, backend string, id uint32, node string, t *tally) {
+	ctx := context.Background()
+	process := func() slurm.Client { // each burst hook is its own process
+		slurm.ForgetVersion()
+		rest.ResetDetection()
+		return newBackend(b, c, backend, t.add)
+	}
+	cl := process() // burst-resume
+	if js, err := cl.Jobs(ctx, id); err != nil || len(js) != 1 {
+		b.Fatalf("Jobs(%d) = %v, %v", id, js, err)
+	}
+	cl = process() // burst-resume as PrologSlurmctld
+	for i := range prologPolls {
+		if i%5 == 4 {
+			if _, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}}); err != nil {
 				b.Fatal(err)
 			}
-			pollT = tally{}
-			for range b.N {
-				for i := range 5 {
-					if i == 4 {
-						if _, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}}); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if _, err := cl.Nodes(ctx, node); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			report(b, pollT, 5*b.N, "poll", "old", oldPoll)
-			if backend == "rest" {
-				report(b, pollT, 5*b.N, "poll", "cli", poll1["cli"])
-			}
-			poll1[backend] = pollT
-		})
-		b.Run(release+"/spot-notice/"+backend, func(b *testing.B) {
-			cl := newBackend(b, c, backend, spotT.add)
-			if _, err := cl.Nodes(ctx, node); err != nil { // the agent is long-lived: detect first, uncounted
-				b.Fatal(err)
-			}
-			spotT = tally{}
-			for range b.N {
-				// agent/spotwatch.SlurmClient.JobsOnNode
-				st, err := cl.JobStates(ctx, slurm.JobFilter{Nodes: []string{node}, States: []string{"RUNNING", "CONFIGURING"}})
-				if err != nil || len(st) != 1 || st[0].ID != id {
-					b.Fatalf("JobStates(%s) = %+v, %v", node, st, err)
-				}
-				if _, err := cl.Jobs(ctx, id); err != nil {
-					b.Fatal(err)
-				}
-			}
-			report(b, spotT, b.N, "notice", "old", oldSpot)
-			if backend == "rest" {
-				report(b, spotT, b.N, "notice", "cli", spot1["cli"])
-			}
-			spot1[backend] = spotT
-		})
+		}
+		if ns, err := cl.Nodes(ctx, node); err != nil || len(ns) != 1 {
+			b.Fatalf("Nodes(%s) = %v, %v", node, ns, err)
+		}
+	}
+	cl = process() // burst-suspend as EpilogSlurmctld
+	if _, err := cl.Nodes(ctx, node); err != nil {
+		b.Fatal(err)
+	}
+	// warm reuse (lifecycle.waitingJobs): the states of the 1,000
+	// highest-priority pending jobs, then in full only those waiting for
+	// resources or priority (at most 200)
+	st, err := cl.JobStates(ctx, slurm.JobFilter{States: []string{"PENDING"}, Max: 1000})
+	if err != nil {
+		b.Fatalf("JobStates(PENDING, Max 1000): %v", err)
+	}
+	var cand []uint32
+	for _, s := range st {
+		if s.NodeCount <= 1 && (s.Reason == "Resources" || s.Reason == "Priority" || s.Reason == "None") {
+			cand = append(cand, s.ID)
+		}
+	}
+	if len(cand) > 0 {
+		if _, err := cl.Jobs(ctx, cand[:min(len(cand), 200)]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// spotNotice makes the calls of one spot notice through backend (the
+// agent is long-lived: it detected the version before, uncounted):
+// agent/spotwatch's jobs on the node, then the job in full.
+func spotNotice(b *testing.B, c *harness.Cluster, backend string, id uint32, node string, t *tally) {
+	ctx := context.Background()
+	var skip bool
+	cl := newBackend(b, c, backend, func(call slurm.Call) {
+		if !skip {
+			t.add(call)
+		}
+	})
+	skip = true
+	if _, err := cl.Nodes(ctx, node); err != nil {
+		b.Fatal(err)
+	}
+	skip = false
+	st, err := cl.JobStates(ctx, slurm.JobFilter{Nodes: []string{node}, States: []string{"RUNNING", "CONFIGURING"}})
+	if err != nil || len(st) != 1 || st[0].ID != id {
+		b.Fatalf("JobStates(%s) = %+v, %v", node, st, err)
+	}
+	if _, err := cl.Jobs(ctx, id); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -280,12 +330,14 @@ func report(b *testing.B, t tally, n int, unit, base string, baseline tally) {
 
 // BenchmarkSlurmPerResumedNode: calls, bytes and time burst spends on Slurm
 // per resumed node and per spot notice, against the harness's real
-// slurmctld with 10,000 held jobs queued: the old client's way, then each
-// backend (the command line, slurmrestd with JWT), in the same run (see
+// slurmctld with 1,000 and 10,000 held jobs queued (make bench-scale: up to
+// 100,000): the old client's way, then each backend (the command line,
+// slurmrestd with JWT and the command-line fallback), in the same run (see
 // benchPerResumedNode).
 func BenchmarkSlurmPerResumedNode(b *testing.B) {
 	c := startCluster(b)
 	v := clusterVersion(b, c)
-	b.Logf("Slurm %s, %d held jobs queued (100 with -short), %d prolog polls per node", v, queuedJobs, prologPolls)
-	benchPerResumedNode(b, c, c.ClientBin(), "gpu-6", fmt.Sprintf("slurm-%d.%02d", v.Major, v.Minor))
+	b.Logf("Slurm %s, held jobs queued: %v, %d prolog polls per node", v, benchSizes(b), prologPolls)
+	ver := fmt.Sprintf("%d.%02d", v.Major, v.Minor)
+	benchPerResumedNode(b, c, c.ClientBin(), "slurm-"+ver, ver)
 }

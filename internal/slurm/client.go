@@ -166,6 +166,13 @@ func (s *Scontrol) path(name string) string { return filepath.Join(s.bin, name) 
 
 // run executes BinDir/name args and returns stdout.
 func (s *Scontrol) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return s.runHead(ctx, name, 0, args...)
+}
+
+// runHead is run reading at most maxLines lines of stdout (all with 0):
+// past them burst stops reading and closes the pipe, so a long answer costs
+// what was read, and the command's exit (a broken pipe) is not an error.
+func (s *Scontrol) runHead(ctx context.Context, name string, maxLines int, args ...string) ([]byte, error) {
 	path := s.path(name)
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -181,17 +188,21 @@ func (s *Scontrol) run(ctx context.Context, name string, args ...string) ([]byte
 		env = append(env, "SLURM_CONF="+s.conf)
 	}
 	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout := &headWriter{max: maxLines}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	t0 := time.Now()
 	err := StartUnblocked(cmd)
 	if err == nil {
 		err = cmd.Wait()
 	}
 	took := time.Since(t0)
-	s.log.Debug("slurm command", "cmd", path, "args", args, "stdout_bytes", stdout.Len(), "took", took, "err", err)
+	if stdout.full && ctx.Err() == nil {
+		err = nil // burst stopped reading: squeue's broken pipe is burst's doing
+	}
+	s.log.Debug("slurm command", "cmd", path, "args", args, "stdout_bytes", stdout.read, "stopped_after_lines", maxLines, "took", took, "err", err)
 	if s.observe != nil {
-		s.observe(Call{Name: name, Args: args, Stdout: stdout.Len(), Took: took, Err: err})
+		s.observe(Call{Name: name, Args: args, Stdout: stdout.read, Took: took, Err: err})
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -200,6 +211,40 @@ func (s *Scontrol) run(ctx context.Context, name string, args ...string) ([]byte
 		return stdout.Bytes(), &CommandError{Path: path, Args: args, Stderr: stderr.String(), Err: err}
 	}
 	return stdout.Bytes(), nil
+}
+
+// headWriter keeps what is written up to its max'th newline (everything
+// with max 0) and then fails every write, which makes os/exec stop copying
+// and close the command's stdout. read counts every byte it was handed. (It
+// must not offer ReadFrom, or io.Copy would bypass Write.)
+type headWriter struct {
+	buf              bytes.Buffer
+	max, lines, read int
+	full             bool
+}
+
+var errHeadFull = errors.New("read the lines wanted")
+
+func (w *headWriter) Bytes() []byte { return w.buf.Bytes() }
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	w.read += len(p)
+	if w.full {
+		return 0, errHeadFull
+	}
+	if w.max <= 0 {
+		return w.buf.Write(p)
+	}
+	for i, c := range p {
+		if c == '\n' {
+			if w.lines++; w.lines == w.max {
+				w.buf.Write(p[:i+1])
+				w.full = true
+				return 0, errHeadFull
+			}
+		}
+	}
+	return w.buf.Write(p)
 }
 
 // Ping implements Client.

@@ -31,7 +31,7 @@ PartitionName=cloud Nodes=gpu-[1-6],big-1 Default=YES MaxTime=INFINITE State=UP
 SuspendTime=600
 ResumeTimeout=600
 ResumeProgram={{DIR}}/work/keep-resume-file
-MaxJobCount=20000
+MaxJobCount=120000
 `
 
 const e2eGres = "AutoDetect=off\nNodeName=gpu-[1-6] Name=gpu Type=a10g File={{DEVDIR}}/nvidia[0-1]\nNodeName=big-1 Name=gpu Type=a100 File={{DEVDIR}}/nvidia[0-7]\n"

@@ -7,3 +7,6 @@ func ForgetVersion() {
 	detected.m = nil
 	detected.mu.Unlock()
 }
+
+// DiffJobs names the fields where two Jobs differ (jobstext_test.go).
+var DiffJobs = diffJobs

@@ -97,6 +97,25 @@ func FuzzParseJobStates(f *testing.F) {
 	})
 }
 
+func FuzzParseJobsText(f *testing.F) {
+	f.Add(readTestdata(f, "22.05/squeue-jobs-text.txt"))
+	f.Add([]byte(textRecord(map[int]string{3: "a@F@b\n", 11: "x@E@\n"})))
+	f.Add([]byte(textRecord(map[int]string{20: "1.5G", 22: "2-00:00:00"})))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		js, err := ParseJobsText(b, testMarks)
+		if err != nil {
+			return
+		}
+		for _, j := range js {
+			// a field with a marker in it would have been split on it
+			if j.ID == 0 || j.State == "" || strings.ContainsAny(j.State, " |\n") || strings.ContainsAny(j.Nodes+j.User+j.Partition, " \n") ||
+				strings.Contains(j.Name+j.Comment+j.WorkDir, "@F@") || strings.Contains(j.Name+j.Comment+j.StdErr, "@E@") {
+				t.Fatalf("accepted %+v from %q", j, b)
+			}
+		}
+	})
+}
+
 func FuzzParseVersion(f *testing.F) {
 	seedFixtures(f, "version.txt")
 	f.Add([]byte("slurm 25.05.0-0rc1"))

@@ -31,6 +31,10 @@ type JobFilter struct {
 	States []string
 	// Nodes: jobs allocated any of these nodes (plain node names).
 	Nodes []string
+	// Max, when positive, bounds the answer to Max jobs, the highest
+	// priority first (a held job's priority is 0), so that a scan costs the
+	// same however long the queue; the rest are not read. 0: every job.
+	Max int
 }
 
 // jobStatesFormat is the squeue -o format JobStates reads. Every field is a

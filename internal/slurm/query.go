@@ -15,10 +15,12 @@ import (
 
 // The read side of Scontrol: what it asks each release for (see dialectFor).
 //
-//	Jobs(ids)      22.05: squeue --json (every job: 22.05 ignores -j with --json), filtered here
+//	Jobs(ids)      22.05: squeue -h -t all -j IDS -O FIELDS (plain text with per-call markers, see
+//	               jobstext.go: 22.05's --json ignores -j and prints every job)
 //	               23.02+: squeue --json=v0.0.NN -t all -j IDS
 //	Jobs()         squeue --json[=v0.0.NN] -t all
 //	JobStates(f)   squeue -h -o '%A|%T|%D|%N|%r' [-j IDS] [-t STATES] [-w NODES] (plain text: every release filters)
+//	               with f.Max: --sort=-p,i, and burst stops reading after Max lines
 //	Nodes(names)   22.05: scontrol show node -o -d NAMES;  23.02+: scontrol --json=v0.0.NN show node NAMES
 //	Nodes()        22.05: sinfo --json;                    23.02+: scontrol --json=v0.0.NN show node
 
@@ -44,13 +46,18 @@ func (s *Scontrol) Jobs(ctx context.Context, ids ...uint32) ([]Job, error) {
 		want[id] = true
 	}
 	var calls [][]string
+	var marks jobsTextMarks // 22.05, by ID: plain squeue, these markers
 	switch {
-	case len(ids) == 0 || !d.jobFilter:
+	case len(ids) == 0 && !d.jobFilter:
+		calls = [][]string{{"--json"}} // 22.05: every job, whatever the filters
+	case len(ids) == 0:
 		calls = [][]string{{d.jsonFlag(), "-t", "all"}}
-		if !d.jobFilter {
-			calls[0] = []string{"--json"} // 22.05: every job, whatever the filters
-		}
 	default:
+		if !d.jobFilter {
+			if marks, err = newJobsTextMarks(); err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+		}
 		sorted := slices.Sorted(func(yield func(uint32) bool) {
 			for id := range want {
 				if !yield(id) {
@@ -60,7 +67,11 @@ func (s *Scontrol) Jobs(ctx context.Context, ids ...uint32) ([]Job, error) {
 		})
 		for len(sorted) > 0 {
 			n := min(len(sorted), maxIDsPerCall)
-			calls = append(calls, []string{d.jsonFlag(), "-t", "all", "-j", idList(sorted[:n], 0)})
+			if marks.end != "" {
+				calls = append(calls, []string{"-h", "-t", "all", "-j", idList(sorted[:n], 0), "-O", marks.format()})
+			} else {
+				calls = append(calls, []string{d.jsonFlag(), "-t", "all", "-j", idList(sorted[:n], 0)})
+			}
 			sorted = sorted[n:]
 		}
 	}
@@ -73,7 +84,12 @@ func (s *Scontrol) Jobs(ctx context.Context, ids ...uint32) ([]Job, error) {
 			}
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		js, err := ParseJobsJSON(out)
+		var js []Job
+		if marks.end != "" {
+			js, err = ParseJobsText(out, marks)
+		} else {
+			js, err = ParseJobsJSON(out)
+		}
 		if err != nil {
 			return nil, s.parseError(what, "squeue", args, d, err)
 		}
@@ -107,6 +123,26 @@ func (s *Scontrol) JobStates(ctx context.Context, f JobFilter) ([]JobState, erro
 		}
 		args = append(args, "-w", hl)
 	}
+	if f.Max < 0 {
+		return nil, fmt.Errorf("%s: max %d: want 0 (every job) or a positive count", what, f.Max)
+	}
+	if f.Max > 0 && len(f.IDs) == 0 {
+		// the highest priority first (a held job's is 0), and read no more
+		// than asked: the answer stays small however long the queue
+		a := append(slices.Clone(args), "--sort=-p,i")
+		out, err := s.runHead(ctx, "squeue", f.Max, a...)
+		if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		js, err := ParseJobStates(out)
+		if err != nil {
+			return nil, s.parseError(what, "squeue", a, dialect{}, err)
+		}
+		return js, nil
+	}
 	var all []JobState
 	ids := slices.Clone(f.IDs)
 	slices.Sort(ids)
@@ -130,6 +166,9 @@ func (s *Scontrol) JobStates(ctx context.Context, f JobFilter) ([]JobState, erro
 			return nil, s.parseError(what, "squeue", a, dialect{}, err)
 		}
 		all = append(all, js...)
+	}
+	if f.Max > 0 && len(all) > f.Max {
+		all = all[:f.Max]
 	}
 	return all, nil
 }

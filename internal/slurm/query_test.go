@@ -25,7 +25,10 @@ const fakeTool = `#!/bin/sh
 n=$(basename "$0")
 echo "$n $*" >> "$FAKE_SLURM/calls"
 if [ "$n $1" = "scontrol --version" ]; then cat "$FAKE_SLURM/version"; exit 0; fi
-cat "$FAKE_SLURM/$n.out" 2>/dev/null
+o=""; for a in "$@"; do [ "$o" = "-O" ] && o="$a" && break; o="$a"; done
+nonce=${o#JobID:0|}; nonce=${nonce%%|*}
+# squeue -O with markers (22.05's jobs by ID): @F@ and @E@ become them
+sed "s#@F@#|$nonce|#g; s#@E@#|$nonce\$#g" "$FAKE_SLURM/$n.out" 2>/dev/null
 [ -f "$FAKE_SLURM/$n.err" ] && cat "$FAKE_SLURM/$n.err" >&2
 exit $(cat "$FAKE_SLURM/$n.rc" 2>/dev/null || echo 0)
 `
@@ -67,7 +70,7 @@ func (f *fakeTools) calls() []string {
 
 func TestScontrolCommandsPerRelease(t *testing.T) {
 	want := map[string]struct{ jobs, jobsAll, nodes, nodesAll string }{
-		"22.05": {"squeue --json", "squeue --json", "scontrol show node -o -d gpu-2,big-1", "sinfo --json"},
+		"22.05": {"squeue -h -t all -j 6,7 -O JobID:0", "squeue --json", "scontrol show node -o -d gpu-2,big-1", "sinfo --json"},
 		"24.11": {"squeue --json=v0.0.42 -t all -j 6,7", "squeue --json=v0.0.42 -t all",
 			"scontrol --json=v0.0.42 show node gpu-2,big-1", "scontrol --json=v0.0.42 show node"},
 		"26.05": {"squeue --json=v0.0.42 -t all -j 6,7", "squeue --json=v0.0.42 -t all",
@@ -80,7 +83,11 @@ func TestScontrolCommandsPerRelease(t *testing.T) {
 			s := NewScontrol(ScontrolOptions{BinDir: f.dir, Logger: slog.New(slog.DiscardHandler)})
 			w := want[rel]
 
-			f.answer("squeue", readTestdata(t, rel+"/squeue-j.json"), "", 0)
+			if rel == "22.05" {
+				f.answer("squeue", readTestdata(t, rel+"/squeue-jobs-text.txt"), "", 0)
+			} else {
+				f.answer("squeue", readTestdata(t, rel+"/squeue-j.json"), "", 0)
+			}
 			jobs, err := s.Jobs(ctx, 7, 6, 7)
 			if err != nil {
 				t.Fatal(err)
@@ -88,8 +95,8 @@ func TestScontrolCommandsPerRelease(t *testing.T) {
 			if len(jobs) != 2 || jobs[0].ID != 6 || jobs[1].ID != 7 {
 				t.Errorf("Jobs(7,6,7) = %+v", jobs)
 			}
-			if c := f.calls(); strings.Join(c, ";") != "scontrol --version;"+w.jobs {
-				t.Errorf("Jobs ran %q, want scontrol --version then %q", c, w.jobs)
+			if c := f.calls(); len(c) != 2 || c[0] != "scontrol --version" || !strings.HasPrefix(c[1], w.jobs) {
+				t.Errorf("Jobs ran %q, want scontrol --version then %q...", c, w.jobs)
 			}
 			f.answer("squeue", readTestdata(t, rel+"/squeue.json"), "", 0)
 			if jobs, err := s.Jobs(ctx); err != nil || len(jobs) != 7 {
@@ -224,5 +231,42 @@ func TestScontrolBadJSON(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d error logs for 3 failures, want 1:\n%s", n, buf.String())
+	}
+}
+
+// TestScontrolJobStatesMax: with Max, squeue is asked for the highest
+// priority first and burst stops reading after Max lines, so a long queue
+// costs what a short one does; squeue's broken pipe is no error.
+func TestScontrolJobStatesMax(t *testing.T) {
+	f := newFakeTools(t, "slurm 24.11.5\n")
+	var long bytes.Buffer
+	for i := 1; i <= 50000; i++ {
+		long.WriteString(strconv.Itoa(i) + "|PENDING|1||JobHeldUser\n")
+	}
+	f.answer("squeue", long.Bytes(), "", 0)
+	var read int
+	s := NewScontrol(ScontrolOptions{BinDir: f.dir, Logger: slog.New(slog.DiscardHandler), Observe: func(c Call) { read += c.Stdout }})
+	ctx := context.Background()
+	js, err := s.JobStates(ctx, JobFilter{States: []string{"PENDING"}, Max: 3})
+	if err != nil || len(js) != 3 || js[0].ID != 1 || js[2].ID != 3 {
+		t.Fatalf("JobStates(Max 3) = %d jobs, %v", len(js), err)
+	}
+	if read <= 0 || read > long.Len()/4 {
+		t.Errorf("read %d bytes of squeue's %d: want it to stop early", read, long.Len())
+	}
+	if c := f.calls(); len(c) != 1 || c[0] != "squeue -h -o %A|%T|%D|%N|%r -t PENDING --sort=-p,i" {
+		t.Errorf("JobStates ran %q", c)
+	}
+	// fewer jobs than Max: all of them, squeue's own exit status judged
+	f.answer("squeue", []byte("7|PENDING|1||Priority\n"), "", 0)
+	if js, err := s.JobStates(ctx, JobFilter{States: []string{"PENDING"}, Max: 3}); err != nil || len(js) != 1 || js[0].Reason != "Priority" {
+		t.Errorf("JobStates(short) = %+v, %v", js, err)
+	}
+	f.answer("squeue", []byte("7|PENDING|1||Priority\n"), "squeue: error: slurm_load_jobs: Unable to contact slurm controller\n", 1)
+	if _, err := s.JobStates(ctx, JobFilter{Max: 3}); err == nil {
+		t.Error("JobStates(Max) of a failed squeue: no error")
+	}
+	if _, err := s.JobStates(ctx, JobFilter{Max: -1}); err == nil || !strings.Contains(err.Error(), "max -1") {
+		t.Errorf("JobStates(Max -1) = %v, want an error naming max", err)
 	}
 }

@@ -102,7 +102,7 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 		}
 	}
 	for _, c := range s.o.Policy.Classes() {
-		fc := sizerapi.FleetClass{Class: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Nodes: []sizerapi.FleetNode{}}
+		fc := sizerapi.FleetClass{Class: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Nodes: []sizerapi.FleetNode{}, States: []sizerapi.FleetStateCount{}}
 		b := breakers[c.Name]
 		fc.Breaker = sizerapi.BreakerView{State: string(b.State), Failures: b.Failures, TotalFails: b.TotalFailures, TotalTrips: b.TotalTrips, LastFailure: b.Reason}
 		if fc.Breaker.State == "" {
@@ -146,6 +146,7 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 			}
 			fc.Nodes = append(fc.Nodes, n)
 		}
+		summarize(&fc, now)
 		v.Instances += fc.Instances
 		v.HourlyUSD += fc.HourlyUSD
 		fc.HourlyUSD = round4(fc.HourlyUSD)

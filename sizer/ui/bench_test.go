@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 	"github.com/burst-hpc/burst/sizer/dash"
 	"github.com/burst-hpc/burst/sizer/dash/dashtest"
 	"github.com/burst-hpc/burst/sizer/store"
@@ -20,7 +24,9 @@ import (
 )
 
 // BenchmarkPages renders every dashboard page over a store holding 10,000
-// jobs of this month (synthetic, dashtest), each with an instance, agent
+// jobs of this month (BURST_BENCH_JOBS; make bench-scale: 100,000, and
+// BURST_BENCH_NODES=10000 nodes in Slurm's view, most powered down)
+// (synthetic, dashtest), each with an instance, agent
 // reports and a decision, and prints each page's median and worst render
 // time over 15 renders (whole request: queries, template, SVG), and the
 // same for its data alone (the /v1 view it draws) as the baseline.
@@ -37,13 +43,41 @@ func BenchmarkPages(b *testing.B) {
 	if testing.Short() { // make test's smoke run: the smallest size, once
 		jobs = 200
 	}
+	nodes := 0 // dashtest's 12 nodes, no Slurm view
+	if v, err := strconv.Atoi(os.Getenv("BURST_BENCH_JOBS")); err == nil && v > 0 {
+		jobs = v // make bench-scale: 100,000
+	}
+	if v, err := strconv.Atoi(os.Getenv("BURST_BENCH_NODES")); err == nil && v >= 10 {
+		nodes = v // make bench-scale: 10,000
+	}
 	if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: jobs, Now: now, Live: 20}); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("filled %d jobs in %.1f s", jobs, time.Since(t0).Seconds())
-	pol, _ := sizing.New(catalog.Default(), "us-east-1", dashtest.Classes(), sizing.Params{})
-	src, err := dash.New(dash.Options{Store: st, Policy: pol, Budgets: map[string]float64{"nlp": 5000, "vision": 2000},
-		Now: func() time.Time { return now }})
+	classes := dashtest.Classes()
+	opts := dash.Options{Store: st, Budgets: map[string]float64{"nlp": 5000, "vision": 2000}, Now: func() time.Time { return now }}
+	if nodes > 0 {
+		// nodes CLOUD nodes in Slurm's view: most powered down, every 50th
+		// allocated, every 500th DOWN
+		classes[0].MaxNodes, classes[1].MaxNodes = nodes-nodes/5, nodes/5
+		var sn []slurm.Node
+		for _, c := range classes {
+			for i := 1; i <= c.MaxNodes; i++ {
+				n := slurm.Node{Name: fmt.Sprintf("%s-%d", c.Name, i), State: "IDLE", Flags: []string{"CLOUD", "POWERED_DOWN"}}
+				switch {
+				case i%500 == 0:
+					n.State, n.Reason = "DOWN", "Not responding"
+				case i%50 == 0 || i <= 4:
+					n.State, n.Flags = "ALLOCATED", []string{"CLOUD"}
+				}
+				sn = append(sn, n)
+			}
+		}
+		opts.Slurm = slurmfake.New(nil, sn)
+	}
+	pol, _ := sizing.New(catalog.Default(), "us-east-1", classes, sizing.Params{})
+	opts.Policy = pol
+	src, err := dash.New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,8 +124,8 @@ func BenchmarkPages(b *testing.B) {
 			}
 			slices.Sort(page)
 			slices.Sort(data)
-			fmt.Printf("dashboard %-22s %d jobs: page median %6.1f ms, worst %6.1f ms (%4d KiB); its data alone median %6.1f ms; page/data %.2fx\n",
-				p.path, jobs, ms(page[n/2]), ms(page[n-1]), size>>10, ms(data[n/2]), ms(page[n/2])/ms(data[n/2]))
+			fmt.Printf("dashboard %-22s %d jobs, %d nodes: page median %6.1f ms, worst %6.1f ms (%4d KiB); its data alone median %6.1f ms; page/data %.2fx\n",
+				p.path, jobs, max(nodes, 12), ms(page[n/2]), ms(page[n-1]), size>>10, ms(data[n/2]), ms(page[n/2])/ms(data[n/2]))
 		}
 	}
 }

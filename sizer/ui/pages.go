@@ -2,10 +2,13 @@ package ui
 
 import (
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
@@ -49,15 +52,57 @@ type fleetPage struct {
 	basePage
 	V     sizerapi.FleetView
 	Chart template.HTML
+	// Q filters the node rows (a node, state, job, user or account
+	// holding it); All lists the powered-down nodes the page otherwise
+	// only counts.
+	Q   string
+	All bool
 }
 
+// Lists says whether the page shows n's row: a node that needs attention
+// or has something to show, or, with All, every node; with Q, only those
+// matching it.
+func (p fleetPage) Lists(n sizerapi.FleetNode) bool {
+	if p.Q != "" {
+		q := strings.ToLower(p.Q)
+		return slices.ContainsFunc([]string{n.Node, n.SlurmState, n.JobID, n.JobName, n.User, n.Account, n.InstanceID, n.Attention},
+			func(s string) bool { return strings.Contains(strings.ToLower(s), q) })
+	}
+	return p.All || n.Attention != "" || n.InstanceID != "" || !slices.Contains(strings.Split(n.SlurmState, "+"), "POWERED_DOWN")
+}
+
+// Rows are the indexes in c.Nodes of the rows the page lists: the nodes
+// that need attention first, then the others it lists, each in order.
+func (p fleetPage) Rows(c sizerapi.FleetClass) []int {
+	var first, rest []int
+	for i, n := range c.Nodes {
+		switch {
+		case !p.Lists(n):
+		case n.Attention != "":
+			first = append(first, i)
+		default:
+			rest = append(rest, i)
+		}
+	}
+	return append(first, rest...)
+}
+
+// maxFleetQuery bounds the filter's length.
+const maxFleetQuery = 100
+
 func (u *UI) fleet(w http.ResponseWriter, r *http.Request, sc dash.Scope, p auth.Principal) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	if len(q) > maxFleetQuery {
+		u.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The filter q is %d characters long; give at most %d (part of a node, state, job, user or account).", len(q), maxFleetQuery))
+		return
+	}
 	v, err := u.o.Source.Fleet(r.Context(), sc)
 	if err != nil {
 		u.serverError(w, r, "fleet", err)
 		return
 	}
-	u.render(w, r, http.StatusOK, "fleet", fleetPage{basePage: u.base("fleet", p, sc), V: v, Chart: fleetChart(v)})
+	u.render(w, r, http.StatusOK, "fleet", fleetPage{basePage: u.base("fleet", p, sc), V: v, Chart: fleetChart(v),
+		Q: q, All: r.URL.Query().Get("all") == "1"})
 }
 
 type jobsPage struct {

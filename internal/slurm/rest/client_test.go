@@ -136,6 +136,18 @@ func TestFallback(t *testing.T) {
 	if j, _ := fake.Job(5); j.State != "PENDING" {
 		t.Errorf("the fallback did not requeue: %+v", j)
 	}
+	// slurmrestd answers a bounded scan or a node's jobs only with every
+	// job: squeue does, through the fallback
+	seen := len(r.seen)
+	if js, err := c.JobStates(ctx, slurm.JobFilter{States: []string{"PENDING"}, Max: 10}); err != nil || len(js) != 1 || js[0].ID != 5 {
+		t.Errorf("JobStates(Max) through the fallback = %+v, %v", js, err)
+	}
+	if js, err := c.JobStates(ctx, slurm.JobFilter{Nodes: []string{"gpu-1"}}); err != nil || len(js) != 0 {
+		t.Errorf("JobStates(gpu-1) of a requeued job through the fallback = %+v, %v", js, err)
+	}
+	if len(r.seen) != seen {
+		t.Errorf("slurmrestd was asked %v for a bounded or by-node scan with a fallback", r.seen[seen:])
+	}
 	// 22.05: node updates, a hold with a reason and a batch-only signal
 	old, err := New(Options{URL: url, InsecureLoopback: true, User: "slurm", JWTKeyFile: key, DataVersion: "v0.0.38", Fallback: fake})
 	if err != nil {

@@ -59,7 +59,9 @@ func (c *Client) jobsByID(ctx context.Context, a *api, ids []uint32) ([]slurm.Jo
 }
 
 // JobStates implements slurm.Client. slurmrestd filters jobs by nothing but
-// ID, so:
+// ID, so without IDs a node filter or Max goes to the command-line fallback
+// when one is configured (squeue filters and sorts: a small answer however
+// long the queue); otherwise:
 //   - with IDs: GET job/{id} per id;
 //   - with a node filter (24.05+): GET jobs/state/ names the jobs past
 //     PENDING (a pending job has no nodes), then GET job/{id} for each of
@@ -71,6 +73,14 @@ func (c *Client) JobStates(ctx context.Context, f slurm.JobFilter) ([]slurm.JobS
 	a, err := c.apiOf(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading job states: %w", err)
+	}
+	if len(f.IDs) == 0 && (f.Max > 0 || len(f.Nodes) > 0) && c.o.Fallback != nil {
+		// slurmrestd answers these only with every job (or, for a node,
+		// every job's state): squeue filters and bounds them
+		var out []slurm.JobState
+		err := c.fallback("reading job states by node or the highest priority", a, "filters jobs by nothing but ID",
+			func(fb slurm.Client) (err error) { out, err = fb.JobStates(ctx, f); return err })
+		return out, err
 	}
 	var ids []uint32
 	switch {
@@ -116,6 +126,9 @@ func (c *Client) JobStates(ctx context.Context, f slurm.JobFilter) ([]slurm.JobS
 	for _, j := range jobs {
 		if f.Matches(j) { // IDs, States and Nodes, as squeue filters
 			out = append(out, j.Brief())
+		}
+		if f.Max > 0 && len(out) == f.Max { // no priorities here: slurmctld's order
+			break
 		}
 	}
 	return out, nil

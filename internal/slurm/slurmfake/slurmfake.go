@@ -145,7 +145,25 @@ func (s *Slurm) JobStates(_ context.Context, q slurm.JobFilter) ([]slurm.JobStat
 			out = append(out, j.Brief())
 		}
 	}
+	if q.Max > 0 {
+		// squeue --sort=-p: the fake knows no priorities but that a held
+		// job's is 0, so held jobs go last; then the first Max
+		slices.SortStableFunc(out, func(a, b slurm.JobState) int {
+			return cmpBool(strings.HasPrefix(a.Reason, "JobHeld"), strings.HasPrefix(b.Reason, "JobHeld"))
+		})
+		out = out[:min(len(out), q.Max)]
+	}
 	return out, nil
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // Nodes implements slurm.Client: the named nodes (all when none), unknown
