@@ -13,7 +13,7 @@
 #   scripts/test-matrix.sh [VERSION...]      (default: 22.05 24.11 26.05)
 #
 # Environment: GO (default go), BURST_BIN (burst's binaries, from make build),
-# TEST_TIMEOUT (per go test, default 60m), MATRIX_PARALLEL (1: run the
+# TEST_TIMEOUT (per go test, default 75m), MATRIX_PARALLEL (1: run the
 # versions side by side, the default; 0: one after another), GOTESTFLAGS,
 # REST_TESTS (the -run pattern of the +rest runs; empty: none).
 # Each version's output goes to a log that is printed whole when it ends;
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
-TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
+TEST_TIMEOUT=${TEST_TIMEOUT:-75m}
 MATRIX_PARALLEL=${MATRIX_PARALLEL:-1}
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(22.05 24.11 26.05)

@@ -56,6 +56,7 @@ func (l *Ledger) syncReservations(ctx context.Context, insts []cloud.Instance) e
 	if err != nil {
 		return fmt.Errorf("ledger: describing capacity reservations: %w", err)
 	}
+	l.warnUnknownReservations(ids, rs)
 	now := l.o.Now()
 	var errs []error
 	for _, r := range rs {
@@ -82,4 +83,19 @@ func (l *Ledger) syncReservations(ctx context.Context, insts []cloud.Instance) e
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// warnUnknownReservations logs the reservations burst.yaml names that EC2
+// does not know (a typo, one deleted long ago): nothing is billed for them
+// and launches skip them; the rest are billed as usual.
+func (l *Ledger) warnUnknownReservations(asked []string, got []cloud.Reservation) {
+	seen := map[string]bool{}
+	for _, r := range got {
+		seen[r.ID] = true
+	}
+	for _, id := range asked {
+		if !seen[id] && l.o.Logger != nil {
+			l.o.Logger.Warn("capacity reservation unknown to EC2: nothing billed for it, launches skip it (check classes[].reservations in burst.yaml)", "reservation", id)
+		}
+	}
 }

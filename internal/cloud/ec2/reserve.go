@@ -3,11 +3,13 @@ package ec2
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
@@ -131,6 +133,29 @@ func (p *Provider) Reservations(ctx context.Context, ids []string) ([]cloud.Rese
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	out, err := p.describeReservations(ctx, ids)
+	var api smithy.APIError
+	if err == nil || !errors.As(err, &api) || api.ErrorCode() != "InvalidCapacityReservationId.NotFound" {
+		return out, err
+	}
+	// EC2 fails the whole call when one id is unknown (a typo in
+	// burst.yaml, a reservation deleted long ago): ask for each, and leave
+	// out the ones it does not know (the caller sees them missing)
+	out = nil
+	for _, id := range ids {
+		rs, err := p.describeReservations(ctx, []string{id})
+		if errors.As(err, &api) && api.ErrorCode() == "InvalidCapacityReservationId.NotFound" {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
+func (p *Provider) describeReservations(ctx context.Context, ids []string) ([]cloud.Reservation, error) {
 	pg := ec2.NewDescribeCapacityReservationsPaginator(p.api, &ec2.DescribeCapacityReservationsInput{CapacityReservationIds: ids})
 	var out []cloud.Reservation
 	for pg.HasMorePages() {

@@ -56,6 +56,11 @@ func TestLaunchIntoReservationThenFallBack(t *testing.T) {
 	if err != nil || len(rs) != 1 || rs[0].Available != 0 || rs[0].Total != 2 || rs[0].Match != "targeted" || rs[0].State != "active" {
 		t.Errorf("Reservations = %+v, %v; want %s active targeted with 0 of 2 available", rs, err, cr)
 	}
+	// an id EC2 does not know (a typo in burst.yaml) fails EC2's whole
+	// call; the provider asks for each and leaves the unknown one out
+	if rs, err := e.prov.Reservations(ctx(t), []string{"cr-0000000000000dead", cr}); err != nil || len(rs) != 1 || rs[0].ID != cr {
+		t.Errorf("Reservations with an unknown id = %+v, %v; want %s alone", rs, err, cr)
+	}
 
 	// Full: spot takes the next job.
 	e.srv.ResetCalls()
