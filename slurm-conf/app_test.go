@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/cmdline/cmdlinetest"
 	"github.com/burst-hpc/burst/internal/version"
 )
 
@@ -206,9 +207,9 @@ func TestDocumentedCommandsExist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, words := range cmdline.DocCommands(string(b), "burst-slurm-conf") {
+		for _, words := range cmdlinetest.DocCommands(string(b), "burst-slurm-conf") {
 			n++
-			if err := cmdline.CheckDocCommand(App(io.Discard), words); err != nil {
+			if err := cmdlinetest.CheckDocCommand(App(io.Discard), words); err != nil {
 				t.Errorf("%s: `burst-slurm-conf %s`: %v", p, strings.Join(words, " "), err)
 			}
 		}

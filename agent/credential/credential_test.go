@@ -45,7 +45,7 @@ func (c client) RenewCredential(context.Context) (sizerapi.CredentialResponse, e
 	if c.f.ended {
 		return sizerapi.CredentialResponse{}, &sizerclient.APIError{Status: 401, Code: sizerapi.CodeEnded, Message: "terminated"}
 	}
-	p, err := auth.Verify(admin, c.tok, c.f.now())
+	p, err := auth.Verify(admin, c.tok, c.f.now(), nil)
 	if err != nil {
 		return sizerapi.CredentialResponse{}, &sizerclient.APIError{Status: 401, Code: sizerapi.CodeUnauthorized, Message: err.Error()}
 	}
@@ -154,7 +154,7 @@ func TestRenewerClockSkew(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := auth.Verify(admin, tok, sizerNow); err != nil {
+				if _, err := auth.Verify(admin, tok, sizerNow, nil); err != nil {
 					t.Fatalf("poll %d (%s after boot): the credential on disk is refused by the sizer: %v", i, time.Duration(i+1)*5*time.Minute, err)
 				}
 			}

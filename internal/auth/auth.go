@@ -358,15 +358,10 @@ var (
 	ErrRetired  = errors.New("retired credential form (bn1/br1/ba1/ba2): node credentials now come from the identity exchange, route and account credentials from `burst-sizer token init` and `burst-sizer token account` (account credentials now expire)")
 )
 
-// Verify is VerifyWith with no account rotated.
-func Verify(admin, tok string, now time.Time) (Principal, error) {
-	return VerifyWith(admin, tok, now, nil)
-}
-
-// VerifyWith checks a bearer token against the admin token, in constant
+// Verify checks a bearer token against the admin token, in constant
 // time, node and account credentials' expiry against now, and account
-// credentials' generation against gens.
-func VerifyWith(admin, tok string, now time.Time, gens AccountGenerations) (Principal, error) {
+// credentials' generation against gens (nil: no account rotated).
+func Verify(admin, tok string, now time.Time, gens AccountGenerations) (Principal, error) {
 	if admin == "" || tok == "" {
 		return Principal{}, ErrBadToken
 	}

@@ -49,20 +49,20 @@ func TestVerifyKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := Verify(admin, admin, now); err != nil || !p.Admin {
+	if p, err := Verify(admin, admin, now, nil); err != nil || !p.Admin {
 		t.Errorf("admin: %+v %v", p, err)
 	}
-	p, err := Verify(admin, nt, now)
+	p, err := Verify(admin, nt, now, nil)
 	if err != nil || p.Admin || p.Node != "gpu-a100-3" || p.InstanceID != "i-0123456789abcdef0" || !p.Expires.Equal(exp) {
 		t.Errorf("node: %+v %v", p, err)
 	}
-	if _, err := Verify(admin, nt, exp); !errors.Is(err, ErrExpired) {
+	if _, err := Verify(admin, nt, exp, nil); !errors.Is(err, ErrExpired) {
 		t.Errorf("node credential at its expiry: %v, want ErrExpired", err)
 	}
-	if p, err := Verify(admin, RouteToken(admin), now); err != nil || !p.Route || p.Admin || p.Node != "" {
+	if p, err := Verify(admin, RouteToken(admin), now, nil); err != nil || !p.Route || p.Admin || p.Node != "" {
 		t.Errorf("route: %+v %v", p, err)
 	}
-	if p, err := Verify(admin, ReadOnlyToken(admin), now); err != nil || !p.ReadOnly || p.Route || p.Admin {
+	if p, err := Verify(admin, ReadOnlyToken(admin), now, nil); err != nil || !p.ReadOnly || p.Route || p.Admin {
 		t.Errorf("read-only: %+v %v", p, err)
 	}
 	// domain separation: the MAC of one kind never verifies as another,
@@ -72,14 +72,14 @@ func TestVerifyKinds(t *testing.T) {
 	if routeMAC == roMAC || routeMAC == mac(admin, KindNode, "route") || mac(admin, KindRoute, "x") == mac(admin, KindNode, "x") {
 		t.Error("two credential kinds share a MAC")
 	}
-	if _, err := Verify(admin, ReadOnlyPrefix+routeMAC, now); err == nil {
+	if _, err := Verify(admin, ReadOnlyPrefix+routeMAC, now, nil); err == nil {
 		t.Error("a route MAC verified as the read-only credential")
 	}
-	if _, err := Verify(admin, RoutePrefix+roMAC, now); err == nil {
+	if _, err := Verify(admin, RoutePrefix+roMAC, now, nil); err == nil {
 		t.Error("a read-only MAC verified as the route credential")
 	}
 	forgedNode := NodePrefix + "i-0123456789abcdef0:gpu-a100-3:" + "1800003600:" + mac(admin, KindRoute, "i-0123456789abcdef0", "gpu-a100-3", "1800003600")
-	if _, err := Verify(admin, forgedNode, now); err == nil {
+	if _, err := Verify(admin, forgedNode, now, nil); err == nil {
 		t.Error("a node credential with a route-key MAC verified")
 	}
 	foreign, _ := IssueNode(other, NodeClaims{InstanceID: "i-0123456789abcdef0", Node: "gpu-a100-3", Expires: exp})
@@ -95,7 +95,7 @@ func TestVerifyKinds(t *testing.T) {
 		"retired route v1": "br1:" + strings.Repeat("0", 64),
 		"short fields":     "bn2:i-0123456789abcdef0:gpu",
 	} {
-		if _, err := Verify(admin, bad, now); err == nil {
+		if _, err := Verify(admin, bad, now, nil); err == nil {
 			t.Errorf("%s: accepted %q", name, bad)
 		}
 	}
@@ -110,12 +110,12 @@ func TestAccountTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Verify(admin, at, now)
+	p, err := Verify(admin, at, now, nil)
 	if err != nil || p.Account != "nlp" || p.Admin || p.Node != "" || p.Route || !p.Expires.Equal(exp.Truncate(time.Second)) {
 		t.Errorf("account: %+v %v", p, err)
 	}
 	// the account token is not a node token of a node named like the account
-	if _, err := Verify(admin, strings.Replace(at, "ba3:", "bn2:", 1), now); err == nil {
+	if _, err := Verify(admin, strings.Replace(at, "ba3:", "bn2:", 1), now, nil); err == nil {
 		t.Error("an account credential passed as a node credential")
 	}
 	foreign, _ := AccountToken(other, "nlp", exp, 0)
@@ -126,25 +126,25 @@ func TestAccountTokens(t *testing.T) {
 	padded := strings.Join([]string{f[0], f[1], "0" + f[2], f[3], f[4]}, ":")
 	for _, bad := range []string{foreign, strings.Replace(at, "nlp", "vision", 1), vision[:len(vision)-1], "ba3:nlp", "ba3::" + strings.Repeat("0", 64),
 		"ba3:a b:1:0:" + strings.Repeat("0", 64), later, newer, padded, strings.Replace(at, "ba3:", "ba1:", 1)} {
-		if p, err := Verify(admin, bad, now); err == nil {
+		if p, err := Verify(admin, bad, now, nil); err == nil {
 			t.Errorf("accepted %q as %+v", bad, p)
 		}
 	}
 	// the retired never-expiring form says so
-	if _, err := Verify(admin, "ba2:nlp:"+strings.Repeat("0", 64), now); !errors.Is(err, ErrRetired) {
+	if _, err := Verify(admin, "ba2:nlp:"+strings.Repeat("0", 64), now, nil); !errors.Is(err, ErrRetired) {
 		t.Errorf("ba2 credential: %v, want ErrRetired", err)
 	}
-	if _, err := Verify(admin, at, exp); !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "burst-sizer token account nlp") {
+	if _, err := Verify(admin, at, exp, nil); !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "burst-sizer token account nlp") {
 		t.Errorf("at its expiry: %v, want ErrExpired saying how to get a new one", err)
 	}
 	gens := func(a string) int { return map[string]int{"nlp": 1}[a] }
-	if _, err := VerifyWith(admin, at, now, gens); !errors.Is(err, ErrRevoked) {
+	if _, err := Verify(admin, at, now, gens); !errors.Is(err, ErrRevoked) {
 		t.Errorf("generation 0 after a rotation to 1: %v, want ErrRevoked", err)
 	}
-	if at1, _ := AccountToken(admin, "nlp", exp, 1); func() error { _, err := VerifyWith(admin, at1, now, gens); return err }() != nil {
+	if at1, _ := AccountToken(admin, "nlp", exp, 1); func() error { _, err := Verify(admin, at1, now, gens); return err }() != nil {
 		t.Error("the new generation's credential is refused")
 	}
-	if _, err := VerifyWith(admin, vision, now, gens); err != nil {
+	if _, err := Verify(admin, vision, now, gens); err != nil {
 		t.Errorf("another account's credential after nlp's rotation: %v", err)
 	}
 	for _, bad := range []string{"", "a b", "x/y", strings.Repeat("a", 65), "<script>"} {
@@ -213,7 +213,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add("bn2:i-0:x:1:" + strings.Repeat("0", 64))
 	f.Fuzz(func(t *testing.T, tok string) {
 		now := time.Unix(1_800_000_000, 0)
-		p, err := Verify(admin, tok, now)
+		p, err := Verify(admin, tok, now, nil)
 		if err != nil {
 			return
 		}

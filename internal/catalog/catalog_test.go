@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/burst-hpc/burst/internal/shareddata"
+	"github.com/burst-hpc/burst/internal/shareddatatest"
 )
 
 func TestDefaultCatalog(t *testing.T) {
@@ -86,10 +86,10 @@ func TestParseErrors(t *testing.T) {
 }
 
 // TestGeneratedUpToDate regenerates the catalog from the shared data
-// (internal/shareddata; on a plain clone the committed catalog_data.go is
+// (internal/shareddatatest; on a plain clone the committed catalog_data.go is
 // used as is) and compares it with the committed file.
 func TestGeneratedUpToDate(t *testing.T) {
-	cat := shareddata.Require(t, "catalog/aws_gpu_instances.csv")
+	cat := shareddatatest.Require(t, "catalog/aws_gpu_instances.csv")
 	f, _ := os.Open(cat)
 	defer f.Close()
 	types, err := ParseCatalogCSV(f)

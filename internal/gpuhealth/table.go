@@ -52,7 +52,7 @@ func ParseKind(s string) (Kind, error) {
 func ParseXid(s string) (uint64, error) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || n < 1 || n > 999 {
-		return 0, fmt.Errorf("Xid %q: want a decimal code 1..999", s)
+		return 0, fmt.Errorf("%q is not an Xid code: want a decimal number 1..999", s)
 	}
 	return n, nil
 }

@@ -116,7 +116,7 @@ func TestParseOverrides(t *testing.T) {
 		t.Fatalf("%+v %v", o, errs)
 	}
 	_, errs = ParseOverrides(map[string]string{"abc": "replace", "48": "drain", "1000": "note"}, map[string]string{"melted": "note", "gpu_lost": "maybe"})
-	want := []string{"xid.1000: Xid \"1000\"", "xid.48: unknown action \"drain\"", "xid.abc: Xid \"abc\"", "events.gpu_lost: unknown action \"maybe\"", "events.melted: unknown GPU health event"}
+	want := []string{"xid.1000: \"1000\" is not an Xid code", "xid.48: unknown action \"drain\"", "xid.abc: \"abc\" is not an Xid code", "events.gpu_lost: unknown action \"maybe\"", "events.melted: unknown GPU health event"}
 	if len(errs) != len(want) {
 		t.Fatalf("errors %v, want %d", errs, len(want))
 	}

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/cmdline/cmdlinetest"
 )
 
 // docFiles are the Markdown files whose commands are checked.
@@ -30,9 +30,9 @@ func docFiles(t *testing.T) map[string]string {
 func TestDocumentedCommandsExist(t *testing.T) {
 	n := 0
 	for p, text := range docFiles(t) {
-		for _, words := range cmdline.DocCommands(text, "burst-sizer") {
+		for _, words := range cmdlinetest.DocCommands(text, "burst-sizer") {
 			n++
-			if err := cmdline.CheckDocCommand(App(io.Discard, io.Discard), words); err != nil {
+			if err := cmdlinetest.CheckDocCommand(App(io.Discard, io.Discard), words); err != nil {
 				t.Errorf("%s: `burst-sizer %v`: %v", p, words, err)
 			}
 		}

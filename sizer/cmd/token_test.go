@@ -30,7 +30,7 @@ func TestTokenAccount(t *testing.T) {
 	if code := runSizer(&out, &errb, "--config", cfg, "token", "account", "vision"); code != 0 {
 		t.Fatalf("token account: %d %s", code, errb.String())
 	}
-	p, err := auth.Verify(admin, strings.TrimSpace(out.String()), time.Now())
+	p, err := auth.Verify(admin, strings.TrimSpace(out.String()), time.Now(), nil)
 	if err != nil || p.Account != "vision" || p.Admin {
 		t.Errorf("printed credential verifies as %+v, %v", p, err)
 	}
@@ -45,7 +45,7 @@ func TestTokenAccount(t *testing.T) {
 		t.Fatalf("token account --valid-for 2h: %d %s", code, errb.String())
 	}
 	short := strings.TrimSpace(out.String())
-	if p, err := auth.VerifyWith(admin, short, time.Now().Add(3*time.Hour), rf.Generation); err == nil {
+	if p, err := auth.Verify(admin, short, time.Now().Add(3*time.Hour), rf.Generation); err == nil {
 		t.Errorf("a 2h credential verifies 3 h later as %+v", p)
 	}
 	out.Reset()
@@ -54,11 +54,11 @@ func TestTokenAccount(t *testing.T) {
 	}
 	rotated := strings.TrimSpace(out.String())
 	for _, old := range []string{first, short} {
-		if _, err := auth.VerifyWith(admin, old, time.Now(), rf.Generation); !errors.Is(err, auth.ErrRevoked) {
+		if _, err := auth.Verify(admin, old, time.Now(), rf.Generation); !errors.Is(err, auth.ErrRevoked) {
 			t.Errorf("a credential from before the rotation: %v, want ErrRevoked", err)
 		}
 	}
-	if p, err := auth.VerifyWith(admin, rotated, time.Now(), rf.Generation); err != nil || p.Account != "vision" {
+	if p, err := auth.Verify(admin, rotated, time.Now(), rf.Generation); err != nil || p.Account != "vision" {
 		t.Errorf("the rotated credential: %+v %v", p, err)
 	}
 	for _, bad := range []string{"30m", "9000h"} {

@@ -340,7 +340,7 @@ func (s *Server) verify(tok string) (auth.Principal, error) {
 	if s.rot != nil {
 		gens = s.rot.Generation
 	}
-	p, err := auth.VerifyWith(s.token, tok, s.now(), gens)
+	p, err := auth.Verify(s.token, tok, s.now(), gens)
 	if err != nil && s.rot != nil {
 		if rerr := s.rot.Err(); rerr != nil {
 			s.log.Error("account credentials refused", "err", rerr)

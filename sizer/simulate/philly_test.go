@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/shareddata"
+	"github.com/burst-hpc/burst/internal/shareddatatest"
 	"github.com/burst-hpc/burst/sizer/trace"
 )
 
 func loadPhilly(tb testing.TB) []trace.Job {
 	tb.Helper()
-	f, err := os.Open(shareddata.Require(tb, "traces/philly.csv"))
+	f, err := os.Open(shareddatatest.Require(tb, "traces/philly.csv"))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/shareddata"
+	"github.com/burst-hpc/burst/internal/shareddatatest"
 )
 
 const openBHeader = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
@@ -155,7 +155,7 @@ func TestRealAlibabaTraces(t *testing.T) {
 		{"openb_pod_list_default.csv", func(f *os.File) ([]Job, Report, error) { return ReadOpenB(f, ReadOptions{}) }, 8152, 6203, 1949, 6129},
 		{"disaggregated_DLRM_trace.csv", func(f *os.File) ([]Job, Report, error) { return ReadDLRM(f, ReadOptions{}) }, 23871, 3218, 20653, 3218},
 	} {
-		f, err := os.Open(shareddata.Require(t, filepath.Join("traces", c.file)))
+		f, err := os.Open(shareddatatest.Require(t, filepath.Join("traces", c.file)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/shareddata"
+	"github.com/burst-hpc/burst/internal/shareddatatest"
 )
 
 func utc(s string) time.Time {
@@ -319,10 +319,10 @@ func TestDetectAndReadAny(t *testing.T) {
 	}
 }
 
-// TestRealData reads the shared data sets (internal/shareddata) and checks
+// TestRealData reads the shared data sets (internal/shareddatatest) and checks
 // the figures their README states.
 func TestRealData(t *testing.T) {
-	f, err := os.Open(shareddata.Require(t, "traces/philly.csv"))
+	f, err := os.Open(shareddatatest.Require(t, "traces/philly.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestRealData(t *testing.T) {
 		t.Errorf("philly: %d jobs, %d one-GPU; README says 82,247 and 76,627", rep.Jobs, one)
 	}
 	for name, want := range map[string]float64{"p3": 0.61, "g4dn": 0.55} {
-		b, err := os.Open(shareddata.Require(t, "spot/bamboo/"+name+"-trace.csv"))
+		b, err := os.Open(shareddatatest.Require(t, "spot/bamboo/"+name+"-trace.csv"))
 		if err != nil {
 			t.Fatal(err)
 		}

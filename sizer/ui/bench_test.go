@@ -82,7 +82,7 @@ func BenchmarkPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	admin, _ := auth.Generate()
-	u, err := ui.New(ui.Options{Source: src, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now()) }, Now: func() time.Time { return now }})
+	u, err := ui.New(ui.Options{Source: src, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now(), nil) }, Now: func() time.Time { return now }})
 	if err != nil {
 		b.Fatal(err)
 	}

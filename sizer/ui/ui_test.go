@@ -68,7 +68,7 @@ func newRig(t *testing.T, tls bool) *rig {
 	}
 	admin, _ := auth.Generate()
 	logs := &bytes.Buffer{}
-	u, err := ui.New(ui.Options{Source: src, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now()) },
+	u, err := ui.New(ui.Options{Source: src, Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now(), nil) },
 		Now:    func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
@@ -356,7 +356,7 @@ func TestLoginThrottleIsPerClient(t *testing.T) {
 	admin, _ := auth.Generate()
 	frozen := time.Unix(1_800_000_000, 0) // one second for the whole test
 	u, err := ui.New(ui.Options{Source: src, Now: func() time.Time { return frozen },
-		Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now()) }})
+		Verify: func(tok string) (auth.Principal, error) { return auth.Verify(admin, tok, time.Now(), nil) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,8 +151,9 @@ func strays(t *testing.T, s *stack.Stack) []string {
 // It waits up to limit for Slurm's SuspendProgram (burst-suspend) and
 // burst's terminations to finish, and runs no reconciler pass of its own:
 // a stray left after limit fails the test, whatever a later reconciler
-// pass would mend. A fault that only the reconciler can mend says so and
-// calls assertReconciled first.
+// pass would mend. (No fault test today needs the reconciler to mend
+// what suspend and terminate left: each that did would say so and run
+// reconciler passes before this.)
 func assertClean(t *testing.T, s *stack.Stack, limit time.Duration) {
 	t.Helper()
 	var last []string
@@ -170,33 +171,6 @@ func assertClean(t *testing.T, s *stack.Stack, limit time.Duration) {
 	assertNoDoubleLaunch(t, s)
 }
 
-// assertReconciled is for faults that only the reconciler can mend (an
-// instance burst's own paths lost track of): it runs reconciler passes
-// (the given grace), as burst-sizer does every reconcile_interval, until
-// no stray remains, and fails when strays outlast limit. It returns what
-// the passes did, for the test to check.
-func assertReconciled(t *testing.T, s *stack.Stack, grace, limit time.Duration) []reconcile.Result {
-	t.Helper()
-	r := reconciler(t, s, grace)
-	var done []reconcile.Result
-	t0 := time.Now()
-	for {
-		last := strays(t, s)
-		if len(last) == 0 {
-			return done
-		}
-		if time.Since(t0) > limit {
-			t.Errorf("instances running without a powered-up node after %s of reconciler passes: %v", limit, last)
-			return done
-		}
-		rep, err := r.RunOnce(context.Background())
-		if err != nil {
-			t.Logf("reconciler pass: %v", err)
-		}
-		done = append(done, rep.Results...)
-		time.Sleep(2 * time.Second)
-	}
-}
 
 func assertNoDoubleLaunch(t *testing.T, s *stack.Stack) {
 	t.Helper()

@@ -1,10 +1,12 @@
-package cmdline
+package cmdlinetest
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/internal/cmdline"
 )
 
 func TestDocCommands(t *testing.T) {
@@ -19,11 +21,11 @@ func TestDocCommands(t *testing.T) {
 			t.Errorf("command %d = %q, want %q", i, got[i], want[i])
 		}
 	}
-	app := &cli.App{Name: "burst-x", Flags: []cli.Flag{ConfigFlag()}, Commands: []*cli.Command{
+	app := &cli.App{Name: "burst-x", Flags: []cli.Flag{cmdline.ConfigFlag()}, Commands: []*cli.Command{
 		{Name: "serve", Flags: []cli.Flag{&cli.StringFlag{Name: "listen"}}},
 		{Name: "check", Flags: []cli.Flag{&cli.BoolFlag{Name: "strict"}}},
 	}}
-	AddVersion(app)
+	cmdline.AddVersion(app)
 	for _, c := range []struct {
 		line, err string
 	}{

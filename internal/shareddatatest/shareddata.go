@@ -1,10 +1,10 @@
-// Package shareddata finds, for tests, the public reference data sets the
+// Package shareddatatest finds, for tests, the public reference data sets the
 // project is developed against (traces, the instance catalog, spot
 // advisor and preemption records): ../shared/data beside the clone, as CI
 // checks it out, or $BURST_SHARED_DATA. A test that needs a file calls
 // Require: without the file it skips, loudly, on a plain clone, and fails
 // under BURST_REQUIRE_DATA=1, which `make test` sets.
-package shareddata
+package shareddatatest
 
 import (
 	"fmt"

@@ -1,4 +1,6 @@
-package cmdline
+// Package cmdlinetest checks, for tests, that the command lines the README and
+// docs show name subcommands and flags the programs have.
+package cmdlinetest
 
 import (
 	"fmt"
@@ -6,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/burst-hpc/burst/internal/cmdline"
 )
 
 // DocCommands finds the command lines of prog in Markdown text: the lines
@@ -65,7 +69,7 @@ var inlineCode = regexp.MustCompile("`([^`]+)`")
 // have: an unknown subcommand (where the command takes none of its own
 // arguments) or an unknown flag.
 func CheckDocCommand(app *cli.App, words []string) error {
-	AddDocCommands(app) // what Run adds to every program: completion, man
+	cmdline.AddDocCommands(app) // what Run adds to every program: completion, man
 	flags := [][]cli.Flag{app.Flags, {cli.HelpFlag, cli.VersionFlag}}
 	cmds := app.Commands
 	path := app.Name
