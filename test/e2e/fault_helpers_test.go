@@ -171,7 +171,6 @@ func assertClean(t *testing.T, s *stack.Stack, limit time.Duration) {
 	assertNoDoubleLaunch(t, s)
 }
 
-
 func assertNoDoubleLaunch(t *testing.T, s *stack.Stack) {
 	t.Helper()
 	perJob := map[string][]string{}   // node/job -> instance ids
