@@ -120,7 +120,7 @@ lint: ## gofmt, go vet, staticcheck, deadcode, shellcheck, packer fmt
 image: build ## build the node image with Packer (needs AWS credentials; VARS=path/to/vars.pkrvars.hcl)
 	cd packer && packer build -var burst_agent_binary=$(CURDIR)/$(BIN)/burst-agent $(if $(VARS),-var-file=$(abspath $(VARS)),) .
 
-test-gpu: ## sample the machine's NVIDIA GPUs, register the health event sets, read every health counter and run the boot gate through NVML (skips, saying so, without a driver)
+test-gpu: ## sample the machine's NVIDIA GPUs, register the health event sets, read every health counter and run the boot gate through NVML (skips, saying so, without a driver; BURST_REQUIRE_GPU=1 fails instead)
 	CGO_ENABLED=1 $(GO) test -count=1 -v -run 'TestRealNVML|TestRealGPUGate' ./agent/gpu/... ./agent/
 
 generate: ## regenerate the embedded catalog (from ../shared/data) and the slurmrestd clients (from internal/slurm/rest/openapi)

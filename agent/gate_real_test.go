@@ -11,6 +11,8 @@ import (
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/internal/bootstrap"
 	"github.com/burst-hpc/burst/internal/catalog"
+
+	"github.com/burst-hpc/burst/agent/gpu/gputest"
 )
 
 // TestRealGPUGate runs the boot gate on the machine's GPUs (make
@@ -21,7 +23,7 @@ import (
 func TestRealGPUGate(t *testing.T) {
 	r, err := gpu.Open()
 	if errors.Is(err, gpu.ErrNoDriver) {
-		t.Skipf("SKIP: no NVIDIA driver on this machine: %v", err)
+		gputest.Skip(t, "no NVIDIA driver on this machine: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +31,7 @@ func TestRealGPUGate(t *testing.T) {
 	devs, _ := r.Devices()
 	r.Close()
 	if len(devs) == 0 {
-		t.Skip("SKIP: NVML loaded but reports 0 GPUs")
+		gputest.Skip(t, "NVML loaded but reports 0 GPUs")
 	}
 	typ := os.Getenv("BURST_INSTANCE_TYPE")
 	if typ == "" {
@@ -41,7 +43,7 @@ func TestRealGPUGate(t *testing.T) {
 		}
 	}
 	if typ == "" {
-		t.Skipf("SKIP: no catalog type has %d x %s; set BURST_INSTANCE_TYPE", len(devs), devs[0].Name)
+		gputest.Skip(t, "no catalog type has %d x %s; set BURST_INSTANCE_TYPE", len(devs), devs[0].Name)
 	}
 	t.Logf("gate for %s (%d x %s)", typ, len(devs), devs[0].Name)
 	if err := gpuGate(slog.Default(), "/usr/bin/dcgmi")(context.Background(), bootstrap.GateInput{InstanceType: typ, GPUSource: "nvml"}); err != nil {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/agent/gpu/gputest"
 )
 
 // TestRealNVML reads the machine's GPUs through libnvidia-ml (make test-gpu;
@@ -15,7 +17,7 @@ import (
 func TestRealNVML(t *testing.T) {
 	r, err := Open()
 	if errors.Is(err, ErrNoDriver) {
-		t.Skipf("SKIP: no NVIDIA driver on this machine: %v", err)
+		gputest.Skip(t, "no NVIDIA driver on this machine: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +28,7 @@ func TestRealNVML(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(devs) == 0 {
-		t.Skip("SKIP: NVML loaded but reports 0 GPUs")
+		gputest.Skip(t, "NVML loaded but reports 0 GPUs")
 	}
 	samples, err := r.Sample(context.Background())
 	if err != nil {
@@ -51,7 +53,7 @@ func TestRealNVML(t *testing.T) {
 func TestRealNVMLHealth(t *testing.T) {
 	r, err := Open()
 	if errors.Is(err, ErrNoDriver) {
-		t.Skipf("SKIP: no NVIDIA driver on this machine: %v", err)
+		gputest.Skip(t, "no NVIDIA driver on this machine: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
