@@ -43,16 +43,8 @@ func injectGPUFaults(t *testing.T, s *stack.Stack, node, faults string) {
 // metric; spend equals the emulator's bill (the ledger check).
 func TestGPUHealthXid79(t *testing.T) {
 	s := start(t, stack.Options{})
-	script := filepath.Join(jobFiles(t, s, "train.sh"), "train.sh")
 	ctx := context.Background()
-	cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", "--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo", script)
-	cmd.Env = append(cmd.Env, "TRAIN_STEPS=20", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY=5",
-		"BURST_CHECKPOINT_ROOT="+filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sbatch: %v", err)
-	}
-	id := strings.TrimSpace(string(out))
+	id := sbatchTrain(t, s, 20, 5)
 	waitJob(t, s, id, 90*time.Second, "RUNNING")
 	logPath := filepath.Join(s.Cluster.Dir(), "work", "train-"+id+".out")
 	eventually(t, 60*time.Second, "3 training steps", func() bool { return strings.Contains(readFile(logPath), "step 3 done") })

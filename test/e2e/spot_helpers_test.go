@@ -217,3 +217,23 @@ func readDDPManifest(t *testing.T, dir string, step int) ddpManifest {
 	}
 	return m
 }
+
+// sbatchTrain submits examples/train/train.sh as the cluster's ordinary
+// user, on one a10g GPU of account demo, with args before the script:
+// steps one-second steps, a checkpoint every `every` steps into the FSx
+// checkpoint root, as a researcher's training job would; the script is
+// where users keep theirs, on the cluster's shared file system (a Debian
+// root's Slurm sees the run dir, not this tree). It returns the job's id.
+func sbatchTrain(t *testing.T, s *stack.Stack, steps, every int, args ...string) string {
+	t.Helper()
+	script := filepath.Join(jobFiles(t, s, "train.sh"), "train.sh")
+	argv := append(append([]string{"--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo"}, args...), script)
+	cmd := s.Cluster.UserCommand(context.Background(), s.Cluster.User(), "sbatch", argv...)
+	cmd.Env = append(cmd.Env, "TRAIN_STEPS="+strconv.Itoa(steps), "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY="+strconv.Itoa(every),
+		"BURST_CHECKPOINT_ROOT="+filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sbatch %v train.sh: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -30,18 +30,8 @@ func TestSpotInterruption(t *testing.T) {
 			c.Agent.ReportInterval = config.D(2 * time.Second)
 		},
 	})
-	// the job script goes where users keep theirs: on the cluster's shared
-	// file system (a Debian root's Slurm sees the run dir, not this tree)
-	script := jobScript(t, s, "../../examples/train/train.sh")
 	ctx := context.Background()
-	cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", "--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo", script)
-	cmd.Env = append(cmd.Env, "TRAIN_STEPS=30", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY="+strconv.Itoa(every),
-		"BURST_CHECKPOINT_ROOT="+filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sbatch: %v", err)
-	}
-	id := strings.TrimSpace(string(out))
+	id := sbatchTrain(t, s, 30, every)
 	waitJob(t, s, id, 90*time.Second, "RUNNING")
 	logPath := filepath.Join(s.Cluster.Dir(), "work", "train-"+id+".out")
 	stepsDone := func() int {

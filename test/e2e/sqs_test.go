@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,16 +30,7 @@ func TestSQSDeadAgent(t *testing.T) {
 			c.Interruptions.AgentWait = config.D(5 * time.Second)
 		},
 	})
-	script := filepath.Join(jobFiles(t, s, "train.sh"), "train.sh")
-	ctx := context.Background()
-	cmd := s.Cluster.UserCommand(ctx, s.Cluster.User(), "sbatch", "--parsable", "--gres=gpu:1", "--constraint=a10g", "--account=demo", script)
-	cmd.Env = append(cmd.Env, "TRAIN_STEPS=30", "TRAIN_STEP_SECONDS=1", "TRAIN_CHECKPOINT_EVERY="+strconv.Itoa(every),
-		"BURST_CHECKPOINT_ROOT="+filepath.Join(s.Cfg.FSx.MountPoint, s.Cfg.FSx.CheckpointDir))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sbatch: %v", err)
-	}
-	id := strings.TrimSpace(string(out))
+	id := sbatchTrain(t, s, 30, every)
 	waitJob(t, s, id, 90*time.Second, "RUNNING")
 	logPath := filepath.Join(s.Cluster.Dir(), "work", "train-"+id+".out")
 	eventually(t, 60*time.Second, "7 training steps", func() bool { return regexp.MustCompile(`step 7 done`).MatchString(readFile(logPath)) })
