@@ -97,9 +97,8 @@ func launchFailedWait(t *testing.T, conf string, keep bool) {
 	st, _, _ := s.Cluster.JobState(ctx, noRequeue)
 	// wait through every state that is not an end state: COMPLETING too
 	// (26.05+rest once caught the job there and judged the transient state)
-	ends := []string{"COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED", "BOOT_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "PREEMPTED"}
-	if !slices.Contains(ends, st) {
-		st = waitJob(t, s, noRequeue, 6*time.Minute, ends...)
+	if !slices.Contains(harness.TerminalJobStates, st) {
+		st = waitJob(t, s, noRequeue, 6*time.Minute, harness.TerminalJobStates...)
 	}
 	t.Logf("Slurm %s, SchedulerParameters from %s: launch failed -> plain job running again after %.1f s (restarts %d); --no-requeue job ends %s: %s",
 		s.Cluster.Slurm().Release, map[bool]string{true: "burst.conf", false: "burst.conf, then " + strings.TrimSpace(conf)}[conf == ""],

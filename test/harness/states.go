@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-var terminalJobStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
+// TerminalJobStates are the states a job ends in (it leaves none of them).
+var TerminalJobStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
 
 // JobState returns a job's JobState from scontrol (e.g. PENDING, RUNNING,
 // COMPLETED) and its Reason.
@@ -43,7 +44,7 @@ func (c *Cluster) WaitJobState(ctx context.Context, jobID string, states ...stri
 			if slices.Contains(states, st) {
 				return st, nil
 			}
-			if slices.Contains(terminalJobStates, st) {
+			if slices.Contains(TerminalJobStates, st) {
 				return st, fmt.Errorf("waiting for job %s to be %v: it ended %s (reason %s); see %s", jobID, states, st, r, c.SlurmctldLog())
 			}
 		}
