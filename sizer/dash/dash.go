@@ -20,10 +20,12 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/sizer/billing"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -66,7 +68,10 @@ type SlurmReader interface {
 
 // Options configure a Source. Store and Policy are required.
 type Options struct {
-	Store   *store.Store
+	Store *store.Store
+	// Spend reads the month's ledger (nil: a Reader of its own over Store,
+	// pricing on demand from Policy); the server shares its budgets' one.
+	Spend   *spend.Reader
 	Policy  *sizing.Policy     // classes and prices
 	Budgets map[string]float64 // account -> monthly cap (USD)
 	// OnUnknown and IdleOwner are budgets[].on_unknown and
@@ -149,6 +154,9 @@ func New(o Options) (*Source, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Spend == nil {
+		o.Spend = spend.NewReader(o.Store, func(typ string) (float64, bool) { return o.Policy.HourlyPrice(typ, capacity.OnDemand) })
 	}
 	return &Source{o: o}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/spend"
@@ -32,9 +31,7 @@ func (s *Source) monthInstances(ctx context.Context, sc Scope, now time.Time) ([
 // month is the ledger's month, on-demand prices from the policy's catalog
 // where the ledger has none.
 func (s *Source) month(ctx context.Context, now time.Time) (spend.Month, error) {
-	return spend.ReadPriced(ctx, s.o.Store, s.o.IdleOwner, now, func(typ string) (float64, bool) {
-		return s.o.Policy.HourlyPrice(typ, capacity.OnDemand)
-	})
+	return s.o.Spend.Month(ctx, s.o.IdleOwner, now)
 }
 
 // scoped keeps the charges the scope may see.

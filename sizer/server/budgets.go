@@ -25,7 +25,7 @@ func (s *Server) budgetOptions() spend.BudgetOptions {
 }
 
 func (s *Server) month(ctx context.Context) (spend.Month, error) {
-	return spend.ReadPriced(ctx, s.st, s.o.IdleOwner, s.now(), s.onDemand)
+	return s.months.Month(ctx, s.o.IdleOwner, s.now())
 }
 
 func (s *Server) onDemand(typ string) (float64, bool) {

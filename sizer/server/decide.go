@@ -25,7 +25,9 @@ const DefaultHistoryJobs = 20
 //
 // Bad metadata refuses the job, naming at most maxShownProblems problems
 // and counting the rest.
-func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, caps map[string]float64, job sizerapi.JobRequest, now time.Time, historyJobs int) (sizing.Decision, error) {
+//
+// rd reads the month's spend for the budget (nil: a fresh read of st).
+func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, rd *spend.Reader, caps map[string]float64, job sizerapi.JobRequest, now time.Time, historyJobs int) (sizing.Decision, error) {
 	req, mdErrs := job.Policy()
 	if len(mdErrs) > 0 {
 		var msgs []string
@@ -52,7 +54,10 @@ func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, caps map[str
 		in.History = h
 	}
 	in.History.Key = key
-	b, err := AccountBudget(ctx, st, caps, "", req.Account, now)
+	if rd == nil && st != nil {
+		rd = spend.NewReader(st, nil)
+	}
+	b, err := AccountBudget(ctx, rd, caps, "", req.Account, now)
 	if err != nil {
 		return sizing.Decision{}, err
 	}
@@ -61,13 +66,13 @@ func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, caps map[str
 }
 
 // AccountBudget returns an account's cap and spend this month (spend 0 when
-// st is nil); owner is accounting.idle_owner.
-func AccountBudget(ctx context.Context, st *store.Store, caps map[string]float64, owner, account string, now time.Time) (sizing.Budget, error) {
+// rd is nil); owner is accounting.idle_owner.
+func AccountBudget(ctx context.Context, rd *spend.Reader, caps map[string]float64, owner, account string, now time.Time) (sizing.Budget, error) {
 	b := sizing.Budget{Account: account, CapUSD: caps[account]}
-	if b.CapUSD <= 0 || st == nil {
+	if b.CapUSD <= 0 || rd == nil {
 		return b, nil
 	}
-	m, err := spend.Read(ctx, st, owner, now)
+	m, err := rd.Month(ctx, owner, now)
 	if err != nil {
 		return b, fmt.Errorf("reading spend of account %s: %w", account, err)
 	}

@@ -50,7 +50,7 @@ func (s *Server) rank(w http.ResponseWriter, r *http.Request, _ auth.Principal) 
 		in.Unavailable = append(in.Unavailable, sizing.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: capacity.Spot, Reason: reason})
 		resp.Avoided = append(resp.Avoided, sizerapi.Unavailable{InstanceType: it.InstanceType, Zone: it.Zone, Capacity: string(capacity.Spot), Reason: reason})
 	}
-	if in.Budget, err = AccountBudget(r.Context(), s.st, s.o.Budgets, s.o.IdleOwner, req.Account, now); err != nil {
+	if in.Budget, err = AccountBudget(r.Context(), s.months, s.o.Budgets, s.o.IdleOwner, req.Account, now); err != nil {
 		return nil, err
 	}
 	offers, err := s.pol.Rank(in)
@@ -87,7 +87,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, p auth.Principal)
 		return nil, err
 	}
 	rq.Job.User = user
-	d, err := Decide(r.Context(), s.pol, s.st, s.o.Budgets, rq.Job, s.now(), s.o.HistoryJobs)
+	d, err := Decide(r.Context(), s.pol, s.st, s.months, s.o.Budgets, rq.Job, s.now(), s.o.HistoryJobs)
 	if err != nil {
 		_, code := errCode(err)
 		s.decisions.WithLabelValues("route", code).Inc()

@@ -27,6 +27,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/dash"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 	"github.com/burst-hpc/burst/sizer/ui"
 )
@@ -114,6 +115,7 @@ type Server struct {
 	rot    *auth.RotationFile // <token_file>.accounts; nil with Options.Token
 	pol    *sizing.Policy
 	st     *store.Store
+	months *spend.Reader // the month's ledger, kept between reads (budgets, dashboard)
 	log    *slog.Logger
 	now    func() time.Time
 	reg    *prometheus.Registry
@@ -212,6 +214,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s := &Server{o: o, token: tok, pol: pol, st: st, log: o.Logger, now: o.Now, reg: o.Registry,
 		nodeLimit: newLimiter(o.NodeRate, o.NodeBurst, o.Now), ipLimit: newLimiter(1, 20, o.Now), peers: newPeerVersions()}
+	s.months = spend.NewReader(st, s.onDemand)
 	if o.TLSCertFile != "" || o.TLSKeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
 		if err != nil {
@@ -220,7 +223,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	if s.dash, err = dash.New(dash.Options{Store: st, Policy: pol, Budgets: o.Budgets, OnUnknown: o.OnUnknown, IdleOwner: o.IdleOwner, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now, Peers: s.peers.list, Logger: o.Logger}); err != nil {
+	if s.dash, err = dash.New(dash.Options{Store: st, Spend: s.months, Policy: pol, Budgets: o.Budgets, OnUnknown: o.OnUnknown, IdleOwner: o.IdleOwner, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now, Peers: s.peers.list, Logger: o.Logger}); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}

@@ -28,6 +28,13 @@ type Month struct {
 	ByJob     map[string]float64
 	Burn      map[string]float64
 	Owner     string
+
+	// charges are each row's charges in the month, spans its billed time
+	// where final (a Reader's closed instances): Within skips a row whose
+	// span misses its window and reuses the month's charges of one wholly
+	// inside it.
+	charges [][]billing.Charge
+	spans   []span
 }
 
 // To is the month's end (a segment's 60 s minimum reaching past now is
@@ -46,32 +53,7 @@ type OnDemandPrice func(instanceType string) (float64, bool)
 // ReadPriced is Read with the on-demand price of instances the ledger has
 // none for taken from od (the sizing policy's catalog).
 func ReadPriced(ctx context.Context, st *store.Store, owner string, now time.Time, od OnDemandPrice) (Month, error) {
-	from := billing.MonthStart(now)
-	rows, err := st.Rows(ctx, from, now)
-	if err != nil {
-		return Month{}, err
-	}
-	for i := range rows {
-		if rows[i].OnDemandUSD <= 0 && od != nil {
-			if p, ok := od(rows[i].InstanceType); ok {
-				rows[i].OnDemandUSD = p
-			}
-		}
-	}
-	m := Month{From: from, Now: now, Rows: rows, Owner: owner, ByAccount: map[string]float64{}, OnDemand: map[string]float64{}, ByJob: map[string]float64{}}
-	ins := store.Instances(rows)
-	for _, in := range ins {
-		for _, c := range in.Charges(from, m.To(), now, owner) {
-			m.Charges = append(m.Charges, c)
-			m.ByAccount[c.Account] += c.USD
-			m.OnDemand[c.Account] += c.OnDemandUSD
-			if c.JobID != "" {
-				m.ByJob[c.JobID] += c.USD
-			}
-		}
-	}
-	m.Burn = billing.Burn(ins, now, owner)
-	return m, nil
+	return NewReader(st, od).Month(ctx, owner, now)
 }
 
 // Spend is an account's figure for admission control.
@@ -89,12 +71,39 @@ func (m Month) Spend(account string) sizerapi.AccountSpend {
 // forecast window), by account.
 func (m Month) Within(from, to time.Time) map[string]float64 {
 	out := map[string]float64{}
-	for _, r := range m.Rows {
-		for _, c := range r.Charges(from, to, m.Now, m.Owner) {
+	for i, r := range m.Rows {
+		cs := []billing.Charge(nil)
+		if i < len(m.spans) && m.spans[i].known {
+			sp := m.spans[i]
+			if !sp.hi.After(from) || !sp.lo.Before(to) {
+				continue // billed wholly outside the window
+			}
+			if !maxTime(sp.lo, m.From).Before(from) && !minTime(sp.hi, m.To()).After(to) {
+				cs = m.charges[i] // its whole month is inside the window
+			}
+		}
+		if cs == nil {
+			cs = r.Charges(from, to, m.Now, m.Owner)
+		}
+		for _, c := range cs {
 			out[c.Account] += c.USD
 		}
 	}
 	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // BudgetOptions say how to read budgets' standing.

@@ -27,7 +27,7 @@ type TableCopy struct {
 // empty database).
 func Copy(ctx context.Context, src, dst *Store) ([]TableCopy, error) {
 	if dst.w == nil {
-		return nil, errReadOnly
+		return nil, ErrReadOnly
 	}
 	sv, _, err := src.SchemaVersion(ctx)
 	if err != nil {
@@ -118,7 +118,10 @@ func copyTable(ctx context.Context, src *Store, tx *Tx, table string) error {
 	return rows.Err()
 }
 
-// tables are the store's tables, less the migration library's own.
+// tables are the store's tables, less the migration library's own and the
+// ledger's change log (derived: the copy's own writes fill it).
+const changeLogTable = "ledger_changes"
+
 func (s *Store) tables(ctx context.Context) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, s.tablesQuery())
 	if err != nil {
@@ -131,7 +134,7 @@ func (s *Store) tables(ctx context.Context) ([]string, error) {
 		if err := rows.Scan(&n); err != nil {
 			return nil, err
 		}
-		if n != VersionTable && n != "sqlite_sequence" {
+		if n != VersionTable && n != "sqlite_sequence" && n != changeLogTable {
 			out = append(out, n)
 		}
 	}

@@ -52,8 +52,8 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	for tb, rows := range a {
-		if tb == VersionTable || tb == "sqlite_sequence" {
-			continue
+		if tb == VersionTable || tb == "sqlite_sequence" || tb == changeLogTable {
+			continue // the change log is derived: the copy's own writes fill it
 		}
 		if strings.Join(sortedCopy(rows), "\n") != strings.Join(sortedCopy(b[tb]), "\n") {
 			t.Errorf("%s differs:\nsqlite   %q\npostgres %q", tb, rows, b[tb])

@@ -309,12 +309,28 @@ type Row struct {
 // from and to are zero), with their state events and the job runs on their
 // nodes.
 func (s *Store) Rows(ctx context.Context, from, to time.Time) ([]Row, error) {
+	return s.rows(ctx, from, to, nil)
+}
+
+// rowsOf narrows a ledger read to some instances: those with one of the
+// ids, or on one of the nodes (a change log's entries).
+type rowsOf struct{ ids, nodes string } // JSON arrays
+
+func (s *Store) rows(ctx context.Context, from, to time.Time, of *rowsOf) ([]Row, error) {
 	q := `SELECT instance_id, coalesce(node,''), coalesce(instance_type,''), coalesce(zone,''), coalesce(capacity,''), price, od_price, coalesce(account,''), user, coalesce(job_id,''), class,
  launched, terminated, end_source, end_reason, price_source, source, client_token FROM instances`
 	var args []any
+	var where []string
 	if !to.IsZero() {
-		q += ` WHERE launched < ? AND (terminated IS NULL OR terminated >= ?)`
+		where = append(where, `launched < ? AND (terminated IS NULL OR terminated >= ?)`)
 		args = append(args, ms(to), ms(from))
+	}
+	if of != nil {
+		where = append(where, `(instance_id IN (SELECT value FROM json_each(?)) OR node IN (SELECT value FROM json_each(?)))`)
+		args = append(args, of.ids, of.nodes)
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	rows, err := s.r.QueryContext(ctx, q+` ORDER BY launched, instance_id`, args...)
 	if err != nil {
@@ -354,6 +370,31 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 		sargs = []any{ms(to), ms(from)}
 		rq += ` WHERE start < ? AND ("end" IS NULL OR "end" >= ?)`
 		rargs = []any{ms(to), ms(from.Add(-time.Hour))}
+	}
+	if of != nil { // only the instances read, and the runs on their nodes
+		ids, nodes := make([]string, len(out)), []string{}
+		for i, r := range out {
+			ids[i] = r.ID
+			if r.Node != "" {
+				nodes = append(nodes, r.Node)
+			}
+		}
+		bi, _ := json.Marshal(ids)
+		bn, _ := json.Marshal(nodes)
+		if len(sargs) == 0 {
+			sq += ` s WHERE`
+		} else {
+			sq += ` AND`
+		}
+		sq += ` s.instance_id IN (SELECT value FROM json_each(?))`
+		sargs = append(sargs, string(bi))
+		if len(rargs) == 0 {
+			rq += ` WHERE`
+		} else {
+			rq += ` AND`
+		}
+		rq += ` node IN (SELECT value FROM json_each(?))`
+		rargs = append(rargs, string(bn))
 	}
 	srows, err := s.r.QueryContext(ctx, sq, sargs...)
 	if err != nil {

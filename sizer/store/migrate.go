@@ -61,7 +61,7 @@ func migrate(ctx context.Context, sdb *sql.DB, driver string) error {
 // SchemaVersion is the store's applied and newest schema versions.
 func (s *Store) SchemaVersion(ctx context.Context) (current, newest int64, err error) {
 	if s.w == nil {
-		return 0, 0, errReadOnly
+		return 0, 0, ErrReadOnly
 	}
 	p, err := provider(s.w.DB, s.driver)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 // all.
 func (s *Store) AddBatch(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.ReportResult, error) {
 	if s.w == nil {
-		return sizerapi.ReportResult{}, errReadOnly
+		return sizerapi.ReportResult{}, ErrReadOnly
 	}
 	if !s.group {
 		var res sizerapi.ReportResult

@@ -248,11 +248,12 @@ func fromMS(v sql.NullInt64) time.Time {
 	return time.UnixMilli(v.Int64).UTC()
 }
 
-var errReadOnly = errors.New("sizer database opened read-only")
+// ErrReadOnly is a write to a store opened read-only.
+var ErrReadOnly = errors.New("sizer database opened read-only")
 
 func (s *Store) tx(ctx context.Context, fn func(*Tx) error) error {
 	if s.w == nil {
-		return errReadOnly
+		return ErrReadOnly
 	}
 	sqlTx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {

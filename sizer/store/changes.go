@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The ledger's change log (migrations/*/00006_ledger_changes.sql): triggers
+// on instances, instance_states and job_runs name what each write touched,
+// so a reader holding the month in memory (sizer/spend.Reader) re-reads
+// only that.
+
+// LedgerChanges is what the change log holds past a reader's mark.
+type LedgerChanges struct {
+	// Last is the newest entry's number (0: the log is empty); First the
+	// oldest still kept (older ones were pruned).
+	First, Last int64
+	// Instances and Nodes are what the entries name.
+	Instances, Nodes []string
+}
+
+// Empty says no entry was found.
+func (c LedgerChanges) Empty() bool { return len(c.Instances) == 0 && len(c.Nodes) == 0 }
+
+// LedgerChangesSince returns the entries after mark, and those written at
+// or after since whatever their number: on PostgreSQL an entry's number is
+// taken when its transaction writes it, so a transaction that commits late
+// can land below a mark a reader already passed; re-reading a recent window
+// catches it.
+func (s *Store) LedgerChangesSince(ctx context.Context, mark int64, since time.Time) (LedgerChanges, error) {
+	var c LedgerChanges
+	var first, last sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT min(seq), max(seq) FROM ledger_changes`).Scan(&first, &last); err != nil {
+		return c, fmt.Errorf("reading the ledger's change log: %w", err)
+	}
+	c.First, c.Last = first.Int64, last.Int64
+	ids, nodes := map[string]bool{}, map[string]bool{}
+	err := s.each(ctx, `SELECT coalesce(instance_id,''), coalesce(node,'') FROM ledger_changes WHERE seq > ? OR at >= ?`, []any{mark, ms(since)}, func(r *sql.Rows) error {
+		var id, node string
+		if err := r.Scan(&id, &node); err != nil {
+			return err
+		}
+		if id != "" && !ids[id] {
+			ids[id] = true
+			c.Instances = append(c.Instances, id)
+		}
+		if node != "" && !nodes[node] {
+			nodes[node] = true
+			c.Nodes = append(c.Nodes, node)
+		}
+		return nil
+	})
+	if err != nil {
+		return c, fmt.Errorf("reading the ledger's change log: %w", err)
+	}
+	return c, nil
+}
+
+// RowsChanged is Rows narrowed to the instances a change log names: those
+// with one of its ids or on one of its nodes.
+func (s *Store) RowsChanged(ctx context.Context, from, to time.Time, c LedgerChanges) ([]Row, error) {
+	ids, _ := json.Marshal(append([]string{}, c.Instances...))
+	nodes, _ := json.Marshal(append([]string{}, c.Nodes...))
+	return s.rows(ctx, from, to, &rowsOf{ids: string(ids), nodes: string(nodes)})
+}
+
+// PruneLedgerChanges deletes the change log's entries written before
+// before; it returns how many went.
+func (s *Store) PruneLedgerChanges(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(tx *Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM ledger_changes WHERE at < ?`, ms(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pruning the ledger's change log: %w", err)
+	}
+	return n, nil
+}
