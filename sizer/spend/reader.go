@@ -29,16 +29,19 @@ type Reader struct {
 	pruned time.Time
 }
 
-// How far back a refresh re-reads the change log whatever its numbers (a
-// PostgreSQL transaction that takes a number and commits after a reader has
-// passed it), how often a Reader reads the whole month anyway (self-healing
-// against anything the log missed), how long the log keeps entries, and how
-// often a Reader prunes it.
+// How long a Reader keeps asking for a change-log number below its mark
+// that it has not seen (a PostgreSQL transaction that took the number and
+// has not committed; one rolled back leaves the gap for good), how many
+// such numbers it tracks before it reads the month again instead, how
+// often a Reader reads the whole month anyway (self-healing against
+// anything the log missed), how long the log keeps entries, and how often a
+// Reader prunes it.
 const (
-	changeLookback = 2 * time.Minute
-	fullReadEvery  = time.Hour
-	changeLogKeep  = 24 * time.Hour
-	pruneEvery     = time.Hour
+	pendingFor    = 2 * time.Minute
+	maxPending    = 10000
+	fullReadEvery = time.Hour
+	changeLogKeep = 24 * time.Hour
+	pruneEvery    = time.Hour
 )
 
 // NewReader returns a Reader over st; od prices instances the ledger has no
@@ -66,10 +69,42 @@ type span struct {
 type monthCache struct {
 	from, to time.Time
 	owner    string
-	mark     int64     // the newest change-log entry applied
-	read     time.Time // wall clock when the last refresh began
-	full     time.Time // wall clock when the month was last read whole
+	mark     int64               // the newest change-log entry applied
+	pending  map[int64]time.Time // numbers below mark not seen yet, since when
+	full     time.Time           // wall clock when the month was last read whole
 	rows     []*cachedRow
+}
+
+// track notes which numbers up to last a read saw, keeping those missing
+// (and not too old) to ask for again; false: too many, read the month.
+func (c *monthCache) track(from int64, ch store.LedgerChanges, wall time.Time) bool {
+	seen := make(map[int64]bool, len(ch.Seen))
+	for _, n := range ch.Seen {
+		seen[n] = true
+	}
+	for n, since := range c.pending {
+		if seen[n] || wall.Sub(since) > pendingFor {
+			delete(c.pending, n)
+		}
+	}
+	c.mark = max(c.mark, ch.Last)
+	for n := from + 1; n <= ch.Last; n++ {
+		if !seen[n] {
+			if len(c.pending) == maxPending {
+				return false
+			}
+			c.pending[n] = wall
+		}
+	}
+	return true
+}
+
+func (c *monthCache) pendingList() []int64 {
+	out := make([]int64, 0, len(c.pending))
+	for n := range c.pending {
+		out = append(out, n)
+	}
+	return out
 }
 
 // Month returns the ledger's view of the month containing now; owner is
@@ -90,7 +125,7 @@ func (r *Reader) refresh(ctx context.Context, from time.Time, owner string) erro
 	if c == nil || !c.from.Equal(from) || c.owner != owner || wall.Sub(c.full) > fullReadEvery {
 		return r.readWhole(ctx, from, owner, wall)
 	}
-	ch, err := r.st.LedgerChangesSince(ctx, c.mark, c.read.Add(-changeLookback))
+	ch, err := r.st.LedgerChangesSince(ctx, c.mark, c.pendingList())
 	if err != nil {
 		return err
 	}
@@ -99,7 +134,9 @@ func (r *Reader) refresh(ctx context.Context, from time.Time, owner string) erro
 		// month again
 		return r.readWhole(ctx, from, owner, wall)
 	}
-	c.read = wall
+	if !c.track(c.mark, ch, wall) {
+		return r.readWhole(ctx, from, owner, wall)
+	}
 	if ch.Empty() {
 		return nil
 	}
@@ -117,19 +154,27 @@ func (r *Reader) refresh(ctx context.Context, from time.Time, owner string) erro
 	fresh := r.cache(rows, c)
 	sort.SliceStable(fresh, func(i, j int) bool { return less(fresh[i], fresh[j]) })
 	c.rows = merge(kept, fresh)
-	c.mark = max(c.mark, ch.Last)
 	r.prune(ctx, wall)
 	return nil
 }
 
 func (r *Reader) readWhole(ctx context.Context, from time.Time, owner string, wall time.Time) error {
 	// the mark first: what is written while the month is read is applied
-	// again at the next refresh (re-reading an instance is idempotent)
-	ch, err := r.st.LedgerChangesSince(ctx, 1<<62, wall)
+	// again at the next refresh (re-reading an instance is idempotent); the
+	// recent numbers not yet visible (transactions in flight) are asked for
+	// again
+	ch, err := r.st.LedgerChangesSince(ctx, 1<<62, nil)
 	if err != nil {
 		return err
 	}
-	c := &monthCache{from: from, to: from.AddDate(0, 1, 0), owner: owner, mark: ch.Last, read: wall, full: wall}
+	c := &monthCache{from: from, to: from.AddDate(0, 1, 0), owner: owner, pending: map[int64]time.Time{}, full: wall}
+	low := max(ch.Last-maxPending, ch.First-1, 0) // what pruning left
+	recent, err := r.st.LedgerChangesSince(ctx, low, nil)
+	if err != nil {
+		return err
+	}
+	recent.Last = ch.Last
+	c.track(low, recent, wall)
 	rows, err := r.st.Rows(ctx, c.from, c.to)
 	if err != nil {
 		return err

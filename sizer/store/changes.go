@@ -18,41 +18,46 @@ type LedgerChanges struct {
 	// Last is the newest entry's number (0: the log is empty); First the
 	// oldest still kept (older ones were pruned).
 	First, Last int64
-	// Instances and Nodes are what the entries name.
+	// Instances and Nodes are what the entries name; Seen their numbers.
 	Instances, Nodes []string
+	Seen             []int64
 }
 
 // Empty says no entry was found.
 func (c LedgerChanges) Empty() bool { return len(c.Instances) == 0 && len(c.Nodes) == 0 }
 
-// LedgerChangesSince returns the entries after mark, and those written at
-// or after since whatever their number: on PostgreSQL an entry's number is
-// taken when its transaction writes it, so a transaction that commits late
-// can land below a mark a reader already passed; re-reading a recent window
-// catches it.
-func (s *Store) LedgerChangesSince(ctx context.Context, mark int64, since time.Time) (LedgerChanges, error) {
+// LedgerChangesSince returns the entries after mark, and those numbered in
+// pending: on PostgreSQL an entry's number is taken when its transaction
+// writes it, so a transaction that commits late lands below a mark a
+// reader already passed; the reader keeps the numbers it has not seen
+// below its mark (LedgerChanges.Seen says which it got) and asks again.
+func (s *Store) LedgerChangesSince(ctx context.Context, mark int64, pending []int64) (LedgerChanges, error) {
 	var c LedgerChanges
 	var first, last sql.NullInt64
 	if err := s.r.QueryRowContext(ctx, `SELECT min(seq), max(seq) FROM ledger_changes`).Scan(&first, &last); err != nil {
 		return c, fmt.Errorf("reading the ledger's change log: %w", err)
 	}
 	c.First, c.Last = first.Int64, last.Int64
+	pb, _ := json.Marshal(append([]int64{}, pending...))
 	ids, nodes := map[string]bool{}, map[string]bool{}
-	err := s.each(ctx, `SELECT coalesce(instance_id,''), coalesce(node,'') FROM ledger_changes WHERE seq > ? OR at >= ?`, []any{mark, ms(since)}, func(r *sql.Rows) error {
-		var id, node string
-		if err := r.Scan(&id, &node); err != nil {
-			return err
-		}
-		if id != "" && !ids[id] {
-			ids[id] = true
-			c.Instances = append(c.Instances, id)
-		}
-		if node != "" && !nodes[node] {
-			nodes[node] = true
-			c.Nodes = append(c.Nodes, node)
-		}
-		return nil
-	})
+	err := s.each(ctx, `SELECT seq, coalesce(instance_id,''), coalesce(node,'') FROM ledger_changes WHERE seq > ? OR seq IN (SELECT CAST(value AS BIGINT) FROM json_each(?))`,
+		[]any{mark, string(pb)}, func(r *sql.Rows) error {
+			var seq int64
+			var id, node string
+			if err := r.Scan(&seq, &id, &node); err != nil {
+				return err
+			}
+			c.Seen = append(c.Seen, seq)
+			if id != "" && !ids[id] {
+				ids[id] = true
+				c.Instances = append(c.Instances, id)
+			}
+			if node != "" && !nodes[node] {
+				nodes[node] = true
+				c.Nodes = append(c.Nodes, node)
+			}
+			return nil
+		})
 	if err != nil {
 		return c, fmt.Errorf("reading the ledger's change log: %w", err)
 	}
