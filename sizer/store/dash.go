@@ -305,7 +305,29 @@ func (s *Store) JobSpend(ctx context.Context, ids []string, owner string, since,
 	for _, id := range ids {
 		want[id] = true
 	}
-	rows, err := s.Rows(ctx, since, now)
+	// only the instances a job can owe for: those launched for it (their
+	// idle time) and those on its nodes while it ran there
+	b, _ := json.Marshal(ids)
+	var of []string
+	err := s.each(ctx, `SELECT instance_id FROM instances WHERE job_id IN (SELECT value FROM json_each(?))
+UNION SELECT i.instance_id FROM job_runs r JOIN instances i ON i.node = r.node
+WHERE r.job_id IN (SELECT value FROM json_each(?)) AND i.launched <= coalesce(r."end", ?) AND (i.terminated IS NULL OR i.terminated >= r.start)`,
+		[]any{string(b), string(b), ms(now)}, func(r *sql.Rows) error {
+			var id string
+			if err := r.Scan(&id); err != nil {
+				return err
+			}
+			of = append(of, id)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("reading the jobs' instances: %w", err)
+	}
+	if len(of) == 0 {
+		return out, nil
+	}
+	ob, _ := json.Marshal(of)
+	rows, err := s.rows(ctx, since, now, &rowsOf{ids: string(ob), nodes: "[]"})
 	if err != nil {
 		return nil, fmt.Errorf("reading the jobs' spend: %w", err)
 	}

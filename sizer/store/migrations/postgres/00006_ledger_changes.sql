@@ -7,6 +7,9 @@
 -- copy leaves the table out (it is derived).
 
 -- +goose Up
+-- instances by node: a job run's change, and a job's spend, re-read the
+-- instances of its node
+CREATE INDEX instances_node ON instances(node, launched);
 CREATE TABLE ledger_changes(seq BIGSERIAL PRIMARY KEY, instance_id TEXT, node TEXT, at BIGINT NOT NULL);
 -- +goose StatementBegin
 CREATE FUNCTION burst_log_instance_change() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -35,6 +38,7 @@ CREATE TRIGGER instance_states_log AFTER INSERT OR UPDATE OR DELETE ON instance_
 CREATE TRIGGER job_runs_log AFTER INSERT OR UPDATE OR DELETE ON job_runs FOR EACH ROW EXECUTE FUNCTION burst_log_node_change();
 
 -- +goose Down
+DROP INDEX instances_node;
 DROP TRIGGER instances_log ON instances;
 DROP TRIGGER instance_states_log ON instance_states;
 DROP TRIGGER job_runs_log ON job_runs;

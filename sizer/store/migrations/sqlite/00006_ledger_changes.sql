@@ -7,6 +7,9 @@
 -- the table out (it is derived).
 
 -- +goose Up
+-- instances by node: a job run's change, and a job's spend, re-read the
+-- instances of its node
+CREATE INDEX IF NOT EXISTS instances_node ON instances(node, launched);
 CREATE TABLE IF NOT EXISTS ledger_changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT, node TEXT, at INTEGER NOT NULL);
 -- +goose StatementBegin
 CREATE TRIGGER IF NOT EXISTS instances_insert_log AFTER INSERT ON instances BEGIN INSERT INTO ledger_changes(instance_id, at) VALUES(NEW.instance_id, CAST(unixepoch('subsec') * 1000 AS INTEGER)); END;
@@ -37,6 +40,7 @@ CREATE TRIGGER IF NOT EXISTS job_runs_delete_log AFTER DELETE ON job_runs BEGIN 
 -- +goose StatementEnd
 
 -- +goose Down
+DROP INDEX IF EXISTS instances_node;
 DROP TRIGGER IF EXISTS instances_insert_log;
 DROP TRIGGER IF EXISTS instances_update_log;
 DROP TRIGGER IF EXISTS instances_delete_log;
