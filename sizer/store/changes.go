@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The ledger's change log (migrations/*/00006_ledger_changes.sql): triggers
+// The ledger's change log (migrations/*/00009_ledger_changes.sql): triggers
 // on instances, instance_states and job_runs name what each write touched,
 // so a reader holding the month in memory (sizer/spend.Reader) re-reads
 // only that.
