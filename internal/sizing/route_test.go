@@ -2,6 +2,7 @@ package sizing
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -85,6 +86,8 @@ func TestIssueExamples(t *testing.T) {
 		if d.EstHours < hours*0.999 || d.EstHours > hours*1.001 || d.MeetsDeadline {
 			t.Errorf("est %.2f h, want %.2f h and a missed 48 h deadline", d.EstHours, hours)
 		}
+		// sizer/README.md's route --json example
+		readmeHas(t, fmt.Sprintf("4 x h100x8, %.1f GiB per GPU under ZeRO-3 over 32 GPUs, %s h", want, commas(hours)), fmt.Sprintf("at the %.1f%% MFU", 100*mfu))
 	})
 	t.Run("10B on 50TB with 30d scales out to max_nodes and says it misses", func(t *testing.T) {
 		d := route(t, p, RouteInput{Request: Request{Metadata: md(t, "burst: params=10B dataset=50TB workload=train deadline=30d")}})
