@@ -79,20 +79,25 @@ func serveCommand() *cli.Command {
 			go spool.Run(ctx, 5*time.Second)
 			// work that must run once runs on the leader (SQLite: this
 			// sizer; PostgreSQL: whichever holds the election); every
-			// replica serves the API and the dashboard
+			// replica serves the API and the dashboard. lctx carries the
+			// term: the store refuses its writes once a newer leader is
+			// elected (fencing), and each loop asks Fence before acting
 			lead := func(lctx context.Context, _ store.Term) {
 				reg := newTermRegistry(o.Registry)
 				onTermEnd(lctx, func() { sync.set(nil); reg.end() })
+				fence := srv.Store().Fence
 				var kick func()
 				if !c.Bool("no-reconcile") {
-					sync.set(startLedger(lctx, st, srv, spool, log))
+					if f := startLedger(lctx, st, srv, spool, log); f != nil {
+						sync.set(func(rctx context.Context) (sizerapi.LedgerSync, error) { return f(store.WithTermOf(rctx, lctx)) })
+					}
 					kick = startReconciler(lctx, st, reg, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
 						_, err := srv.Store().RecordTerminate(ctx, id, at)
 						return err
-					}, log)
+					}, fence, log)
 				}
 				startNotices(lctx, st, srv.Store(), spool.Record, kick, reg, log)
-				startWarmPool(lctx, st, reg, log)
+				startWarmPool(lctx, st, reg, fence, log)
 			}
 			go srv.Store().Lead(ctx, store.LeaderOptions{Holder: holder(), Log: log}, lead)
 			return srv.ListenAndServe(ctx)

@@ -35,6 +35,8 @@ type Term struct {
 // standby tries every Retry; when the leader's process dies its session
 // ends and the lock with it, so a standby leads within about Retry; a
 // leader whose session fails a check (every Check) stops leading at once.
+// The context lead gets carries the term (WithTerm): the store refuses its
+// writes once a newer term exists, and that ends the term too.
 func (s *Store) Lead(ctx context.Context, o LeaderOptions, lead func(ctx context.Context, t Term)) {
 	if o.Retry <= 0 {
 		o.Retry = 2 * time.Second
@@ -47,11 +49,18 @@ func (s *Store) Lead(ctx context.Context, o LeaderOptions, lead func(ctx context
 	}
 	if s.driver != DriverPostgres {
 		t, err := s.newTerm(ctx, o.Holder)
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		if err != nil {
-			o.Log.Warn("recording the leadership", "err", err)
+			o.Log.Warn("recording the leadership (this term's writes are not fenced)", "err", err)
+		} else {
+			lctx = WithTerm(lctx, t, cancel)
 		}
-		lead(ctx, t)
-		<-ctx.Done()
+		lead(lctx, t)
+		<-lctx.Done()
+		if ctx.Err() == nil {
+			o.Log.Error("stopped leading: another sizer recorded a newer leadership on this database", "epoch", t.Epoch)
+		}
 		return
 	}
 	standing := false
@@ -92,24 +101,35 @@ func (s *Store) tryLock(ctx context.Context) (*sql.Conn, bool, error) {
 
 // term leads until ctx ends or the session fails.
 func (s *Store) term(ctx context.Context, conn *sql.Conn, o LeaderOptions, lead func(context.Context, Term)) {
+	unlock := func() {
+		uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
+		conn.ExecContext(uctx, `SELECT pg_advisory_unlock($1)`, LeaderKey)
+		ucancel()
+		discard(conn)
+	}
 	t, err := s.newTerm(ctx, o.Holder)
 	if err != nil {
-		o.Log.Warn("recording the leadership", "err", err)
+		// no epoch, no fencing: do not lead on it
+		unlock()
+		o.Log.Warn("not leading: recording the leadership failed", "err", err)
+		return
 	}
 	o.Log.Info("leading the sizers", "epoch", t.Epoch, "holder", o.Holder)
 	lctx, cancel := context.WithCancel(ctx)
-	lead(lctx, t)
+	lead(WithTerm(lctx, t, cancel), t)
 	tick := time.NewTicker(o.Check)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			cancel()
-			uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
-			conn.ExecContext(uctx, `SELECT pg_advisory_unlock($1)`, LeaderKey)
-			ucancel()
-			discard(conn)
+			unlock()
 			o.Log.Info("stopped leading: shutting down", "epoch", t.Epoch)
+			return
+		case <-lctx.Done():
+			// a write of this term was refused (a newer epoch exists)
+			unlock()
+			o.Log.Error("stopped leading: a newer leadership exists on the database; standing by", "epoch", t.Epoch)
 			return
 		case <-tick.C:
 			pctx, pcancel := context.WithTimeout(ctx, o.Check+time.Second)

@@ -259,6 +259,10 @@ func (s *Store) tx(ctx context.Context, fn func(*Tx) error) error {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
 	tx := &Tx{Tx: sqlTx, driver: s.driver}
+	if err := s.checkFence(ctx, tx); err != nil {
+		tx.Rollback()
+		return err
+	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
