@@ -104,7 +104,7 @@ func serveCommand() *cli.Command {
 				sync.lead(ledgerSync)
 				onTermEnd(lctx, func() { sync.stand(); reg.end() })
 			}
-			go srv.Store().Lead(ctx, store.LeaderOptions{Holder: holder(), Log: log}, lead)
+			go srv.Store().Lead(ctx, store.LeaderOptions{Holder: holder(), Cluster: st.cfg.Cluster.Name, Log: log}, lead)
 			return srv.ListenAndServe(ctx)
 		},
 	}

@@ -24,14 +24,15 @@ var ErrDeposed = errors.New("this sizer no longer leads")
 type fenceKey struct{}
 
 type fence struct {
-	epoch int64
-	stop  context.CancelFunc // ends the term (nil: nothing to end)
+	cluster string
+	epoch   int64
+	stop    context.CancelFunc // ends the term (nil: nothing to end)
 }
 
 // WithTerm returns ctx carrying term t: the store's transactions under it
 // are fenced by t's epoch; stop (may be nil) is called when one is refused.
 func WithTerm(ctx context.Context, t Term, stop context.CancelFunc) context.Context {
-	return context.WithValue(ctx, fenceKey{}, fence{epoch: t.Epoch, stop: stop})
+	return context.WithValue(ctx, fenceKey{}, fence{cluster: t.Cluster, epoch: t.Epoch, stop: stop})
 }
 
 // Fence checks that ctx's term (if it carries one) is still the newest: a
@@ -52,13 +53,13 @@ func (s *Store) checkFence(ctx context.Context, tx *Tx) error {
 	if !ok {
 		return nil
 	}
-	q := `SELECT epoch, holder FROM leadership WHERE id = 1`
+	q := `SELECT epoch, holder FROM leadership WHERE cluster = ?`
 	if s.driver == DriverPostgres {
 		q += ` FOR SHARE`
 	}
 	var epoch int64
 	var holder string
-	if err := tx.QueryRowContext(ctx, q).Scan(&epoch, &holder); err != nil {
+	if err := tx.QueryRowContext(ctx, q, f.cluster).Scan(&epoch, &holder); err != nil {
 		return fmt.Errorf("checking this sizer's leadership (epoch %d): %w", f.epoch, err)
 	}
 	if epoch == f.epoch {

@@ -112,7 +112,7 @@ func testFenceNewerTerm(t *testing.T, d driverCase) {
 	ctx := context.Background()
 	tg := d.fresh(t)
 	s := tg.open(t)
-	old, err := s.newTerm(ctx, "old")
+	old, err := s.newTerm(ctx, "c1", "old")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func testFenceNewerTerm(t *testing.T, d driverCase) {
 	if err := s.RecordIntent(octx, intent("burst-1")); err != nil {
 		t.Fatalf("write of the newest term: %v", err)
 	}
-	if _, err := s.newTerm(ctx, "new"); err != nil {
+	if _, err := s.newTerm(ctx, "c1", "new"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Fence(octx); !errors.Is(err, ErrDeposed) {
