@@ -22,6 +22,12 @@ func Binaries() (dir string, cleanup func(), err error) {
 		return "", nil, err
 	}
 	cleanup = func() { os.RemoveAll(dir) }
+	// MkdirTemp makes it 0700: the ordinary user's jobs run burst-agent
+	// from here as Slurm's TaskProlog (exit 126 when they cannot)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		cleanup()
+		return "", nil, err
+	}
 	for _, c := range []string{"resume", "suspend", "sizer", "agent", "slurm-conf"} {
 		if _, err := os.Stat(filepath.Join(root, c, "main.go")); err != nil {
 			continue
