@@ -88,6 +88,21 @@ func TestRunOnceDryRun(t *testing.T) {
 	}
 }
 
+// A sizer that no longer leads (Fence fails) plans but acts on nothing.
+func TestRunOnceFenced(t *testing.T) {
+	fc := cloudOf(nil, inst("i-orphan", "gpu-2", "running", time.Hour, "10.0.0.2"))
+	fs := slurmfake.New(nil, []slurm.Node{node("gpu-2", "IDLE", "POWERED_DOWN")})
+	deposed := errors.New("deposed")
+	r, _ := New(fc, fs, Options{Grace: time.Minute, Now: func() time.Time { return t0 }, Fence: func(context.Context) error { return deposed }})
+	rep, err := r.RunOnce(context.Background())
+	if !errors.Is(err, deposed) {
+		t.Fatalf("a fenced pass: %v, want the fence's error", err)
+	}
+	if len(fc.Terminated()) != 0 || len(fs.Calls()) != 0 || len(rep.Results) != 0 {
+		t.Fatalf("a fenced pass acted: terminated %v calls %v results %+v", fc.Terminated(), fs.Calls(), rep.Results)
+	}
+}
+
 func TestRunOnceErrors(t *testing.T) {
 	fs := slurmfake.New(nil, []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN")})
 	broken := cloudOf(nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/burst-hpc/burst/internal/journal"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/ledger"
 	"github.com/burst-hpc/burst/sizer/server"
@@ -226,7 +227,11 @@ func releaseLoop(ctx context.Context, st *settings, srv *server.Server, interval
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
-		jobs, err := sl.Jobs(pctx)
+		err := srv.Store().Fence(pctx) // releasing is leader-only work
+		var jobs []slurm.Job
+		if err == nil {
+			jobs, err = sl.Jobs(pctx)
+		}
 		if err == nil {
 			_, err = ac.ReleaseHeld(pctx, jobs, sl)
 		}
