@@ -32,7 +32,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 )
 
@@ -252,24 +251,4 @@ func RenderNode(mungeSecretARN string, o NodeOptions) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
-}
-
-// ActionsIn lists the distinct actions a policy document allows, sorted.
-func ActionsIn(policy []byte) ([]string, error) {
-	var doc Document
-	if err := json.Unmarshal(policy, &doc); err != nil {
-		return nil, fmt.Errorf("parsing IAM policy: %w", err)
-	}
-	seen := map[string]bool{}
-	for _, s := range doc.Statement {
-		for _, a := range s.Action {
-			seen[a] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for a := range seen {
-		out = append(out, a)
-	}
-	sort.Strings(out)
-	return out, nil
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/hostlist"
-	"github.com/burst-hpc/burst/internal/interruption"
+	"github.com/burst-hpc/burst/internal/interruption/interruptiontest"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -245,7 +245,7 @@ func TestSpotMultiNodeTorch(t *testing.T) {
 	// one requeue, by the agent, noting the lost node; the sizer left it
 	// to the agent; one new instance, for the replacement
 	j = jobNow(t, s, id)
-	note, heldNote, ok := interruption.ParseConsumed(j.AdminComment)
+	note, heldNote, ok := interruptiontest.ParseConsumed(j.AdminComment)
 	if j.RestartCount != 1 || !ok || note.By != "agent" || !slices.Equal(note.Lost, []string{victim}) || note.Instance != victimInst.ID ||
 		!slices.Equal(heldNote, []string{survivor}) {
 		t.Errorf("job %s: %d restarts, admin comment %q: want the agent's note, used by the epilog to hold %s", id, j.RestartCount, j.AdminComment, survivor)
