@@ -34,18 +34,24 @@ var setters = map[string]setter{
 	},
 	"checkpoint":        setCheckpoint,
 	"checkpoint_signal": setCheckpointSignal,
-	"checkpoint_to":     setCheckpointTo,
-	"rebalance":         setRebalance,
-	"workload":          setWorkload,
-	"method":            setMethod,
-	"sharding":          setSharding,
-	"seq":               setTokenLen,
-	"context":           setTokenLen,
-	"batch":             setWhole,
-	"layers":            setWhole,
-	"hidden":            setWhole,
-	"heads":             setWhole,
-	"kv_heads":          setWhole,
+	"checkpoint_to": func(md *Metadata, key, val string) *MetadataError {
+		return oneOf(key, val, checkpointTargets, &md.CheckpointTo, "use checkpoint_to=batch (the batch shell, the default) or checkpoint_to=steps (every process of every step)")
+	},
+	"rebalance": func(md *Metadata, key, val string) *MetadataError {
+		return oneOf(key, val, rebalanceActions, &md.Rebalance, "use rebalance=drain (the default) or rebalance=checkpoint (an early checkpoint: SIGUSR2 to the batch shell)")
+	},
+	"workload": setWorkload,
+	"method":   setMethod,
+	"sharding": func(md *Metadata, key, val string) *MetadataError {
+		return oneOf(key, val, shardings, &md.Sharding, "use ddp (replicated), zero1, zero2, zero3 or fsdp")
+	},
+	"seq":      setTokenLen,
+	"context":  setTokenLen,
+	"batch":    setWhole,
+	"layers":   setWhole,
+	"hidden":   setWhole,
+	"heads":    setWhole,
+	"kv_heads": setWhole,
 	"latency": func(md *Metadata, key, val string) *MetadataError {
 		return assign(&md.Latency)(bounded(key, val, anyDuration, "is not a per-token latency", "use a duration such as 50ms or 0.1s"))
 	},
@@ -54,7 +60,33 @@ var setters = map[string]setter{
 		return assign(&md.Throughput)(bounded(key, val, rate, "is not a token rate", "use tokens per second, e.g. throughput=2000 or throughput=2K"))
 	},
 	"precision": setPrecision,
-	"capacity":  setCapacity,
+	"capacity": func(md *Metadata, key, val string) *MetadataError {
+		return oneOf(key, val, capacities, &md.Capacity, "use capacity=spot or capacity=on-demand")
+	},
+}
+
+// The values of the keys that name one of a few, by every name each has
+// (matched in lower case).
+var (
+	checkpointTargets = map[string]CheckpointTarget{"batch": CheckpointToBatch, "steps": CheckpointToSteps}
+	rebalanceActions  = map[string]RebalanceAction{"drain": RebalanceDrain, "none": RebalanceDrain, "checkpoint": RebalanceCheckpoint}
+	shardings         = map[string]Sharding{
+		"ddp": ShardingReplicated, "none": ShardingReplicated, "no": ShardingReplicated, "replicated": ShardingReplicated, "zero0": ShardingReplicated,
+		"zero1": ShardingZeRO1, "zero-1": ShardingZeRO1,
+		"zero2": ShardingZeRO2, "zero-2": ShardingZeRO2, "shard_grad_op": ShardingZeRO2,
+		"zero3": ShardingZeRO3, "zero-3": ShardingZeRO3, "fsdp": ShardingZeRO3, "full_shard": ShardingZeRO3, "sharded": ShardingZeRO3,
+	}
+	capacities = map[string]capacity.Type{"spot": capacity.Spot, "on-demand": capacity.OnDemand, "ondemand": capacity.OnDemand, "on_demand": capacity.OnDemand}
+)
+
+// oneOf sets *dst to the value val names in names.
+func oneOf[T any](key, val string, names map[string]T, dst *T, hint string) *MetadataError {
+	v, ok := names[strings.ToLower(val)]
+	if !ok {
+		return bad(key, val, fmt.Sprintf("%s=%s is not known", key, val), hint)
+	}
+	*dst = v
+	return nil
 }
 
 func (md *Metadata) set(key, val string) *MetadataError {
@@ -152,30 +184,6 @@ func setCheckpointSignal(md *Metadata, key, val string) *MetadataError {
 	return nil
 }
 
-func setCheckpointTo(md *Metadata, key, val string) *MetadataError {
-	switch strings.ToLower(val) {
-	case "batch":
-		md.CheckpointTo = CheckpointToBatch
-	case "steps":
-		md.CheckpointTo = CheckpointToSteps
-	default:
-		return bad(key, val, fmt.Sprintf("checkpoint_to=%s is not known", val), "use checkpoint_to=batch (the batch shell, the default) or checkpoint_to=steps (every process of every step)")
-	}
-	return nil
-}
-
-func setRebalance(md *Metadata, key, val string) *MetadataError {
-	switch strings.ToLower(val) {
-	case "drain", "none":
-		md.Rebalance = RebalanceDrain
-	case "checkpoint":
-		md.Rebalance = RebalanceCheckpoint
-	default:
-		return bad(key, val, fmt.Sprintf("rebalance=%s is not known", val), "use rebalance=drain (the default) or rebalance=checkpoint (an early checkpoint: SIGUSR2 to the batch shell)")
-	}
-	return nil
-}
-
 func setWorkload(md *Metadata, key, val string) *MetadataError {
 	w := Workload(strings.ToLower(val))
 	var m Method
@@ -226,27 +234,6 @@ func setMethod(md *Metadata, key, val string) *MetadataError {
 	return nil
 }
 
-func setSharding(md *Metadata, key, val string) *MetadataError {
-	sh := Sharding(strings.ToLower(val))
-	switch sh {
-	case "ddp", "none", "no", "replicated", "zero0":
-		sh = ShardingReplicated
-	case "fsdp", "full_shard", "sharded", "zero-3":
-		sh = ShardingZeRO3
-	case "zero-2", "shard_grad_op":
-		sh = ShardingZeRO2
-	case "zero-1":
-		sh = ShardingZeRO1
-	}
-	switch sh {
-	case ShardingReplicated, ShardingZeRO1, ShardingZeRO2, ShardingZeRO3:
-		md.Sharding = sh
-	default:
-		return bad(key, val, fmt.Sprintf("sharding=%s is not known", val), "use ddp (replicated), zero1, zero2, zero3 or fsdp")
-	}
-	return nil
-}
-
 // setTokenLen takes seq and context.
 func setTokenLen(md *Metadata, key, val string) *MetadataError {
 	n, err := parseTokenLen(val)
@@ -291,18 +278,6 @@ func setPrecision(md *Metadata, key, val string) *MetadataError {
 		return bad(key, val, fmt.Sprintf("precision=%s is not known", val), "use fp32, bf16, fp16, fp8, int8 or int4")
 	}
 	md.Precision = p
-	return nil
-}
-
-func setCapacity(md *Metadata, key, val string) *MetadataError {
-	switch c := capacity.Type(strings.ToLower(val)); c {
-	case capacity.Spot, capacity.OnDemand:
-		md.Capacity = c
-	case "ondemand", "on_demand":
-		md.Capacity = capacity.OnDemand
-	default:
-		return bad(key, val, fmt.Sprintf("capacity=%s is not known", val), "use capacity=spot or capacity=on-demand")
-	}
 	return nil
 }
 

@@ -11,6 +11,7 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -198,21 +199,11 @@ func wantsInstance(n slurm.Node) bool {
 func Plan(instances []cloud.Instance, nodes []slurm.Node, now time.Time, opts PlanOptions) []Action {
 	p := newPlanner(nodes, now, opts)
 	p.sortInstances(instances)
-	names := make([]string, 0, len(p.live))
-	for n := range p.live {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(p.live)) {
 		p.planLive(name)
 	}
 	// nodes Slurm counts on that have no live instance
-	nodeNames := make([]string, 0, len(p.byName))
-	for name := range p.byName {
-		nodeNames = append(nodeNames, name)
-	}
-	sort.Strings(nodeNames)
-	for _, name := range nodeNames {
+	for _, name := range slices.Sorted(maps.Keys(p.byName)) {
 		p.planMissing(name)
 	}
 	acts := p.acts
