@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/test/torchenv"
+
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/interruption/interruptiontest"
 	"github.com/burst-hpc/burst/test/ec2emu"
@@ -55,7 +57,7 @@ func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 // its output once both ended.
 func referenceRun(t *testing.T, s *stack.Stack, py, here, dir string) (wait func() string) {
 	t.Helper()
-	port := strconv.Itoa(freeStaticPort(t))
+	port := strconv.Itoa(torchenv.FreePort(t))
 	out := &lockedBuf{}
 	var cmds []*exec.Cmd
 	for node := 0; node < 2; node++ {
@@ -212,7 +214,7 @@ func TestSpotMultiNodeTorch(t *testing.T) {
 	refLog := waitRef()
 
 	// the same weights, bit for bit
-	wr, wj := tensorData(t, filepath.Join(ref, "final.pt")), tensorData(t, filepath.Join(ckpt, "final.pt"))
+	wr, wj := torchenv.TensorData(t, filepath.Join(ref, "final.pt")), torchenv.TensorData(t, filepath.Join(ckpt, "final.pt"))
 	if len(wr) == 0 || len(wr) != len(wj) {
 		t.Fatalf("final weights: %d and %d storages", len(wr), len(wj))
 	}
