@@ -22,6 +22,7 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud"
 	cloudec2 "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/iampolicy"
+	"github.com/burst-hpc/burst/internal/iampolicy/iampolicytest"
 	"github.com/burst-hpc/burst/internal/notices"
 	"github.com/burst-hpc/burst/test/ec2emu"
 )
@@ -94,7 +95,7 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed, err := iampolicy.ActionsIn(policy)
+	allowed, err := iampolicytest.ActionsIn(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestNodePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts, err := iampolicy.ActionsIn(b)
+	acts, err := iampolicytest.ActionsIn(b)
 	if err != nil {
 		t.Fatal(err)
 	}

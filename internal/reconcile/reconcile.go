@@ -99,17 +99,6 @@ type Report struct {
 	Results   []Result
 }
 
-// Failed counts results with an error.
-func (r Report) Failed() int {
-	n := 0
-	for _, x := range r.Results {
-		if x.Err != nil {
-			n++
-		}
-	}
-	return n
-}
-
 // New returns a Reconciler. Metrics are registered on o.Registerer (an
 // error when they already are).
 func New(c Cloud, s Slurm, o Options) (*Reconciler, error) {

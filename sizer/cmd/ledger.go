@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"text/tabwriter"
@@ -142,41 +143,47 @@ func ledgerCommand() *cli.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(l)
 			}
-			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "INSTANCE\tNODE\tTYPE\tCAPACITY\t$/h\tACCOUNT\tJOB\tBILLING START\tEND\tEND BY\tREASON\tSECONDS\t$\tNOTE")
-			for _, in := range l.Instances {
-				note := ""
-				switch {
-				case in.Open:
-					note = "running"
-				case in.Waived:
-					note = "spot reclaimed in its first hour: not charged"
-				}
-				if in.StartSource != "ec2-event" {
-					note += " (billed from launch: no running event)"
-				}
-				end := "-"
-				if !in.End.IsZero() {
-					end = in.End.UTC().Format("01-02 15:04:05")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.4f\t%s\n", in.InstanceID, in.Node, in.InstanceType, in.Capacity, in.PriceUSD, in.Account, in.JobID,
-					in.BillingStart.UTC().Format("01-02 15:04:05"), end, in.EndSource, in.EndReason, in.BilledSeconds, in.USD, note)
-			}
-			if len(l.Reservations) > 0 {
-				// billed whether used or not; their instances above are $0
-				fmt.Fprintln(tw, "\nRESERVATION	COUNT	TYPE	ZONE	$/h EACH	MATCH	STATE	START	END	SECONDS	$")
-				for _, r := range l.Reservations {
-					end := "-"
-					if !r.End.IsZero() {
-						end = r.End.UTC().Format("01-02 15:04:05")
-					}
-					fmt.Fprintf(tw, "%s	%d	%s	%s	%.4f	%s	%s	%s	%s	%d	%.4f\n", r.ReservationID, r.Count, r.InstanceType, r.Zone, r.PriceUSD, r.Match, r.State,
-						r.Start.UTC().Format("01-02 15:04:05"), end, r.Seconds, r.USD)
-				}
-			}
-			return tw.Flush()
+			return printLedger(c.App.Writer, l)
 		},
 	}
+}
+
+// printLedger writes the ledger as tables: the instances, then the
+// capacity reservations.
+func printLedger(w io.Writer, l sizerapi.Ledger) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tNODE\tTYPE\tCAPACITY\t$/h\tACCOUNT\tJOB\tBILLING START\tEND\tEND BY\tREASON\tSECONDS\t$\tNOTE")
+	for _, in := range l.Instances {
+		note := ""
+		switch {
+		case in.Open:
+			note = "running"
+		case in.Waived:
+			note = "spot reclaimed in its first hour: not charged"
+		}
+		if in.StartSource != "ec2-event" {
+			note += " (billed from launch: no running event)"
+		}
+		end := "-"
+		if !in.End.IsZero() {
+			end = in.End.UTC().Format("01-02 15:04:05")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.4f\t%s\n", in.InstanceID, in.Node, in.InstanceType, in.Capacity, in.PriceUSD, in.Account, in.JobID,
+			in.BillingStart.UTC().Format("01-02 15:04:05"), end, in.EndSource, in.EndReason, in.BilledSeconds, in.USD, note)
+	}
+	if len(l.Reservations) > 0 {
+		// billed whether used or not; their instances above are $0
+		fmt.Fprintln(tw, "\nRESERVATION	COUNT	TYPE	ZONE	$/h EACH	MATCH	STATE	START	END	SECONDS	$")
+		for _, r := range l.Reservations {
+			end := "-"
+			if !r.End.IsZero() {
+				end = r.End.UTC().Format("01-02 15:04:05")
+			}
+			fmt.Fprintf(tw, "%s	%d	%s	%s	%.4f	%s	%s	%s	%s	%d	%.4f\n", r.ReservationID, r.Count, r.InstanceType, r.Zone, r.PriceUSD, r.Match, r.State,
+				r.Start.UTC().Format("01-02 15:04:05"), end, r.Seconds, r.USD)
+		}
+	}
+	return tw.Flush()
 }
 
 // startLedger runs the ledger beside the reconciler in burst-sizer serve:
