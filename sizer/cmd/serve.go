@@ -61,17 +61,8 @@ func serveCommand() *cli.Command {
 			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var sync leaderSync[func(context.Context) (sizerapi.LedgerSync, error)]
-			o.LedgerSync = func(ctx context.Context) (sizerapi.LedgerSync, error) {
-				f, leading := sync.get()
-				if !leading {
-					return sizerapi.LedgerSync{}, fmt.Errorf("the ledger runs on the leading sizer (this one stands by; a client with sizer.urls moves on to the next): %w", server.ErrNotLeader)
-				}
-				if f == nil {
-					return sizerapi.LedgerSync{}, errors.New("the ledger is not running here (no EC2 access, or --no-reconcile)")
-				}
-				return f(ctx)
-			}
+			var sync leaderSync[ledgerFunc]
+			o.LedgerSync = leaderLedgerSync(&sync)
 			srv, err := server.New(ctx, o)
 			if err != nil {
 				return err
@@ -89,7 +80,7 @@ func serveCommand() *cli.Command {
 				reg := newTermRegistry(o.Registry)
 				fence := srv.Store().Fence
 				var kick func()
-				var ledgerSync func(context.Context) (sizerapi.LedgerSync, error)
+				var ledgerSync ledgerFunc
 				if !c.Bool("no-reconcile") {
 					if f := startLedger(lctx, st, srv, spool, log); f != nil {
 						ledgerSync = func(rctx context.Context) (sizerapi.LedgerSync, error) { return f(store.WithTermOf(rctx, lctx)) }
@@ -107,6 +98,24 @@ func serveCommand() *cli.Command {
 			go srv.Store().Lead(ctx, store.LeaderOptions{Holder: holder(), Cluster: st.cfg.Cluster.Name, Log: log}, lead)
 			return srv.ListenAndServe(ctx)
 		},
+	}
+}
+
+// ledgerFunc runs a ledger pass (POST /v1/ledger/sync).
+type ledgerFunc = func(context.Context) (sizerapi.LedgerSync, error)
+
+// leaderLedgerSync runs the leader's ledger pass; a standby answers
+// not_leader so that clients move on.
+func leaderLedgerSync(sync *leaderSync[ledgerFunc]) ledgerFunc {
+	return func(ctx context.Context) (sizerapi.LedgerSync, error) {
+		f, leading := sync.get()
+		if !leading {
+			return sizerapi.LedgerSync{}, fmt.Errorf("the ledger runs on the leading sizer (this one stands by; a client with sizer.urls moves on to the next): %w", server.ErrNotLeader)
+		}
+		if f == nil {
+			return sizerapi.LedgerSync{}, errors.New("the ledger is not running here (no EC2 access, or --no-reconcile)")
+		}
+		return f(ctx)
 	}
 }
 

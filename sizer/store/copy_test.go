@@ -30,7 +30,7 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	// jobs' rows with both a launch and a run, and a run only (one table
-	// since migration 00006)
+	// since migration 00008)
 	for _, id := range []string{"7", "8"} {
 		if err := src.StartRun(ctx, "ann/ft", sizerapi.JobStart{Job: sizerapi.Job{JobID: id, User: "ann", Account: "nlp", JobName: "ft", GPUsPerNode: 1, Nodes: 1}, Start: t0}); err != nil {
 			t.Fatal(err)

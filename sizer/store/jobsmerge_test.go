@@ -13,7 +13,7 @@ import (
 
 // oneJobsTable is the migration that merged job_history into jobs and
 // dropped records_seen (issue 24).
-const oneJobsTable = 6
+const oneJobsTable = 8
 
 // A store at the migration before the merge, with a job in both jobs and
 // job_history, one only in jobs, one only in job_history and a

@@ -84,7 +84,7 @@ func TestMigratesAPreGooseDatabase(t *testing.T) {
 	}
 }
 
-// merged checks the tables migration 00006 merged or dropped (job_history
+// merged checks the tables migration 00008 merged or dropped (job_history
 // into jobs, records_seen; their values: TestMigratesJobHistoryIntoJobs):
 // jobs holds its row, with no run, and job_history's.
 func merged(t *testing.T, tb string, before, after map[string][]string) bool {
