@@ -66,6 +66,8 @@ var handlers = map[string]handler{
 	"DescribeSecurityGroups":       (*Server).describeSecurityGroups,
 	"DescribeImages":               (*Server).describeImages,
 	"DescribeCapacityReservations": (*Server).describeCapacityReservations,
+	"CreatePlacementGroup":         (*Server).createPlacementGroup,
+	"DescribePlacementGroups":      (*Server).describePlacementGroups,
 }
 
 // idempotent actions honour ClientToken.

@@ -39,7 +39,10 @@ type Instance struct {
 	LaunchTemplate string // launch template id, "" for RunInstances without one
 	ClientToken    string
 	PlacementGroup string
-	IMDSURL        string // "" until the IMDS listener is started
+	// NetworkInterfaces are the interfaces its launch asked for (efa.go);
+	// nil for the default single interface.
+	NetworkInterfaces []NetworkInterface
+	IMDSURL           string // "" until the IMDS listener is started
 	// CapacityReservation is the On-Demand Capacity Reservation the
 	// instance runs in ("" for none); see reservations.go.
 	CapacityReservation string
