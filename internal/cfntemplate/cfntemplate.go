@@ -141,6 +141,12 @@ func Build(o Options) ([]byte, error) {
 		"NodesToNodes": obj{"Type": "AWS::EC2::SecurityGroupIngress", "Properties": obj{
 			"GroupId": ref("NodeSecurityGroup"), "SourceSecurityGroupId": ref("NodeSecurityGroup"),
 			"IpProtocol": "-1", "Description": "multi-node jobs: srun, MPI, NCCL between the nodes"}},
+		// EFA's OS-bypass traffic needs the group to allow all traffic
+		// to itself both ways (EC2 User Guide, "Prepare an EFA-enabled
+		// security group"), beyond the default egress to 0.0.0.0/0
+		"NodesToNodesOut": obj{"Type": "AWS::EC2::SecurityGroupEgress", "Properties": obj{
+			"GroupId": ref("NodeSecurityGroup"), "DestinationSecurityGroupId": ref("NodeSecurityGroup"),
+			"IpProtocol": "-1", "Description": "EFA between the nodes of a multi-node job"}},
 	}
 	if node, err := iampolicy.BuildNode(o.MungeKeySource, iampolicy.NodeOptions{}); err == nil {
 		doc, err := substitute(node, nil)
