@@ -41,6 +41,7 @@ var ruleEvents = []struct{ name, detailType string }{
 	{"SpotInterruptionRule", "EC2 Spot Instance Interruption Warning"},
 	{"RebalanceRule", "EC2 Instance Rebalance Recommendation"},
 	{"StateChangeRule", "EC2 Instance State-change Notification"},
+	{"ScheduledEventRule", "AWS Health Event"}, // EC2's scheduled events (AWS Health's scheduledChange)
 }
 
 // placeholders stand for stack resources while iampolicy builds a policy;
@@ -159,9 +160,14 @@ func Build(o Options) ([]byte, error) {
 	} // else the munge key is baked into the image: the node role needs no policy
 	var rules []any
 	for _, r := range ruleEvents {
+		pattern := obj{"source": []string{"aws.ec2"}, "detail-type": []string{r.detailType}}
+		if r.detailType == "AWS Health Event" {
+			pattern = obj{"source": []string{"aws.health"}, "detail-type": []string{r.detailType},
+				"detail": obj{"service": []string{"EC2"}, "eventTypeCategory": []string{"scheduledChange"}}}
+		}
 		res[r.name] = obj{"Type": "AWS::Events::Rule", "Properties": obj{
 			"Description":  "burst: " + r.detailType + " to the interruption queue",
-			"EventPattern": obj{"source": []string{"aws.ec2"}, "detail-type": []string{r.detailType}},
+			"EventPattern": pattern,
 			"State":        "ENABLED",
 			"Targets":      []obj{{"Id": "burst-interruption-queue", "Arn": getAtt("InterruptionQueue", "Arn")}}}}
 		rules = append(rules, getAtt(r.name, "Arn"))

@@ -68,6 +68,7 @@ var handlers = map[string]handler{
 	"DescribeCapacityReservations": (*Server).describeCapacityReservations,
 	"CreatePlacementGroup":         (*Server).createPlacementGroup,
 	"DescribePlacementGroups":      (*Server).describePlacementGroups,
+	"DescribeInstanceStatus":       (*Server).describeInstanceStatus,
 }
 
 // idempotent actions honour ClientToken.
