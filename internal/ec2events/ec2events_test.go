@@ -62,13 +62,15 @@ func TestParseHealth(t *testing.T) {
 		return b
 	}
 	for name, body := range map[string][]byte{
-		"another service":     edit(func(_, d map[string]any) { d["service"] = "RDS" }),
-		"not scheduled":       edit(func(_, d map[string]any) { d["eventTypeCategory"] = "issue" }),
-		"unknown type":        edit(func(_, d map[string]any) { d["eventTypeCode"] = "AWS_EC2_OPERATIONAL_ISSUE" }),
-		"no start":            edit(func(_, d map[string]any) { delete(d, "startTime") }),
-		"bad start":           edit(func(_, d map[string]any) { d["startTime"] = "soon" }),
-		"no entity":           edit(func(_, d map[string]any) { d["affectedEntities"] = []any{} }),
-		"bad entity":          edit(func(_, d map[string]any) { d["affectedEntities"] = []any{map[string]any{"entityValue": "i-; rm -rf /"}} }),
+		"another service": edit(func(_, d map[string]any) { d["service"] = "RDS" }),
+		"not scheduled":   edit(func(_, d map[string]any) { d["eventTypeCategory"] = "issue" }),
+		"unknown type":    edit(func(_, d map[string]any) { d["eventTypeCode"] = "AWS_EC2_OPERATIONAL_ISSUE" }),
+		"no start":        edit(func(_, d map[string]any) { delete(d, "startTime") }),
+		"bad start":       edit(func(_, d map[string]any) { d["startTime"] = "soon" }),
+		"no entity":       edit(func(_, d map[string]any) { d["affectedEntities"] = []any{} }),
+		"bad entity": edit(func(_, d map[string]any) {
+			d["affectedEntities"] = []any{map[string]any{"entityValue": "i-; rm -rf /"}}
+		}),
 		"entity not resource": edit(func(m, _ map[string]any) { m["resources"] = []any{"i-abcd2222"} }),
 		"another account":     edit(func(m, _ map[string]any) { m["account"] = "999999999999" }),
 		"another region":      edit(func(m, _ map[string]any) { m["region"] = "eu-west-1" }),
