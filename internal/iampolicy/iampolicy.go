@@ -49,7 +49,6 @@ var Actions = []string{
 	"ec2:DescribeInstanceTypes",
 	"ec2:DescribeInstances",
 	"ec2:DescribeLaunchTemplates",
-	"ec2:DescribePlacementGroups",
 	"ec2:DescribeSpotPriceHistory",
 	"ec2:RunInstances",
 	"ec2:TerminateInstances",
@@ -201,7 +200,7 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 			Resource: arn("instance"), Condition: resource},
 		{Sid: "BurstReadOnly", Effect: "Allow",
 			Action: []string{"ec2:DescribeCapacityReservations", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
-				"ec2:DescribePlacementGroups", "ec2:DescribeSpotPriceHistory"},
+				"ec2:DescribeSpotPriceHistory"},
 			Resource: []string{"*"}},
 	}}
 	if opts.Region != "" {

@@ -84,20 +84,17 @@ func (p *Provider) placementGroup(ctx context.Context, req cloud.LaunchRequest, 
 	if p.pgs[name] {
 		return name, nil
 	}
-	_, err := p.api.DescribePlacementGroups(ctx, &ec2.DescribePlacementGroupsInput{GroupNames: []string{name}})
-	if err != nil {
-		if !cloud.IsNotFound(wrapErr(err, "", nil)) {
-			return "", wrapErr(err, "looking up placement group "+name, nil)
-		}
-		_, err = p.api.CreatePlacementGroup(ctx, &ec2.CreatePlacementGroupInput{GroupName: aws.String(name), Strategy: types.PlacementStrategyCluster,
-			TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypePlacementGroup,
-				Tags: []types.Tag{{Key: aws.String(TagCluster), Value: aws.String(p.opts.Cluster)}}}}})
-		if err != nil {
-			if e, ok := cloud.AsError(wrapErr(err, "", nil)); !ok || e.Code != "InvalidPlacementGroup.Duplicate" {
-				return "", wrapErr(err, "creating cluster placement group "+name, nil)
-			}
-		}
+	// CreatePlacementGroup answers InvalidPlacementGroup.Duplicate for a
+	// group that exists (the admin's, or burst's from an earlier launch):
+	// one call ensures it, without a describe
+	_, err := p.api.CreatePlacementGroup(ctx, &ec2.CreatePlacementGroupInput{GroupName: aws.String(name), Strategy: types.PlacementStrategyCluster,
+		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypePlacementGroup,
+			Tags: []types.Tag{{Key: aws.String(TagCluster), Value: aws.String(p.opts.Cluster)}}}}})
+	switch e, _ := cloud.AsError(wrapErr(err, "", nil)); {
+	case err == nil:
 		p.log.Info("created cluster placement group", "name", name)
+	case e == nil || e.Code != "InvalidPlacementGroup.Duplicate":
+		return "", wrapErr(err, "ensuring cluster placement group "+name, nil)
 	}
 	if p.pgs == nil {
 		p.pgs = map[string]bool{}
