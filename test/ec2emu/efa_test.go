@@ -118,3 +118,46 @@ func TestPlacementGroups(t *testing.T) {
 		t.Errorf("pg-1 tags %v", tags)
 	}
 }
+
+// TestEFARulesInFleet: a fleet whose launch template asks for EFA
+// interfaces the override's type cannot take gets that override's error
+// (InvalidParameterCombination) and launches nothing there; a type that
+// takes them launches with the template's interfaces on the override's
+// subnet.
+func TestEFARulesInFleet(t *testing.T) {
+	s, c := start(t, ec2emu.Options{})
+	ctx := context.Background()
+	nics := make([]types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, 4)
+	for i := range nics {
+		dev := int32(1)
+		if i == 0 {
+			dev = 0
+		}
+		nics[i] = types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{NetworkCardIndex: aws.Int32(int32(i)), DeviceIndex: aws.Int32(dev), InterfaceType: aws.String("efa")}
+	}
+	if _, err := c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("efa4"),
+		LaunchTemplateData: &types.RequestLaunchTemplateData{ImageId: aws.String("ami-1"), NetworkInterfaces: nics}}); err != nil {
+		t.Fatal(err)
+	}
+	fleet := func(typ types.InstanceType) *ec2.CreateFleetOutput {
+		out, err := c.CreateFleet(ctx, &ec2.CreateFleetInput{Type: types.FleetTypeInstant,
+			LaunchTemplateConfigs: []types.FleetLaunchTemplateConfigRequest{{
+				LaunchTemplateSpecification: &types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String("efa4"), Version: aws.String("$Default")},
+				Overrides:                   []types.FleetLaunchTemplateOverridesRequest{{InstanceType: typ, SubnetId: aws.String("subnet-b")}}}},
+			TargetCapacitySpecification: &types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: types.DefaultTargetCapacityTypeOnDemand}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := fleet("g6.xlarge"); len(out.Instances) != 0 || len(out.Errors) != 1 || aws.ToString(out.Errors[0].ErrorCode) != "InvalidParameterCombination" {
+		t.Errorf("4 EFA interfaces on a g6.xlarge: instances %+v errors %+v; want InvalidParameterCombination", out.Instances, out.Errors)
+	}
+	if out := fleet("p4d.24xlarge"); len(out.Instances) != 1 {
+		t.Fatalf("4 EFA interfaces on a p4d.24xlarge: errors %+v", out.Errors)
+	}
+	live := s.Live()
+	if len(live) != 1 || len(live[0].NetworkInterfaces) != 4 || live[0].NetworkInterfaces[3].SubnetID != "subnet-b" {
+		t.Errorf("launched %+v; want one p4d.24xlarge with 4 interfaces on subnet-b", live)
+	}
+}
