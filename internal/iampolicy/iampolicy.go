@@ -13,6 +13,8 @@
 //     named instance or any other resource;
 //   - TerminateInstances only on instances carrying the cluster tag;
 //   - CreateLaunchTemplate only with the cluster tag;
+//   - CreatePlacementGroup (the cluster placement group of multi-node EFA
+//     launches) only with the cluster tag;
 //   - the Describe* calls have no resource-level permissions in EC2, so
 //     they are limited to the region (aws:RequestedRegion) when one is given;
 //   - with an interruption queue (burst.yaml interruptions.queue_url),
@@ -40,8 +42,10 @@ import (
 var Actions = []string{
 	"ec2:CreateFleet",
 	"ec2:CreateLaunchTemplate",
+	"ec2:CreatePlacementGroup",
 	"ec2:CreateTags",
 	"ec2:DescribeCapacityReservations",
+	"ec2:DescribeInstanceTypes",
 	"ec2:DescribeInstances",
 	"ec2:DescribeLaunchTemplates",
 	"ec2:DescribeSpotPriceHistory",
@@ -149,9 +153,9 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 		{Sid: "BurstLaunchSupportingResources", Effect: "Allow", Action: launch,
 			Resource: arn("image", "snapshot", "subnet", "security-group", "volume", "network-interface", "key-pair", "placement-group", "spot-instances-request", "capacity-reservation")},
 		{Sid: "BurstTagOnlyAtLaunch", Effect: "Allow", Action: []string{"ec2:CreateTags"},
-			Resource: arn("fleet", "instance", "launch-template", "volume", "network-interface"),
+			Resource: arn("fleet", "instance", "launch-template", "volume", "network-interface", "placement-group"),
 			Condition: map[string]map[string]any{
-				"StringEquals": {"aws:RequestTag/" + clusterTagKey: clusterName, "ec2:CreateAction": []string{"CreateFleet", "CreateLaunchTemplate", "RunInstances"}},
+				"StringEquals": {"aws:RequestTag/" + clusterTagKey: clusterName, "ec2:CreateAction": []string{"CreateFleet", "CreateLaunchTemplate", "CreatePlacementGroup", "RunInstances"}},
 			}},
 		{Sid: "BurstNameFleetInstances", Effect: "Allow", Action: []string{"ec2:CreateTags"},
 			Resource: arn("instance"),
@@ -162,10 +166,13 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 			}},
 		{Sid: "BurstCreateClusterLaunchTemplates", Effect: "Allow", Action: []string{"ec2:CreateLaunchTemplate"},
 			Resource: arn("launch-template"), Condition: request},
+		{Sid: "BurstCreateClusterPlacementGroups", Effect: "Allow", Action: []string{"ec2:CreatePlacementGroup"},
+			Resource: arn("placement-group"), Condition: request},
 		{Sid: "BurstTerminateClusterInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
 			Resource: arn("instance"), Condition: resource},
 		{Sid: "BurstReadOnly", Effect: "Allow",
-			Action:   []string{"ec2:DescribeCapacityReservations", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ec2:DescribeSpotPriceHistory"},
+			Action: []string{"ec2:DescribeCapacityReservations", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
+				"ec2:DescribeSpotPriceHistory"},
 			Resource: []string{"*"}},
 	}}
 	if opts.Region != "" {

@@ -60,6 +60,13 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 			return err
 		},
 		func() error {
+			// two p5.48xlarge nodes: DescribeInstanceTypes for their network
+			// cards, the EFA launch template, the cluster placement group
+			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "p5-1", JobID: 5}, {Node: "p5-2", JobID: 5}}, AllOrNothing: true,
+				Offerings: []cloud.Offering{{InstanceType: "p5.48xlarge", Zone: "us-east-1a", Capacity: capacity.OnDemand}}})
+			return err
+		},
+		func() error {
 			// into a capacity reservation: RunInstances, after describing it
 			cr := srv.AddCapacityReservation(ec2emu.CapacityReservationSpec{InstanceType: "g5.xlarge", Zone: "us-east-1b", Count: 1, Match: "targeted"})
 			if _, err := p.Reservations(ctx, []string{cr}); err != nil {

@@ -105,7 +105,8 @@ func (p *Policy) classShape(c Class) (Fabric, int) {
 		if !ok {
 			continue
 		}
-		tf := fabricOf(t.Family, t.Name, t.NetworkMbps)
+		net, _ := p.cat.NetworkOf(tn)
+		tf := fabricOf(t, net, !c.NoEFA)
 		f.NVLink = f.NVLink && tf.NVLink
 		f.EFA = f.EFA && tf.EFA
 		f.Gbps = min(f.Gbps, tf.Gbps)

@@ -66,6 +66,9 @@ var handlers = map[string]handler{
 	"DescribeSecurityGroups":       (*Server).describeSecurityGroups,
 	"DescribeImages":               (*Server).describeImages,
 	"DescribeCapacityReservations": (*Server).describeCapacityReservations,
+	"CreatePlacementGroup":         (*Server).createPlacementGroup,
+	"DescribePlacementGroups":      (*Server).describePlacementGroups,
+	"DescribeInstanceStatus":       (*Server).describeInstanceStatus,
 }
 
 // idempotent actions honour ClientToken.

@@ -50,7 +50,11 @@ func (p *Provider) reserved(ctx context.Context, lt string, req cloud.LaunchRequ
 		in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(req.UserData)))
 	}
 	if req.PlacementGroup != "" && len(nodes) > 1 {
-		in.Placement = &types.Placement{GroupName: aws.String(req.PlacementGroup)}
+		g, err := p.placementGroup(ctx, req, o.Zone, false) // ensured as for a fleet (efa.go)
+		if err != nil {
+			return nil, nil, err
+		}
+		in.Placement = &types.Placement{GroupName: aws.String(g)}
 	}
 	if req.Intent != nil {
 		if err := req.Intent(aws.ToString(in.ClientToken), nodes, []cloud.Offering{o}); err != nil {
