@@ -43,12 +43,7 @@ type rawHealth struct {
 // affectedEntities, each also in resources.
 func parseHealth(raw rawEvent, want Expect) (Event, error) {
 	ev := Event{Kind: Scheduled}
-	str := func(field string, p *string) (string, error) {
-		if p == nil {
-			return "", bad(field, "missing")
-		}
-		return *p, nil
-	}
+	str := healthStr
 	var err error
 	if ev.ID, err = str("id", raw.ID); err != nil {
 		return Event{}, err
@@ -82,40 +77,58 @@ func parseHealth(raw rawEvent, want Expect) (Event, error) {
 		return Event{}, bad("time", "%q is not an RFC 3339 time", clip(ts))
 	}
 	ev.Time = t.UTC()
+	if err := parseHealthDetail(raw, &ev); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// healthStr is a required string field.
+func healthStr(field string, p *string) (string, error) {
+	if p == nil {
+		return "", bad(field, "missing")
+	}
+	return *p, nil
+}
+
+// parseHealthDetail reads and checks the event's detail: an EC2 scheduled
+// change, its window, and the instances it names (each in resources too).
+func parseHealthDetail(raw rawEvent, ev *Event) error {
+	str := healthStr
 	var d rawHealth
 	if len(raw.Detail) == 0 || raw.Detail[0] != '{' {
-		return Event{}, bad("detail", "missing, or not an object")
+		return bad("detail", "missing, or not an object")
 	}
 	if err := json.Unmarshal(raw.Detail, &d); err != nil {
-		return Event{}, bad("detail", "%v", clip(err.Error()))
+		return bad("detail", "%v", clip(err.Error()))
 	}
 	if s, err := str("detail.service", d.Service); err != nil {
-		return Event{}, err
+		return err
 	} else if s != "EC2" {
-		return Event{}, bad("detail.service", "%q, want EC2", clip(s))
+		return bad("detail.service", "%q, want EC2", clip(s))
 	}
 	if c, err := str("detail.eventTypeCategory", d.EventTypeCategory); err != nil {
-		return Event{}, err
+		return err
 	} else if c != "scheduledChange" {
-		return Event{}, bad("detail.eventTypeCategory", "%q, want scheduledChange", clip(c))
+		return bad("detail.eventTypeCategory", "%q, want scheduledChange", clip(c))
 	}
 	code, err := str("detail.eventTypeCode", d.EventTypeCode)
 	if err != nil {
-		return Event{}, err
+		return err
 	}
 	if ev.Code = healthCodes[code]; ev.Code == "" {
-		return Event{}, bad("detail.eventTypeCode", "%q is not one of EC2's scheduled events burst acts on", clip(code))
+		return bad("detail.eventTypeCode", "%q is not one of EC2's scheduled events burst acts on", clip(code))
 	}
 	if ev.NotBefore, err = healthTime("detail.startTime", d.StartTime); err != nil {
-		return Event{}, err
+		return err
 	}
 	if d.EndTime != nil {
 		if ev.NotAfter, err = healthTime("detail.endTime", d.EndTime); err != nil {
-			return Event{}, err
+			return err
 		}
 	}
 	if len(d.AffectedEntities) == 0 || len(d.AffectedEntities) > maxEntities {
-		return Event{}, bad("detail.affectedEntities", "%d entries; want the instances (1 to %d)", len(d.AffectedEntities), maxEntities)
+		return bad("detail.affectedEntities", "%d entries; want the instances (1 to %d)", len(d.AffectedEntities), maxEntities)
 	}
 	inRes := map[string]bool{}
 	for _, r := range raw.Resources {
@@ -124,18 +137,18 @@ func parseHealth(raw rawEvent, want Expect) (Event, error) {
 	for _, e := range d.AffectedEntities {
 		id, err := str("detail.affectedEntities.entityValue", e.EntityValue)
 		if err != nil {
-			return Event{}, err
+			return err
 		}
 		if !instanceRe.MatchString(id) {
-			return Event{}, bad("detail.affectedEntities.entityValue", "%q is not an instance id", clip(id))
+			return bad("detail.affectedEntities.entityValue", "%q is not an instance id", clip(id))
 		}
 		if !inRes[id] {
-			return Event{}, bad("resources", "do not name %s, an affected entity", id)
+			return bad("resources", "do not name %s, an affected entity", id)
 		}
 		ev.Instances = append(ev.Instances, id)
 	}
 	ev.InstanceID = ev.Instances[0]
-	return ev, nil
+	return nil
 }
 
 // healthTime reads AWS Health's times: RFC 1123 in its sample payloads
