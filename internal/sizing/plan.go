@@ -23,7 +23,10 @@ type need struct {
 	// tolerateNodes: a plan on this many nodes that needs more than the
 	// usable memory but no more than the GPUs' memory plus the model's
 	// measured error (MemoryError) is admitted, marked tight: the user
-	// asked for it explicitly. 0: never.
+	// asked for it explicitly. One that needs more than that ends the
+	// class's search: the user fixed the GPUs, and more nodes are not
+	// added to make the job fit (--gres without --nodes keeps one node;
+	// more nodes may still be added to meet a deadline). 0: never.
 	tolerateNodes int
 }
 
@@ -166,6 +169,9 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 			pl := p.shape(c, fab, memMiB, nodes, gpn, n)
 			if pl.short != nil {
 				short = pl.short
+				if nodes == n.tolerateNodes {
+					break // beyond the margin on the user's shape: refused, not sharded
+				}
 				continue
 			}
 			if first == nil {
@@ -361,7 +367,7 @@ func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, 
 			s := fmt.Sprintf("%d node(s) x %d GPU(s) need %s; a %s GPU holds %.1f GiB usable", nodes, gpn, what, c.GPUModel, pl.usableMiB/1024)
 			if n.model != nil && nodes == n.tolerateNodes && !pl.learnedMem {
 				e, src := n.model.MemoryError()
-				s += fmt.Sprintf(" (%.1f GiB in all), more than the model's measured error allows (+%.0f%%, %s)", float64(memMiB)/1024, 100*e, src)
+				s += fmt.Sprintf(" (%.1f GiB in all), more than the model's measured error allows (+%.0f%%, %s: at most %.1f GiB)", float64(memMiB)/1024, 100*e, src, float64(memMiB)*(1+e)/1024)
 			}
 			return s
 		}

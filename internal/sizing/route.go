@@ -159,12 +159,7 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 	free := p.search(open, freeNeed, in.Unavailable)
 	if asked.best == nil {
 		if len(asked.memShort) > 0 && base.hasModel() {
-			msg := fmt.Sprintf("job refused: what you asked for (%s) cannot hold this job: %s", askedText(r), strings.Join(asked.memShort, "; "))
-			if free.best != nil {
-				msg += fmt.Sprintf(". A plan that fits: %s (est. %s); %s", describePlan(free.best), costText(free.best), dropHint(r.Explicit))
-			}
-			return Decision{Refused: true, Nodes: r.nodes(), GPUsPerNode: r.GPUsPerNode, Explicit: r.Explicit.names(), Reason: "predicted out of GPU memory", RefuseMessage: msg,
-				NeedGPUMemPerGPUGiB: round2(firstNeedGiB(p, r, base)), HistoryKey: in.History.Key}, nil
+			return p.memoryRefusal(r, base, asked, free, in), nil
 		}
 		return Decision{}, fmt.Errorf("%w: %s", ErrNoClass, noFitReason(r, base, asked))
 	}
