@@ -88,6 +88,7 @@ const (
 	bySpot                  // EC2 reclaiming spot capacity
 	byInstance              // the instance's own operating system (poweroff)
 	byHost                  // the instance's host failing (Crash)
+	byBlockEnd              // its Capacity Block ending (capblocks.go)
 )
 
 // reason returns EC2's StateReason code and message and the
@@ -99,6 +100,8 @@ func (c cause) reason(t time.Time) (code, msg, transition string) {
 		return "Server.SpotInstanceTermination", "Server.SpotInstanceTermination: Spot instance termination", "Service initiated" + stamp
 	case byHost:
 		return "Server.InternalError", "Server.InternalError: Internal error on launch", "Server initiated" + stamp
+	case byBlockEnd:
+		return "Server.ScheduledStop", "Server.ScheduledStop: Capacity Block ending", "Service initiated" + stamp
 	case byInstance:
 		return "Client.InstanceInitiatedShutdown", "Client.InstanceInitiatedShutdown: Instance initiated shutdown", "User initiated" + stamp
 	}
