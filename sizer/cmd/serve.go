@@ -92,6 +92,7 @@ func serveCommand() *cli.Command {
 					}, log)
 				}
 				startNotices(lctx, st, srv.Store(), spool.Record, kick, reg, log)
+				startBlockWatch(lctx, st, log)
 				startWarmPool(lctx, st, reg, log)
 			}
 			go srv.Store().Lead(ctx, store.LeaderOptions{Holder: holder(), Log: log}, lead)
