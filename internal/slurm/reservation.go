@@ -32,7 +32,7 @@ func (s *Scontrol) CreateMaintReservation(ctx context.Context, name, nodes strin
 	}
 	now := time.Now()
 	in := max(int64(start.Sub(now)/time.Second), 0)
-	mins := int64(end.Sub(now.Add(time.Duration(in)*time.Second))/time.Minute) + 1
+	mins := int64((end.Sub(now.Add(time.Duration(in)*time.Second)) + time.Minute - 1) / time.Minute) // rounded up: to the end at least
 	if !end.After(now) {
 		return fmt.Errorf("creating Slurm reservation %s: its end %s has passed", name, end.UTC().Format(time.RFC3339))
 	}
