@@ -50,9 +50,10 @@ type Fencer interface {
 	CreateMaintReservation(ctx context.Context, name, nodes string, start, end time.Time) error
 }
 
-// DefaultLead is how long before the reclaim the node is evacuated: EC2's
-// warning, 40 minutes before the block's end.
-const DefaultLead = 10 * time.Minute
+// DefaultLead is how long before the reclaim the node is evacuated: at
+// EC2's warning, 40 minutes before the block's end (the time limit
+// burst-resume fits a block's jobs to, internal/lifecycle).
+const DefaultLead = capacity.BlockNoticeLead - capacity.BlockReclaimLead
 
 // Options configure a Watcher.
 type Options struct {

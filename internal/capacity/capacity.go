@@ -44,13 +44,16 @@ const (
 var SpotStrategies = []string{PriceCapacityOptimized, CapacityOptimizedPrioritized, CapacityOptimized, LowestPrice, Diversified}
 
 // BlockReclaimLead is how long before a Capacity Block for ML ends that EC2
-// begins terminating its instances ("Forty minutes before your Capacity
-// Block reservation ends ... any instances running in the reservation will
-// begin to terminate in 10 minutes": EC2 User Guide, "Monitor Capacity
-// Blocks using EventBridge"). A job runs on a block only if its time limit
-// ends before then, and whatever still runs then is checkpointed and
-// requeued.
-const BlockReclaimLead = 30 * time.Minute
+// begins terminating its instances, and BlockNoticeLead when it warns of
+// it ("Forty minutes before your Capacity Block reservation ends ... any
+// instances running in the reservation will begin to terminate in 10
+// minutes": EC2 User Guide, "Monitor Capacity Blocks using EventBridge").
+// A job runs on a block only if its time limit ends before the warning;
+// whatever still runs then is checkpointed and requeued.
+const (
+	BlockReclaimLead = 30 * time.Minute
+	BlockNoticeLead  = 40 * time.Minute
+)
 
 // BlockType is EC2's ReservationType of a Capacity Block for ML.
 const BlockType = "capacity-block"

@@ -32,8 +32,9 @@ const reservationReason = "capacity reservation: prepaid whether used or not, so
 // Capacity Blocks first (they end: use them while they last).
 //
 // A Capacity Block takes the job only if its time limit (limit; 0, none,
-// never fits) ends before EC2 starts reclaiming the block
-// (capacity.BlockReclaimLead before its end), now being now.
+// never fits) ends before EC2's warning that it will reclaim the block
+// (capacity.BlockNoticeLead before its end: burst-sizer evacuates the
+// block's nodes then, internal/blockwatch), now being now.
 func withReservations(ctx context.Context, log *slog.Logger, lister ReservationLister, cl *config.Class, ranked []cloud.Offering, subnets map[string]string,
 	need int, limit time.Duration, now time.Time) []cloud.Offering {
 	res := cl.Reservations
@@ -88,8 +89,8 @@ func withReservations(ctx context.Context, log *slog.Logger, lister ReservationL
 			case !ranked || !slices.Contains(cl.Zones, r.Zone) || subnets[r.Zone] == "":
 				log.Info("capacity reservation's type or zone is not one the job may use; skipped", "reservation", r.ID, "type", r.InstanceType, "zone", r.Zone)
 			case r.Type == capacity.BlockType && !fitsBlock(r, limit, now):
-				log.Info("the job's time limit runs past the Capacity Block's reclaim; skipped", "reservation", r.ID, "time_limit", limit,
-					"reclaim", r.End.Add(-capacity.BlockReclaimLead))
+				log.Info("the job's time limit runs past the Capacity Block's end warning; skipped", "reservation", r.ID, "time_limit", limit,
+					"warning", r.End.Add(-capacity.BlockNoticeLead))
 			case r.Available < need && !res.Only:
 				log.Info("capacity reservation full; falling back", "reservation", r.ID, "available", r.Available, "need", need)
 			default:
@@ -111,11 +112,11 @@ func withReservations(ctx context.Context, log *slog.Logger, lister ReservationL
 }
 
 // blockReason is why a Capacity Block's offering ranks first.
-const blockReason = "capacity block: prepaid for its window, so its marginal price is 0; the job ends before the block is reclaimed"
+const blockReason = "capacity block: prepaid for its window, so its marginal price is 0; the job ends before EC2 warns of its end"
 
 // fitsBlock reports whether a job of time limit limit, started now, ends
-// before EC2 begins reclaiming block r; a job without a time limit never
-// does.
+// before EC2's warning that it will reclaim block r; a job without a time
+// limit never does.
 func fitsBlock(r cloud.Reservation, limit time.Duration, now time.Time) bool {
-	return limit > 0 && !r.End.IsZero() && !now.Add(limit).After(r.End.Add(-capacity.BlockReclaimLead))
+	return limit > 0 && !r.End.IsZero() && !now.Add(limit).After(r.End.Add(-capacity.BlockNoticeLead))
 }

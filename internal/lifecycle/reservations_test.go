@@ -77,13 +77,13 @@ func TestWithReservations(t *testing.T) {
 }
 
 // A Capacity Block ranks before everything while it is active, and takes a
-// job only if the job's time limit ends before EC2 starts reclaiming the
-// block, 30 minutes before its end.
+// job only if the job's time limit ends before EC2 warns that it will
+// reclaim the block, 40 minutes before its end.
 func TestWithReservationsCapacityBlock(t *testing.T) {
 	ranked := []cloud.Offering{{InstanceType: "p5.48xlarge", Zone: "us-east-1a", Capacity: capacity.OnDemand}}
 	subnets := map[string]string{"us-east-1a": "subnet-a"}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	end := now.Add(3 * time.Hour) // reclaimed from 14:30
+	end := now.Add(3 * time.Hour) // warned of at 14:20
 	rs := []cloud.Reservation{
 		{ID: "cr-odcr", InstanceType: "p5.48xlarge", Zone: "us-east-1a", State: "active", Available: 4, Type: "default"},
 		{ID: "cr-block", InstanceType: "p5.48xlarge", Zone: "us-east-1a", State: "active", Available: 1, Type: "capacity-block", End: end},
@@ -97,8 +97,8 @@ func TestWithReservationsCapacityBlock(t *testing.T) {
 		limit time.Duration
 		want  []string
 	}{
-		{"fits: the block first", 150 * time.Minute, []string{"cr-block", "cr-odcr", ""}},
-		{"one minute too long: skipped", 151 * time.Minute, []string{"cr-odcr", ""}},
+		{"fits: the block first", 140 * time.Minute, []string{"cr-block", "cr-odcr", ""}},
+		{"one minute too long: skipped", 141 * time.Minute, []string{"cr-odcr", ""}},
 		{"no time limit: never on a block", 0, []string{"cr-odcr", ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
