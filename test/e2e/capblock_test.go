@@ -52,7 +52,10 @@ func TestCapacityBlockRequeuedBeforeEnd(t *testing.T) {
 
 	// nothing starts on the block that cannot finish before the warning
 	long := sbatchTrain(t, s, 1, 1, "-t", "60")
-	waitJob(t, s, long, 90*time.Second, "COMPLETED")
+	if st, err := s.Cluster.WaitJobState(ctx, long, "COMPLETED"); err != nil {
+		out, _ := os.ReadFile(filepath.Join(s.Cluster.Dir(), "work", "train-"+long+".out"))
+		t.Fatalf("job %s: %s %v\n%s", long, st, err, out)
+	}
 	if in := jobInstance(t, s, long); in.CapacityReservation == cb {
 		t.Errorf("job %s (60 min) ran on %s in the Capacity Block, which EC2 warns of in 6 min", long, in.ID)
 	}
