@@ -122,12 +122,9 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 }
 
-// Wait waits for the evacuations Pass started.
-func (w *Watcher) Wait() { w.wg.Wait() }
-
 // Pass fences and, when their block's end is near, evacuates the nodes of
 // the live instances in Capacity Blocks. Evacuations run in the
-// background (Wait).
+// background (Run waits for them at its end).
 func (w *Watcher) Pass(ctx context.Context) error {
 	insts, err := w.cloud.List(ctx)
 	if err != nil {

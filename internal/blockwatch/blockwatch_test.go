@@ -14,6 +14,9 @@ import (
 	"github.com/burst-hpc/burst/internal/slurm"
 )
 
+// Wait waits for the evacuations Pass started.
+func (w *Watcher) Wait() { w.wg.Wait() }
+
 type fakeCloud struct {
 	insts []cloud.Instance
 	rs    []cloud.Reservation

@@ -16,8 +16,8 @@ import (
 )
 
 // TestCapacityBlockRequeuedBeforeEnd: class a10g names a Capacity Block of
-// g5.xlarge (its top type) whose end is 46 minutes away, so EC2's
-// warning (40 minutes before the end) comes in 6. A job whose time limit
+// g5.xlarge (its top type) whose end is 44 minutes away, so EC2's
+// warning (40 minutes before the end) comes in 4. A job whose time limit
 // (60 min) runs past the warning is not put on the block; one of 2 minutes
 // is. An admin then lengthens that job's limit (as happens), so it still
 // runs at the warning: burst-sizer's watcher checkpoint-signals and
@@ -30,7 +30,7 @@ func TestCapacityBlockRequeuedBeforeEnd(t *testing.T) {
 	s := start(t, stack.Options{Configure: func(c *config.Config) { c.Agent.CheckpointGrace = config.D(60 * time.Second) }})
 	ctx := context.Background()
 	now := s.Emu.Now()
-	end := now.Add(46 * time.Minute)
+	end := now.Add(44 * time.Minute)
 	cb, err := s.Emu.AddCapacityBlock(ec2emu.CapacityBlockSpec{InstanceType: "g5.xlarge", Zone: "us-east-1a", Count: 2, Start: now.Add(-time.Minute), End: end, UpfrontUSD: 42.5})
 	if err != nil {
 		t.Fatal(err)
@@ -57,10 +57,10 @@ func TestCapacityBlockRequeuedBeforeEnd(t *testing.T) {
 		t.Fatalf("job %s: %s %v\n%s", long, st, err, out)
 	}
 	if in := jobInstance(t, s, long); in.CapacityReservation == cb {
-		t.Errorf("job %s (60 min) ran on %s in the Capacity Block, which EC2 warns of in 6 min", long, in.ID)
+		t.Errorf("job %s (60 min) ran on %s in the Capacity Block, which EC2 warns of in 4 min", long, in.ID)
 	}
 
-	id := sbatchTrain(t, s, 150, 5, "-t", "2")
+	id := sbatchTrain(t, s, 330, 5, "-t", "2") // 5.5 min: still running at the warning
 	waitJob(t, s, id, 90*time.Second, "RUNNING")
 	first := jobInstance(t, s, id)
 	if first.CapacityReservation != cb || first.Tags[ec2p.TagBlockEnd] != end.Truncate(time.Second).UTC().Format(time.RFC3339) {
