@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"sort"
@@ -74,6 +75,22 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 			}
 			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-4", JobID: 4}},
 				Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: capacity.Reserved, Reservation: cr}}})
+			return err
+		},
+		func() error {
+			// into a Capacity Block: the same RunInstances (MarketType
+			// capacity-block), after describing it; no new action
+			now := srv.Now()
+			cb, err := srv.AddCapacityBlock(ec2emu.CapacityBlockSpec{InstanceType: "g5.xlarge", Zone: "us-east-1b", Count: 1, Start: now.Add(-time.Minute), End: now.Add(24 * time.Hour)})
+			if err != nil {
+				return err
+			}
+			rs, err := p.Reservations(ctx, []string{cb})
+			if err != nil || len(rs) != 1 {
+				return fmt.Errorf("describing the block: %v %v", rs, err)
+			}
+			_, err = p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-5", JobID: 5}},
+				Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: capacity.Reserved, Reservation: cb, BlockEnd: rs[0].End}}})
 			return err
 		},
 		func() error { _, err := p.List(ctx); return err },

@@ -199,6 +199,12 @@ func startLedger(ctx context.Context, st *settings, srv *server.Server, spool *l
 	o := ledger.Options{Cloud: prov, Store: srv.Store(), Spool: spool, Logger: log}
 	for _, c := range st.cfg.Classes {
 		o.ReservationIDs = append(o.ReservationIDs, c.Reservations.IDs...)
+		for _, b := range c.Reservations.CapacityBlocks {
+			if o.BlockPrices == nil {
+				o.BlockPrices = map[string]float64{}
+			}
+			o.BlockPrices[b.ID] = b.PriceUSD
+		}
 	}
 	if _, ok := st.cfg.Interruptions.Queue(); !ok {
 		log.Warn("no interruptions.queue_url: the ledger bills from each launch (pending) time, a little more than EC2 does (EC2's state-change events come through that queue)")

@@ -342,6 +342,9 @@ func (s *Server) instanceXML(in *instance) xInstance {
 		x.TagSet = &xItems[xTag]{Items: sortedTags(in.Tags)}
 	}
 	if in.CapacityReservation != "" {
+		if cr := s.crByID(in.CapacityReservation); cr != nil && cr.block {
+			x.InstanceLifecycle = "capacity-block"
+		}
 		x.CapacityReservationID = in.CapacityReservation
 		x.CapacityReservationSpecification = &xCRSpec{Target: &xCRTarget{ID: in.CapacityReservation}}
 	} else if in.Lifecycle == "on-demand" {

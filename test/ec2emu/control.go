@@ -30,6 +30,7 @@ import (
 //	POST /_emu/schedule-event?id=&code=&in=  a scheduled event (scheduled.go), NotBefore in= from now
 //	POST /_emu/event-rule                JSON EventRule (Delay as a Go duration string)
 //	POST /_emu/event-rule/remove?name=   remove a rule
+//	POST /_emu/capacity-block            JSON {InstanceType, Zone, Count, StartIn, EndIn (Go durations from now), UpfrontUSD}: a Capacity Block; answers {"CapacityReservationId": "cr-..."}
 const ControlPrefix = "/_emu/"
 
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
@@ -82,6 +83,15 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost {
 		fail(405, "use GET or POST")
+		return
+	}
+	if op == "capacity-block" {
+		id, err := s.controlCapacityBlock(r)
+		if err != nil {
+			fail(400, "%s: %v", op, err)
+			return
+		}
+		writeJSON(map[string]string{"CapacityReservationId": id})
 		return
 	}
 	var err error

@@ -93,6 +93,7 @@ const (
 	byInstance                    // the instance's own operating system (poweroff)
 	byHost                        // the instance's host failing (Crash)
 	byScheduledEvent              // a scheduled retirement or stop reaching its time (scheduled.go)
+	byBlockEnd                    // its Capacity Block ending (capblocks.go)
 )
 
 // reason returns EC2's StateReason code and message and the
@@ -106,6 +107,8 @@ func (c cause) reason(t time.Time) (code, msg, transition string) {
 		return "Server.ScheduledStop", "Server.ScheduledStop: Stopped due to scheduled retirement", "Service initiated" + stamp
 	case byHost:
 		return "Server.InternalError", "Server.InternalError: Internal error on launch", "Server initiated" + stamp
+	case byBlockEnd:
+		return "Server.ScheduledStop", "Server.ScheduledStop: Capacity Block ending", "Service initiated" + stamp
 	case byInstance:
 		return "Client.InstanceInitiatedShutdown", "Client.InstanceInitiatedShutdown: Instance initiated shutdown", "User initiated" + stamp
 	}

@@ -104,6 +104,9 @@ func (s *Server) runInstances(q query, token string) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	if aerr := checkBlockMarket(q.get("InstanceMarketOptions.MarketType"), crs, targeted); aerr != nil {
+		return nil, aerr
+	}
 	if targeted && lifecycle == "spot" {
 		return nil, errf(400, "InvalidParameterCombination", "a Spot launch cannot target a capacity reservation")
 	}
