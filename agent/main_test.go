@@ -16,7 +16,7 @@ import (
 
 	"github.com/burst-hpc/burst/agent/gpu"
 	"github.com/burst-hpc/burst/internal/auth"
-	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/cmdline/cmdlinetest"
 	"github.com/burst-hpc/burst/internal/config/configtest"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
@@ -222,7 +222,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 }
 
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
-	if missing := cmdline.MissingEnvVars(newApp(io.Discard, io.Discard)); len(missing) > 0 {
+	if missing := cmdlinetest.MissingEnvVars(newApp(io.Discard, io.Discard)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
 	}
 }

@@ -67,6 +67,28 @@ variable "fsx_key_sha256" {
   description = "SHA-256 of AWS's fsx-ubuntu-public-key.asc (the FSx Lustre client repository's signing key), checked before it is trusted."
 }
 
+variable "efa_installer_version" {
+  type        = string
+  default     = "1.43.1"
+  description = "aws-efa-installer release (EFA driver, libfabric) from efa-installer.amazonaws.com."
+}
+
+variable "efa_installer_sha256" {
+  type        = string
+  description = "SHA-256 of aws-efa-installer-<efa_installer_version>.tar.gz, checked before it is unpacked."
+}
+
+variable "ofi_nccl_version" {
+  type        = string
+  default     = "1.16.3"
+  description = "aws-ofi-nccl release (NCCL's libfabric plugin), built when the EFA installer did not install it."
+}
+
+variable "ofi_nccl_sha256" {
+  type        = string
+  description = "SHA-256 of aws-ofi-nccl-<ofi_nccl_version>.tar.gz from its GitHub release, checked before it is built."
+}
+
 variable "slurm_uid" {
   type        = number
   default     = 64030
@@ -197,12 +219,17 @@ build {
       "SLURM_SHA256=${var.slurm_sha256}",
       "CUDA_KEYRING_SHA256=${var.cuda_keyring_sha256}",
       "FSX_KEY_SHA256=${var.fsx_key_sha256}",
+      "EFA_INSTALLER_VERSION=${var.efa_installer_version}",
+      "EFA_INSTALLER_SHA256=${var.efa_installer_sha256}",
+      "OFI_NCCL_VERSION=${var.ofi_nccl_version}",
+      "OFI_NCCL_SHA256=${var.ofi_nccl_sha256}",
       "SLURM_UID=${var.slurm_uid}",
       "BURST_VERSION=${var.burst_version}",
     ]
     scripts = [
       "${path.root}/scripts/20-nvidia.sh",
       "${path.root}/scripts/30-lustre.sh",
+      "${path.root}/scripts/35-efa.sh",
       "${path.root}/scripts/40-slurm.sh",
       "${path.root}/scripts/50-burst.sh",
       "${path.root}/scripts/90-validate.sh",

@@ -57,6 +57,8 @@ func validateArgs(t *testing.T) []string {
 		"-var", "slurm_sha256=0000000000000000000000000000000000000000000000000000000000000000",
 		"-var", "cuda_keyring_sha256=0000000000000000000000000000000000000000000000000000000000000000",
 		"-var", "fsx_key_sha256=0000000000000000000000000000000000000000000000000000000000000000",
+		"-var", "efa_installer_sha256=0000000000000000000000000000000000000000000000000000000000000000",
+		"-var", "ofi_nccl_sha256=0000000000000000000000000000000000000000000000000000000000000000",
 		"-var", "burst_version=v0.0.0-test",
 		"-var", "burst_agent_binary=" + agent,
 		template}
@@ -255,7 +257,7 @@ func TestProvisionerOrder(t *testing.T) {
 	if strings.Join(inTemplate, " ") != strings.Join(onDisk, " ") {
 		t.Fatalf("template runs %q, scripts/ has %q (every script once, in name order)", inTemplate, onDisk)
 	}
-	want := []string{"10-os.sh", "20-nvidia.sh", "30-lustre.sh", "40-slurm.sh", "50-burst.sh", "90-validate.sh", "95-seal.sh"}
+	want := []string{"10-os.sh", "20-nvidia.sh", "30-lustre.sh", "35-efa.sh", "40-slurm.sh", "50-burst.sh", "90-validate.sh", "95-seal.sh"}
 	if strings.Join(onDisk, " ") != strings.Join(want, " ") {
 		t.Fatalf("scripts/ has %q, want %q", onDisk, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/cmdline/cmdlinetest"
 	"github.com/burst-hpc/burst/internal/config/configtest"
 	"github.com/burst-hpc/burst/internal/version"
 )
@@ -90,7 +91,7 @@ func TestResumeKeepsResumeFile(t *testing.T) {
 }
 
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
-	if missing := cmdline.MissingEnvVars(newApp(nil, resumeFile{}, nil)); len(missing) > 0 {
+	if missing := cmdlinetest.MissingEnvVars(newApp(nil, resumeFile{}, nil)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
 	}
 }

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 go=${1:-go}
 tool=${2:-golang.org/x/tools/cmd/deadcode@v0.51.0}
 found=$(CGO_ENABLED=0 "$go" run "$tool" ./... |
-	grep -Ev '^(test/|internal/[a-z/]*(fake|test)/|sizer/[a-z/]*test/|internal/slurm/rest/internal/gen/|internal/catalog/gen/|internal/slurm/rest/v[0-9]+/)' |
+	grep -Ev '^(test/|internal/[a-z/]*(fake|test)/|(sizer|agent)/[a-z/]*test/|internal/slurm/rest/internal/gen/|internal/catalog/gen/|internal/slurm/rest/v[0-9]+/)' |
 	sed -E 's/:[0-9]+:[0-9]+:/:/' || true)
 new=$(comm -23 <(printf '%s\n' "$found" | sed '/^$/d' | sort) <(grep -v '^#' scripts/deadcode-known.txt | sort))
 if [[ -n $new ]]; then

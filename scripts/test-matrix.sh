@@ -26,13 +26,13 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-75m}
 MATRIX_PARALLEL=${MATRIX_PARALLEL:-1}
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(22.05 24.11 26.05)
-REST_TESTS=${REST_TESTS-'^(TestSingleGPUJob|TestTwoNodeJob|TestAllOrNothingFailure|TestResumeTwice|TestSpotInterruption|TestFault.*|TestCapacity.*|TestHA.*|TestGPUHealth.*)$'}
+REST_TESTS=${REST_TESTS-'^(TestSingleGPUJob|TestTwoNodeJob|TestAllOrNothingFailure|TestResumeTwice|TestSpotInterruption|TestFault.*|TestCapacity.*|TestHA.*|TestGPUHealth.*|TestEFA.*|TestScheduled.*)$'}
 # Version-blind e2e tests (capacity types, HA, the head node's and a node's own
 # faults: they call versionBlind) run
 # once per backend, on 22.05 with the command line and 26.05 through
 # slurmrestd; the other runs leave them out with -skip rather than report
 # them skipped.
-VERSION_BLIND='^(TestCapacity.*|TestHA.*|TestFaultStoreLocked|TestFaultStateDirFull|TestFaultNodeSpoolFull|TestFaultNodeClockAhead)$'
+VERSION_BLIND='^(TestCapacity.*|TestHA.*|TestEFA.*|TestScheduled.*|TestFaultStoreLocked|TestFaultStateDirFull|TestFaultNodeSpoolFull|TestFaultNodeClockAhead)$'
 runs=("${versions[@]}")
 if [ -n "$REST_TESTS" ]; then
   for v in "${versions[@]}"; do runs+=("$v+rest"); done

@@ -138,7 +138,7 @@ func TestIAMPolicy(t *testing.T) {
 }
 
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
-	if missing := cmdline.MissingEnvVars(App(io.Discard)); len(missing) > 0 {
+	if missing := cmdlinetest.MissingEnvVars(App(io.Discard)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
 	}
 }

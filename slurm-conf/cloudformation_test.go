@@ -121,11 +121,16 @@ func TestCloudFormationPolicyIsIAMPolicy(t *testing.T) {
 	if strings.Contains(string(raw), "placeholder") || strings.Contains(string(raw), "000000000000") {
 		t.Errorf("a placeholder ARN is left in the template:\n%s", raw)
 	}
-	// the queue accepts exactly the three rules' messages
+	// the queue accepts exactly the four rules' messages (EC2's three and
+	// AWS Health's scheduled changes of EC2 instances)
 	qp := props("InterruptionQueuePolicy")["PolicyDocument"].(map[string]any)["Statement"].([]any)[0].(map[string]any)
 	src := qp["Condition"].(map[string]any)["ArnEquals"].(map[string]any)["aws:SourceArn"].([]any)
-	if len(src) != 3 || qp["Principal"].(map[string]any)["Service"] != "events.amazonaws.com" {
-		t.Errorf("queue policy %v: want events.amazonaws.com from the three rules", qp)
+	if len(src) != 4 || qp["Principal"].(map[string]any)["Service"] != "events.amazonaws.com" {
+		t.Errorf("queue policy %v: want events.amazonaws.com from the four rules", qp)
+	}
+	health := `"EventPattern":{"detail":{"eventTypeCategory":["scheduledChange"],"service":["EC2"]},"detail-type":["AWS Health Event"],"source":["aws.health"]}`
+	if !strings.Contains(string(raw), health) {
+		t.Errorf("no EventBridge rule %s", health)
 	}
 	for _, d := range []string{"EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation", "EC2 Instance State-change Notification"} {
 		if !strings.Contains(string(raw), `"detail-type":["`+d+`"]`) {

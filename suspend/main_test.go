@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/cmdline/cmdlinetest"
 	"github.com/burst-hpc/burst/internal/config/configtest"
 	"github.com/burst-hpc/burst/internal/version"
 )
@@ -63,7 +64,7 @@ func TestParseIDs(t *testing.T) {
 }
 
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
-	if missing := cmdline.MissingEnvVars(newApp(nil, nil)); len(missing) > 0 {
+	if missing := cmdlinetest.MissingEnvVars(newApp(nil, nil)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/burst-hpc/burst/agent/gpu/gputest"
 )
 
-// TestRealNVML reads the machine's GPUs through libnvidia-ml (make test-gpu;
-// it also runs, and skips, in plain go test where there is no driver).
-// It skips, saying why, where there is no driver.
-func TestRealNVML(t *testing.T) {
+// openReal opens the machine's NVML, closed when t ends; it skips (fails
+// under BURST_REQUIRE_GPU=1) where there is no driver.
+func openReal(t *testing.T) *NVML {
+	t.Helper()
 	r, err := Open()
 	if errors.Is(err, ErrNoDriver) {
 		gputest.Skip(t, "no NVIDIA driver on this machine: %v", err)
@@ -22,7 +22,15 @@ func TestRealNVML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestRealNVML reads the machine's GPUs through libnvidia-ml (make test-gpu;
+// it also runs, and skips, in plain go test where there is no driver).
+// It skips, saying why, where there is no driver.
+func TestRealNVML(t *testing.T) {
+	r := openReal(t)
 	devs, err := r.Devices()
 	if err != nil {
 		t.Fatal(err)
@@ -51,14 +59,7 @@ func TestRealNVML(t *testing.T) {
 // Findings are logged, not failures: a real GPU may well carry an
 // aggregate ECC count or a slowdown while the test runs.
 func TestRealNVMLHealth(t *testing.T) {
-	r, err := Open()
-	if errors.Is(err, ErrNoDriver) {
-		gputest.Skip(t, "no NVIDIA driver on this machine: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openReal(t)
 	n, err := r.RegisterHealthEvents()
 	if err != nil {
 		t.Fatal(err)

@@ -55,14 +55,6 @@ type (
 	SlurmClient = interruption.SlurmClient
 )
 
-// CheckpointDir is $BURST_CHECKPOINT_DIR of job id under root.
-func CheckpointDir(root string, id uint32) string { return interruption.CheckpointDir(root, id) }
-
-// MarkerPath is the marker of restart restartCount in checkpointDir.
-func MarkerPath(checkpointDir string, restartCount uint32) string {
-	return interruption.MarkerPath(checkpointDir, restartCount)
-}
-
 // Recorder takes the interruption report (a *report.Reporter).
 type Recorder interface {
 	Add(sizerapi.Record) error

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/imds"
+	"github.com/burst-hpc/burst/internal/interruption"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
 )
@@ -117,9 +117,9 @@ func TestInterruptSequence(t *testing.T) {
 	root := t.TempDir()
 	ops := &fakeOps{jobs: []Job{{ID: 11}}}
 	ops.onSignal = func(id uint32) {
-		dir := CheckpointDir(root, id)
+		dir := interruption.CheckpointDir(root, id)
 		os.MkdirAll(dir, 0o755)
-		os.WriteFile(MarkerPath(dir, 0), []byte("step=40\n"), 0o644)
+		os.WriteFile(interruption.MarkerPath(dir, 0), []byte("step=40\n"), 0o644)
 	}
 	rec := &fakeRecorder{ops: ops}
 	ann := &fakeAnnouncer{}
@@ -186,9 +186,9 @@ func TestPollerDrivesHandler(t *testing.T) {
 	root := t.TempDir()
 	ops := &fakeOps{jobs: []Job{{ID: 77, RestartCount: 1}}}
 	ops.onSignal = func(id uint32) {
-		dir := CheckpointDir(root, id)
+		dir := interruption.CheckpointDir(root, id)
 		os.MkdirAll(dir, 0o755)
-		os.WriteFile(MarkerPath(dir, 1), nil, 0o644)
+		os.WriteFile(interruption.MarkerPath(dir, 1), nil, 0o644)
 	}
 	rec := &fakeRecorder{}
 	h, _ := New(ops, rec, Options{Node: "gpu-9", InstanceID: "i-9", CheckpointRoot: root, PollMarker: 5 * time.Millisecond})
@@ -223,12 +223,6 @@ func TestPollerDrivesHandler(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.recs) != 2 || rec.recs[0].Event.Action != "rebalance" || rec.recs[1].Event.Action != "terminate" || !rec.recs[1].Event.Jobs[0].Checkpointed {
 		t.Fatalf("records = %+v", rec.recs)
-	}
-}
-
-func TestMarkerPath(t *testing.T) {
-	if got := MarkerPath(CheckpointDir("/fsx/ckpt", 42), 3); got != filepath.Join("/fsx/ckpt", "42", ".checkpointed-3") {
-		t.Fatal(got)
 	}
 }
 

@@ -1,12 +1,10 @@
 package train
 
 import (
-	"archive/zip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -125,35 +123,6 @@ func newestComplete(t *testing.T, dir string) int {
 		}
 	}
 	return best
-}
-
-// tensorData reads the raw tensor storages of a torch.save file (a zip
-// whose <archive>/data/<key> entries hold each storage's bytes).
-func tensorData(t *testing.T, path string) map[string][]byte {
-	t.Helper()
-	zr, err := zip.OpenReader(path)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	defer zr.Close()
-	out := map[string][]byte{}
-	for _, f := range zr.File {
-		_, key, ok := strings.Cut(f.Name, "/data/")
-		if !ok {
-			continue
-		}
-		rc, err := f.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[key] = b
-	}
-	return out
 }
 
 func writeRequest(t *testing.T, dir, content string) {

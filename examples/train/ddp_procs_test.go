@@ -2,8 +2,6 @@ package train
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -24,34 +22,6 @@ func torchPython(t *testing.T) string {
 		t.Skip("SKIP: -short: the PyTorch example trains for real (about 15 s)")
 	}
 	return torchenv.Python(t, "the host", nil, "")
-}
-
-// freePort returns a port that is free now and that the kernel does not
-// hand out by itself: torchrun binds it a moment later, and a port from the
-// ephemeral range could be taken in between by any socket of this busy
-// machine (gloo's own listeners included).
-func freePort(t *testing.T) int {
-	t.Helper()
-	lo, hi := 32768, 60999
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			lo, _ = strconv.Atoi(f[0])
-			hi, _ = strconv.Atoi(f[1])
-		}
-	}
-	start := 20000 + int(rand.Uint32()%10000)
-	for i := 0; i < 45000; i++ {
-		p := 10000 + (start-10000+i)%55000
-		if p >= lo && p <= hi {
-			continue
-		}
-		if l, err := net.Listen("tcp", ":"+strconv.Itoa(p)); err == nil {
-			l.Close()
-			return p
-		}
-	}
-	t.Fatalf("no free port outside the ephemeral range %d-%d", lo, hi)
-	return 0
 }
 
 // slurmEnv is the environment with no Slurm or torchrun variables of the
@@ -172,7 +142,7 @@ wait:
 // nodes: one ddp-node.sh (torchrun) per node, on 127.0.0.1 with gloo.
 func ddpCluster(t *testing.T, py, dir string, restart int, extra ...string) []*group {
 	t.Helper()
-	port := strconv.Itoa(freePort(t))
+	port := strconv.Itoa(torchenv.FreePort(t))
 	var nodes []*group
 	for node := 0; node < 2; node++ {
 		env := slurmEnv("SLURM_JOB_ID=42", "SLURM_NNODES=2", "SLURM_NODEID="+strconv.Itoa(node),

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/test/torchenv"
 )
 
 // The example's size in these tests: 1,024 samples over 2 ranks in batches
@@ -149,7 +151,7 @@ func TestDDPDeterministicAcrossInterruption(t *testing.T) {
 
 	// The final weights, compared here: the raw tensor bytes of both files
 	// (and the script's own hash lines).
-	wa, wb := tensorData(t, filepath.Join(dirA, "final.pt")), tensorData(t, filepath.Join(dirB, "final.pt"))
+	wa, wb := torchenv.TensorData(t, filepath.Join(dirA, "final.pt")), torchenv.TensorData(t, filepath.Join(dirB, "final.pt"))
 	params := (ddpFeatures+1)*ddpHidden + (ddpHidden+1)*ddpHidden + (ddpHidden+1)*ddpClasses
 	total := 0
 	for k, b := range wa {
@@ -175,7 +177,7 @@ func TestDDPDeterministicAcrossInterruption(t *testing.T) {
 	// and leaves it alone.
 	env := slurmEnv("SLURM_JOB_ID=42", "SLURM_NNODES=1", "SLURM_NODEID=0", "SLURM_RESTART_COUNT=2", "BURST_CHECKPOINT_DIR="+dirB,
 		"DDP_PYTHON="+py, "DDP_NPROC_PER_NODE=1", "OMP_NUM_THREADS=1")
-	one := startGroup(t, env, "bash", append([]string{"ddp-node.sh", "127.0.0.1", strconv.Itoa(freePort(t))}, ddpArgs()...)...)
+	one := startGroup(t, env, "bash", append([]string{"ddp-node.sh", "127.0.0.1", strconv.Itoa(torchenv.FreePort(t))}, ddpArgs()...)...)
 	if err := one.wait(t, "the one-node run"); err == nil {
 		t.Errorf("a one-node run resumed a two-rank checkpoint:\n%s", one.out.String())
 	}
@@ -201,7 +203,7 @@ func TestDDPBatchScript(t *testing.T) {
 	}
 	env := slurmEnv("SLURM_JOB_ID=43", "SLURM_JOB_NODELIST=ddp-a,ddp-b", "SLURM_NNODES=2", "SLURM_RESTART_COUNT=0",
 		"SLURM_SUBMIT_DIR="+here, "BURST_CHECKPOINT_DIR="+dir, "DDP_PYTHON="+py, "DDP_NPROC_PER_NODE=1", "OMP_NUM_THREADS=1",
-		"DDP_MASTER_PORT="+strconv.Itoa(freePort(t)), "PATH="+filepath.Join(here, "testdata", "fakeslurm")+":"+os.Getenv("PATH"))
+		"DDP_MASTER_PORT="+strconv.Itoa(torchenv.FreePort(t)), "PATH="+filepath.Join(here, "testdata", "fakeslurm")+":"+os.Getenv("PATH"))
 	job := startGroup(t, env, "bash", append([]string{"train-ddp.sbatch"}, ddpArgs("--step-sleep", "0.05")...)...)
 	batch := job.cmd.Process
 

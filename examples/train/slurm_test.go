@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/burst-hpc/burst/test/torchenv"
+
 	"github.com/burst-hpc/burst/test/harness"
 )
 
@@ -196,7 +198,7 @@ func TestDDPOnSlurm(t *testing.T) {
 			t.Fatalf("reference node %d: %v\n%s", i, err, n.out.String())
 		}
 	}
-	wr, wj := tensorData(t, filepath.Join(ref, "final.pt")), tensorData(t, filepath.Join(ckpt, "final.pt"))
+	wr, wj := torchenv.TensorData(t, filepath.Join(ref, "final.pt")), torchenv.TensorData(t, filepath.Join(ckpt, "final.pt"))
 	if len(wr) != 6 || len(wj) != 6 {
 		t.Fatalf("final weights: %d and %d storages, want 6", len(wr), len(wj))
 	}

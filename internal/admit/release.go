@@ -84,9 +84,15 @@ func (c *Controller) ReleaseHeld(ctx context.Context, jobs []slurm.Job, sl Slurm
 	if err != nil {
 		return nil, err
 	}
+	return c.release(ctx, release, sl)
+}
+
+// release releases the jobs in Slurm, noting why on each and making it
+// eligible now; it returns those released.
+func (c *Controller) release(ctx context.Context, ids []uint32, sl Slurm) ([]uint32, error) {
 	var errs []error
 	var done []uint32
-	for _, id := range release {
+	for _, id := range ids {
 		if err := sl.Release(ctx, id); err != nil {
 			errs = append(errs, fmt.Errorf("releasing held job %d: %w", id, err))
 			continue

@@ -183,12 +183,6 @@ type StepError struct {
 func (e *StepError) Error() string { return "burst bootstrap: " + e.Step + ": " + e.Err.Error() }
 func (e *StepError) Unwrap() error { return e.Err }
 
-// Run performs the whole bootstrap; see RunReport.
-func Run(ctx context.Context, o Options) error {
-	_, err := RunReport(ctx, o)
-	return err
-}
-
 // RunReport performs the whole bootstrap and returns per-step timings. On
 // failure the error is a *StepError and the report says whether slurmctld was
 // told to hand the node back.

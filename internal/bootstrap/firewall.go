@@ -132,7 +132,6 @@ func ParseFirewall(js []byte) ([]Endpoint, error) {
 	if err := json.Unmarshal(js, &doc); err != nil {
 		return nil, fmt.Errorf("parsing nft -j output: %w", err)
 	}
-	type expr map[string]json.RawMessage
 	var out []Endpoint
 	hook := false
 	for _, obj := range doc.Nftables {
@@ -150,60 +149,14 @@ func ParseFirewall(js []byte) ([]Endpoint, error) {
 			continue
 		}
 		var r struct {
-			Table string `json:"table"`
-			Chain string `json:"chain"`
-			Expr  []expr `json:"expr"`
+			Table string    `json:"table"`
+			Chain string    `json:"chain"`
+			Expr  []nftExpr `json:"expr"`
 		}
 		if err := json.Unmarshal(raw, &r); err != nil || r.Table != FirewallTable {
 			continue
 		}
-		var ep Endpoint
-		var uidNot0, reject bool
-		for _, e := range r.Expr {
-			if _, ok := e["reject"]; ok {
-				reject = true
-				continue
-			}
-			m, ok := e["match"]
-			if !ok {
-				continue
-			}
-			var mt struct {
-				Op    string          `json:"op"`
-				Left  json.RawMessage `json:"left"`
-				Right json.RawMessage `json:"right"`
-			}
-			if json.Unmarshal(m, &mt) != nil {
-				continue
-			}
-			var left struct {
-				Meta    *struct{ Key string }             `json:"meta"`
-				Payload *struct{ Protocol, Field string } `json:"payload"`
-			}
-			if json.Unmarshal(mt.Left, &left) != nil {
-				continue
-			}
-			switch {
-			case left.Meta != nil && left.Meta.Key == "skuid":
-				var v json.Number
-				if mt.Op == "!=" && json.Unmarshal(mt.Right, &v) == nil && v.String() == "0" {
-					uidNot0 = true
-				}
-			case left.Payload != nil && left.Payload.Field == "daddr" && mt.Op == "==":
-				var s string
-				if json.Unmarshal(mt.Right, &s) == nil {
-					if a, err := netip.ParseAddr(s); err == nil {
-						ep.Addr = a
-					}
-				}
-			case left.Payload != nil && left.Payload.Protocol == "tcp" && left.Payload.Field == "dport" && mt.Op == "==":
-				var p int
-				if json.Unmarshal(mt.Right, &p) == nil {
-					ep.Port = p
-				}
-			}
-		}
-		if ep.Addr.IsValid() && uidNot0 && reject {
+		if ep, ok := rejectedEndpoint(r.Expr); ok {
 			out = append(out, ep)
 		}
 	}
@@ -211,6 +164,60 @@ func ParseFirewall(js []byte) ([]Endpoint, error) {
 		return nil, fmt.Errorf("table inet %s has no output filter chain", FirewallTable)
 	}
 	return out, nil
+}
+
+// nftExpr is one expression of an nft -j rule.
+type nftExpr map[string]json.RawMessage
+
+// rejectedEndpoint reads a rule's expressions: ok when it rejects every
+// uid but 0 sending to an address (and port).
+func rejectedEndpoint(exprs []nftExpr) (ep Endpoint, ok bool) {
+	var uidNot0, reject bool
+	for _, e := range exprs {
+		if _, ok := e["reject"]; ok {
+			reject = true
+			continue
+		}
+		m, ok := e["match"]
+		if !ok {
+			continue
+		}
+		var mt struct {
+			Op    string          `json:"op"`
+			Left  json.RawMessage `json:"left"`
+			Right json.RawMessage `json:"right"`
+		}
+		if json.Unmarshal(m, &mt) != nil {
+			continue
+		}
+		var left struct {
+			Meta    *struct{ Key string }             `json:"meta"`
+			Payload *struct{ Protocol, Field string } `json:"payload"`
+		}
+		if json.Unmarshal(mt.Left, &left) != nil {
+			continue
+		}
+		switch {
+		case left.Meta != nil && left.Meta.Key == "skuid":
+			var v json.Number
+			if mt.Op == "!=" && json.Unmarshal(mt.Right, &v) == nil && v.String() == "0" {
+				uidNot0 = true
+			}
+		case left.Payload != nil && left.Payload.Field == "daddr" && mt.Op == "==":
+			var s string
+			if json.Unmarshal(mt.Right, &s) == nil {
+				if a, err := netip.ParseAddr(s); err == nil {
+					ep.Addr = a
+				}
+			}
+		case left.Payload != nil && left.Payload.Protocol == "tcp" && left.Payload.Field == "dport" && mt.Op == "==":
+			var p int
+			if json.Unmarshal(mt.Right, &p) == nil {
+				ep.Port = p
+			}
+		}
+	}
+	return ep, ep.Addr.IsValid() && uidNot0 && reject
 }
 
 // missingEndpoints lists the wanted endpoints the installed rules do not

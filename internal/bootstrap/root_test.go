@@ -288,7 +288,7 @@ func TestHelperBootstrap(t *testing.T) {
 	if c := os.Getenv("BURST_TEST_CLEANEXEC"); c != "" {
 		o.CleanExec = []string{"/usr/bin/env", "BURST_TEST_EXEC_CLEAN=1", c}
 	}
-	if err := Run(context.Background(), o); err != nil {
+	if _, err := RunReport(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,6 +5,8 @@
 // provider (internal/cloud).
 package capacity
 
+import "time"
+
 // Type is how an instance is bought.
 type Type string
 
@@ -40,3 +42,18 @@ const (
 
 // SpotStrategies lists every spot allocation strategy, the default first.
 var SpotStrategies = []string{PriceCapacityOptimized, CapacityOptimizedPrioritized, CapacityOptimized, LowestPrice, Diversified}
+
+// BlockReclaimLead is how long before a Capacity Block for ML ends that EC2
+// begins terminating its instances, and BlockNoticeLead when it warns of
+// it ("Forty minutes before your Capacity Block reservation ends ... any
+// instances running in the reservation will begin to terminate in 10
+// minutes": EC2 User Guide, "Monitor Capacity Blocks using EventBridge").
+// A job runs on a block only if its time limit ends before the warning;
+// whatever still runs then is checkpointed and requeued.
+const (
+	BlockReclaimLead = 30 * time.Minute
+	BlockNoticeLead  = 40 * time.Minute
+)
+
+// BlockType is EC2's ReservationType of a Capacity Block for ML.
+const BlockType = "capacity-block"

@@ -41,6 +41,7 @@ var ruleEvents = []struct{ name, detailType string }{
 	{"SpotInterruptionRule", "EC2 Spot Instance Interruption Warning"},
 	{"RebalanceRule", "EC2 Instance Rebalance Recommendation"},
 	{"StateChangeRule", "EC2 Instance State-change Notification"},
+	{"ScheduledEventRule", "AWS Health Event"}, // EC2's scheduled events (AWS Health's scheduledChange)
 }
 
 // placeholders stand for stack resources while iampolicy builds a policy;
@@ -141,6 +142,12 @@ func Build(o Options) ([]byte, error) {
 		"NodesToNodes": obj{"Type": "AWS::EC2::SecurityGroupIngress", "Properties": obj{
 			"GroupId": ref("NodeSecurityGroup"), "SourceSecurityGroupId": ref("NodeSecurityGroup"),
 			"IpProtocol": "-1", "Description": "multi-node jobs: srun, MPI, NCCL between the nodes"}},
+		// EFA's OS-bypass traffic needs the group to allow all traffic
+		// to itself both ways (EC2 User Guide, "Prepare an EFA-enabled
+		// security group"), beyond the default egress to 0.0.0.0/0
+		"NodesToNodesOut": obj{"Type": "AWS::EC2::SecurityGroupEgress", "Properties": obj{
+			"GroupId": ref("NodeSecurityGroup"), "DestinationSecurityGroupId": ref("NodeSecurityGroup"),
+			"IpProtocol": "-1", "Description": "EFA between the nodes of a multi-node job"}},
 	}
 	if node, err := iampolicy.BuildNode(o.MungeKeySource, iampolicy.NodeOptions{}); err == nil {
 		doc, err := substitute(node, nil)
@@ -153,9 +160,14 @@ func Build(o Options) ([]byte, error) {
 	} // else the munge key is baked into the image: the node role needs no policy
 	var rules []any
 	for _, r := range ruleEvents {
+		pattern := obj{"source": []string{"aws.ec2"}, "detail-type": []string{r.detailType}}
+		if r.detailType == "AWS Health Event" {
+			pattern = obj{"source": []string{"aws.health"}, "detail-type": []string{r.detailType},
+				"detail": obj{"service": []string{"EC2"}, "eventTypeCategory": []string{"scheduledChange"}}}
+		}
 		res[r.name] = obj{"Type": "AWS::Events::Rule", "Properties": obj{
 			"Description":  "burst: " + r.detailType + " to the interruption queue",
-			"EventPattern": obj{"source": []string{"aws.ec2"}, "detail-type": []string{r.detailType}},
+			"EventPattern": pattern,
 			"State":        "ENABLED",
 			"Targets":      []obj{{"Id": "burst-interruption-queue", "Arn": getAtt("InterruptionQueue", "Arn")}}}}
 		rules = append(rules, getAtt(r.name, "Arn"))

@@ -29,6 +29,10 @@ type Offering struct {
 	// Reservation, for Capacity Reserved, is the capacity reservation to
 	// launch into: its id (cr-...) or a resource group's ARN.
 	Reservation string `json:"reservation,omitempty"`
+	// BlockEnd, when set, says Reservation is a Capacity Block for ML that
+	// ends then: the launch uses the capacity-block market type and tags
+	// the instances with the end, which their agent watches.
+	BlockEnd time.Time `json:"block_end,omitzero"`
 }
 
 // Key identifies the pool ("g5.xlarge/us-east-1a/spot"; a reserved one
@@ -124,6 +128,9 @@ type Reservation struct {
 	State        string // active, expired, cancelled, pending, ...
 	Match        string // open or targeted
 	Start, End   time.Time
+	// Type is EC2's ReservationType: default (an On-Demand Capacity
+	// Reservation) or capacity-block (capacity.BlockType).
+	Type string
 }
 
 // Instance is a cluster instance as the provider sees it.

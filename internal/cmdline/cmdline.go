@@ -155,26 +155,6 @@ func SetEnvVars(app *cli.App) {
 	})
 }
 
-// MissingEnvVars lists the flags of app (as "command --flag") that read no
-// environment variable, leaving out --config copies and --help.
-func MissingEnvVars(app *cli.App) []string {
-	var out []string
-	check := func(fs []cli.Flag, where string, sub bool) {
-		for _, f := range fs {
-			n := flagName(f)
-			if n == "help" || (sub && n == "config") {
-				continue
-			}
-			if len(envVars(f)) == 0 {
-				out = append(out, strings.TrimSpace(where+" --"+n))
-			}
-		}
-	}
-	check(app.Flags, "", false)
-	walk(app.Commands, func(c *cli.Command, path []string) { check(c.Flags, strings.Join(path, " "), true) })
-	return out
-}
-
 func walk(cmds []*cli.Command, f func(c *cli.Command, path []string)) {
 	var rec func(cs []*cli.Command, path []string)
 	rec = func(cs []*cli.Command, path []string) {
@@ -206,13 +186,6 @@ func envField(f cli.Flag) reflect.Value {
 		return reflect.Value{}
 	}
 	return v.Elem().FieldByName("EnvVars")
-}
-
-func envVars(f cli.Flag) []string {
-	if ev := envField(f); ev.IsValid() {
-		return ev.Interface().([]string)
-	}
-	return nil
 }
 
 func setEnv(f cli.Flag, path []string) {

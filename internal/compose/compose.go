@@ -216,7 +216,10 @@ func SizingClasses(cfg *config.Config, cat *catalog.Catalog) []sizing.Class {
 	var out []sizing.Class
 	for i := range cfg.Classes {
 		c := &cfg.Classes[i]
-		pc := sizing.Class{Name: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Capacity: c.Capacity}
+		pc := sizing.Class{Name: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Capacity: c.Capacity,
+			// EFA interfaces come from the launch templates burst makes; an
+			// admin's own template decides its network interfaces itself
+			NoEFA: cfg.Image.LaunchTemplate != ""}
 		for _, t := range c.Candidates(cat) {
 			pc.InstanceTypes = append(pc.InstanceTypes, t.Name)
 		}

@@ -203,10 +203,40 @@ type Reservations struct {
 	// Only: launch into the reservations or not at all (no spot, no
 	// on-demand); a full reservation leaves the job pending.
 	Only bool `yaml:"only"`
+	// CapacityBlocks are Capacity Blocks for ML the class launches into
+	// while each is active (tried first, before the ODCRs): prepaid
+	// windows of reserved instances, see CapacityBlock.
+	CapacityBlocks []CapacityBlock `yaml:"capacity_blocks"`
+}
+
+// CapacityBlock is one Capacity Block for ML. burst describes it
+// (DescribeCapacityReservations, ReservationType capacity-block: its window
+// and state), launches into it only while it is active and only jobs whose
+// time limit ends before EC2 starts reclaiming it (30 minutes before its
+// end), and checkpoints and requeues what still runs then.
+type CapacityBlock struct {
+	// ID is the block's capacity reservation id (cr-...).
+	ID string `yaml:"id"`
+	// PriceUSD is what the block cost (the purchase's upfront fee, as
+	// `aws ec2 describe-capacity-block-offerings` or the console showed
+	// it): the ledger bills it once, whole, as EC2 does. Required: EC2
+	// does not describe a bought block's price.
+	PriceUSD float64 `yaml:"price_usd"`
 }
 
 // Any reports whether the class names any reservation.
-func (r Reservations) Any() bool { return len(r.IDs) > 0 || r.ResourceGroupARN != "" }
+func (r Reservations) Any() bool {
+	return len(r.IDs) > 0 || r.ResourceGroupARN != "" || len(r.CapacityBlocks) > 0
+}
+
+// BlockIDs are the ids of the class's Capacity Blocks.
+func (r Reservations) BlockIDs() []string {
+	out := make([]string, 0, len(r.CapacityBlocks))
+	for _, b := range r.CapacityBlocks {
+		out = append(out, b.ID)
+	}
+	return out
+}
 
 // Network is where instances go.
 type Network struct {

@@ -14,12 +14,15 @@ func TestExampleIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Classes) != 4 || cfg.Cluster.Name != "ml-prod" {
+	if len(cfg.Classes) != 5 || cfg.Cluster.Name != "ml-prod" {
 		t.Fatalf("unexpected config: %+v", cfg.Cluster)
 	}
 	cl, ok := cfg.ClassOfNode("a10gx4-8")
 	if !ok || cl.Name != "a10gx4" {
 		t.Fatalf("ClassOfNode(a10gx4-8) = %v %v", cl, ok)
+	}
+	if b := cfg.Classes[4].Reservations.CapacityBlocks; len(b) != 1 || b[0].ID != "cr-0fedcba9876543210" || b[0].PriceUSD != 1519.10 {
+		t.Fatalf("the example's Capacity Block: %+v", b)
 	}
 	if _, ok := cfg.ClassOfNode("a10gx4-9"); ok {
 		t.Fatal("a10gx4-9 is beyond max_nodes")
@@ -111,6 +114,9 @@ func TestProblems(t *testing.T) {
 		{"reservations", strings.Replace(good, "capacity: spot", "capacity: spot\n    reservations:\n      ids: [cr-0123456789abcdef0, cr-12, cr-0123456789abcdef0]\n      resource_group_arn: arn:aws:ec2:us-east-1:123456789012:group/x", 1),
 			[]string{`14:classes[0].reservations.ids[1]:"cr-12" is not a capacity reservation id`, "14:classes[0].reservations.ids[2]:cr-0123456789abcdef0 is listed twice",
 				`15:classes[0].reservations.resource_group_arn:"arn:aws:ec2:us-east-1:123456789012:group/x" is not a resource group ARN`}},
+		{"capacity blocks", strings.Replace(good, "capacity: spot", "capacity: spot\n    reservations:\n      ids: [cr-0123456789abcdef0]\n      capacity_blocks:\n        - {id: cr-0123456789abcdef0, price_usd: 100}\n        - {id: cb-1}\n        - {id: cr-0123456789abcdef1, price_usd: -2}", 1),
+			[]string{"16:classes[0].reservations.capacity_blocks[0].id:cr-0123456789abcdef0 is listed twice", `17:classes[0].reservations.capacity_blocks[1].id:"cb-1" is not a capacity reservation id`,
+				"17:classes[0].reservations.capacity_blocks[1].price_usd:want the block's upfront price", "18:classes[0].reservations.capacity_blocks[2].price_usd:want the block's upfront price"}},
 		{"reservations only without any", strings.Replace(good, "capacity: spot", "capacity: spot\n    reservations: {only: true}", 1),
 			[]string{"13:classes[0].reservations.only:only: true needs ids or resource_group_arn"}},
 		{"gpu model", strings.Replace(good, "gpu_model: a10g", "gpu_model: a11g", 1),

@@ -37,6 +37,7 @@ const (
 	SpotInterruption Kind = "spot-interruption"
 	Rebalance        Kind = "rebalance"
 	StateChange      Kind = "state-change"
+	Scheduled        Kind = "scheduled" // an EC2 scheduled event, from AWS Health
 )
 
 // Event is a validated EC2 event.
@@ -53,6 +54,12 @@ type Event struct {
 	// State is the instance's new state (pending, running, stopping,
 	// stopped, shutting-down, terminated); state changes only.
 	State string
+	// Scheduled events only (health.go): Code is EC2's event code
+	// (instance-retirement, ...), NotBefore and NotAfter its window,
+	// Instances every instance it names (InstanceID is the first).
+	Code                string
+	NotBefore, NotAfter time.Time
+	Instances           []string
 }
 
 // Expect is what an event must match to be the cluster's.
@@ -139,8 +146,10 @@ func Parse(body []byte, want Expect) (Event, error) {
 	}
 	if src, err := str("source", raw.Source); err != nil {
 		return Event{}, err
+	} else if src == "aws.health" {
+		return parseHealth(raw, want)
 	} else if src != "aws.ec2" {
-		return Event{}, bad("source", "%q, want aws.ec2 (an EventBridge rule on EC2's events)", clip(src))
+		return Event{}, bad("source", "%q, want aws.ec2 or aws.health (EventBridge rules on EC2's and AWS Health's events)", clip(src))
 	}
 	if ev.ID, err = str("id", raw.ID); err != nil {
 		return Event{}, err

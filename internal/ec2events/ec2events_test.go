@@ -50,6 +50,38 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestParseHealth: an AWS Health event is refused when it is not EC2's
+// scheduled change of one of the cluster's instances as AWS sends it.
+func TestParseHealth(t *testing.T) {
+	base, _ := os.ReadFile("testdata/scheduled-retirement.json")
+	edit := func(f func(m, d map[string]any)) []byte {
+		var m map[string]any
+		json.Unmarshal(base, &m)
+		f(m, m["detail"].(map[string]any))
+		b, _ := json.Marshal(m)
+		return b
+	}
+	for name, body := range map[string][]byte{
+		"another service": edit(func(_, d map[string]any) { d["service"] = "RDS" }),
+		"not scheduled":   edit(func(_, d map[string]any) { d["eventTypeCategory"] = "issue" }),
+		"unknown type":    edit(func(_, d map[string]any) { d["eventTypeCode"] = "AWS_EC2_OPERATIONAL_ISSUE" }),
+		"no start":        edit(func(_, d map[string]any) { delete(d, "startTime") }),
+		"bad start":       edit(func(_, d map[string]any) { d["startTime"] = "soon" }),
+		"no entity":       edit(func(_, d map[string]any) { d["affectedEntities"] = []any{} }),
+		"bad entity": edit(func(_, d map[string]any) {
+			d["affectedEntities"] = []any{map[string]any{"entityValue": "i-; rm -rf /"}}
+		}),
+		"entity not resource": edit(func(m, _ map[string]any) { m["resources"] = []any{"i-abcd2222"} }),
+		"another account":     edit(func(m, _ map[string]any) { m["account"] = "999999999999" }),
+		"another region":      edit(func(m, _ map[string]any) { m["region"] = "eu-west-1" }),
+		"another detail type": edit(func(m, _ map[string]any) { m["detail-type"] = "AWS Health Abuse Event" }),
+	} {
+		if ev, err := Parse(body, cluster); err == nil {
+			t.Errorf("%s: accepted as %+v", name, ev)
+		}
+	}
+}
+
 func TestParse(t *testing.T) {
 	base, _ := os.ReadFile("testdata/spot-interruption.json")
 	spot := func(edit func(m map[string]any)) []byte {
@@ -163,6 +195,15 @@ func FuzzParse(f *testing.F) {
 		case Rebalance:
 			if ev.Action != "" || ev.State != "" {
 				t.Fatalf("rebalance %+v", ev)
+			}
+		case Scheduled:
+			if ev.Code == "" || ev.NotBefore.IsZero() || len(ev.Instances) == 0 || len(ev.Instances) > maxEntities || ev.Action != "" || ev.State != "" {
+				t.Fatalf("scheduled %+v", ev)
+			}
+			for _, id := range ev.Instances {
+				if !instanceRe.MatchString(id) {
+					t.Fatalf("scheduled %+v: instance %q", ev, id)
+				}
 			}
 		default:
 			t.Fatalf("kind %q", ev.Kind)

@@ -13,6 +13,8 @@
 //     named instance or any other resource;
 //   - TerminateInstances only on instances carrying the cluster tag;
 //   - CreateLaunchTemplate only with the cluster tag;
+//   - CreatePlacementGroup (the cluster placement group of multi-node EFA
+//     launches) only with the cluster tag;
 //   - the Describe* calls have no resource-level permissions in EC2, so
 //     they are limited to the region (aws:RequestedRegion) when one is given;
 //   - with an interruption queue (burst.yaml interruptions.queue_url),
@@ -32,7 +34,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 )
 
@@ -41,8 +42,10 @@ import (
 var Actions = []string{
 	"ec2:CreateFleet",
 	"ec2:CreateLaunchTemplate",
+	"ec2:CreatePlacementGroup",
 	"ec2:CreateTags",
 	"ec2:DescribeCapacityReservations",
+	"ec2:DescribeInstanceTypes",
 	"ec2:DescribeInstances",
 	"ec2:DescribeLaunchTemplates",
 	"ec2:DescribeSpotPriceHistory",
@@ -115,34 +118,7 @@ func Render(clusterTagKey, clusterName string, opts Options) ([]byte, error) {
 
 // Build returns the policy as a Document.
 func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
-	var probs []string
-	if !tagKeyRe.MatchString(clusterTagKey) || strings.HasPrefix(clusterTagKey, "aws:") {
-		probs = append(probs, fmt.Sprintf("cluster tag key %q is not a valid EC2 tag key (1-128 letters, digits, spaces and + - = . _ : @; not aws:)", clusterTagKey))
-	}
-	if clusterName == "" || len(clusterName) > 256 {
-		probs = append(probs, "cluster name must be 1-256 characters")
-	}
-	if opts.Region != "" && !regionRe.MatchString(opts.Region) {
-		probs = append(probs, fmt.Sprintf("region %q is not an AWS region name such as us-east-1", opts.Region))
-	}
-	if opts.Account != "" && !accountRe.MatchString(opts.Account) {
-		probs = append(probs, fmt.Sprintf("account %q is not a 12-digit AWS account id", opts.Account))
-	}
-	if opts.PassRoleARN != "" && !strings.HasPrefix(opts.PassRoleARN, "arn:") {
-		probs = append(probs, fmt.Sprintf("pass-role ARN %q does not start with arn:", opts.PassRoleARN))
-	}
-	if q := opts.InterruptionQueueARN; q != "" {
-		m := queueARNRe.FindStringSubmatch(q)
-		switch {
-		case m == nil:
-			probs = append(probs, fmt.Sprintf("interruption queue ARN %q is not arn:aws:sqs:REGION:ACCOUNT:NAME", q))
-		case opts.Region != "" && m[2] != opts.Region:
-			probs = append(probs, fmt.Sprintf("interruption queue %s is not in region %s", q, opts.Region))
-		case opts.Account != "" && m[4] != opts.Account:
-			probs = append(probs, fmt.Sprintf("interruption queue %s is not in account %s", q, opts.Account))
-		}
-	}
-	if len(probs) > 0 {
+	if probs := opts.problems(clusterTagKey, clusterName); len(probs) > 0 {
 		return Document{}, fmt.Errorf("rendering the IAM policy: %s", strings.Join(probs, "; "))
 	}
 	part, region, account := opts.Partition, opts.Region, opts.Account
@@ -177,9 +153,9 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 		{Sid: "BurstLaunchSupportingResources", Effect: "Allow", Action: launch,
 			Resource: arn("image", "snapshot", "subnet", "security-group", "volume", "network-interface", "key-pair", "placement-group", "spot-instances-request", "capacity-reservation")},
 		{Sid: "BurstTagOnlyAtLaunch", Effect: "Allow", Action: []string{"ec2:CreateTags"},
-			Resource: arn("fleet", "instance", "launch-template", "volume", "network-interface"),
+			Resource: arn("fleet", "instance", "launch-template", "volume", "network-interface", "placement-group"),
 			Condition: map[string]map[string]any{
-				"StringEquals": {"aws:RequestTag/" + clusterTagKey: clusterName, "ec2:CreateAction": []string{"CreateFleet", "CreateLaunchTemplate", "RunInstances"}},
+				"StringEquals": {"aws:RequestTag/" + clusterTagKey: clusterName, "ec2:CreateAction": []string{"CreateFleet", "CreateLaunchTemplate", "CreatePlacementGroup", "RunInstances"}},
 			}},
 		{Sid: "BurstNameFleetInstances", Effect: "Allow", Action: []string{"ec2:CreateTags"},
 			Resource: arn("instance"),
@@ -190,10 +166,13 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 			}},
 		{Sid: "BurstCreateClusterLaunchTemplates", Effect: "Allow", Action: []string{"ec2:CreateLaunchTemplate"},
 			Resource: arn("launch-template"), Condition: request},
+		{Sid: "BurstCreateClusterPlacementGroups", Effect: "Allow", Action: []string{"ec2:CreatePlacementGroup"},
+			Resource: arn("placement-group"), Condition: request},
 		{Sid: "BurstTerminateClusterInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
 			Resource: arn("instance"), Condition: resource},
 		{Sid: "BurstReadOnly", Effect: "Allow",
-			Action:   []string{"ec2:DescribeCapacityReservations", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ec2:DescribeSpotPriceHistory"},
+			Action: []string{"ec2:DescribeCapacityReservations", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
+				"ec2:DescribeSpotPriceHistory"},
 			Resource: []string{"*"}},
 	}}
 	if opts.Region != "" {
@@ -208,6 +187,38 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 			Resource: []string{opts.PassRoleARN}, Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}})
 	}
 	return doc, nil
+}
+
+// problems lists every input Build refuses.
+func (opts Options) problems(clusterTagKey, clusterName string) []string {
+	var probs []string
+	if !tagKeyRe.MatchString(clusterTagKey) || strings.HasPrefix(clusterTagKey, "aws:") {
+		probs = append(probs, fmt.Sprintf("cluster tag key %q is not a valid EC2 tag key (1-128 letters, digits, spaces and + - = . _ : @; not aws:)", clusterTagKey))
+	}
+	if clusterName == "" || len(clusterName) > 256 {
+		probs = append(probs, "cluster name must be 1-256 characters")
+	}
+	if opts.Region != "" && !regionRe.MatchString(opts.Region) {
+		probs = append(probs, fmt.Sprintf("region %q is not an AWS region name such as us-east-1", opts.Region))
+	}
+	if opts.Account != "" && !accountRe.MatchString(opts.Account) {
+		probs = append(probs, fmt.Sprintf("account %q is not a 12-digit AWS account id", opts.Account))
+	}
+	if opts.PassRoleARN != "" && !strings.HasPrefix(opts.PassRoleARN, "arn:") {
+		probs = append(probs, fmt.Sprintf("pass-role ARN %q does not start with arn:", opts.PassRoleARN))
+	}
+	if q := opts.InterruptionQueueARN; q != "" {
+		m := queueARNRe.FindStringSubmatch(q)
+		switch {
+		case m == nil:
+			probs = append(probs, fmt.Sprintf("interruption queue ARN %q is not arn:aws:sqs:REGION:ACCOUNT:NAME", q))
+		case opts.Region != "" && m[2] != opts.Region:
+			probs = append(probs, fmt.Sprintf("interruption queue %s is not in region %s", q, opts.Region))
+		case opts.Account != "" && m[4] != opts.Account:
+			probs = append(probs, fmt.Sprintf("interruption queue %s is not in account %s", q, opts.Account))
+		}
+	}
+	return probs
 }
 
 // nodeTagKey is the tag that names an instance's Slurm node.
@@ -252,24 +263,4 @@ func RenderNode(mungeSecretARN string, o NodeOptions) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
-}
-
-// ActionsIn lists the distinct actions a policy document allows, sorted.
-func ActionsIn(policy []byte) ([]string, error) {
-	var doc Document
-	if err := json.Unmarshal(policy, &doc); err != nil {
-		return nil, fmt.Errorf("parsing IAM policy: %w", err)
-	}
-	seen := map[string]bool{}
-	for _, s := range doc.Statement {
-		for _, a := range s.Action {
-			seen[a] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for a := range seen {
-		out = append(out, a)
-	}
-	sort.Strings(out)
-	return out, nil
 }

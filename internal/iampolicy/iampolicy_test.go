@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"sort"
@@ -22,6 +23,7 @@ import (
 	"github.com/burst-hpc/burst/internal/cloud"
 	cloudec2 "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/iampolicy"
+	"github.com/burst-hpc/burst/internal/iampolicy/iampolicytest"
 	"github.com/burst-hpc/burst/internal/notices"
 	"github.com/burst-hpc/burst/test/ec2emu"
 )
@@ -59,6 +61,13 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 			return err
 		},
 		func() error {
+			// two p5.48xlarge nodes: DescribeInstanceTypes for their network
+			// cards, the EFA launch template, the cluster placement group
+			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "p5-1", JobID: 5}, {Node: "p5-2", JobID: 5}}, AllOrNothing: true,
+				Offerings: []cloud.Offering{{InstanceType: "p5.48xlarge", Zone: "us-east-1a", Capacity: capacity.OnDemand}}})
+			return err
+		},
+		func() error {
 			// into a capacity reservation: RunInstances, after describing it
 			cr := srv.AddCapacityReservation(ec2emu.CapacityReservationSpec{InstanceType: "g5.xlarge", Zone: "us-east-1b", Count: 1, Match: "targeted"})
 			if _, err := p.Reservations(ctx, []string{cr}); err != nil {
@@ -66,6 +75,22 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 			}
 			_, err := p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-4", JobID: 4}},
 				Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: capacity.Reserved, Reservation: cr}}})
+			return err
+		},
+		func() error {
+			// into a Capacity Block: the same RunInstances (MarketType
+			// capacity-block), after describing it; no new action
+			now := srv.Now()
+			cb, err := srv.AddCapacityBlock(ec2emu.CapacityBlockSpec{InstanceType: "g5.xlarge", Zone: "us-east-1b", Count: 1, Start: now.Add(-time.Minute), End: now.Add(24 * time.Hour)})
+			if err != nil {
+				return err
+			}
+			rs, err := p.Reservations(ctx, []string{cb})
+			if err != nil || len(rs) != 1 {
+				return fmt.Errorf("describing the block: %v %v", rs, err)
+			}
+			_, err = p.Launch(ctx, cloud.LaunchRequest{Nodes: []cloud.NodeSpec{{Node: "gpu-5", JobID: 5}},
+				Offerings: []cloud.Offering{{InstanceType: "g5.xlarge", Zone: "us-east-1b", Capacity: capacity.Reserved, Reservation: cb, BlockEnd: rs[0].End}}})
 			return err
 		},
 		func() error { _, err := p.List(ctx); return err },
@@ -94,7 +119,7 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed, err := iampolicy.ActionsIn(policy)
+	allowed, err := iampolicytest.ActionsIn(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +176,7 @@ func TestNodePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts, err := iampolicy.ActionsIn(b)
+	acts, err := iampolicytest.ActionsIn(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,6 +111,12 @@ func RebalanceReason(instanceID string) string {
 	return "burst: rebalance recommendation " + instanceOr(instanceID)
 }
 
+// ScheduledReason is the Slurm node reason of a node evacuated ahead of
+// one of EC2's scheduled events (code: instance-retirement, ...).
+func ScheduledReason(code, instanceID string, notBefore time.Time) string {
+	return "burst: ec2 scheduled " + code + " " + instanceOr(instanceID) + " from " + notBefore.UTC().Format(time.RFC3339)
+}
+
 func instanceOr(id string) string {
 	if id == "" {
 		return "(instance id unknown)"

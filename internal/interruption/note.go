@@ -108,23 +108,6 @@ func ParseNote(s string) (Note, bool) {
 	return n, true
 }
 
-// ParseConsumed reads a note the epilog used, with the nodes it held.
-func ParseConsumed(s string) (n Note, held []string, ok bool) {
-	rest, found := strings.CutPrefix(s, ConsumedPrefix)
-	if !found {
-		return Note{}, nil, false
-	}
-	if i := strings.LastIndex(rest, "; held "); i >= 0 && strings.HasSuffix(rest, " for the relaunch") {
-		held = strings.Split(strings.TrimSuffix(rest[i+len("; held "):], " for the relaunch"), ",")
-		rest = rest[:i]
-	}
-	n, ok = ParseNote(NotePrefix + rest)
-	if !ok {
-		return Note{}, nil, false
-	}
-	return n, held, true
-}
-
 // Ends reports whether j, as Slurm shows it in its EpilogSlurmctld, is the
 // end of the run this note requeued: a restart count one higher (Slurm
 // counts the requeue before the epilog runs). The epilog consumes the note

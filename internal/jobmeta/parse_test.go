@@ -23,3 +23,15 @@ func TestCombine(t *testing.T) {
 		t.Errorf("a key in both: %+v %v", md, errs)
 	}
 }
+
+// Every key the help lists has a parser and every parser is listed.
+func TestEveryKeyHasASetter(t *testing.T) {
+	for _, k := range metadataKeys {
+		if setters[k] == nil {
+			t.Errorf("key %s is listed but has no setter", k)
+		}
+	}
+	if len(setters) != len(metadataKeys) {
+		t.Errorf("%d setters for %d listed keys", len(setters), len(metadataKeys))
+	}
+}

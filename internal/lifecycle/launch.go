@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/admit"
 	"github.com/burst-hpc/burst/internal/breaker"
@@ -81,7 +82,11 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	}
 	if g.class.Reservations.Any() {
 		rl, _ := r.Cloud.(ReservationLister)
-		cofs = withReservations(ctx, log, rl, g.class, cofs, r.Cfg.Network.Subnets, need)
+		var limit time.Duration
+		if g.job != nil {
+			limit = g.job.TimeLimit
+		}
+		cofs = withReservations(ctx, log, rl, g.class, cofs, r.Cfg.Network.Subnets, need, limit, nowOr(r.Now)())
 		if len(cofs) == 0 {
 			reason := "burst: the class launches only into its capacity reservations and none is active for this job's types and zones"
 			log.Warn("no capacity reservation to launch into", "reservations", g.class.Reservations.IDs)

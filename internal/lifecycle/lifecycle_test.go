@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -248,7 +249,7 @@ func TestJournalReplay(t *testing.T) {
 		got = append(got, r.URL.Path+" "+ev.InstanceID)
 	}))
 	defer srv.Close()
-	sc, err := sizerclient.New(srv.URL, "admin", sizerclient.WithHTTPClient(srv.Client()))
+	sc, err := sizerclient.New(srv.URL, "admin", sizerclient.WithCA(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
@@ -27,8 +28,15 @@ const reservationReason = "capacity reservation: prepaid whether used or not, so
 // zone one of the class's; with spot or on-demand to fall back to, one
 // without room for need is skipped (DescribeCapacityReservations says so
 // without a launch). A resource group is targeted for each ranked type
-// and zone. The reserved offerings keep the sizer's order of types.
-func withReservations(ctx context.Context, log *slog.Logger, lister ReservationLister, cl *config.Class, ranked []cloud.Offering, subnets map[string]string, need int) []cloud.Offering {
+// and zone. The reserved offerings keep the sizer's order of types, the
+// Capacity Blocks first (they end: use them while they last).
+//
+// A Capacity Block takes the job only if its time limit (limit; 0, none,
+// never fits) ends before EC2's warning that it will reclaim the block
+// (capacity.BlockNoticeLead before its end: burst-sizer evacuates the
+// block's nodes then, internal/blockwatch), now being now.
+func withReservations(ctx context.Context, log *slog.Logger, lister ReservationLister, cl *config.Class, ranked []cloud.Offering, subnets map[string]string,
+	need int, limit time.Duration, now time.Time) []cloud.Offering {
 	res := cl.Reservations
 	if !res.Any() {
 		return ranked
@@ -47,20 +55,27 @@ func withReservations(ctx context.Context, log *slog.Logger, lister ReservationL
 		}
 	}
 	var out []cloud.Offering
-	add := func(typ, zone, id string) {
-		out = append(out, cloud.Offering{InstanceType: typ, Zone: zone, SubnetID: subnets[zone], Capacity: capacity.Reserved,
-			Reservation: id, Reason: reservationReason})
+	add := func(r cloud.Reservation) {
+		o := cloud.Offering{InstanceType: r.InstanceType, Zone: r.Zone, SubnetID: subnets[r.Zone], Capacity: capacity.Reserved,
+			Reservation: r.ID, Reason: reservationReason}
+		if r.Type == capacity.BlockType {
+			o.BlockEnd, o.Reason = r.End, blockReason
+		}
+		out = append(out, o)
 	}
-	if len(res.IDs) > 0 {
+	if ids := append(slices.Clone(res.IDs), res.BlockIDs()...); len(ids) > 0 {
 		var rs []cloud.Reservation
 		var err error
 		if lister == nil {
 			log.Warn("the class names capacity reservations but the cloud cannot describe them; skipping them")
-		} else if rs, err = lister.Reservations(ctx, res.IDs); err != nil {
+		} else if rs, err = lister.Reservations(ctx, ids); err != nil {
 			log.Warn("describing the class's capacity reservations failed; skipping them", "err", err)
 		}
 		sort.SliceStable(rs, func(i, j int) bool {
 			a, b := rs[i], rs[j]
+			if ab, bb := a.Type == capacity.BlockType, b.Type == capacity.BlockType; ab != bb {
+				return ab
+			}
 			if rank[a.InstanceType] != rank[b.InstanceType] {
 				return rank[a.InstanceType] < rank[b.InstanceType]
 			}
@@ -73,17 +88,20 @@ func withReservations(ctx context.Context, log *slog.Logger, lister ReservationL
 				log.Info("capacity reservation not active; skipped", "reservation", r.ID, "state", r.State)
 			case !ranked || !slices.Contains(cl.Zones, r.Zone) || subnets[r.Zone] == "":
 				log.Info("capacity reservation's type or zone is not one the job may use; skipped", "reservation", r.ID, "type", r.InstanceType, "zone", r.Zone)
+			case r.Type == capacity.BlockType && !fitsBlock(r, limit, now):
+				log.Info("the job's time limit runs past the Capacity Block's end warning; skipped", "reservation", r.ID, "time_limit", limit,
+					"warning", r.End.Add(-capacity.BlockNoticeLead))
 			case r.Available < need && !res.Only:
 				log.Info("capacity reservation full; falling back", "reservation", r.ID, "available", r.Available, "need", need)
 			default:
-				add(r.InstanceType, r.Zone, r.ID)
+				add(r)
 			}
 		}
 	}
 	if res.ResourceGroupARN != "" {
 		for _, p := range pools {
 			if subnets[p.zone] != "" {
-				add(p.typ, p.zone, res.ResourceGroupARN)
+				add(cloud.Reservation{ID: res.ResourceGroupARN, InstanceType: p.typ, Zone: p.zone})
 			}
 		}
 	}
@@ -91,4 +109,14 @@ func withReservations(ctx context.Context, log *slog.Logger, lister ReservationL
 		return out
 	}
 	return append(out, ranked...)
+}
+
+// blockReason is why a Capacity Block's offering ranks first.
+const blockReason = "capacity block: prepaid for its window, so its marginal price is 0; the job ends before EC2 warns of its end"
+
+// fitsBlock reports whether a job of time limit limit, started now, ends
+// before EC2's warning that it will reclaim block r; a job without a time
+// limit never does.
+func fitsBlock(r cloud.Reservation, limit time.Duration, now time.Time) bool {
+	return limit > 0 && !r.End.IsZero() && !now.Add(limit).After(r.End.Add(-capacity.BlockNoticeLead))
 }

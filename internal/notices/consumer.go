@@ -86,6 +86,10 @@ type Options struct {
 	// ledger (sizer/store's RecordState; may be nil). An error leaves the
 	// message in the queue, to come back after the visibility timeout.
 	StateChange func(ctx context.Context, instanceID, state string, at time.Time) error
+	// Fence, when set, is asked before each message is handled
+	// (sizer/store's Fence: whether this sizer still leads); on an error
+	// the message stays in the queue for the leader.
+	Fence func(ctx context.Context) error
 	// Poll is how often the agent's announcement is looked for; default 500 ms.
 	Poll       time.Duration
 	Now        func() time.Time
@@ -217,6 +221,12 @@ func (c *Consumer) message(ctx context.Context, id, body, handle string) {
 		c.count.WithLabelValues(KindInvalid, OutcomeDropped).Inc()
 		c.delete(ctx, handle, log)
 		return
+	}
+	if c.o.Fence != nil {
+		if err := c.o.Fence(ctx); err != nil {
+			log.Warn("EC2 event not handled here; it comes back to the leader after the visibility timeout", "event", ev.ID, "kind", ev.Kind, "err", err)
+			return
+		}
 	}
 	outcome, err := c.Handle(ctx, ev)
 	c.count.WithLabelValues(string(ev.Kind), outcome).Inc()

@@ -2,9 +2,11 @@ package notices
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +149,31 @@ func TestConsumerOnTheEmulator(t *testing.T) {
 	}
 	if !slices.Equal(sqsActions, Actions) {
 		t.Errorf("the consumer called %v, want exactly %v", sqsActions, Actions)
+	}
+}
+
+// A consumer whose sizer no longer leads (Fence fails) handles nothing:
+// the job is not requeued and the message is not deleted (it comes back
+// to the leader after the visibility timeout).
+func TestConsumerFenced(t *testing.T) {
+	e := startEmulated(t, ec2emu.EventRule{DetailTypes: []string{ec2emu.DetailSpotInterruption}})
+	var fenced atomic.Int32
+	e.Consumer.o.Fence = func(context.Context) error { fenced.Add(1); return errors.New("deposed") }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.Emu.ResetCalls()
+	done := make(chan error)
+	go func() { done <- e.Consumer.Run(ctx) }()
+	if err := e.Emu.Interrupt(e.Instance.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the message reaching the fence", func() bool { return fenced.Load() >= 1 })
+	cancel()
+	<-done
+	if slices.Contains(e.Slurm.Calls(), "requeue 7") {
+		t.Error("a fenced consumer requeued the job")
+	}
+	if n := e.Emu.CallCount("DeleteMessage"); n != 0 {
+		t.Errorf("a fenced consumer deleted %d messages", n)
 	}
 }

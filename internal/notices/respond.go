@@ -59,6 +59,9 @@ func (c *Consumer) Handle(ctx context.Context, ev ec2events.Event) (string, erro
 		log.Info("instance left running; reconciling now", "state", ev.State)
 		return OutcomeReconcile, nil
 	}
+	if ev.Kind == ec2events.Scheduled {
+		return c.scheduled(ctx, ev)
+	}
 	// a warning older than its own deadline (a message that waited in the
 	// queue while the sizer was down, or a replay) or from the future is
 	// not acted on: the instance it speaks of is gone or the clock is off

@@ -11,6 +11,7 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -196,158 +197,16 @@ func wantsInstance(n slurm.Node) bool {
 //   - anything younger than Grace, or pending without an address, waits for
 //     the next pass (EC2's eventual consistency).
 func Plan(instances []cloud.Instance, nodes []slurm.Node, now time.Time, opts PlanOptions) []Action {
-	owned := opts.Owned
-	if owned == nil {
-		owned = func(string) bool { return true }
-	}
-	mem := opts.Memory
-	if mem == nil {
-		mem = NewMemory()
-	}
-	byName := map[string]slurm.Node{}
-	for _, n := range nodes {
-		if owned(n.Name) && (opts.Owned != nil || n.HasFlag("CLOUD")) {
-			byName[n.Name] = n
-		}
-	}
-	old := func(in cloud.Instance) bool { return !in.LaunchTime.IsZero() && now.Sub(in.LaunchTime) >= opts.Grace }
-	age := func(in cloud.Instance) string {
-		if in.LaunchTime.IsZero() {
-			return "unknown age"
-		}
-		return "launched " + now.Sub(in.LaunchTime).Truncate(time.Second).String() + " ago"
-	}
-	var acts []Action
-	live := map[string][]cloud.Instance{}
-	dead := map[string]cloud.Instance{} // node -> a stopped/shutting-down instance, for reasons
-	for _, in := range instances {
-		switch {
-		case in.State == "stopped" || in.State == "stopping":
-			acts = append(acts, Action{Kind: Terminate, Reason: ReasonStopped, Node: in.Node, InstanceIDs: []string{in.ID},
-				Detail: fmt.Sprintf("instance is %s; burst never stops instances and a stopped node runs no job", in.State)})
-			if in.Node != "" {
-				dead[in.Node] = in
-			}
-		case !in.Live():
-			if in.Node != "" {
-				dead[in.Node] = in
-			}
-		case in.Node == "":
-			if old(in) {
-				acts = append(acts, Action{Kind: Terminate, Reason: ReasonNoNode, InstanceIDs: []string{in.ID},
-					Detail: fmt.Sprintf("instance has no burst:node or burst:nodes tag naming its node (%s)", age(in))})
-			}
-		default:
-			live[in.Node] = append(live[in.Node], in)
-		}
-	}
-	names := make([]string, 0, len(live))
-	for n := range live {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	handled := map[string]bool{}
-	for _, name := range names {
-		ins := live[name]
-		sort.Slice(ins, func(i, j int) bool {
-			if !ins[i].LaunchTime.Equal(ins[j].LaunchTime) {
-				return ins[i].LaunchTime.After(ins[j].LaunchTime) // newest first
-			}
-			return ins[i].ID < ins[j].ID
-		})
-		n, known := byName[name]
-		if !known || !wantsInstance(n) {
-			if known && n.State == "DOWN" && !poweredDown(n) {
-				continue // a DOWN node is the admin's or the agent's dead-man switch's
-			}
-			why := "node is powered down in Slurm"
-			if !known {
-				why = "Slurm has no burst node of that name"
-			}
-			for _, in := range ins {
-				if old(in) {
-					acts = append(acts, Action{Kind: Terminate, Reason: ReasonOrphan, Node: name, InstanceIDs: []string{in.ID},
-						Detail: fmt.Sprintf("%s (%s, state %s)", why, age(in), in.State)})
-				}
-			}
-			continue
-		}
-		// stuck powering up: the node's newest instance is older than the
-		// resume timeout and the node still has not registered
-		if n.HasFlag("POWERING_UP") && opts.ResumeTimeout > 0 && !ins[0].LaunchTime.IsZero() && now.Sub(ins[0].LaunchTime) >= opts.ResumeTimeout {
-			ids := make([]string, len(ins))
-			for i, in := range ins {
-				ids[i] = in.ID
-			}
-			acts = append(acts,
-				Action{Kind: Terminate, Reason: ReasonResumeTimeout, Node: name, InstanceIDs: ids,
-					Detail: fmt.Sprintf("node still powering up %s after launch (resume timeout %s)", now.Sub(ins[0].LaunchTime).Truncate(time.Second), opts.ResumeTimeout)},
-				Action{Kind: HandBack, Reason: ReasonResumeTimeout, Node: name, InstanceIDs: ids,
-					Detail: fmt.Sprintf("burst: instance %s did not register within %s", ins[0].ID, opts.ResumeTimeout)})
-			handled[name] = true
-			continue
-		}
-		if len(ins) < 2 {
-			continue
-		}
-		keep := ins[0] // newest
-		if a, err := netip.ParseAddr(n.Addr); err == nil {
-			for _, in := range ins {
-				if in.PrivateIP == a.String() {
-					keep = in
-					break
-				}
-			}
-		}
-		for _, in := range ins {
-			if in.ID == keep.ID || !old(in) {
-				continue
-			}
-			acts = append(acts, Action{Kind: Terminate, Reason: ReasonDuplicate, Node: name, InstanceIDs: []string{in.ID},
-				Detail: fmt.Sprintf("node has %d live instances; keeping %s (address %s, Slurm NodeAddr %s), this one %s", len(ins), keep.ID, orDash(keep.PrivateIP), orDash(n.Addr), age(in))})
-		}
+	p := newPlanner(nodes, now, opts)
+	p.sortInstances(instances)
+	for _, name := range slices.Sorted(maps.Keys(p.live)) {
+		p.planLive(name)
 	}
 	// nodes Slurm counts on that have no live instance
-	nodeNames := make([]string, 0, len(byName))
-	for name := range byName {
-		nodeNames = append(nodeNames, name)
+	for _, name := range slices.Sorted(maps.Keys(p.byName)) {
+		p.planMissing(name)
 	}
-	sort.Strings(nodeNames)
-	for _, name := range nodeNames {
-		n := byName[name]
-		if handled[name] || len(live[name]) > 0 || !wantsInstance(n) {
-			continue
-		}
-		if n.HasFlag("POWERING_UP") {
-			// a resume may still be launching; only a node stuck past the
-			// resume timeout (as this reconciler has watched it) goes back
-			since, ok := mem.PoweringUpSince[name]
-			if ok && opts.ResumeTimeout > 0 && now.Sub(since) >= opts.ResumeTimeout {
-				acts = append(acts, Action{Kind: HandBack, Reason: ReasonResumeTimeout, Node: name,
-					Detail: fmt.Sprintf("burst: no instance after %s powering up", now.Sub(since).Truncate(time.Second))})
-			}
-			continue
-		}
-		id := ""
-		if in, ok := dead[name]; ok {
-			id = in.ID
-		} else if last := mem.LastInstance[name]; last != "" {
-			id = last
-		}
-		if id != "" && mem.HandedBack[name] == id {
-			continue // handed back for this instance already; Slurm is on it
-		}
-		a := Action{Kind: HandBack, Reason: ReasonInstanceGone, Node: name,
-			Detail: "burst: instance gone (none running for the node)"}
-		if id != "" {
-			a.InstanceIDs = []string{id}
-			a.Detail = "burst: instance " + id + " gone"
-			if in, ok := dead[name]; ok {
-				a.Detail += " (" + in.State + ")"
-			}
-		}
-		acts = append(acts, a)
-	}
+	acts := p.acts
 	// terminations first, in a stable order; hand-backs after
 	sort.SliceStable(acts, func(i, j int) bool {
 		if acts[i].Kind != acts[j].Kind {
@@ -359,6 +218,181 @@ func Plan(instances []cloud.Instance, nodes []slurm.Node, now time.Time, opts Pl
 		return slices.Compare(acts[i].InstanceIDs, acts[j].InstanceIDs) < 0
 	})
 	return acts
+}
+
+// planner is one Plan: what it has read and the actions so far.
+type planner struct {
+	now     time.Time
+	opts    PlanOptions
+	mem     *Memory
+	byName  map[string]slurm.Node       // burst nodes Slurm reports
+	live    map[string][]cloud.Instance // node -> its live instances
+	dead    map[string]cloud.Instance   // node -> a stopped/shutting-down instance, for reasons
+	handled map[string]bool
+	acts    []Action
+}
+
+func newPlanner(nodes []slurm.Node, now time.Time, opts PlanOptions) *planner {
+	owned := opts.Owned
+	if owned == nil {
+		owned = func(string) bool { return true }
+	}
+	mem := opts.Memory
+	if mem == nil {
+		mem = NewMemory()
+	}
+	p := &planner{now: now, opts: opts, mem: mem, byName: map[string]slurm.Node{}, live: map[string][]cloud.Instance{},
+		dead: map[string]cloud.Instance{}, handled: map[string]bool{}}
+	for _, n := range nodes {
+		if owned(n.Name) && (opts.Owned != nil || n.HasFlag("CLOUD")) {
+			p.byName[n.Name] = n
+		}
+	}
+	return p
+}
+
+func (p *planner) old(in cloud.Instance) bool {
+	return !in.LaunchTime.IsZero() && p.now.Sub(in.LaunchTime) >= p.opts.Grace
+}
+
+func (p *planner) age(in cloud.Instance) string {
+	if in.LaunchTime.IsZero() {
+		return "unknown age"
+	}
+	return "launched " + p.now.Sub(in.LaunchTime).Truncate(time.Second).String() + " ago"
+}
+
+// sortInstances terminates the stopped instances and those without a node
+// tag, and files the rest by node: live or dead.
+func (p *planner) sortInstances(instances []cloud.Instance) {
+	for _, in := range instances {
+		switch {
+		case in.State == "stopped" || in.State == "stopping":
+			p.acts = append(p.acts, Action{Kind: Terminate, Reason: ReasonStopped, Node: in.Node, InstanceIDs: []string{in.ID},
+				Detail: fmt.Sprintf("instance is %s; burst never stops instances and a stopped node runs no job", in.State)})
+			if in.Node != "" {
+				p.dead[in.Node] = in
+			}
+		case !in.Live():
+			if in.Node != "" {
+				p.dead[in.Node] = in
+			}
+		case in.Node == "":
+			if p.old(in) {
+				p.acts = append(p.acts, Action{Kind: Terminate, Reason: ReasonNoNode, InstanceIDs: []string{in.ID},
+					Detail: fmt.Sprintf("instance has no burst:node or burst:nodes tag naming its node (%s)", p.age(in))})
+			}
+		default:
+			p.live[in.Node] = append(p.live[in.Node], in)
+		}
+	}
+}
+
+// planLive plans a node's live instances: orphans, a node stuck powering
+// up, duplicates.
+func (p *planner) planLive(name string) {
+	ins := p.live[name]
+	sort.Slice(ins, func(i, j int) bool {
+		if !ins[i].LaunchTime.Equal(ins[j].LaunchTime) {
+			return ins[i].LaunchTime.After(ins[j].LaunchTime) // newest first
+		}
+		return ins[i].ID < ins[j].ID
+	})
+	n, known := p.byName[name]
+	if !known || !wantsInstance(n) {
+		if known && n.State == "DOWN" && !poweredDown(n) {
+			return // a DOWN node is the admin's or the agent's dead-man switch's
+		}
+		why := "node is powered down in Slurm"
+		if !known {
+			why = "Slurm has no burst node of that name"
+		}
+		for _, in := range ins {
+			if p.old(in) {
+				p.acts = append(p.acts, Action{Kind: Terminate, Reason: ReasonOrphan, Node: name, InstanceIDs: []string{in.ID},
+					Detail: fmt.Sprintf("%s (%s, state %s)", why, p.age(in), in.State)})
+			}
+		}
+		return
+	}
+	// stuck powering up: the node's newest instance is older than the
+	// resume timeout and the node still has not registered
+	if n.HasFlag("POWERING_UP") && p.opts.ResumeTimeout > 0 && !ins[0].LaunchTime.IsZero() && p.now.Sub(ins[0].LaunchTime) >= p.opts.ResumeTimeout {
+		ids := make([]string, len(ins))
+		for i, in := range ins {
+			ids[i] = in.ID
+		}
+		p.acts = append(p.acts,
+			Action{Kind: Terminate, Reason: ReasonResumeTimeout, Node: name, InstanceIDs: ids,
+				Detail: fmt.Sprintf("node still powering up %s after launch (resume timeout %s)", p.now.Sub(ins[0].LaunchTime).Truncate(time.Second), p.opts.ResumeTimeout)},
+			Action{Kind: HandBack, Reason: ReasonResumeTimeout, Node: name, InstanceIDs: ids,
+				Detail: fmt.Sprintf("burst: instance %s did not register within %s", ins[0].ID, p.opts.ResumeTimeout)})
+		p.handled[name] = true
+		return
+	}
+	if len(ins) >= 2 {
+		p.planDuplicates(n, ins)
+	}
+}
+
+// planDuplicates keeps the instance at the node's Slurm address (else the
+// newest) and terminates the others.
+func (p *planner) planDuplicates(n slurm.Node, ins []cloud.Instance) {
+	keep := ins[0] // newest
+	if a, err := netip.ParseAddr(n.Addr); err == nil {
+		for _, in := range ins {
+			if in.PrivateIP == a.String() {
+				keep = in
+				break
+			}
+		}
+	}
+	for _, in := range ins {
+		if in.ID == keep.ID || !p.old(in) {
+			continue
+		}
+		p.acts = append(p.acts, Action{Kind: Terminate, Reason: ReasonDuplicate, Node: n.Name, InstanceIDs: []string{in.ID},
+			Detail: fmt.Sprintf("node has %d live instances; keeping %s (address %s, Slurm NodeAddr %s), this one %s", len(ins), keep.ID, orDash(keep.PrivateIP), orDash(n.Addr), p.age(in))})
+	}
+}
+
+// planMissing hands back a node Slurm counts on that has no live instance
+// (once per instance gone; a node powering up only past the resume
+// timeout).
+func (p *planner) planMissing(name string) {
+	n := p.byName[name]
+	if p.handled[name] || len(p.live[name]) > 0 || !wantsInstance(n) {
+		return
+	}
+	if n.HasFlag("POWERING_UP") {
+		// a resume may still be launching; only a node stuck past the
+		// resume timeout (as this reconciler has watched it) goes back
+		since, ok := p.mem.PoweringUpSince[name]
+		if ok && p.opts.ResumeTimeout > 0 && p.now.Sub(since) >= p.opts.ResumeTimeout {
+			p.acts = append(p.acts, Action{Kind: HandBack, Reason: ReasonResumeTimeout, Node: name,
+				Detail: fmt.Sprintf("burst: no instance after %s powering up", p.now.Sub(since).Truncate(time.Second))})
+		}
+		return
+	}
+	id := ""
+	if in, ok := p.dead[name]; ok {
+		id = in.ID
+	} else if last := p.mem.LastInstance[name]; last != "" {
+		id = last
+	}
+	if id != "" && p.mem.HandedBack[name] == id {
+		return // handed back for this instance already; Slurm is on it
+	}
+	a := Action{Kind: HandBack, Reason: ReasonInstanceGone, Node: name,
+		Detail: "burst: instance gone (none running for the node)"}
+	if id != "" {
+		a.InstanceIDs = []string{id}
+		a.Detail = "burst: instance " + id + " gone"
+		if in, ok := p.dead[name]; ok {
+			a.Detail += " (" + in.State + ")"
+		}
+	}
+	p.acts = append(p.acts, a)
 }
 
 func orDash(s string) string {

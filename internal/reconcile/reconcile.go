@@ -51,6 +51,9 @@ type Options struct {
 	// (spend accounting): only those EC2 accepted; may be nil. Its errors
 	// are logged.
 	Terminated func(ctx context.Context, instanceID string, at time.Time) error
+	// Fence, when set, is asked before a pass acts (sizer/store's Fence:
+	// whether this sizer still leads); an error skips the pass's actions.
+	Fence func(ctx context.Context) error
 	// RequeueWait bounds the wait for requeued jobs to be pending again
 	// (default 20 s); PollInterval is how often it looks (default 250 ms).
 	RequeueWait  time.Duration
@@ -94,17 +97,6 @@ type Report struct {
 	Instances int // instances listed (not terminated)
 	Nodes     int // burst nodes Slurm reported
 	Results   []Result
-}
-
-// Failed counts results with an error.
-func (r Report) Failed() int {
-	n := 0
-	for _, x := range r.Results {
-		if x.Err != nil {
-			n++
-		}
-	}
-	return n
 }
 
 // New returns a Reconciler. Metrics are registered on o.Registerer (an
@@ -187,6 +179,12 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Report, error) {
 	}
 	acts := Plan(insts, nodes, now, opts)
 	r.mem.Observe(insts, nodes, now)
+	if len(acts) > 0 && !r.o.DryRun && r.o.Fence != nil {
+		if err := r.o.Fence(ctx); err != nil {
+			r.runs.WithLabelValues("error").Inc()
+			return rep, fmt.Errorf("reconciling: not acting on %d planned actions: %w", len(acts), err)
+		}
+	}
 	var errs []error
 	for _, a := range acts {
 		res := r.execute(ctx, a, now)

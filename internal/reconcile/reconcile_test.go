@@ -88,6 +88,21 @@ func TestRunOnceDryRun(t *testing.T) {
 	}
 }
 
+// A sizer that no longer leads (Fence fails) plans but acts on nothing.
+func TestRunOnceFenced(t *testing.T) {
+	fc := cloudOf(nil, inst("i-orphan", "gpu-2", "running", time.Hour, "10.0.0.2"))
+	fs := slurmfake.New(nil, []slurm.Node{node("gpu-2", "IDLE", "POWERED_DOWN")})
+	deposed := errors.New("deposed")
+	r, _ := New(fc, fs, Options{Grace: time.Minute, Now: func() time.Time { return t0 }, Fence: func(context.Context) error { return deposed }})
+	rep, err := r.RunOnce(context.Background())
+	if !errors.Is(err, deposed) {
+		t.Fatalf("a fenced pass: %v, want the fence's error", err)
+	}
+	if len(fc.Terminated()) != 0 || len(fs.Calls()) != 0 || len(rep.Results) != 0 {
+		t.Fatalf("a fenced pass acted: terminated %v calls %v results %+v", fc.Terminated(), fs.Calls(), rep.Results)
+	}
+}
+
 func TestRunOnceErrors(t *testing.T) {
 	fs := slurmfake.New(nil, []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN")})
 	broken := cloudOf(nil)
@@ -108,8 +123,8 @@ func TestRunOnceErrors(t *testing.T) {
 	fs.RequeueErr = map[uint32]error{3: errors.New("job is not requeueable")}
 	r, _ = New(fc, fs, Options{Grace: time.Minute, Now: func() time.Time { return t0 }})
 	rep, err := r.RunOnce(context.Background())
-	if err == nil || rep.Failed() != 2 {
-		t.Fatalf("err %v failed %d", err, rep.Failed())
+	if err == nil || failed(rep) != 2 {
+		t.Fatalf("err %v failed %d", err, failed(rep))
 	}
 	if calls := fs.Calls(); !strings.HasPrefix(calls[len(calls)-1], "update gpu-2 POWER_DOWN_FORCE") {
 		t.Fatalf("node not handed back after a failed requeue: %v", calls)
@@ -125,7 +140,7 @@ func TestRequeueRacesSlurm(t *testing.T) {
 	fs.RequeueErr = map[uint32]error{3: fmt.Errorf("requeueing job 3: %w", slurm.Classify(0, "Job is pending execution"))}
 	r, _ := New(fc, fs, Options{Grace: time.Minute, Now: func() time.Time { return t0 }})
 	rep, err := r.RunOnce(context.Background())
-	if err != nil || rep.Failed() != 0 || len(rep.Results) != 1 {
+	if err != nil || failed(rep) != 0 || len(rep.Results) != 1 {
 		t.Fatalf("err %v report %+v", err, rep)
 	}
 	if calls := fs.Calls(); !strings.HasPrefix(calls[len(calls)-1], "update gpu-2 POWER_DOWN_FORCE") {
@@ -223,4 +238,15 @@ func metricValue(m *dto.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+// failed counts the pass's results with an error.
+func failed(r Report) int {
+	n := 0
+	for _, x := range r.Results {
+		if x.Err != nil {
+			n++
+		}
+	}
+	return n
 }

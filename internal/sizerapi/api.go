@@ -91,6 +91,9 @@ const (
 	// CodeUnverifiable: the sizer cannot check the request now (EC2 or
 	// Slurm did not answer); retry later.
 	CodeUnverifiable = "unverifiable"
+	// CodeNotLeader: the work asked for runs on the leading sizer and this
+	// one stands by (sizer.store on PostgreSQL): ask the next sizer URL.
+	CodeNotLeader = "not_leader"
 )
 
 // Identity signature kinds of CredentialRequest.Kind.

@@ -86,7 +86,6 @@ type Client struct {
 	timeout time.Duration
 	caFile  string
 	caPEM   []byte
-	custom  bool // WithHTTPClient
 }
 
 // Anonymous, as the token, sends no Authorization header (the identity
@@ -107,10 +106,6 @@ func WithCAFile(path string) Option { return func(c *Client) { c.caFile = path }
 
 // WithCA pins the sizer's CA certificate (PEM).
 func WithCA(pem []byte) Option { return func(c *Client) { c.caPEM = pem } }
-
-// WithHTTPClient replaces the HTTP client (tests; its TLS settings are the
-// caller's).
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc, c.custom = hc, true } }
 
 // New makes a client for baseURL (e.g. "https://10.0.0.5:8472") with a
 // bearer token (the admin token, a role's credential or a node's), pinning
@@ -134,12 +129,6 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 		return nil, c.moreErr
 	}
 	switch {
-	case c.custom:
-		if c.timeout != DefaultTimeout {
-			hc := *c.hc
-			hc.Timeout = c.timeout
-			c.hc = &hc
-		}
 	case c.caPEM != nil:
 		if c.hc, err = tlspin.HTTPClient(c.caPEM, c.timeout); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package sizerclient
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -32,7 +33,7 @@ func TestFailsOverToTheSizerThatAnswers(t *testing.T) {
 	}
 	dead := "https://" + ln.Addr().String()
 	ln.Close()
-	c, err := New(dead, "tok", WithHTTPClient(live.Client()), WithFallbackURLs(live.URL))
+	c, err := New(dead, "tok", WithCA(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: live.Certificate().Raw})), WithFallbackURLs(live.URL))
 	if err != nil {
 		t.Fatal(err)
 	}

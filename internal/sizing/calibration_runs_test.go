@@ -198,4 +198,30 @@ func TestTimeCalibration(t *testing.T) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f%% | %.1f%% | %s | %+.0f%% |\n", r.name, set, strings.ToUpper(r.gpu), fmtCount(r.tokens), pub, 100*r.mfu(), 100*mfu, commas(got), errPct)
 	}
 	t.Logf("time calibration:\n%s", b.String())
+	readmeHas(t, tableRows(b.String())...)
+}
+
+// TestMFUExamples: the MFU sizer/README.md quotes for a 1B and a 70B model
+// (mfu.go's formula by hand; the PCIe L4 at the A100's m x 0.75).
+func TestMFUExamples(t *testing.T) {
+	byHand := func(m, peak, params float64) float64 {
+		return m / (1 + math.Pow(3.39e8*peak/989/params, 0.4708))
+	}
+	cases := []struct {
+		gpu    string
+		params float64
+		want   float64
+	}{
+		{"a100", 1e9, byHand(0.4560, 312, 1e9)},
+		{"l4", 1e9, byHand(0.4560*0.75, 121, 1e9)},
+		{"a100", 70e9, byHand(0.4560, 312, 70e9)},
+		{"h100", 70e9, byHand(0.3195, 989, 70e9)},
+	}
+	for _, c := range cases {
+		if got := PerfOf(c.gpu).MFUAt(c.params); math.Abs(got-c.want) > 1e-4 {
+			t.Errorf("MFU of %s on %s: %.4f, by hand %.4f", fmtCount(c.params), c.gpu, got, c.want)
+		}
+	}
+	readmeHas(t, fmt.Sprintf("E.g. 1B: %.0f%% on an A100, %.0f%% on an L4; 70B: %.1f%% on an A100, %.1f%% on an H100.",
+		100*cases[0].want, 100*cases[1].want, 100*cases[2].want, 100*cases[3].want))
 }

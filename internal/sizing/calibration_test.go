@@ -3,6 +3,7 @@ package sizing
 import (
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -115,7 +116,31 @@ func TestMemoryCalibration(t *testing.T) {
 			t.Errorf("MemoryError for %s is %.2f; the largest measured over-estimate is %+.1f%%", kind, got, 100*worst[kind])
 		}
 	}
-	t.Logf("memory calibration (largest over-estimates: full %+.1f%%, adapter %+.1f%%, inference %+.1f%%):\n%s", 100*worst["full"], 100*worst["adapter"], 100*worst["inference"], b.String())
+	worstText := fmt.Sprintf("(full %+.1f%%, adapter %+.1f%%, inference %+.1f%%)", 100*worst["full"], 100*worst["adapter"], 100*worst["inference"])
+	t.Logf("memory calibration, largest over-estimates %s:\n%s", worstText, b.String())
+	readmeHas(t, append(tableRows(b.String()), "over-estimate measured here "+worstText)...)
+}
+
+// readmeHas fails unless sizer/README.md states each of want (runs of
+// white space count as one space, so a sentence may wrap): the figures the
+// README shows are the ones the tests measure.
+func readmeHas(t *testing.T, want ...string) {
+	t.Helper()
+	b, err := os.ReadFile("../../sizer/README.md")
+	if err != nil {
+		t.Fatalf("reading sizer/README.md: %v", err)
+	}
+	readme := strings.Join(strings.Fields(string(b)), " ")
+	for _, w := range want {
+		if !strings.Contains(readme, strings.Join(strings.Fields(w), " ")) {
+			t.Errorf("sizer/README.md does not state what the test measures; update it to:\n%s", w)
+		}
+	}
+}
+
+// tableRows are the lines of a markdown table.
+func tableRows(table string) []string {
+	return strings.Split(strings.TrimSpace(table), "\n")
 }
 
 func bytesText(b float64) string {

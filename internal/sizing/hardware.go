@@ -1,6 +1,10 @@
 package sizing
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/burst-hpc/burst/internal/catalog"
+)
 
 // HBMBandwidth is a GPU's memory bandwidth in GB/s (10^9 bytes/s), from
 // NVIDIA's datasheets, and where the figure comes from. Inference decode
@@ -53,20 +57,20 @@ type Fabric struct {
 // 900 GB/s; P6 NVLink 5). Every other GPU type here joins its GPUs over PCIe.
 var nvlinkFamilies = map[string]bool{"p3dn": true, "p4d": true, "p4de": true, "p5": true, "p5e": true, "p5en": true, "p6-b200": true, "p6-b300": true}
 
-// efaTypes support EFA (AWS EC2 User Guide, "Elastic Fabric Adapter:
-// supported instance types"): the P families' large sizes and the G
-// families' 8xlarge and larger sizes. A type missing here is treated as
-// having no EFA (TCP over ENA), the pessimistic choice.
-var efaTypes = map[string]bool{
-	"p3dn.24xlarge": true, "p4d.24xlarge": true, "p4de.24xlarge": true, "p5.48xlarge": true, "p5e.48xlarge": true,
-	"p5en.48xlarge": true, "p6-b200.48xlarge": true, "p6-b300.48xlarge": true,
-	"g4dn.8xlarge": true, "g4dn.12xlarge": true, "g4dn.16xlarge": true, "g4dn.metal": true,
-	"g5.8xlarge": true, "g5.12xlarge": true, "g5.16xlarge": true, "g5.24xlarge": true, "g5.48xlarge": true,
-	"g6.8xlarge": true, "g6.12xlarge": true, "g6.16xlarge": true, "g6.24xlarge": true, "g6.48xlarge": true,
-	"g6e.8xlarge": true, "g6e.12xlarge": true, "g6e.16xlarge": true, "g6e.24xlarge": true, "g6e.48xlarge": true,
-}
-
-// fabricOf is the fabric of an instance type (family, name, network Mbps).
-func fabricOf(family, name string, networkMbps int) Fabric {
-	return Fabric{NVLink: nvlinkFamilies[family], EFA: efaTypes[name], Gbps: networkMbps / 1000, Mbps: networkMbps}
+// fabricOf is the fabric between nodes of an instance type when efa says
+// whether the launch attaches EFA interfaces (burst does for a multi-node
+// launch on an EFA-capable type, from the launch templates it makes; see
+// internal/cloud/ec2): with them, EFA and the type's whole bandwidth
+// (every network card, catalog.NetworkOf); without, TCP over the primary
+// interface's card alone (100 Gbps of a p5.48xlarge's 3,200).
+func fabricOf(t catalog.InstanceType, net catalog.Network, efa bool) Fabric {
+	f := Fabric{NVLink: nvlinkFamilies[t.Family], Mbps: t.NetworkMbps}
+	switch {
+	case efa && net.EFA():
+		f.EFA = true
+	case net.Cards > 1 && net.CardMbps > 0:
+		f.Mbps = net.CardMbps
+	}
+	f.Gbps = f.Mbps / 1000
+	return f
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/jobmeta"
 )
 
@@ -122,9 +123,7 @@ func TestComputeHoursAndFLOPs(t *testing.T) {
 }
 
 func TestEfficiency(t *testing.T) {
-	p5 := fabricOf("p5", "p5.48xlarge", 3200000)
-	g5x4 := fabricOf("g5", "g5.12xlarge", 40000)
-	g6 := fabricOf("g6", "g6.xlarge", 2500)
+	p5, g5x4, g6 := testFabric(t, "p5.48xlarge", true), testFabric(t, "g5.12xlarge", true), testFabric(t, "g6.xlarge", true)
 	cases := []struct {
 		name  string
 		f     Fabric
@@ -216,7 +215,7 @@ func TestEveryGPUModelHasBandwidth(t *testing.T) {
 }
 
 func TestEfficiencyAgreesWithItsAccount(t *testing.T) {
-	for _, f := range []Fabric{fabricOf("p5", "p5.48xlarge", 3200000), fabricOf("g5", "g5.12xlarge", 40000), fabricOf("g6", "g6.xlarge", 2500)} {
+	for _, f := range []Fabric{testFabric(t, "p5.48xlarge", true), testFabric(t, "g5.12xlarge", true), testFabric(t, "g6.xlarge", true), testFabric(t, "p5.48xlarge", false)} {
 		for _, nodes := range []int{1, 2, 7} {
 			for _, gpn := range []int{1, 4} {
 				for _, v := range []float64{0.01, 1, 1.5} {
@@ -227,5 +226,32 @@ func TestEfficiencyAgreesWithItsAccount(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// testFabric is the fabric of a catalog type, with or without EFA attached.
+func testFabric(t *testing.T, name string, efa bool) Fabric {
+	t.Helper()
+	cat := catalog.Default()
+	it, ok := cat.Lookup(name)
+	net, nok := cat.NetworkOf(name)
+	if !ok || !nok {
+		t.Fatalf("%s is not in the catalog", name)
+	}
+	return fabricOf(it, net, efa)
+}
+
+// TestFabricEFAOnlyWhenAttached: a p5.48xlarge with its 32 EFA interfaces
+// is EFA at 3,200 Gbps (AWS's figure); without them, TCP over the primary
+// interface's one card of 100 Gbps. A type without EFA is TCP either way.
+func TestFabricEFAOnlyWhenAttached(t *testing.T) {
+	if f := testFabric(t, "p5.48xlarge", true); !f.EFA || f.Gbps != 3200 {
+		t.Errorf("p5.48xlarge with EFA attached: %+v, want EFA at 3200 Gbps", f)
+	}
+	if f := testFabric(t, "p5.48xlarge", false); f.EFA || f.Gbps != 100 {
+		t.Errorf("p5.48xlarge without EFA: %+v, want TCP at 100 Gbps (one of 32 cards)", f)
+	}
+	if f := testFabric(t, "g6.xlarge", true); f.EFA || f.Mbps != 2500 {
+		t.Errorf("g6.xlarge: %+v, want TCP at 2500 Mbps (no EFA on the type)", f)
 	}
 }

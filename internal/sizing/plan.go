@@ -23,7 +23,10 @@ type need struct {
 	// tolerateNodes: a plan on this many nodes that needs more than the
 	// usable memory but no more than the GPUs' memory plus the model's
 	// measured error (MemoryError) is admitted, marked tight: the user
-	// asked for it explicitly. 0: never.
+	// asked for it explicitly. One that needs more than that ends the
+	// class's search: the user fixed the GPUs, and more nodes are not
+	// added to make the job fit (--gres without --nodes keeps one node;
+	// more nodes may still be added to meet a deadline). 0: never.
 	tolerateNodes int
 }
 
@@ -105,7 +108,8 @@ func (p *Policy) classShape(c Class) (Fabric, int) {
 		if !ok {
 			continue
 		}
-		tf := fabricOf(t.Family, t.Name, t.NetworkMbps)
+		net, _ := p.cat.NetworkOf(tn)
+		tf := fabricOf(t, net, !c.NoEFA)
 		f.NVLink = f.NVLink && tf.NVLink
 		f.EFA = f.EFA && tf.EFA
 		f.Gbps = min(f.Gbps, tf.Gbps)
@@ -165,6 +169,9 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 			pl := p.shape(c, fab, memMiB, nodes, gpn, n)
 			if pl.short != nil {
 				short = pl.short
+				if nodes == n.tolerateNodes {
+					break // beyond the margin on the user's shape: refused, not sharded
+				}
 				continue
 			}
 			if first == nil {
@@ -264,6 +271,25 @@ func cheaper(a, b *plan) bool {
 	return a.class.Name < b.class.Name
 }
 
+// saving is what plan to saves against plan from, on the measure cheaper
+// compared them by: dollars per run when both have a run time; when not,
+// the price of from's hour of work at to's price per unit of work (so it
+// is positive whenever to is cheaper per unit of work, even when its
+// hourly price is higher); else dollars an hour. text says which.
+func saving(from, to *plan) (usd float64, text string) {
+	switch {
+	case from.cost > 0 && to.cost > 0:
+		usd = from.cost - to.cost
+		return usd, fmt.Sprintf("saves $%.2f per run", usd)
+	case from.work > 0 && to.work > 0:
+		usd = from.hourly - to.hourly*from.work/to.work
+		return usd, fmt.Sprintf("costs %.0f%% less per unit of work ($%.4f against $%.4f an hour per effective TFLOPS, $%.2f less for the work %s does in an hour)",
+			100*(1-(to.hourly/to.work)/(from.hourly/from.work)), to.hourly/to.work, from.hourly/from.work, usd, planName(from))
+	}
+	usd = from.hourly - to.hourly
+	return usd, fmt.Sprintf("saves $%.2f an hour", usd)
+}
+
 func faster(a, b *plan, tg targets) bool {
 	if tg.deadlineH > 0 && a.expHours != b.expHours {
 		return a.expHours < b.expHours
@@ -282,7 +308,8 @@ func faster(a, b *plan, tg targets) bool {
 // shape evaluates memory and time of nodes x gpn GPUs of a class; a plan
 // that cannot hold the job comes back with shortfall set. With
 // sharding=auto a training job is replicated when that fits each GPU, else
-// sharded with ZeRO-3.
+// sharded with ZeRO-3; a sharding within the usable memory wins over a
+// tight one (replicated 7B on 8 GPUs is tight, ZeRO-3 fits).
 func (p *Policy) shape(c Class, fab Fabric, memMiB, nodes, gpn int, n need) *plan {
 	shardings := []jobmeta.Sharding{jobmeta.ShardingAuto}
 	if m := n.model; m != nil && m.Training() {
@@ -291,12 +318,18 @@ func (p *Policy) shape(c Class, fab Fabric, memMiB, nodes, gpn int, n need) *pla
 			shardings = []jobmeta.Sharding{jobmeta.ShardingReplicated, jobmeta.ShardingZeRO3}
 		}
 	}
-	var pl *plan
+	var pl, tight *plan
 	for _, sh := range shardings {
 		pl = p.shapeWith(c, fab, memMiB, nodes, gpn, n, sh)
-		if pl.short == nil {
-			break
+		if pl.short == nil && !pl.tight {
+			return pl
 		}
+		if pl.short == nil && tight == nil {
+			tight = pl
+		}
+	}
+	if tight != nil {
+		return tight
 	}
 	return pl
 }
@@ -334,7 +367,7 @@ func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, 
 			s := fmt.Sprintf("%d node(s) x %d GPU(s) need %s; a %s GPU holds %.1f GiB usable", nodes, gpn, what, c.GPUModel, pl.usableMiB/1024)
 			if n.model != nil && nodes == n.tolerateNodes && !pl.learnedMem {
 				e, src := n.model.MemoryError()
-				s += fmt.Sprintf(" (%.1f GiB in all), more than the model's measured error allows (+%.0f%%, %s)", float64(memMiB)/1024, 100*e, src)
+				s += fmt.Sprintf(" (%.1f GiB in all), more than the model's measured error allows (+%.0f%%, %s: at most %.1f GiB)", float64(memMiB)/1024, 100*e, src, float64(memMiB)*(1+e)/1024)
 			}
 			return s
 		}

@@ -57,6 +57,10 @@ type Class struct {
 	// MaxTime is the smallest MaxTime of those partitions (0: unlimited);
 	// a decision whose estimate is longer warns.
 	MaxTime time.Duration
+	// NoEFA: the class's launches attach no EFA interfaces (the admin's
+	// own launch template decides its network interfaces), so the planner
+	// counts TCP over one network card between its nodes.
+	NoEFA bool
 }
 
 // MaxScanNodes bounds the nodes the planner tries in a class without max_nodes.

@@ -46,7 +46,7 @@ type Decision struct {
 	MeetsDeadline       bool       `json:"meets_deadline"` // every target: deadline, latency, throughput
 	Downsized           bool       `json:"downsized"`
 	Upsized             bool       `json:"upsized,omitempty"`
-	SavedUSD            float64    `json:"saved_usd,omitempty"` // downsizing's saving per job (or per hour when run time is unknown)
+	SavedUSD            float64    `json:"saved_usd,omitempty"` // downsizing's saving per job (run time unknown: on the work the replaced plan does in an hour; no model: per hour)
 	// Explicit lists what the user fixed (gpus, nodes, partition) and the
 	// decision kept; Suggestion is a cheaper plan that fits, not applied.
 	Explicit      []string `json:"explicit,omitempty"`
@@ -130,13 +130,9 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 				(lres.best.meets || !res.best.meets) {
 				ld := p.decision(lr, ln, lres)
 				ld.Downsized = true
-				perRun := res.best.cost > 0 && lres.best.cost > 0
-				if perRun {
-					ld.SavedUSD = round2(res.best.cost - lres.best.cost)
-				} else {
-					ld.SavedUSD = round2(res.best.hourly - lres.best.hourly)
-				}
-				ld.Reason = fmt.Sprintf("learned: %s; %s instead of %s saves $%.2f%s; %s", down.note, planName(lres.best), planName(res.best), ld.SavedUSD, perJobOrHour(perRun), ld.Reason)
+				usd, text := saving(res.best, lres.best)
+				ld.SavedUSD = round2(usd)
+				ld.Reason = fmt.Sprintf("learned: %s; %s instead of %s %s; %s", down.note, planName(lres.best), planName(res.best), text, ld.Reason)
 				d = ld
 			}
 		}
@@ -163,12 +159,7 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 	free := p.search(open, freeNeed, in.Unavailable)
 	if asked.best == nil {
 		if len(asked.memShort) > 0 && base.hasModel() {
-			msg := fmt.Sprintf("job refused: what you asked for (%s) cannot hold this job: %s", askedText(r), strings.Join(asked.memShort, "; "))
-			if free.best != nil {
-				msg += fmt.Sprintf(". A plan that fits: %s (est. %s); %s", describePlan(free.best), costText(free.best), dropHint(r.Explicit))
-			}
-			return Decision{Refused: true, Nodes: r.nodes(), GPUsPerNode: r.GPUsPerNode, Explicit: r.Explicit.names(), Reason: "predicted out of GPU memory", RefuseMessage: msg,
-				NeedGPUMemPerGPUGiB: round2(firstNeedGiB(p, r, base)), HistoryKey: in.History.Key}, nil
+			return p.memoryRefusal(r, base, asked, free, in), nil
 		}
 		return Decision{}, fmt.Errorf("%w: %s", ErrNoClass, noFitReason(r, base, asked))
 	}
@@ -183,21 +174,17 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 		}
 	}
 	if free.best != nil && cheaper(free.best, asked.best) && (free.best.meets || !asked.best.meets) {
-		saving := asked.best.hourly - free.best.hourly
-		unit := " an hour"
-		if asked.best.cost > 0 && free.best.cost > 0 {
-			saving, unit = asked.best.cost-free.best.cost, " per run"
-		}
+		usd, text := saving(asked.best, free.best)
 		if p.params.RewriteExplicit {
 			fd := p.decision(open, freeNeed, free)
-			fd.Reason = fmt.Sprintf("rewrote your explicit %s (sizing.rewrite_explicit): %s instead of %s saves $%.2f%s; %s",
-				strings.Join(r.Explicit.names(), ", "), planName(free.best), planName(asked.best), saving, unit, fd.Reason)
-			fd.SavedUSD = round2(saving)
+			fd.Reason = fmt.Sprintf("rewrote your explicit %s (sizing.rewrite_explicit): %s instead of %s %s; %s",
+				strings.Join(r.Explicit.names(), ", "), planName(free.best), planName(asked.best), text, fd.Reason)
+			fd.SavedUSD = round2(usd)
 			fd.Downsized = true
 			return p.finish(open, in, fd), nil
 		}
-		d.Suggestion = fmt.Sprintf("a cheaper plan fits: %s (est. %s) saves $%.2f%s; %s (kept what you asked for)",
-			describePlan(free.best), costText(free.best), saving, unit, dropHint(r.Explicit))
+		d.Suggestion = fmt.Sprintf("a cheaper plan fits: %s (est. %s) %s; %s (kept what you asked for)",
+			describePlan(free.best), costText(free.best), text, dropHint(r.Explicit))
 		d.Reason += "; " + d.Suggestion
 	}
 	return p.finish(r, in, d), nil
@@ -221,13 +208,6 @@ func (p *Policy) finish(r Request, in RouteInput, d Decision) Decision {
 		d.Reason += "; warning: " + w
 	}
 	return d
-}
-
-func perJobOrHour(perJob bool) string {
-	if perJob {
-		return " per run"
-	}
-	return " an hour"
 }
 
 func (n need) hasModel() bool { return n.model != nil }
@@ -403,6 +383,9 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 	}
 	tg := targetsOf(md)
 	d.MeetsDeadline = tg.meets(pl)
+	if pl.netNote != "" {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("network-bound: ZeRO-3 across %d nodes of %s over %g Gbps runs at %.2g of the GPUs' speed; fewer nodes with more GPUs each, or instance types with EFA, run it faster", pl.nodes, c.Name, float64(pl.fabric.Mbps)/1000, pl.eff))
+	}
 
 	var parts []string
 	if m := n.model; m != nil {
@@ -451,6 +434,9 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 		parts = append(parts, s)
 	} else if pl.hours > 0 {
 		parts = append(parts, fmt.Sprintf("run time taken from --time (%.1f h)", pl.hours))
+	}
+	if pl.netNote != "" && (n.flops == 0 || pl.hours == 0) {
+		parts = append(parts, pl.netNote) // not in the run time above
 	}
 	if pl.best.Capacity == capacity.Spot {
 		parts = append(parts, pl.best.Reason)

@@ -2,6 +2,7 @@ package sizing
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -85,6 +86,8 @@ func TestIssueExamples(t *testing.T) {
 		if d.EstHours < hours*0.999 || d.EstHours > hours*1.001 || d.MeetsDeadline {
 			t.Errorf("est %.2f h, want %.2f h and a missed 48 h deadline", d.EstHours, hours)
 		}
+		// sizer/README.md's route --json example
+		readmeHas(t, fmt.Sprintf("4 x h100x8, %.1f GiB per GPU under ZeRO-3 over 32 GPUs, %s h", want, commas(hours)), fmt.Sprintf("at the %.1f%% MFU", 100*mfu))
 	})
 	t.Run("10B on 50TB with 30d scales out to max_nodes and says it misses", func(t *testing.T) {
 		d := route(t, p, RouteInput{Request: Request{Metadata: md(t, "burst: params=10B dataset=50TB workload=train deadline=30d")}})
@@ -146,12 +149,18 @@ func TestExplicitRequestPredictedOOMIsRefused(t *testing.T) {
 			t.Errorf("refusal lacks %q: %s", w, d.RefuseMessage)
 		}
 	}
-	// With the nodes left open the sizer shards it over enough L4 nodes:
+	// With the nodes left open --gres keeps one node (issue 31), so it is
+	// refused too, naming the --nodes that shards it over enough L4 nodes:
 	// (2+2+12) x 7e9 / n + activations <= 20.1 GiB takes n = 6.
 	open := in
 	open.Request.Nodes, open.Request.Explicit = 0, Explicit{GPUs: true}
-	if d := route(t, p, open); d.Refused || d.Nodes != 6 || d.GPUsPerNode != 1 || !strings.Contains(d.Sharding, "zero3") {
-		t.Errorf("nodes open: %+v", d)
+	if d := route(t, p, open); !d.Refused || !strings.Contains(d.RefuseMessage, "keeps one node") || !strings.Contains(d.RefuseMessage, "add --nodes 6:") {
+		t.Errorf("nodes open: want refused with --nodes 6 named: %+v", d)
+	}
+	asked := in
+	asked.Request.Nodes = 6
+	if d := route(t, p, asked); d.Refused || d.Nodes != 6 || d.GPUsPerNode != 1 || !strings.Contains(d.Sharding, "zero3") {
+		t.Errorf("--nodes 6: %+v", d)
 	}
 	// The same job with nothing explicit is sized to fit.
 	free := route(t, p, RouteInput{Request: Request{Metadata: in.Request.Metadata}})

@@ -1,6 +1,7 @@
 package sizing
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -110,8 +111,8 @@ func TestShardingOverTCPIsPenalised(t *testing.T) {
 	p := examplePolicy(t, DefaultParams(), calibrationClasses()...)
 	meta := md(t, "burst: params=65B workload=finetune method=qlora tokens=100M")
 	d := route(t, p, RouteInput{Request: Request{Partition: "gpu", Explicit: Explicit{Partition: true}, Metadata: meta}})
-	if d.Refused || d.Nodes != 1 {
-		t.Fatalf("want one node that holds the job, got %d x %s: %s", d.Nodes, d.Class, d.Reason)
+	if d.Refused || d.Nodes != 1 || d.Class != "a100x8" {
+		t.Fatalf("want one node that holds the job (1 x a100x8), got %d x %s: %s", d.Nodes, d.Class, d.Reason)
 	}
 	// without tokens= there is no run time: the price of a unit of work
 	// decides, and three network-bound nodes are not cheaper per step
@@ -133,5 +134,50 @@ func TestShardingOverTCPIsPenalised(t *testing.T) {
 	tNet := (2*w + g) * 2 / 3 / (2.5 / 8 * 1e9)
 	if want := tComp / tNet; math.Abs(d.ScalingEfficiency-want) > 0.001 {
 		t.Errorf("efficiency %v, by hand %v", d.ScalingEfficiency, want)
+	}
+	readmeHas(t, fmt.Sprintf("ZeRO-3 across nodes moves %.1f GB per node per micro-batch over 2.5 Gbps: %.1f s against %.1f s of compute, efficiency %.3g",
+		(2*w+g)*2/3/1e9, tNet, tComp, tComp/tNet))
+}
+
+// TestTightShardingLoses: a sharding that holds the job within the usable
+// memory wins over a tight one on the same GPUs: 7B full fine-tune on one
+// node of 8 H100s replicated needs 16 B per parameter on each GPU (above
+// the usable 72 GiB, within the +134% error), ZeRO-3 an eighth of it.
+func TestTightShardingLoses(t *testing.T) {
+	p := examplePolicy(t, DefaultParams(), calibrationClasses()...)
+	meta := md(t, "burst: params=7B workload=finetune")
+	for _, e := range []Explicit{{GPUs: true, Nodes: true}, {GPUs: true}} {
+		d := route(t, p, RouteInput{Request: Request{GPUModel: "h100", GPUsPerNode: 8, Nodes: 1, Explicit: e, Metadata: meta}})
+		if d.Refused || d.Nodes != 1 || !strings.HasPrefix(d.Sharding, "zero3") || d.NeedGPUMemPerGPUGiB > d.UsableGPUMemGiB {
+			t.Errorf("%+v: want 1 x h100x8 under ZeRO-3 within usable memory, got %+v", e, d)
+		}
+		for _, w := range d.Warnings {
+			if strings.HasPrefix(w, "tight:") {
+				t.Errorf("%+v: planned tight: %s", e, w)
+			}
+		}
+	}
+}
+
+// TestSuggestionSavingWithoutRunTime: without tokens= plans compare the
+// price of a unit of work, so the cheaper plan named may cost more an
+// hour; the suggestion says what it saves on that measure (never a
+// negative saving an hour).
+func TestSuggestionSavingWithoutRunTime(t *testing.T) {
+	meta := md(t, "burst: params=65B workload=finetune method=qlora")
+	in := RouteInput{Request: Request{GPUModel: "l4", GPUsPerNode: 1, Nodes: 3, Explicit: Explicit{GPUs: true, Nodes: true}, Metadata: meta}}
+	d := route(t, examplePolicy(t, DefaultParams(), calibrationClasses()...), in)
+	if d.Refused || d.Nodes != 3 || !strings.Contains(d.Suggestion, "% less per unit of work") || strings.Contains(d.Suggestion, "$-") {
+		t.Errorf("3 x l4 without tokens: want a suggestion priced per unit of work, got %q", d.Suggestion)
+	}
+	if len(d.Warnings) == 0 || !strings.HasPrefix(d.Warnings[len(d.Warnings)-1], "network-bound: ZeRO-3 across 3 nodes of l4 over 2.5 Gbps") ||
+		!strings.Contains(d.Reason, "ZeRO-3 across nodes moves 46.5 GB per node per micro-batch") {
+		t.Errorf("3 x l4: want the network-bound warning and its numbers in the reason, got %q / %q", d.Warnings, d.Reason)
+	}
+	params := DefaultParams()
+	params.RewriteExplicit = true
+	d = route(t, examplePolicy(t, params, calibrationClasses()...), in)
+	if !d.Downsized || d.Nodes != 1 || d.SavedUSD <= 0 || !strings.Contains(d.Reason, "% less per unit of work") {
+		t.Errorf("rewrite_explicit: want the rewrite with a positive saving, got %+v", d)
 	}
 }

@@ -140,53 +140,63 @@ func ParseResumeFile(b []byte) (ResumeFile, error) {
 	}
 	seen := map[uint32]bool{}
 	for i, rj := range *raw.Jobs {
-		where := fmt.Sprintf("jobs[%d]", i)
-		if rj.JobID == nil {
-			return rf, fmt.Errorf("parsing resume file: %s: missing job_id", where)
-		}
-		if *rj.JobID == 0 || *rj.JobID > math.MaxUint32 {
-			return rf, fmt.Errorf("parsing resume file: %s: job_id %d out of range 1..%d", where, *rj.JobID, uint32(math.MaxUint32))
-		}
-		j := ResumeJob{JobID: uint32(*rj.JobID)}
-		where = fmt.Sprintf("jobs[%d] (job %d)", i, j.JobID)
-		if seen[j.JobID] {
-			return rf, fmt.Errorf("parsing resume file: %s: job listed twice", where)
-		}
-		seen[j.JobID] = true
-		str := func(p *string) string {
-			if p == nil {
-				return ""
-			}
-			return *p
-		}
-		j.Nodes = str(rj.NodesResume)
-		if j.Nodes == "" {
-			j.Nodes = str(rj.Nodes)
-		}
-		j.NodesAlloc = str(rj.NodesAlloc)
-		if j.NodesAlloc == "" {
-			j.NodesAlloc = str(rj.Nodes)
-		}
-		if j.NodesAlloc == "" {
-			j.NodesAlloc = j.Nodes
-		}
-		if j.Nodes == "" {
-			return rf, fmt.Errorf("parsing resume file: %s: missing nodes (22.05) / nodes_resume (23.02+)", where)
-		}
-		for _, f := range []struct{ name, v string }{{"nodes", j.Nodes}, {"nodes_alloc", j.NodesAlloc}} {
-			if err := checkHostlist(where+"."+f.name, f.v); err != nil {
-				return rf, err
-			}
-		}
-		j.Features, j.Partition, j.Reservation = str(rj.Features), str(rj.Partition), str(rj.Reservation)
-		j.Extra, j.Oversubscribe, j.Exclusive = str(rj.Extra), str(rj.Oversubscribe), str(rj.Exclusive)
-		c := conv{where: "parsing resume file: " + where}
-		if j.Priority = c.u32("priority", rj.Priority); c.err != nil {
-			return rf, c.err
+		j, err := resumeJob(i, rj, seen)
+		if err != nil {
+			return rf, err
 		}
 		rf.Jobs = append(rf.Jobs, j)
 	}
 	return rf, nil
+}
+
+// resumeJob checks and converts the resume file's job i (seen: the job ids
+// before it).
+func resumeJob(i int, rj rawResumeJobs, seen map[uint32]bool) (ResumeJob, error) {
+	where := fmt.Sprintf("jobs[%d]", i)
+	if rj.JobID == nil {
+		return ResumeJob{}, fmt.Errorf("parsing resume file: %s: missing job_id", where)
+	}
+	if *rj.JobID == 0 || *rj.JobID > math.MaxUint32 {
+		return ResumeJob{}, fmt.Errorf("parsing resume file: %s: job_id %d out of range 1..%d", where, *rj.JobID, uint32(math.MaxUint32))
+	}
+	j := ResumeJob{JobID: uint32(*rj.JobID)}
+	where = fmt.Sprintf("jobs[%d] (job %d)", i, j.JobID)
+	if seen[j.JobID] {
+		return ResumeJob{}, fmt.Errorf("parsing resume file: %s: job listed twice", where)
+	}
+	seen[j.JobID] = true
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	j.Nodes = str(rj.NodesResume)
+	if j.Nodes == "" {
+		j.Nodes = str(rj.Nodes)
+	}
+	j.NodesAlloc = str(rj.NodesAlloc)
+	if j.NodesAlloc == "" {
+		j.NodesAlloc = str(rj.Nodes)
+	}
+	if j.NodesAlloc == "" {
+		j.NodesAlloc = j.Nodes
+	}
+	if j.Nodes == "" {
+		return ResumeJob{}, fmt.Errorf("parsing resume file: %s: missing nodes (22.05) / nodes_resume (23.02+)", where)
+	}
+	for _, f := range []struct{ name, v string }{{"nodes", j.Nodes}, {"nodes_alloc", j.NodesAlloc}} {
+		if err := checkHostlist(where+"."+f.name, f.v); err != nil {
+			return ResumeJob{}, err
+		}
+	}
+	j.Features, j.Partition, j.Reservation = str(rj.Features), str(rj.Partition), str(rj.Reservation)
+	j.Extra, j.Oversubscribe, j.Exclusive = str(rj.Extra), str(rj.Oversubscribe), str(rj.Exclusive)
+	c := conv{where: "parsing resume file: " + where}
+	if j.Priority = c.u32("priority", rj.Priority); c.err != nil {
+		return ResumeJob{}, c.err
+	}
+	return j, nil
 }
 
 func checkHostlist(where, s string) error {

@@ -199,16 +199,6 @@ func (s *Scontrol) dialect(ctx context.Context) (dialect, error) {
 	return det.d, det.err
 }
 
-// JSONFlag returns the --json option burst passes to squeue and scontrol on
-// release v ("--json=v0.0.42"; 22.05: "--json").
-func JSONFlag(v Version) (string, error) {
-	d, err := dialectFor(v)
-	if err != nil {
-		return "", err
-	}
-	return d.jsonFlag(), nil
-}
-
 // Version returns the Slurm release of the client's scontrol, detected once
 // per process (`scontrol --version`, no daemon needed). An unsupported
 // release comes back with a *VersionError.

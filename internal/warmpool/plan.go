@@ -76,6 +76,11 @@ func (p *Pool) Tick(ctx context.Context) ([]ClassPlan, error) {
 		}
 	}
 	p.mu.Unlock()
+	if p.o.Fence != nil {
+		if err := p.o.Fence(ctx); err != nil {
+			return nil, fmt.Errorf("warm pool: not acting: %w", err)
+		}
+	}
 
 	var plans []ClassPlan
 	var firstErr error

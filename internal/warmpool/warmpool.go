@@ -58,6 +58,10 @@ type Options struct {
 	// pass before (a warm start: the wait is Slurm's scheduling), and its
 	// wait (start - submit, whole seconds as Slurm records them).
 	Started func(class string, warm bool, wait time.Duration)
+	// Fence, when set, is asked before a pass powers nodes up or down
+	// (sizer/store's Fence: whether this sizer still leads); an error skips
+	// the pass.
+	Fence func(ctx context.Context) error
 }
 
 // ReleaseReason is the reason Slurm shows on a node the pool powered down.

@@ -347,3 +347,30 @@ func TestPoolReportsStarts(t *testing.T) {
 		t.Fatalf("starts by slurmd start %+v, want %+v", got, want)
 	}
 }
+
+// A sizer that no longer leads (Fence fails) powers nothing up; once it
+// leads again the same pass acts.
+func TestPoolFenced(t *testing.T) {
+	now := t0
+	sl := newFake(jobs(20, 100, "a10", t0), downNodes("a10", 4))
+	deposed := errors.New("deposed")
+	var fence error = deposed
+	p, err := New(Options{Config: testConfig(), Slurm: sl, Now: func() time.Time { return now },
+		Price: func(context.Context, *config.Class) (float64, error) { return 0.5, nil }, Fence: func(context.Context) error { return fence }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Tick(context.Background()); !errors.Is(err, deposed) {
+		t.Fatalf("a fenced pass: %v, want the fence's error", err)
+	}
+	if got := sl.take(); len(got) != 0 {
+		t.Fatalf("a fenced pass updated nodes: %q", got)
+	}
+	fence = nil
+	if _, err := p.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sl.take(); len(got) != 1 || got[0] != "a10-[1-3] POWER_UP" {
+		t.Errorf("updates once leading %q, want a10-[1-3] POWER_UP", got)
+	}
+}

@@ -35,6 +35,11 @@ check "nouveau blacklisted" test -f /etc/modprobe.d/blacklist-nouveau.conf
 check "lustre module for $kernel" modinfo -k "$kernel" lustre
 check "mount.lustre installed" command -v mount.lustre
 
+# EFA (multi-node jobs)
+check "EFA kernel module" modinfo -k "$kernel" efa
+check "libfabric with the efa provider" test -x /opt/amazon/efa/bin/fi_info
+check "aws-ofi-nccl plugin" sh -c 'ls /opt/amazon/ofi-nccl/lib*/libnccl-net*.so'
+
 # munge + Slurm
 check "munged installed" command -v munged
 check "no munge key baked in" test ! -e /etc/munge/munge.key

@@ -290,22 +290,6 @@ func minT(a, b time.Time) time.Time {
 	return b
 }
 
-// Spend sums the charges of the instances within [from, to) by account and
-// by job (a job's own runs, plus under OwnerLaunchingJob the idle time of
-// the instances launched for it).
-func Spend(ins []Instance, from, to, now time.Time, owner string) (byAccount, byJob map[string]float64) {
-	byAccount, byJob = map[string]float64{}, map[string]float64{}
-	for _, in := range ins {
-		for _, c := range in.Charges(from, to, now, owner) {
-			byAccount[c.Account] += c.USD
-			if c.JobID != "" {
-				byJob[c.JobID] += c.USD
-			}
-		}
-	}
-	return byAccount, byJob
-}
-
 // Burn is what the instances running now cost per hour, by the account
 // they are charged to at this moment (the jobs on them by GPUs, else the
 // idle owner).

@@ -82,7 +82,7 @@ func TestCharges(t *testing.T) {
 	if last := pool[len(pool)-1]; !last.Idle || last.Account != "pool:l4" || last.JobID != "" || !near(last.Seconds, 180) {
 		t.Errorf("pool owner: %+v", last)
 	}
-	acct, jobs := Spend([]Instance{in}, from, to, t0.Add(time.Hour), OwnerLaunchingJob)
+	acct, jobs := spend([]Instance{in}, from, to, t0.Add(time.Hour), OwnerLaunchingJob)
 	if !near(acct["nlp"], 0.78) || !near(acct["bio"], 0.42) || !near(jobs["1"], 0.78) || !near(jobs["2"], 0.42) {
 		t.Errorf("spend %v jobs %v", acct, jobs)
 	}
@@ -104,8 +104,8 @@ func TestChargesSharedNodeAndWindow(t *testing.T) {
 	}
 	// a segment across a boundary: each side gets its own part
 	cut := at(4 * time.Minute)
-	a, _ := Spend([]Instance{in}, time.Time{}, cut, far, OwnerLaunchingJob)
-	b, _ := Spend([]Instance{in}, cut, far, far, OwnerLaunchingJob)
+	a, _ := spend([]Instance{in}, time.Time{}, cut, far, OwnerLaunchingJob)
+	b, _ := spend([]Instance{in}, cut, far, far, OwnerLaunchingJob)
 	if !near(a["nlp"]+b["nlp"]+a["bio"]+b["bio"], 0.6) || !near(a["nlp"]+a["bio"], 0.24) {
 		t.Errorf("before %v after %v", a, b)
 	}
@@ -142,4 +142,19 @@ func TestChargesWithoutLaunchingJob(t *testing.T) {
 	if b := Burn([]Instance{{Class: "l4", PriceUSD: 2, States: []StateEvent{{"running", t0}}}}, at(time.Minute), OwnerLaunchingJob); b["pool:l4"] != 2 {
 		t.Fatalf("burn %v", b)
 	}
+}
+
+// spend sums the charges of the instances within [from, to) by account and
+// by job, as sizer/spend's Month does.
+func spend(ins []Instance, from, to, now time.Time, owner string) (byAccount, byJob map[string]float64) {
+	byAccount, byJob = map[string]float64{}, map[string]float64{}
+	for _, in := range ins {
+		for _, c := range in.Charges(from, to, now, owner) {
+			byAccount[c.Account] += c.USD
+			if c.JobID != "" {
+				byJob[c.JobID] += c.USD
+			}
+		}
+	}
+	return byAccount, byJob
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/cmdline"
+	"github.com/burst-hpc/burst/internal/cmdline/cmdlinetest"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/journal"
 	"github.com/burst-hpc/burst/internal/sizerapi"
@@ -314,7 +315,7 @@ func runSizer(stdout, stderr *bytes.Buffer, args ...string) int {
 }
 
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
-	if missing := cmdline.MissingEnvVars(App(io.Discard, io.Discard)); len(missing) > 0 {
+	if missing := cmdlinetest.MissingEnvVars(App(io.Discard, io.Discard)); len(missing) > 0 {
 		t.Fatalf("flags without an environment variable: %v", missing)
 	}
 }

@@ -127,5 +127,5 @@ func (s *settings) routeAuth() server.RouteAuthenticator {
 func storeConfig(cfg *config.Config) store.Config {
 	c := cfg.Sizer.Store
 	return store.Config{Driver: c.Driver, Dir: cfg.Sizer.StateDir, Postgres: store.Postgres{URL: c.URL, PasswordFile: c.PasswordFile,
-		TLSMode: c.TLS.Mode, CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, MaxConns: c.MaxConns}}
+		TLSMode: c.TLS.Mode, CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, MaxConns: c.MaxConns}, Cluster: cfg.Cluster.Name}
 }

@@ -84,54 +84,11 @@ func parseSlurmTime(s string) (time.Duration, error) {
 		"2982616-04:14:00", "2982616-04:15:00":
 		return 0, nil
 	}
-	bad := fmt.Errorf("--time=%q is not a Slurm time (minutes, HH:MM:SS or D-HH:MM:SS)", s)
-	atoi := func(x string) (int, bool) {
-		n, err := strconv.Atoi(x)
-		return n, err == nil && n >= 0 && n <= 1_000_000
+	d, ok := slurm.ParseTimeLimit(s)
+	if !ok {
+		return 0, fmt.Errorf("--time=%q is not a Slurm time (minutes, HH:MM:SS or D-HH:MM:SS)", s)
 	}
-	var days int
-	rest := s
-	if d, r, ok := strings.Cut(s, "-"); ok {
-		n, ok := atoi(d)
-		if !ok {
-			return 0, bad
-		}
-		days, rest = n, r
-	}
-	parts := strings.Split(rest, ":")
-	var nums []int
-	for _, p := range parts {
-		n, ok := atoi(p)
-		if !ok {
-			return 0, bad
-		}
-		nums = append(nums, n)
-	}
-	var h, m, sec int
-	if strings.Contains(s, "-") {
-		switch len(nums) {
-		case 1:
-			h = nums[0]
-		case 2:
-			h, m = nums[0], nums[1]
-		case 3:
-			h, m, sec = nums[0], nums[1], nums[2]
-		default:
-			return 0, bad
-		}
-	} else {
-		switch len(nums) {
-		case 1:
-			m = nums[0]
-		case 2:
-			m, sec = nums[0], nums[1]
-		case 3:
-			h, m, sec = nums[0], nums[1], nums[2]
-		default:
-			return 0, bad
-		}
-	}
-	return time.Duration(days)*24*time.Hour + time.Duration(h)*time.Hour + time.Duration(m)*time.Minute + time.Duration(sec)*time.Second, nil
+	return d, nil
 }
 
 // parseMemMiB reads --mem: a number of MiB with optional K, M, G, T suffix.

@@ -54,14 +54,20 @@ func holder() string {
 }
 
 // leaderSync is POST /v1/ledger/sync's target: the ledger's sync while
-// this sizer leads, nil otherwise.
+// this sizer leads (zero when it runs none), and whether it leads.
 type leaderSync[T any] struct {
-	mu sync.Mutex
-	f  T
+	mu      sync.Mutex
+	f       T
+	leading bool
 }
 
-func (l *leaderSync[T]) set(f T) { l.mu.Lock(); l.f = f; l.mu.Unlock() }
-func (l *leaderSync[T]) get() T  { l.mu.Lock(); defer l.mu.Unlock(); return l.f }
+func (l *leaderSync[T]) lead(f T) { l.mu.Lock(); l.f, l.leading = f, true; l.mu.Unlock() }
+func (l *leaderSync[T]) stand()   { var zero T; l.mu.Lock(); l.f, l.leading = zero, false; l.mu.Unlock() }
+func (l *leaderSync[T]) get() (T, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f, l.leading
+}
 
 // onTermEnd runs f when ctx (a leadership term's) ends.
 func onTermEnd(ctx context.Context, f func()) { go func() { <-ctx.Done(); f() }() }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"text/tabwriter"
@@ -17,6 +18,7 @@ import (
 	"github.com/burst-hpc/burst/internal/journal"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/ledger"
 	"github.com/burst-hpc/burst/sizer/server"
@@ -141,41 +143,47 @@ func ledgerCommand() *cli.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(l)
 			}
-			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "INSTANCE\tNODE\tTYPE\tCAPACITY\t$/h\tACCOUNT\tJOB\tBILLING START\tEND\tEND BY\tREASON\tSECONDS\t$\tNOTE")
-			for _, in := range l.Instances {
-				note := ""
-				switch {
-				case in.Open:
-					note = "running"
-				case in.Waived:
-					note = "spot reclaimed in its first hour: not charged"
-				}
-				if in.StartSource != "ec2-event" {
-					note += " (billed from launch: no running event)"
-				}
-				end := "-"
-				if !in.End.IsZero() {
-					end = in.End.UTC().Format("01-02 15:04:05")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.4f\t%s\n", in.InstanceID, in.Node, in.InstanceType, in.Capacity, in.PriceUSD, in.Account, in.JobID,
-					in.BillingStart.UTC().Format("01-02 15:04:05"), end, in.EndSource, in.EndReason, in.BilledSeconds, in.USD, note)
-			}
-			if len(l.Reservations) > 0 {
-				// billed whether used or not; their instances above are $0
-				fmt.Fprintln(tw, "\nRESERVATION	COUNT	TYPE	ZONE	$/h EACH	MATCH	STATE	START	END	SECONDS	$")
-				for _, r := range l.Reservations {
-					end := "-"
-					if !r.End.IsZero() {
-						end = r.End.UTC().Format("01-02 15:04:05")
-					}
-					fmt.Fprintf(tw, "%s	%d	%s	%s	%.4f	%s	%s	%s	%s	%d	%.4f\n", r.ReservationID, r.Count, r.InstanceType, r.Zone, r.PriceUSD, r.Match, r.State,
-						r.Start.UTC().Format("01-02 15:04:05"), end, r.Seconds, r.USD)
-				}
-			}
-			return tw.Flush()
+			return printLedger(c.App.Writer, l)
 		},
 	}
+}
+
+// printLedger writes the ledger as tables: the instances, then the
+// capacity reservations.
+func printLedger(w io.Writer, l sizerapi.Ledger) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tNODE\tTYPE\tCAPACITY\t$/h\tACCOUNT\tJOB\tBILLING START\tEND\tEND BY\tREASON\tSECONDS\t$\tNOTE")
+	for _, in := range l.Instances {
+		note := ""
+		switch {
+		case in.Open:
+			note = "running"
+		case in.Waived:
+			note = "spot reclaimed in its first hour: not charged"
+		}
+		if in.StartSource != "ec2-event" {
+			note += " (billed from launch: no running event)"
+		}
+		end := "-"
+		if !in.End.IsZero() {
+			end = in.End.UTC().Format("01-02 15:04:05")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.4f\t%s\n", in.InstanceID, in.Node, in.InstanceType, in.Capacity, in.PriceUSD, in.Account, in.JobID,
+			in.BillingStart.UTC().Format("01-02 15:04:05"), end, in.EndSource, in.EndReason, in.BilledSeconds, in.USD, note)
+	}
+	if len(l.Reservations) > 0 {
+		// billed whether used or not; their instances above are $0
+		fmt.Fprintln(tw, "\nRESERVATION	COUNT	TYPE	ZONE	$/h EACH	MATCH	STATE	START	END	SECONDS	$")
+		for _, r := range l.Reservations {
+			end := "-"
+			if !r.End.IsZero() {
+				end = r.End.UTC().Format("01-02 15:04:05")
+			}
+			fmt.Fprintf(tw, "%s	%d	%s	%s	%.4f	%s	%s	%s	%s	%d	%.4f\n", r.ReservationID, r.Count, r.InstanceType, r.Zone, r.PriceUSD, r.Match, r.State,
+				r.Start.UTC().Format("01-02 15:04:05"), end, r.Seconds, r.USD)
+		}
+	}
+	return tw.Flush()
 }
 
 // startLedger runs the ledger beside the reconciler in burst-sizer serve:
@@ -191,6 +199,12 @@ func startLedger(ctx context.Context, st *settings, srv *server.Server, spool *l
 	o := ledger.Options{Cloud: prov, Store: srv.Store(), Spool: spool, Logger: log}
 	for _, c := range st.cfg.Classes {
 		o.ReservationIDs = append(o.ReservationIDs, c.Reservations.IDs...)
+		for _, b := range c.Reservations.CapacityBlocks {
+			if o.BlockPrices == nil {
+				o.BlockPrices = map[string]float64{}
+			}
+			o.BlockPrices[b.ID] = b.PriceUSD
+		}
 	}
 	if _, ok := st.cfg.Interruptions.Queue(); !ok {
 		log.Warn("no interruptions.queue_url: the ledger bills from each launch (pending) time, a little more than EC2 does (EC2's state-change events come through that queue)")
@@ -226,7 +240,11 @@ func releaseLoop(ctx context.Context, st *settings, srv *server.Server, interval
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
-		jobs, err := sl.Jobs(pctx)
+		err := srv.Store().Fence(pctx) // releasing is leader-only work
+		var jobs []slurm.Job
+		if err == nil {
+			jobs, err = sl.Jobs(pctx)
+		}
 		if err == nil {
 			_, err = ac.ReleaseHeld(pctx, jobs, sl)
 		}

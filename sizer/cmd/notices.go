@@ -60,7 +60,7 @@ func startNotices(ctx context.Context, st *settings, store *sizerstore.Store, st
 	}
 	c, err := notices.New(sqsc, prov, store, h, ops, notices.Options{QueueURL: cfg.Interruptions.QueueURL,
 		Expect: ec2events.Expect{Account: q.Account, Region: cfg.Cluster.Region}, AgentWait: cfg.Interruptions.AgentWait.Duration,
-		Kick: kick, StateChange: stateChange, Logger: log, Registerer: reg})
+		Kick: kick, StateChange: stateChange, Fence: store.Fence, Logger: log, Registerer: reg})
 	if err != nil {
 		log.Error("interruption queue reader not started", "err", err)
 		return

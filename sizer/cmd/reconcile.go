@@ -113,9 +113,9 @@ func registerBreakerMetrics(reg prometheus.Registerer, dir string, log *slog.Log
 // reconciler that cannot be built (no EC2 credentials, say) is logged and
 // the daemon serves without it.
 func startReconciler(ctx context.Context, st *settings, reg prometheus.Registerer, grace time.Duration,
-	terminated func(context.Context, string, time.Time) error, log *slog.Logger) (kick func()) {
+	terminated func(context.Context, string, time.Time) error, fence func(context.Context) error, log *slog.Logger) (kick func()) {
 	registerBreakerMetrics(reg, st.cfg.Sizer.StateDir, log)
-	r, err := newReconciler(ctx, st.cfg, reconcile.Options{Grace: grace, Logger: log, Registerer: reg, Terminated: terminated})
+	r, err := newReconciler(ctx, st.cfg, reconcile.Options{Grace: grace, Logger: log, Registerer: reg, Terminated: terminated, Fence: fence})
 	if err != nil {
 		log.Error("reconciler not started: orphaned instances will not be reaped", "err", err)
 		return nil

@@ -43,8 +43,9 @@ func routeCommand() *cli.Command {
 --comment "burst: params=7B dataset=2TB deadline=8h workload=finetune method=lora precision=bf16 checkpoint=30m"
 (keys: ` + strings.Join(jobmeta.Keys(), " ") + `).
 What the job sets explicitly (--gres/--gpus/--gpus-per-node, --nodes, --partition) is kept;
-metadata fills in the rest, scaling out over nodes to meet deadline=. A request predicted to
-run out of GPU memory is refused with the numbers.
+metadata fills in the rest, scaling out over nodes to meet deadline=. --gres without --nodes
+keeps one node (more nodes only to meet deadline=, never to make the job fit). A request
+predicted to run out of GPU memory is refused with the numbers and how to fix it.
 Asks the sizer daemon when it is reachable, else decides in-process from burst.yaml and the
 state database (when readable).`,
 		Flags: []cli.Flag{

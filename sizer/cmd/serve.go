@@ -61,14 +61,8 @@ func serveCommand() *cli.Command {
 			o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var sync leaderSync[func(context.Context) (sizerapi.LedgerSync, error)]
-			o.LedgerSync = func(ctx context.Context) (sizerapi.LedgerSync, error) {
-				f := sync.get()
-				if f == nil {
-					return sizerapi.LedgerSync{}, errors.New("the ledger is not running here (no EC2 access, --no-reconcile, or another sizer leads: ask the leader)")
-				}
-				return f(ctx)
-			}
+			var sync leaderSync[ledgerFunc]
+			o.LedgerSync = leaderLedgerSync(&sync)
 			srv, err := server.New(ctx, o)
 			if err != nil {
 				return err
@@ -79,24 +73,50 @@ func serveCommand() *cli.Command {
 			go spool.Run(ctx, 5*time.Second)
 			// work that must run once runs on the leader (SQLite: this
 			// sizer; PostgreSQL: whichever holds the election); every
-			// replica serves the API and the dashboard
+			// replica serves the API and the dashboard. lctx carries the
+			// term: the store refuses its writes once a newer leader is
+			// elected (fencing), and each loop asks Fence before acting
 			lead := func(lctx context.Context, _ store.Term) {
 				reg := newTermRegistry(o.Registry)
-				onTermEnd(lctx, func() { sync.set(nil); reg.end() })
+				fence := srv.Store().Fence
 				var kick func()
+				var ledgerSync ledgerFunc
 				if !c.Bool("no-reconcile") {
-					sync.set(startLedger(lctx, st, srv, spool, log))
+					if f := startLedger(lctx, st, srv, spool, log); f != nil {
+						ledgerSync = func(rctx context.Context) (sizerapi.LedgerSync, error) { return f(store.WithTermOf(rctx, lctx)) }
+					}
 					kick = startReconciler(lctx, st, reg, c.Duration("reconcile-grace"), func(ctx context.Context, id string, at time.Time) error {
 						_, err := srv.Store().RecordTerminate(ctx, id, at)
 						return err
-					}, log)
+					}, fence, log)
 				}
 				startNotices(lctx, st, srv.Store(), spool.Record, kick, reg, log)
-				startWarmPool(lctx, st, reg, log)
+				startBlockWatch(lctx, st, log)
+				startWarmPool(lctx, st, reg, fence, log)
+				sync.lead(ledgerSync)
+				onTermEnd(lctx, func() { sync.stand(); reg.end() })
 			}
-			go srv.Store().Lead(ctx, store.LeaderOptions{Holder: holder(), Log: log}, lead)
+			go srv.Store().Lead(ctx, store.LeaderOptions{Holder: holder(), Cluster: st.cfg.Cluster.Name, Log: log}, lead)
 			return srv.ListenAndServe(ctx)
 		},
+	}
+}
+
+// ledgerFunc runs a ledger pass (POST /v1/ledger/sync).
+type ledgerFunc = func(context.Context) (sizerapi.LedgerSync, error)
+
+// leaderLedgerSync runs the leader's ledger pass; a standby answers
+// not_leader so that clients move on.
+func leaderLedgerSync(sync *leaderSync[ledgerFunc]) ledgerFunc {
+	return func(ctx context.Context) (sizerapi.LedgerSync, error) {
+		f, leading := sync.get()
+		if !leading {
+			return sizerapi.LedgerSync{}, fmt.Errorf("the ledger runs on the leading sizer (this one stands by; a client with sizer.urls moves on to the next): %w", server.ErrNotLeader)
+		}
+		if f == nil {
+			return sizerapi.LedgerSync{}, errors.New("the ledger is not running here (no EC2 access, or --no-reconcile)")
+		}
+		return f(ctx)
 	}
 }
 

@@ -40,7 +40,7 @@ func classPricer(pol *sizing.Policy) warmpool.Pricer {
 // startWarmPool runs the warm pool of burst-sizer serve every warm.interval
 // when warm.enabled, and exports its plans. A pool that cannot be built is
 // logged and the daemon serves without it.
-func startWarmPool(ctx context.Context, st *settings, reg prometheus.Registerer, log *slog.Logger) *warmpool.Pool {
+func startWarmPool(ctx context.Context, st *settings, reg prometheus.Registerer, fence func(context.Context) error, log *slog.Logger) *warmpool.Pool {
 	if !st.cfg.Warm.Enabled {
 		return nil
 	}
@@ -66,7 +66,7 @@ func startWarmPool(ctx context.Context, st *settings, reg prometheus.Registerer,
 		return nil
 	}
 	p, err := warmpool.New(warmpool.Options{Config: st.cfg, Slurm: sl, Price: classPricer(pol),
-		StateFile: filepath.Join(st.cfg.Sizer.StateDir, WarmStateFile), Log: log, Started: started})
+		StateFile: filepath.Join(st.cfg.Sizer.StateDir, WarmStateFile), Log: log, Started: started, Fence: fence})
 	if err != nil {
 		log.Error("warm pool not started", "err", err)
 		return nil

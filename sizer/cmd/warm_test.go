@@ -43,7 +43,7 @@ func TestWarmPoolOffByDefault(t *testing.T) {
 	st := testSettings(t)
 	st.cfg.Warm.Enabled = false
 	reg := prometheus.NewRegistry()
-	if p := startWarmPool(context.Background(), st, reg, nil); p != nil {
+	if p := startWarmPool(context.Background(), st, reg, nil, nil); p != nil {
 		t.Fatal("warm pool started while warm.enabled is false")
 	}
 	if mfs, err := reg.Gather(); err != nil || len(mfs) != 0 {

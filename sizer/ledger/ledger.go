@@ -55,6 +55,10 @@ type Options struct {
 	// name: each sync describes them (Cloud must be a ReservationLister)
 	// and bills each as EC2 does, used or not (reservations.go).
 	ReservationIDs []string
+	// BlockPrices are the Capacity Blocks burst.yaml's classes name, each
+	// with its price (price_usd): each sync describes them and bills each
+	// once, whole, as EC2 does (prepaid).
+	BlockPrices map[string]float64
 	// Spool: EC2 state changes the store did not take at once, written
 	// again at the start of every sync (may be nil).
 	Spool  *StateSpool

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/sizer/store"
 )
@@ -29,6 +31,9 @@ type ReservationLister interface {
 // already bills while they are active.
 func (l *Ledger) syncReservations(ctx context.Context, insts []cloud.Instance) error {
 	ids := append([]string(nil), l.o.ReservationIDs...)
+	for id := range l.o.BlockPrices {
+		ids = append(ids, id)
+	}
 	for _, in := range insts {
 		if in.Reservation != "" {
 			ids = append(ids, in.Reservation)
@@ -60,6 +65,12 @@ func (l *Ledger) syncReservations(ctx context.Context, insts []cloud.Instance) e
 	now := l.o.Now()
 	var errs []error
 	for _, r := range rs {
+		if r.Type == capacity.BlockType {
+			if err := l.recordBlock(ctx, r, now); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		switch r.State {
 		case "active", "expired", "cancelled":
 		default:
@@ -98,4 +109,28 @@ func (l *Ledger) warnUnknownReservations(asked []string, got []cloud.Reservation
 			l.o.Logger.Warn("capacity reservation unknown to EC2: nothing billed for it, launches skip it (check classes[].reservations in burst.yaml)", "reservation", id)
 		}
 	}
+}
+
+// recordBlock records a Capacity Block as EC2 bills it: prepaid, its whole
+// price (burst.yaml's price_usd: EC2 does not describe it) charged once,
+// from the moment it is bought (scheduled) on. The record spans the
+// block's window at the rate that adds up to that price, so
+// store.Reservation.USD is the price whatever the time.
+func (l *Ledger) recordBlock(ctx context.Context, r cloud.Reservation, now time.Time) error {
+	switch r.State {
+	case "scheduled", "active", "expired":
+	default:
+		return nil // payment-pending, payment-failed...: not billed
+	}
+	price, ok := l.o.BlockPrices[r.ID]
+	if !ok || price <= 0 {
+		return fmt.Errorf("ledger: capacity block %s: no price_usd in burst.yaml (classes[].reservations.capacity_blocks); not billed", r.ID)
+	}
+	secs := r.End.Sub(r.Start).Seconds()
+	if r.Start.IsZero() || r.End.IsZero() || secs <= 0 || r.Total <= 0 {
+		return fmt.Errorf("ledger: capacity block %s: EC2 describes no window (start %v, end %v) or count (%d); not billed", r.ID, r.Start, r.End, r.Total)
+	}
+	rec := store.Reservation{ID: r.ID, InstanceType: r.InstanceType, Zone: r.Zone, Count: r.Total, PriceUSD: price * 3600 / secs / float64(r.Total),
+		Start: r.Start, End: r.End, State: r.State, Match: r.Match, Seen: now}
+	return l.o.Store.RecordReservation(ctx, rec)
 }

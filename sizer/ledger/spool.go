@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/statefile"
+	"github.com/burst-hpc/burst/sizer/store"
 )
 
 // SpoolFile is the spool of EC2 state changes the database did not take,
@@ -58,11 +59,19 @@ type spooled struct {
 
 // Record writes one state change to the store, or to the spool when the
 // store fails. It fails only when both do (the caller keeps the event and
-// retries, e.g. SQS redelivers the message).
+// retries, e.g. SQS redelivers the message), and when the store refused
+// a deposed leader's write (store.ErrDeposed): that event is left to the
+// queue, which hands it to the new leader, not kept on this head node.
+//
+// Every replica replays its own spool whether it leads or not (what it
+// kept while it led lands after it stood down; entries are EC2's facts
+// and idempotent, so landing late or twice changes nothing). A spool on a
+// head node lost for good is lost with it; the leader's ledger sync then
+// closes those instances from EC2's own description.
 func (s *StateSpool) Record(ctx context.Context, id, state string, at time.Time) error {
 	err := s.st.RecordState(ctx, id, state, at)
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, store.ErrDeposed) {
+		return err
 	}
 	line, jerr := json.Marshal(spooled{InstanceID: id, State: state, At: at})
 	if jerr == nil {

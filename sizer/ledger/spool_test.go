@@ -3,11 +3,14 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/sizer/store"
 )
 
 // lockedStore refuses writes while locked, as SQLite does past its busy
@@ -87,5 +90,26 @@ func TestStateSpoolDropsACutLineAndKeepsTheRest(t *testing.T) {
 	}
 	if len(st.got) != 1 || !strings.HasPrefix(st.got[0], "i-2 running") {
 		t.Errorf("the store got %v", st.got)
+	}
+}
+
+// deposedStore refuses every write as the store refuses a deposed
+// leader's.
+type deposedStore struct{}
+
+func (deposedStore) RecordState(context.Context, string, string, time.Time) error {
+	return fmt.Errorf("storing state running of i-1: %w", store.ErrDeposed)
+}
+
+// A deposed leader's state change is not spooled: Record fails, the SQS
+// message stays and reaches the new leader.
+func TestStateSpoolLeavesADeposedLeadersEventToTheQueue(t *testing.T) {
+	dir := t.TempDir()
+	sp := NewStateSpool(deposedStore{}, dir, nil)
+	if err := sp.Record(context.Background(), "i-1", "running", time.Now()); !errors.Is(err, store.ErrDeposed) {
+		t.Fatalf("Record under a deposed term: %v, want ErrDeposed", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, SpoolFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the deposed leader spooled the event (stat: %v)", err)
 	}
 }

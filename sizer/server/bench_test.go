@@ -87,7 +87,19 @@ func benchHTTP(b *testing.B, mod ...func(*Options)) {
 	hc := f.httpClient(b)
 	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = benchWorkers * 2
 	hc.Timeout = 30 * time.Second
-	admin, _ := sizerclient.New(f.url, f.token, sizerclient.WithHTTPClient(hc))
+	// one client a worker, each with its own connection (as each sizer
+	// client of burst's programs)
+	client := func(token string) *sizerclient.Client {
+		c, err := sizerclient.New(f.url, token, sizerclient.WithCAFile(f.caFile), sizerclient.WithTimeout(30*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	admins := make([]*sizerclient.Client, benchWorkers)
+	for w := range admins {
+		admins[w] = client(f.token)
+	}
 	var base50 time.Duration
 
 	b.Run("healthz", func(b *testing.B) {
@@ -104,8 +116,8 @@ func benchHTTP(b *testing.B, mod ...func(*Options)) {
 	})
 	b.Run("rank", func(b *testing.B) {
 		rq := sizerapi.RankRequest{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b", "us-east-1c"}, Job: sizerapi.JobRequest{Account: "phys", Comment: "burst: params=1B checkpoint=30m"}}
-		p50, p99 := loadTest(b, func(_, _ int) error {
-			_, err := admin.Rank(ctx, rq)
+		p50, p99 := loadTest(b, func(w, _ int) error {
+			_, err := admins[w].Rank(ctx, rq)
 			return err
 		})
 		reportLatency(b, p50, p99, base50)
@@ -118,7 +130,7 @@ func benchHTTP(b *testing.B, mod ...func(*Options)) {
 			node := fmt.Sprintf("gpu-%d", w)
 			cred, _ := f.node(b, node, "g5.xlarge", "us-east-1a", false)
 			f.runs(uint32(w), node)
-			clients[w], _ = sizerclient.New(f.url, cred, sizerclient.WithHTTPClient(hc))
+			clients[w] = client(cred)
 		}
 		seqs := make([]uint64, benchWorkers)
 		p50, p99 := loadTest(b, func(w, _ int) error {

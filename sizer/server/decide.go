@@ -91,6 +91,8 @@ func errCode(err error) (int, string) {
 		return 409, sizerapi.CodeNoOffering
 	case errors.Is(err, sizing.ErrNoClass):
 		return 422, sizerapi.CodeNoClass
+	case errors.Is(err, ErrNotLeader), errors.Is(err, store.ErrDeposed):
+		return 503, sizerapi.CodeNotLeader
 	}
 	return 500, sizerapi.CodeInternal
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/burst-hpc/burst/internal/auth"
@@ -71,6 +72,9 @@ func (s *Server) AccountSpend(ctx context.Context, account string) (sizerapi.Acc
 func (s *Server) ledger(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
 	return spend.Ledger(r.Context(), s.st, s.o.IdleOwner, s.now())
 }
+
+// ErrNotLeader is LedgerSync's error on a sizer that stands by.
+var ErrNotLeader = errors.New("another sizer leads")
 
 func (s *Server) ledgerSync(w http.ResponseWriter, r *http.Request, _ auth.Principal) (any, error) {
 	if s.o.LedgerSync == nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/sizer/store"
 )
 
 // TestLedgerAPI: the hooks' records (launch, job runs, a termination by
@@ -102,5 +104,22 @@ func TestLedgerAPI(t *testing.T) {
 	}
 	if _, err := c.LedgerSync(ctx); !errors.As(err, &ae) || ae.Status != 409 {
 		t.Fatalf("sync without EC2: %v", err)
+	}
+}
+
+// A standby's (or a deposed leader's) ledger sync answers 503 not_leader,
+// which a client with several sizer URLs takes as "ask the next".
+func TestLedgerSyncOnAStandby(t *testing.T) {
+	for _, cause := range []error{ErrNotLeader, store.ErrDeposed} {
+		f := start(t, nil, func(o *Options) {
+			o.LedgerSync = func(context.Context) (sizerapi.LedgerSync, error) {
+				return sizerapi.LedgerSync{}, fmt.Errorf("syncing the ledger: %w", cause)
+			}
+		})
+		var ae *sizerclient.APIError
+		_, err := f.client(t, f.token).LedgerSync(context.Background())
+		if !errors.As(err, &ae) || ae.Status != 503 || ae.Code != sizerapi.CodeNotLeader {
+			t.Errorf("%v: %v, want 503 %s", cause, err, sizerapi.CodeNotLeader)
+		}
 	}
 }

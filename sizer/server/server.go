@@ -44,7 +44,9 @@ type Options struct {
 	OnUnknown map[string]string  // account -> budgets[].on_unknown (hold or allow)
 	IdleOwner string             // accounting.idle_owner: launching-job (default) or pool
 	// LedgerSync runs a ledger pass against EC2 (POST /v1/ledger/sync);
-	// nil: the endpoint says the sizer has no EC2 access.
+	// nil: the endpoint says the sizer has no EC2 access. An error wrapping
+	// ErrNotLeader (a standby) or store.ErrDeposed answers 503 not_leader,
+	// so a client with several sizer URLs asks the next.
 	LedgerSync func(ctx context.Context) (sizerapi.LedgerSync, error)
 	Classes    []sizing.Class
 	Region     string

@@ -94,7 +94,7 @@ func TestNodeReportsTrustTheSizersRecords(t *testing.T) {
 			t.Errorf("another job's samples stored: %s", row)
 		}
 	}
-	for _, row := range after["records_seen"] {
+	for _, row := range after["reports_seen"] {
 		f := strings.Split(row, " | ")
 		if ts, _ := strconv.ParseInt(f[len(f)-1], 10, 64); ts > now.Add(time.Minute).UnixMilli() || ts < now.Add(-time.Hour).UnixMilli() {
 			t.Errorf("record time outside [launch, now]: %s", row)

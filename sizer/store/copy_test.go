@@ -29,14 +29,24 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	if err := src.RecordRun(ctx, sizerapi.JobRun{JobID: "7", Nodes: []string{"l4-1"}, Account: "nlp", User: "ann", GPUsPerNode: 1, Start: t0, End: t0.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
+	// jobs' rows with both a launch and a run, and a run only (one table
+	// since migration 00008)
+	for _, id := range []string{"7", "8"} {
+		if err := src.StartRun(ctx, "ann/ft", sizerapi.JobStart{Job: sizerapi.Job{JobID: id, User: "ann", Account: "nlp", JobName: "ft", GPUsPerNode: 1, Nodes: 1}, Start: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := src.EndRun(ctx, sizerapi.JobEnd{JobID: "7", End: t0.Add(time.Hour), ExitCode: 1, OOM: true, Evidence: "CUDA out of memory"}); err != nil {
+		t.Fatal(err)
+	}
 	srv := pgtest.Start(t)
 	dst := target{Config{Driver: DriverPostgres, Postgres: Postgres{URL: srv.NewDatabase(t)}}}.open(t)
 	rep, err := Copy(ctx, src, dst)
 	if err != nil {
 		t.Fatalf("copy: %v", err)
 	}
-	if len(rep) < 16 {
-		t.Errorf("copied %d tables, want every one of the schema's 16", len(rep))
+	if len(rep) < 18 {
+		t.Errorf("copied %d tables, want every one of the schema's 18", len(rep))
 	}
 	for _, tc := range rep {
 		if tc.Rows == 0 || tc.Rows != tc.Copied {

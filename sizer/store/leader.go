@@ -6,26 +6,47 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"math"
 	"time"
 )
 
-// LeaderKey is the PostgreSQL advisory lock the sizers elect their leader
-// with ("burst-sizer leader" in ASCII, folded into 63 bits).
+// LeaderKey is the PostgreSQL advisory lock the sizers of cluster ""
+// elect their leader with ("burst-sizer leader" in ASCII, folded into 63
+// bits); each named cluster has its own (leaderKey).
 const LeaderKey int64 = 0x62757273746c6472
+
+// leaderKey is cluster's advisory lock: the sizers of each cluster on a
+// shared database elect a leader of their own, since the reconciler, SQS
+// consumer, warm pool and ledger sync act on that cluster's instances and
+// Slurm.
+func leaderKey(cluster string) int64 {
+	if cluster == "" {
+		return LeaderKey
+	}
+	h := fnv.New64a()
+	h.Write([]byte("burst-sizer leader\x00" + cluster))
+	return int64(h.Sum64() & math.MaxInt64)
+}
 
 // LeaderOptions tune Lead.
 type LeaderOptions struct {
-	Holder string        // who this is (host and pid), recorded with the epoch
-	Retry  time.Duration // how often a standby tries to lead (default 2s)
-	Check  time.Duration // how often the leader checks its session (default 1s)
-	Log    *slog.Logger
+	Holder string // who this is (host and pid), recorded with the epoch
+	// Cluster is the Slurm cluster (cluster.name) this sizer serves: one
+	// leader per cluster, each with its own epochs.
+	Cluster string
+	Retry   time.Duration // how often a standby tries to lead (default 2s)
+	Check   time.Duration // how often the leader checks its session (default 1s)
+	Log     *slog.Logger
 }
 
-// Term is one leadership: its epoch (one more than the last leader's).
+// Term is one leadership of a cluster's sizers: its epoch (one more than
+// the last leader's of that cluster).
 type Term struct {
-	Epoch int64
-	Since time.Time
+	Cluster string
+	Epoch   int64
+	Since   time.Time
 }
 
 // Lead runs until ctx ends, calling lead each time this process becomes
@@ -35,6 +56,8 @@ type Term struct {
 // standby tries every Retry; when the leader's process dies its session
 // ends and the lock with it, so a standby leads within about Retry; a
 // leader whose session fails a check (every Check) stops leading at once.
+// The context lead gets carries the term (WithTerm): the store refuses its
+// writes once a newer term exists, and that ends the term too.
 func (s *Store) Lead(ctx context.Context, o LeaderOptions, lead func(ctx context.Context, t Term)) {
 	if o.Retry <= 0 {
 		o.Retry = 2 * time.Second
@@ -46,23 +69,30 @@ func (s *Store) Lead(ctx context.Context, o LeaderOptions, lead func(ctx context
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if s.driver != DriverPostgres {
-		t, err := s.newTerm(ctx, o.Holder)
+		t, err := s.newTerm(ctx, o.Cluster, o.Holder)
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		if err != nil {
-			o.Log.Warn("recording the leadership", "err", err)
+			o.Log.Warn("recording the leadership (this term's writes are not fenced)", "err", err)
+		} else {
+			lctx = WithTerm(lctx, t, cancel)
 		}
-		lead(ctx, t)
-		<-ctx.Done()
+		lead(lctx, t)
+		<-lctx.Done()
+		if ctx.Err() == nil {
+			o.Log.Error("stopped leading: another sizer recorded a newer leadership on this database", "epoch", t.Epoch)
+		}
 		return
 	}
 	standing := false
 	for ctx.Err() == nil {
-		conn, got, err := s.tryLock(ctx)
+		conn, got, err := s.tryLock(ctx, leaderKey(o.Cluster))
 		switch {
 		case err != nil:
 			o.Log.Warn("trying to lead the sizers", "err", err)
 		case !got:
 			if !standing {
-				o.Log.Info("standing by: another sizer leads (reconciler, warm pool, SQS consumer, ledger sync run there)")
+				o.Log.Info("standing by: another sizer leads (reconciler, warm pool, SQS consumer, ledger sync run there)", "cluster", o.Cluster)
 				standing = true
 			}
 		default:
@@ -77,13 +107,13 @@ func (s *Store) Lead(ctx context.Context, o LeaderOptions, lead func(ctx context
 }
 
 // tryLock takes a session of its own and tries the advisory lock on it.
-func (s *Store) tryLock(ctx context.Context) (*sql.Conn, bool, error) {
+func (s *Store) tryLock(ctx context.Context, key int64) (*sql.Conn, bool, error) {
 	conn, err := s.w.DB.Conn(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	var got bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, LeaderKey).Scan(&got); err != nil || !got {
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&got); err != nil || !got {
 		discard(conn)
 		return nil, false, err
 	}
@@ -92,24 +122,35 @@ func (s *Store) tryLock(ctx context.Context) (*sql.Conn, bool, error) {
 
 // term leads until ctx ends or the session fails.
 func (s *Store) term(ctx context.Context, conn *sql.Conn, o LeaderOptions, lead func(context.Context, Term)) {
-	t, err := s.newTerm(ctx, o.Holder)
-	if err != nil {
-		o.Log.Warn("recording the leadership", "err", err)
+	unlock := func() {
+		uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
+		conn.ExecContext(uctx, `SELECT pg_advisory_unlock($1)`, leaderKey(o.Cluster))
+		ucancel()
+		discard(conn)
 	}
-	o.Log.Info("leading the sizers", "epoch", t.Epoch, "holder", o.Holder)
+	t, err := s.newTerm(ctx, o.Cluster, o.Holder)
+	if err != nil {
+		// no epoch, no fencing: do not lead on it
+		unlock()
+		o.Log.Warn("not leading: recording the leadership failed", "err", err)
+		return
+	}
+	o.Log.Info("leading the sizers", "cluster", o.Cluster, "epoch", t.Epoch, "holder", o.Holder)
 	lctx, cancel := context.WithCancel(ctx)
-	lead(lctx, t)
+	lead(WithTerm(lctx, t, cancel), t)
 	tick := time.NewTicker(o.Check)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			cancel()
-			uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
-			conn.ExecContext(uctx, `SELECT pg_advisory_unlock($1)`, LeaderKey)
-			ucancel()
-			discard(conn)
+			unlock()
 			o.Log.Info("stopped leading: shutting down", "epoch", t.Epoch)
+			return
+		case <-lctx.Done():
+			// a write of this term was refused (a newer epoch exists)
+			unlock()
+			o.Log.Error("stopped leading: a newer leadership exists on the database; standing by", "epoch", t.Epoch)
 			return
 		case <-tick.C:
 			pctx, pcancel := context.WithTimeout(ctx, o.Check+time.Second)
@@ -135,29 +176,30 @@ func discard(conn *sql.Conn) {
 	conn.Close()
 }
 
-func (s *Store) newTerm(ctx context.Context, holder string) (Term, error) {
-	t := Term{Since: time.Now().UTC()}
+func (s *Store) newTerm(ctx context.Context, cluster, holder string) (Term, error) {
+	t := Term{Cluster: cluster, Since: time.Now().UTC()}
 	err := s.tx(ctx, func(tx *Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO leadership(id, epoch, holder, since) VALUES(1, 0, '', 0) ON CONFLICT(id) DO NOTHING`); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO leadership(cluster, epoch, holder, since) VALUES(?, 0, '', 0) ON CONFLICT(cluster) DO NOTHING`, cluster); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE leadership SET epoch = epoch + 1, holder = ?, since = ? WHERE id = 1`, holder, ms(t.Since)); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE leadership SET epoch = epoch + 1, holder = ?, since = ? WHERE cluster = ?`, holder, ms(t.Since), cluster); err != nil {
 			return err
 		}
-		return tx.QueryRowContext(ctx, `SELECT epoch FROM leadership WHERE id = 1`).Scan(&t.Epoch)
+		return tx.QueryRowContext(ctx, `SELECT epoch FROM leadership WHERE cluster = ?`, cluster).Scan(&t.Epoch)
 	})
 	if err != nil {
-		return t, fmt.Errorf("starting a leadership term: %w", err)
+		return t, fmt.Errorf("starting a leadership term of cluster %q: %w", cluster, err)
 	}
 	return t, nil
 }
 
-// Leadership is the current leader as the database records it.
-func (s *Store) Leadership(ctx context.Context) (holder string, t Term, err error) {
+// Leadership is cluster's current leader as the database records it.
+func (s *Store) Leadership(ctx context.Context, cluster string) (holder string, t Term, err error) {
 	var since int64
-	err = s.r.QueryRowContext(ctx, `SELECT holder, epoch, since FROM leadership WHERE id = 1`).Scan(&holder, &t.Epoch, &since)
+	t.Cluster = cluster
+	err = s.r.QueryRowContext(ctx, `SELECT holder, epoch, since FROM leadership WHERE cluster = ?`, cluster).Scan(&holder, &t.Epoch, &since)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", Term{}, nil
+		return "", Term{Cluster: cluster}, nil
 	}
 	t.Since = time.UnixMilli(since).UTC()
 	return holder, t, err

@@ -78,9 +78,10 @@ func (s *Store) RecordInstance(ctx context.Context, l Launch) error {
 		if l.User == "" {
 			l.User = ev.User
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO instances(instance_id, node, instance_type, zone, capacity, price, account, job_id, launched, user, class, client_token, od_price, price_source, source)
-VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO instances(instance_id, node, instance_type, zone, capacity, price, account, job_id, launched, user, class, client_token, od_price, price_source, source, cluster)
+VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(instance_id) DO UPDATE SET
+ cluster = CASE WHEN cluster = '' THEN excluded.cluster ELSE cluster END,
  node = CASE WHEN excluded.source='resume' OR node='' OR node IS NULL THEN excluded.node ELSE node END,
  instance_type = coalesce(nullif(excluded.instance_type,''), instance_type),
  zone = coalesce(nullif(excluded.zone,''), zone),
@@ -96,7 +97,7 @@ ON CONFLICT(instance_id) DO UPDATE SET
  launched = min(launched, excluded.launched),
  source = CASE WHEN excluded.source='resume' THEN 'resume' ELSE source END`,
 			ev.InstanceID, ev.Node, ev.InstanceType, ev.Zone, ev.Capacity, l.PriceUSD, ev.Account, jobID, ms(ev.Time),
-			l.User, l.Class, l.ClientToken, l.OnDemandUSD, l.PriceSource, l.Source)
+			l.User, l.Class, l.ClientToken, l.OnDemandUSD, l.PriceSource, l.Source, s.cluster)
 		return err
 	})
 	if err != nil {
@@ -303,6 +304,7 @@ type Row struct {
 	Source      string
 	EndSource   string
 	ClientToken string
+	Cluster     string // cluster.name of the sizer that recorded the launch ("" before it was kept)
 }
 
 // Rows returns the instances alive at some point in [from, to) (all when
@@ -318,7 +320,7 @@ type rowsOf struct{ ids, nodes string } // JSON arrays
 
 func (s *Store) rows(ctx context.Context, from, to time.Time, of *rowsOf) ([]Row, error) {
 	q := `SELECT instance_id, coalesce(node,''), coalesce(instance_type,''), coalesce(zone,''), coalesce(capacity,''), price, od_price, coalesce(account,''), user, coalesce(job_id,''), class,
- launched, terminated, end_source, end_reason, price_source, source, client_token FROM instances`
+ launched, terminated, end_source, end_reason, price_source, source, client_token, cluster FROM instances`
 	var args []any
 	var where []string
 	if !to.IsZero() {
@@ -342,7 +344,7 @@ func (s *Store) rows(ctx context.Context, from, to time.Time, of *rowsOf) ([]Row
 		var r Row
 		var l, t sql.NullInt64
 		if err := rows.Scan(&r.ID, &r.Node, &r.InstanceType, &r.Zone, &r.Capacity, &r.PriceUSD, &r.OnDemandUSD, &r.Account, &r.User, &r.JobID, &r.Class,
-			&l, &t, &r.EndSource, &r.EndReason, &r.PriceSource, &r.Source, &r.ClientToken); err != nil {
+			&l, &t, &r.EndSource, &r.EndReason, &r.PriceSource, &r.Source, &r.ClientToken, &r.Cluster); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("reading the ledger: %w", err)
 		}
@@ -471,6 +473,9 @@ func (s *Store) Unsettled(ctx context.Context, endedAfter time.Time) ([]Row, err
 	}
 	var out []Row
 	for _, r := range all {
+		if r.Cluster != "" && r.Cluster != s.cluster {
+			continue // another cluster's: its own leader settles it against its EC2
+		}
 		if r.End.IsZero() || r.EndSource != sizerapi.SourceEC2 && r.End.After(endedAfter) {
 			out = append(out, r)
 		}

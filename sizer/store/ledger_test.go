@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -89,5 +91,55 @@ func testLedger(t *testing.T, d driverCase) {
 	known, _ := s.Known(ctx, []string{"i-1", "i-2"})
 	if !known["i-1"] || known["i-2"] {
 		t.Fatalf("known %v", known)
+	}
+}
+
+// Two clusters on one database: every launch is in Rows (spend and
+// budgets are shared), each carries the cluster that recorded it, and
+// Unsettled (what a cluster's ledger sync settles against its own EC2)
+// holds only that cluster's open instances and those recorded before
+// instances had a cluster; a later record of another cluster does not
+// move an instance's cluster.
+func TestLedgerPerCluster(t *testing.T) { forDrivers(t, testLedgerPerCluster) }
+
+func testLedgerPerCluster(t *testing.T, d driverCase) {
+	ctx := context.Background()
+	tg := d.fresh(t)
+	east, west, legacy := tg.open(t, ForCluster("east")), tg.open(t, ForCluster("west")), tg.open(t)
+	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	launch := func(s *Store, id string) {
+		t.Helper()
+		if err := s.RecordLaunch(ctx, sizerapi.InstanceEvent{InstanceID: id, Node: "gpu-1", InstanceType: "g6.xlarge", Capacity: "spot", Account: "nlp", Time: t0}, 0.5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	launch(east, "i-e")
+	launch(west, "i-w")
+	launch(legacy, "i-old")
+	launch(west, "i-e") // e.g. a stray replay: i-e stays east's
+	rows, err := east.Rows(ctx, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r.ID] = r.Cluster
+	}
+	if want := map[string]string{"i-e": "east", "i-w": "west", "i-old": ""}; !maps.Equal(got, want) {
+		t.Errorf("rows' clusters %v, want %v", got, want)
+	}
+	for s, want := range map[*Store][]string{east: {"i-e", "i-old"}, west: {"i-old", "i-w"}} {
+		un, err := s.Unsettled(ctx, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range un {
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		if !slices.Equal(ids, want) {
+			t.Errorf("cluster %q's unsettled %v, want %v", s.cluster, ids, want)
+		}
 	}
 }

@@ -151,10 +151,12 @@ type Config struct {
 	Driver   string // DriverSQLite ("" too) or DriverPostgres
 	Dir      string // SQLite: the state directory
 	Postgres Postgres
+	Cluster  string // cluster.name (ForCluster)
 }
 
 // OpenConfig opens the store cfg names.
 func OpenConfig(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
+	opts = append([]Option{ForCluster(cfg.Cluster)}, opts...)
 	switch cfg.Driver {
 	case "", DriverSQLite:
 		return Open(ctx, cfg.Dir, opts...)

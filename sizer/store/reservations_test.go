@@ -3,18 +3,15 @@ package store
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
 )
 
-func TestReservationsKeepTheirEnd(t *testing.T) {
+func TestReservationsKeepTheirEnd(t *testing.T) { forDrivers(t, testReservationsKeepTheirEnd) }
+
+func testReservationsKeepTheirEnd(t *testing.T, d driverCase) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := d.fresh(t).open(t)
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	r := Reservation{ID: "cr-1", InstanceType: "p5.48xlarge", Zone: "us-east-1a", Count: 2, PriceUSD: 55.04, Start: start, State: "active", Match: "targeted", Seen: start}
 	if err := s.RecordReservation(ctx, r); err != nil {

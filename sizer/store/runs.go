@@ -13,8 +13,10 @@ import (
 
 // The tables (schema: migrations/): reports_seen deduplicates agent records by instance, node and
 // seq (a new instance that reuses a node name starts its seq at 1 again);
-// job_history is the history of recurring jobs: every job that started on a
-// burst node, keyed by sizing.RecurringKey, with how it ended.
+// jobs holds each job's request once: upsertJob writes it (and updated)
+// when an instance launches for the job, StartRun when the job starts on a
+// burst node (with job_key, its sizing.RecurringKey, and started), EndRun
+// how it ended. The rows with a job_key are the history of recurring jobs.
 
 // StartRun records that a job started on burst nodes under a recurring-job
 // key. A job started again (requeued) keeps one row, its latest start.
@@ -23,10 +25,10 @@ func (s *Store) StartRun(ctx context.Context, key string, r sizerapi.JobStart) e
 		return errors.New("storing job start: job id and key are required")
 	}
 	err := s.tx(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO job_history(job_id, job_key, user, job_name, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, started) VALUES(?,?,?,?,?,?,?,?,?,?,?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO jobs(job_id, job_key, user, job_name, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, started) VALUES(?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(job_id) DO UPDATE SET job_key=excluded.job_key, user=excluded.user, job_name=excluded.job_name, account=excluded.account,
 class=coalesce(excluded.class, class), gpu_model=coalesce(excluded.gpu_model, gpu_model), gpus_per_node=max(gpus_per_node, excluded.gpus_per_node),
-nodes=max(nodes, excluded.nodes), gpu_mem_mib=max(gpu_mem_mib, excluded.gpu_mem_mib), started=max(started, excluded.started)`,
+nodes=max(nodes, excluded.nodes), gpu_mem_mib=max(gpu_mem_mib, excluded.gpu_mem_mib), started=max(coalesce(started, 0), excluded.started)`,
 			r.JobID, key, r.User, r.JobName, r.Account, nullStr(r.Class), nullStr(r.GPUModel), r.GPUsPerNode, max(r.Nodes, 1), r.GPUMemoryMiB, ms(r.Start))
 		return err
 	})
@@ -46,7 +48,7 @@ func nullStr(s string) any {
 // EndRun records how a job ended; known is false for a job never started.
 func (s *Store) EndRun(ctx context.Context, e sizerapi.JobEnd) (known bool, err error) {
 	err = s.tx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE job_history SET ended=?, exit_code=?, oom=?, evidence=? WHERE job_id=?`,
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET ended=?, exit_code=?, oom=?, evidence=? WHERE job_id=? AND started IS NOT NULL`,
 			ms(e.End), e.ExitCode, boolInt(e.OOM), e.Evidence, e.JobID)
 		if err != nil {
 			return err
@@ -106,7 +108,7 @@ func (s *Store) HistoryByKey(ctx context.Context, key string, limit int) (sizing
 		limit = 20
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT job_id, coalesce(class,''), coalesce(gpu_model,''), gpus_per_node, nodes, gpu_mem_mib, started, ended, coalesce(exit_code,0), oom, coalesce(evidence,'')
-FROM job_history WHERE job_key = ? ORDER BY started DESC LIMIT ?`, key, limit)
+FROM jobs WHERE job_key = ? ORDER BY started DESC LIMIT ?`, key, limit)
 	if err != nil {
 		return h, fmt.Errorf("reading history of %s: %w", key, err)
 	}

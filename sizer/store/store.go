@@ -44,10 +44,13 @@ type Store struct {
 	// acceptSim applies simulated GPU reports to usage (a test stack only:
 	// sizer.accept_simulated_gpus); otherwise they are counted and ignored.
 	acceptSim bool
-	wmu       sync.RWMutex
-	closed    bool
-	wq        chan batchReq
-	wdone     chan struct{}
+	// cluster is the Slurm cluster this sizer serves (cluster.name),
+	// recorded with each launch.
+	cluster string
+	wmu     sync.RWMutex
+	closed  bool
+	wq      chan batchReq
+	wdone   chan struct{}
 }
 
 type batchReq struct {
@@ -69,6 +72,11 @@ type Option func(*Store)
 // WithoutGroupCommit commits every report batch in its own transaction
 // (the baseline the group-commit benchmark compares against).
 func WithoutGroupCommit() Option { return func(s *Store) { s.group = false } }
+
+// ForCluster records launches as cluster name's (cluster.name): on a
+// database several clusters share, Unsettled (the ledger sync's work)
+// holds only this cluster's instances and those recorded before.
+func ForCluster(name string) Option { return func(s *Store) { s.cluster = name } }
 
 // AcceptSimulatedGPUs makes simulated GPU reports count as usage (the test
 // stack's sizer.accept_simulated_gpus); by default only NVML reports do.
@@ -260,6 +268,10 @@ func (s *Store) tx(ctx context.Context, fn func(*Tx) error) error {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
 	tx := &Tx{Tx: sqlTx, driver: s.driver}
+	if err := s.checkFence(ctx, tx); err != nil {
+		tx.Rollback()
+		return err
+	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err

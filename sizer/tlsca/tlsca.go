@@ -52,6 +52,32 @@ type Result struct {
 	Hosts []string
 }
 
+// newCA makes a new CA and writes its key and certificate (o.CAKey,
+// o.CAFile).
+func newCA(o Options, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls init: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: "burst-sizer CA " + o.Cluster, Organization: []string{"burst"}},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(10, 0, 0),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign, BasicConstraintsValid: true, IsCA: true, MaxPathLenZero: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls init: making the CA: %w", err)
+	}
+	caCert, _ := x509.ParseCertificate(der)
+	if err := writeKey(o.CAKey, key); err != nil {
+		return nil, nil, err
+	}
+	if err := writeCert(o.CAFile, der); err != nil {
+		return nil, nil, err
+	}
+	return caCert, key, nil
+}
+
 // Init creates the CA (unless Renew) and the server certificate.
 func Init(o Options) (Result, error) {
 	if o.Now == nil {
@@ -82,25 +108,8 @@ func Init(o Options) (Result, error) {
 				}
 			}
 		}
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return res, fmt.Errorf("tls init: %w", err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: serial(), Subject: pkix.Name{CommonName: "burst-sizer CA " + o.Cluster, Organization: []string{"burst"}},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(10, 0, 0),
-			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign, BasicConstraintsValid: true, IsCA: true, MaxPathLenZero: true,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			return res, fmt.Errorf("tls init: making the CA: %w", err)
-		}
-		caCert, _ = x509.ParseCertificate(der)
-		caKey = key
-		if err := writeKey(o.CAKey, key); err != nil {
-			return res, err
-		}
-		if err := writeCert(o.CAFile, der); err != nil {
+		var err error
+		if caCert, caKey, err = newCA(o, now); err != nil {
 			return res, err
 		}
 		res.Wrote = append(res.Wrote, o.CAKey, o.CAFile)

@@ -146,52 +146,18 @@ func readHeaderCSV(r io.Reader, opt ReadOptions, what string, cols []string, row
 			return nil, rep, fmt.Errorf("reading %s: line 1: header column %d is %q, want %q", what, i+1, header[i], h)
 		}
 	}
-	var jobs []Job
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				if herr := rep.handle(badRow(pe.Line, "%v", pe.Err), opt); herr != nil {
-					return nil, rep, fmt.Errorf("reading %s: %w", what, herr)
-				}
-				continue
-			}
-			return nil, rep, fmt.Errorf("reading %s: %w", what, err)
-		}
-		line, _ := cr.FieldPos(0)
-		rep.Rows++
-		var (
-			j    Job
-			ok   bool
-			rerr error
-		)
+	c := &collector{opt: opt, rep: rep}
+	err = c.eachCSV(cr, what, func(line int, rec []string) error {
 		if len(rec) != len(cols) {
-			rerr = badRow(line, "has %d fields, want %d (%s)", len(rec), len(cols), strings.Join(cols, ","))
-		} else {
-			j, ok, rerr = row(line, rec)
+			return c.add(line, Job{}, false, badRow(line, "has %d fields, want %d (%s)", len(rec), len(cols), strings.Join(cols, ",")))
 		}
-		if rerr == nil && ok {
-			rerr = checkJob(line, j)
-		}
-		if rerr != nil {
-			if herr := rep.handle(rerr, opt); herr != nil {
-				return nil, rep, fmt.Errorf("reading %s: %w", what, herr)
-			}
-			continue
-		}
-		if !ok {
-			rep.Ignored++
-			continue
-		}
-		jobs = append(jobs, j)
+		j, ok, err := row(line, rec)
+		return c.add(line, j, ok, err)
+	})
+	if err != nil {
+		return nil, c.rep, err
 	}
-	SortBySubmit(jobs)
-	rep.Jobs = len(jobs)
-	return jobs, rep, nil
+	return c.done()
 }
 
 // wholeNumber parses a non-negative whole number, also written as a float

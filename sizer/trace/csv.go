@@ -2,7 +2,6 @@ package trace
 
 import (
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -26,53 +25,25 @@ var CSVColumns = []string{"submit", "duration", "gpus", "gpu_model", "metadata"}
 // ReadCSV parses the simple trace format described at CSVColumns and returns
 // the jobs sorted by submit time.
 func ReadCSV(r io.Reader, opt ReadOptions) ([]Job, Report, error) {
-	var rep Report
+	c := &collector{opt: opt}
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.Comment = '#'
-	var jobs []Job
 	first := true
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				if herr := rep.handle(badRow(pe.Line, "%v", pe.Err), opt); herr != nil {
-					return nil, rep, fmt.Errorf("reading trace csv: %w", herr)
-				}
-				continue
-			}
-			return nil, rep, fmt.Errorf("reading trace csv: %w", err)
-		}
-		line, _ := cr.FieldPos(0)
+	err := c.eachCSV(cr, "trace csv", func(line int, rec []string) error {
 		if first {
 			first = false
 			if isCSVColumn(rec[0]) {
-				if err := checkCSVHeader(line, rec); err != nil {
-					return nil, rep, fmt.Errorf("reading trace csv: %w", err)
-				}
-				continue
+				return checkCSVHeader(line, rec)
 			}
 		}
-		rep.Rows++
-		j, rerr := csvRow(line, rec, opt.loc())
-		if rerr == nil {
-			rerr = checkJob(line, j)
-		}
-		if rerr != nil {
-			if herr := rep.handle(rerr, opt); herr != nil {
-				return nil, rep, fmt.Errorf("reading trace csv: %w", herr)
-			}
-			continue
-		}
-		jobs = append(jobs, j)
+		j, err := csvRow(line, rec, opt.loc())
+		return c.add(line, j, true, err)
+	})
+	if err != nil {
+		return nil, c.rep, err
 	}
-	SortBySubmit(jobs)
-	rep.Jobs = len(jobs)
-	return jobs, rep, nil
+	return c.done()
 }
 
 func isCSVColumn(s string) bool {

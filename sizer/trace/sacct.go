@@ -27,13 +27,12 @@ const sacctTime = "2006-01-02T15:04:05"
 // ignored and counted in Report.Ignored. Times carry no zone; they are read
 // in opt.Location (UTC when nil).
 func ParseSacct(r io.Reader, opt ReadOptions) ([]Job, Report, error) {
-	var rep Report
+	c := &collector{opt: opt}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	line := 0
 	var col map[string]int
 	var ncol int
-	var jobs []Job
 	for sc.Scan() {
 		line++
 		text := strings.TrimRight(sc.Text(), "\r")
@@ -42,39 +41,25 @@ func ParseSacct(r io.Reader, opt ReadOptions) ([]Job, Report, error) {
 		}
 		fields := strings.Split(text, "|")
 		if col == nil {
-			c, err := sacctHeader(line, fields)
+			hc, err := sacctHeader(line, fields)
 			if err != nil {
-				return nil, rep, fmt.Errorf("reading sacct output: %w", err)
+				return nil, c.rep, fmt.Errorf("reading sacct output: %w", err)
 			}
-			col, ncol = c, len(fields)
+			col, ncol = hc, len(fields)
 			continue
 		}
-		rep.Rows++
 		j, ok, err := sacctRow(line, fields, ncol, col, opt.loc())
-		if err == nil && ok {
-			err = checkJob(line, j)
+		if err := c.add(line, j, ok, err); err != nil {
+			return nil, c.rep, fmt.Errorf("reading sacct output: %w", err)
 		}
-		if err != nil {
-			if herr := rep.handle(err, opt); herr != nil {
-				return nil, rep, fmt.Errorf("reading sacct output: %w", herr)
-			}
-			continue
-		}
-		if !ok {
-			rep.Ignored++
-			continue
-		}
-		jobs = append(jobs, j)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, rep, fmt.Errorf("reading sacct output after line %d: %w", line, err)
+		return nil, c.rep, fmt.Errorf("reading sacct output after line %d: %w", line, err)
 	}
 	if col == nil {
-		return nil, rep, fmt.Errorf("reading sacct output: empty input; run %q", SacctCommand)
+		return nil, c.rep, fmt.Errorf("reading sacct output: empty input; run %q", SacctCommand)
 	}
-	SortBySubmit(jobs)
-	rep.Jobs = len(jobs)
-	return jobs, rep, nil
+	return c.done()
 }
 
 func sacctHeader(line int, fields []string) (map[string]int, error) {

@@ -7,7 +7,10 @@
 package trace
 
 import (
+	"encoding/csv"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 )
@@ -90,4 +93,64 @@ func checkJob(line int, j Job) error {
 		return badRow(line, "gpus is %d; want a whole number >= 1 (the simulator replays GPU jobs only)", j.GPUs)
 	}
 	return nil
+}
+
+// collector gathers a trace's jobs and its report row by row (every reader
+// counts, checks and skips rows the same way).
+type collector struct {
+	opt  ReadOptions
+	rep  Report
+	jobs []Job
+}
+
+// add takes one data row: a job (ok), a well-formed row that is not a GPU
+// job that ran (not ok, nil err: Report.Ignored) or a bad row, which stops
+// the read unless opt.SkipBad (the error returned).
+func (c *collector) add(line int, j Job, ok bool, err error) error {
+	c.rep.Rows++
+	if err == nil && ok {
+		err = checkJob(line, j)
+	}
+	switch {
+	case err != nil:
+		return c.rep.handle(err, c.opt)
+	case !ok:
+		c.rep.Ignored++
+	default:
+		c.jobs = append(c.jobs, j)
+	}
+	return nil
+}
+
+// done returns the jobs sorted by submit time and the report.
+func (c *collector) done() ([]Job, Report, error) {
+	SortBySubmit(c.jobs)
+	c.rep.Jobs = len(c.jobs)
+	return c.jobs, c.rep, nil
+}
+
+// eachCSV calls row for every record of cr with its line number until EOF;
+// a malformed record is a bad row (c decides whether it stops the read).
+// Errors come back as "reading what: ...".
+func (c *collector) eachCSV(cr *csv.Reader, what string, row func(line int, rec []string) error) error {
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if !errors.As(err, &pe) {
+				return fmt.Errorf("reading %s: %w", what, err)
+			}
+			if herr := c.rep.handle(badRow(pe.Line, "%v", pe.Err), c.opt); herr != nil {
+				return fmt.Errorf("reading %s: %w", what, herr)
+			}
+			continue
+		}
+		line, _ := cr.FieldPos(0)
+		if err := row(line, rec); err != nil {
+			return fmt.Errorf("reading %s: %w", what, err)
+		}
+	}
 }

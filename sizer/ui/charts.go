@@ -22,9 +22,7 @@ func fleetChart(v sizerapi.FleetView) template.HTML {
 	for _, c := range v.Classes {
 		p.Bars = append(p.Bars, svgchart.HBar{Label: c.Class, Value: c.HourlyUSD, Note: fmt.Sprintf("%d instance%s, %s/h", c.Instances, plural(c.Instances), usd(c.HourlyUSD))})
 	}
-	d := svgchart.New(chartW, 70+26*len(p.Bars), "", 0)
-	d.HBars(p)
-	return template.HTML(d.String())
+	return hbarChart(p, 70, 26, 0)
 }
 
 // jobsChart: GPUs used within GPUs requested, for the newest reported jobs.
@@ -36,16 +34,8 @@ func jobsChart(v sizerapi.JobsView) template.HTML {
 		}
 		p.Bars = append(p.Bars, svgchart.HBar{Label: "job " + j.JobID + " " + short(j.JobName, 14), Value: float64(j.GPUsUsed), Ahead: float64(j.GPUsPerNode),
 			Note: fmt.Sprintf("%d of %d GPUs, %.1f of %.1f GiB", j.GPUsUsed, j.GPUsPerNode, j.GPUMemUsedGiB, j.GPUMemReqGiB)})
-		if len(p.Bars) == 15 {
-			break
-		}
 	}
-	if len(p.Bars) == 0 {
-		return ""
-	}
-	d := svgchart.New(chartW, 60+20*len(p.Bars), "", 0)
-	d.HBars(p)
-	return template.HTML(d.String())
+	return hbarChart(p, 60, 20, 15)
 }
 
 // budgetChart: spend (dark), forecast to month end (light) and the cap (red).
@@ -61,9 +51,7 @@ func budgetChart(v sizerapi.MoneyView) template.HTML {
 		}
 		p.Bars = append(p.Bars, svgchart.HBar{Label: short(a.Account, 18), Value: a.SpentUSD, Ahead: a.ForecastUSD, Mark: a.BudgetUSD, Note: note})
 	}
-	d := svgchart.New(chartW, 70+26*len(p.Bars), "", 0)
-	d.HBars(p)
-	return template.HTML(d.String())
+	return hbarChart(p, 70, 26, 0)
 }
 
 // dayChart: spend per UTC day, stacked by account.
@@ -98,16 +86,8 @@ func userChart(v sizerapi.MoneyView) template.HTML {
 	p := svgchart.HBarPanel{X: 200, Y: 10, Width: 500, Title: "Spend this month per user", Unit: "$", Row: 20}
 	for _, u := range v.Users {
 		p.Bars = append(p.Bars, svgchart.HBar{Label: short(u.Account, 12) + " / " + short(u.User, 12), Value: u.SpentUSD, Note: usd(u.SpentUSD)})
-		if len(p.Bars) == 15 {
-			break
-		}
 	}
-	if len(p.Bars) == 0 {
-		return ""
-	}
-	d := svgchart.New(chartW, 60+20*len(p.Bars), "", 0)
-	d.HBars(p)
-	return template.HTML(d.String())
+	return hbarChart(p, 60, 20, 15)
 }
 
 // savingsChart: what each recurring job would save a month.
@@ -115,14 +95,20 @@ func savingsChart(v sizerapi.RightSizingView) template.HTML {
 	p := svgchart.HBarPanel{X: 240, Y: 10, Width: 460, Title: "Saving per month if right-sized", Unit: "$", Row: 22, Color: "#1b9e77"}
 	for _, it := range v.Items {
 		p.Bars = append(p.Bars, svgchart.HBar{Label: short(it.User, 12) + " / " + short(it.JobName, 16), Value: it.SaveUSDPerMonth, Note: usd(it.SaveUSDPerMonth)})
-		if len(p.Bars) == 15 {
-			break
-		}
+	}
+	return hbarChart(p, 60, 22, 15)
+}
+
+// hbarChart draws a panel of horizontal bars, at most most of them (0: all),
+// top pixels plus row a bar high; none: no chart.
+func hbarChart(p svgchart.HBarPanel, top, row, most int) template.HTML {
+	if most > 0 && len(p.Bars) > most {
+		p.Bars = p.Bars[:most]
 	}
 	if len(p.Bars) == 0 {
 		return ""
 	}
-	d := svgchart.New(chartW, 60+22*len(p.Bars), "", 0)
+	d := svgchart.New(chartW, top+row*len(p.Bars), "", 0)
 	d.HBars(p)
 	return template.HTML(d.String())
 }

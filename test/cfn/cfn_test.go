@@ -5,6 +5,7 @@ package cfn
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -143,6 +144,48 @@ func TestStackInMoto(t *testing.T) {
 	sgs, err := ec.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{out["NodeSecurityGroupId"], out["HeadNodeSecurityGroupId"]}})
 	if err != nil || len(sgs.SecurityGroups) != 2 {
 		t.Fatalf("the stack's security groups: %v %v", sgs, err)
+	}
+	// the nodes' group lets them reach each other on all traffic, both
+	// ways (EFA's requirement of its security group). moto's
+	// CloudFormation does not model AWS::EC2::SecurityGroupEgress, so the
+	// egress rule is checked in the template, the ingress rule in moto.
+	var doc struct {
+		Resources map[string]struct {
+			Type       string
+			Properties map[string]any
+		}
+	}
+	if err := json.Unmarshal(tpl, &doc); err != nil {
+		t.Fatal(err)
+	}
+	egress := false
+	for _, r := range doc.Resources {
+		p := r.Properties
+		if r.Type == "AWS::EC2::SecurityGroupEgress" && p["IpProtocol"] == "-1" &&
+			fmt.Sprint(p["GroupId"]) == "map[Ref:NodeSecurityGroup]" && fmt.Sprint(p["DestinationSecurityGroupId"]) == "map[Ref:NodeSecurityGroup]" {
+			egress = true
+		}
+	}
+	if !egress {
+		t.Error("the template has no all-traffic egress rule from the node security group to itself")
+	}
+	for _, g := range sgs.SecurityGroups {
+		if aws.ToString(g.GroupId) != out["NodeSecurityGroupId"] {
+			continue
+		}
+		self := func(perms []ec2types.IpPermission) bool {
+			for _, p := range perms {
+				for _, pair := range p.UserIdGroupPairs {
+					if aws.ToString(p.IpProtocol) == "-1" && aws.ToString(pair.GroupId) == aws.ToString(g.GroupId) {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		if !self(g.IpPermissions) {
+			t.Errorf("the node security group's ingress %+v; want all traffic from itself", g.IpPermissions)
+		}
 	}
 
 	// burst's provider launches a node into the stack's security group with

@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"archive/zip"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,63 +123,6 @@ func jobFiles(t *testing.T, s *stack.Stack, names ...string) string {
 		}
 	}
 	return dir
-}
-
-// freeStaticPort is a port free now outside the kernel's ephemeral range
-// (torchrun binds it a moment later; an ephemeral one could be taken by
-// any socket of this busy machine in between).
-func freeStaticPort(t *testing.T) int {
-	t.Helper()
-	lo, hi := 32768, 60999
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			lo, _ = strconv.Atoi(f[0])
-			hi, _ = strconv.Atoi(f[1])
-		}
-	}
-	start := 20000 + int(rand.Uint32()%10000)
-	for i := 0; i < 45000; i++ {
-		p := 10000 + (start-10000+i)%55000
-		if p >= lo && p <= hi {
-			continue
-		}
-		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
-			l.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port outside the ephemeral range")
-	return 0
-}
-
-// tensorData reads the raw tensor storages of a torch.save file (a zip
-// whose <archive>/data/<key> entries hold each storage's bytes), as
-// examples/train's tests do.
-func tensorData(t *testing.T, path string) map[string][]byte {
-	t.Helper()
-	zr, err := zip.OpenReader(path)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	defer zr.Close()
-	out := map[string][]byte{}
-	for _, f := range zr.File {
-		_, key, ok := strings.Cut(f.Name, "/data/")
-		if !ok {
-			continue
-		}
-		rc, err := f.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[key] = b
-	}
-	return out
 }
 
 // ddpManifest is examples/train's step-N/manifest.json.

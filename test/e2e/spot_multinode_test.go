@@ -17,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/test/torchenv"
+
 	"github.com/burst-hpc/burst/internal/hostlist"
-	"github.com/burst-hpc/burst/internal/interruption"
+	"github.com/burst-hpc/burst/internal/interruption/interruptiontest"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -55,7 +57,7 @@ func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 // its output once both ended.
 func referenceRun(t *testing.T, s *stack.Stack, py, here, dir string) (wait func() string) {
 	t.Helper()
-	port := strconv.Itoa(freeStaticPort(t))
+	port := strconv.Itoa(torchenv.FreePort(t))
 	out := &lockedBuf{}
 	var cmds []*exec.Cmd
 	for node := 0; node < 2; node++ {
@@ -212,7 +214,7 @@ func TestSpotMultiNodeTorch(t *testing.T) {
 	refLog := waitRef()
 
 	// the same weights, bit for bit
-	wr, wj := tensorData(t, filepath.Join(ref, "final.pt")), tensorData(t, filepath.Join(ckpt, "final.pt"))
+	wr, wj := torchenv.TensorData(t, filepath.Join(ref, "final.pt")), torchenv.TensorData(t, filepath.Join(ckpt, "final.pt"))
 	if len(wr) == 0 || len(wr) != len(wj) {
 		t.Fatalf("final weights: %d and %d storages", len(wr), len(wj))
 	}
@@ -245,7 +247,7 @@ func TestSpotMultiNodeTorch(t *testing.T) {
 	// one requeue, by the agent, noting the lost node; the sizer left it
 	// to the agent; one new instance, for the replacement
 	j = jobNow(t, s, id)
-	note, heldNote, ok := interruption.ParseConsumed(j.AdminComment)
+	note, heldNote, ok := interruptiontest.ParseConsumed(j.AdminComment)
 	if j.RestartCount != 1 || !ok || note.By != "agent" || !slices.Equal(note.Lost, []string{victim}) || note.Instance != victimInst.ID ||
 		!slices.Equal(heldNote, []string{survivor}) {
 		t.Errorf("job %s: %d restarts, admin comment %q: want the agent's note, used by the epilog to hold %s", id, j.RestartCount, j.AdminComment, survivor)

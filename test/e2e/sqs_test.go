@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/burst-hpc/burst/internal/config"
-	"github.com/burst-hpc/burst/internal/interruption"
+	"github.com/burst-hpc/burst/internal/interruption/interruptiontest"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -57,7 +57,7 @@ func TestSQSDeadAgent(t *testing.T) {
 		t.Errorf("instance %s ended %s after %v: want burst's termination before EC2's deadline", first.ID, in.StateReasonCode, handedBack)
 	}
 	j := jobNow(t, s, id)
-	note, _, ok := interruption.ParseConsumed(j.AdminComment) // the requeue's epilog used it (nothing to hold: one node)
+	note, _, ok := interruptiontest.ParseConsumed(j.AdminComment) // the requeue's epilog used it (nothing to hold: one node)
 	if !ok || note.By != "sizer" || !note.IsLost(node) || note.Instance != first.ID {
 		t.Errorf("job %s admin comment %q: want the sizer's requeue note for %s", id, j.AdminComment, node)
 	}

@@ -66,6 +66,9 @@ var handlers = map[string]handler{
 	"DescribeSecurityGroups":       (*Server).describeSecurityGroups,
 	"DescribeImages":               (*Server).describeImages,
 	"DescribeCapacityReservations": (*Server).describeCapacityReservations,
+	"CreatePlacementGroup":         (*Server).createPlacementGroup,
+	"DescribePlacementGroups":      (*Server).describePlacementGroups,
+	"DescribeInstanceStatus":       (*Server).describeInstanceStatus,
 }
 
 // idempotent actions honour ClientToken.
@@ -339,6 +342,9 @@ func (s *Server) instanceXML(in *instance) xInstance {
 		x.TagSet = &xItems[xTag]{Items: sortedTags(in.Tags)}
 	}
 	if in.CapacityReservation != "" {
+		if cr := s.crByID(in.CapacityReservation); cr != nil && cr.block {
+			x.InstanceLifecycle = "capacity-block"
+		}
 		x.CapacityReservationID = in.CapacityReservation
 		x.CapacityReservationSpecification = &xCRSpec{Target: &xCRTarget{ID: in.CapacityReservation}}
 	} else if in.Lifecycle == "on-demand" {

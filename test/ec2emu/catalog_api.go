@@ -83,6 +83,7 @@ type xInstanceType struct {
 		GPUs                xItems[xGPU] `xml:"gpus"`
 		TotalGpuMemoryInMiB int          `xml:"totalGpuMemoryInMiB"`
 	} `xml:"gpuInfo,omitempty"`
+	NetworkInfo *xNetworkInfo `xml:"networkInfo,omitempty"`
 }
 
 func (s *Server) describeInstanceTypes(q query, _ string) (any, *apiError) {
@@ -119,6 +120,7 @@ func (s *Server) describeInstanceTypes(q query, _ string) (any, *apiError) {
 		x := xInstanceType{InstanceType: t.Name, CurrentGeneration: true, MemoryInfo: xMem{t.MemoryMiB},
 			SupportedUsageClasses: xItems[string]{[]string{"on-demand", "spot"}}}
 		x.VCPUInfo.DefaultVCpus = t.VCPU
+		x.NetworkInfo = s.networkInfo(t.Name)
 		if t.GPUs > 0 {
 			x.GPUInfo = &struct {
 				GPUs                xItems[xGPU] `xml:"gpus"`

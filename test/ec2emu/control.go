@@ -27,8 +27,10 @@ import (
 //	POST /_emu/short-fleets?n=1&missing=1   the next n multi-instance fleets launch missing fewer
 //	POST /_emu/describe-lag?instances=5s&tags=10s   new instances (their tags) absent from DescribeInstances
 //	POST /_emu/crash?id=i-...            the instance's host fails (Server.InternalError)
+//	POST /_emu/schedule-event?id=&code=&in=  a scheduled event (scheduled.go), NotBefore in= from now
 //	POST /_emu/event-rule                JSON EventRule (Delay as a Go duration string)
 //	POST /_emu/event-rule/remove?name=   remove a rule
+//	POST /_emu/capacity-block            JSON {InstanceType, Zone, Count, StartIn, EndIn (Go durations from now), UpfrontUSD}: a Capacity Block; answers {"CapacityReservationId": "cr-..."}
 const ControlPrefix = "/_emu/"
 
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
@@ -83,12 +85,31 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		fail(405, "use GET or POST")
 		return
 	}
+	if op == "capacity-block" {
+		id, err := s.controlCapacityBlock(r)
+		if err != nil {
+			fail(400, "%s: %v", op, err)
+			return
+		}
+		writeJSON(map[string]string{"CapacityReservationId": id})
+		return
+	}
 	var err error
 	switch op {
 	case "interrupt":
 		err = s.Interrupt(q.Get("id"))
 	case "rebalance":
 		err = s.Rebalance(q.Get("id"))
+	case "schedule-event":
+		// ?id=&code=instance-retirement&in=10m (NotBefore from now)
+		var in time.Duration
+		if in, err = time.ParseDuration(q.Get("in")); err == nil {
+			var evID string
+			if evID, err = s.ScheduleEvent(q.Get("id"), q.Get("code"), s.Now().Add(in)); err == nil {
+				writeJSON(map[string]string{"event_id": evID})
+				return
+			}
+		}
 	case "shutdown":
 		err = s.Shutdown(q.Get("id"))
 	case "capacity":

@@ -30,6 +30,10 @@
 //     not (ReservationBill); see reservations.go. CreateFleet allocation
 //     strategies are checked; price-capacity-optimized takes the cheapest
 //     pool that holds the whole request (strategy.go).
+//   - Capacity Blocks for ML (AddCapacityBlock, POST /_emu/capacity-block):
+//     scheduled -> active -> expired by the emulator's clock, launches only
+//     with MarketType capacity-block while active, instances reclaimed 30
+//     minutes before the end, the price billed once (capblocks.go).
 //   - The instance-launch token bucket shared by RunInstances and CreateFleet:
 //     Options.BucketSize tokens (default 1,000) refilled at
 //     Options.BucketRefill per second (default 2); a call needing more tokens

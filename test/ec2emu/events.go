@@ -14,6 +14,9 @@ const (
 	DetailSpotInterruption = "EC2 Spot Instance Interruption Warning"
 	DetailRebalance        = "EC2 Instance Rebalance Recommendation"
 	DetailStateChange      = "EC2 Instance State-change Notification"
+	// DetailHealth is AWS Health's (source aws.health): EC2's scheduled
+	// events (scheduled.go)
+	DetailHealth = "AWS Health Event"
 )
 
 // Event is an EventBridge event from source aws.ec2, as EventBridge puts it
@@ -43,7 +46,7 @@ type EventDetail struct {
 type EventRule struct {
 	Name        string   // default "rule-N"
 	Queue       string   // queue name; created with default attributes when missing
-	DetailTypes []string // default: the three EC2 detail types
+	DetailTypes []string // default: the three EC2 detail types and AWS Health's
 	States      []string // state-change events only with these detail.state values; default all
 	// Delay holds each delivery back (emulated time), e.g. to let the node
 	// agent see a notice first.
@@ -88,12 +91,12 @@ func (s *Server) AddEventRule(r EventRule) (remove func(), err error) {
 		return nil, fmt.Errorf("event rule: negative Jitter %v", r.Jitter)
 	}
 	for _, d := range r.DetailTypes {
-		if d != DetailSpotInterruption && d != DetailRebalance && d != DetailStateChange {
-			return nil, fmt.Errorf("event rule: detail type %q is not one the emulator emits (%q, %q, %q)", d, DetailSpotInterruption, DetailRebalance, DetailStateChange)
+		if d != DetailSpotInterruption && d != DetailRebalance && d != DetailStateChange && d != DetailHealth {
+			return nil, fmt.Errorf("event rule: detail type %q is not one the emulator emits (%q, %q, %q, %q)", d, DetailSpotInterruption, DetailRebalance, DetailStateChange, DetailHealth)
 		}
 	}
 	if len(r.DetailTypes) == 0 {
-		r.DetailTypes = []string{DetailSpotInterruption, DetailRebalance, DetailStateChange}
+		r.DetailTypes = []string{DetailSpotInterruption, DetailRebalance, DetailStateChange, DetailHealth}
 	}
 	if _, err := s.sqs.ensureQueue(r.Queue); err != nil {
 		return nil, fmt.Errorf("event rule: %w", err)
@@ -168,13 +171,19 @@ func (s *Server) emitAt(t time.Time, detailType string, in *instance, d EventDet
 		e.Resources = []string{fmt.Sprintf("arn:aws:ec2:%s:instance/%s", in.Zone, in.ID)}
 	}
 	body, _ := json.Marshal(e)
+	s.route(e, string(body), now)
+}
+
+// route delivers an event's body through the rules that match e and
+// records it; s.mu held.
+func (s *Server) route(e Event, body string, now time.Time) {
 	matched := false
 	for _, r := range s.rules {
 		if !r.matches(&e) {
 			continue
 		}
 		matched = true
-		rec := &EventRecord{Event: e, Body: string(body), Rule: r.Name, Queue: r.Queue, Status: "pending", DeliverAt: now.Add(max(r.Delay, 0))}
+		rec := &EventRecord{Event: e, Body: body, Rule: r.Name, Queue: r.Queue, Status: "pending", DeliverAt: now.Add(max(r.Delay, 0))}
 		s.events = append(s.events, rec)
 		if r.DropFraction > 0 && s.rng.Float64() < r.DropFraction {
 			rec.Status = "dropped"
@@ -213,7 +222,7 @@ func (s *Server) emitAt(t time.Time, detailType string, in *instance, d EventDet
 		})
 	}
 	if !matched {
-		s.events = append(s.events, &EventRecord{Event: e, Body: string(body), Status: "unmatched"})
+		s.events = append(s.events, &EventRecord{Event: e, Body: body, Status: "unmatched"})
 	}
 }
 

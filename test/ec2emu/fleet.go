@@ -220,6 +220,9 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 		case capType == "spot" && ov.maxPrice != "" && mustFloat(ov.maxPrice) < s.spotPrice(ov.typ, ov.zone):
 			fleetErrs = append(fleetErrs, xFleetError{ov.xml(), lifecycle, "SpotMaxPriceTooLow",
 				fmt.Sprintf("Your Spot request price of %s is lower than the minimum required Spot request fulfillment price of %.4f.", ov.maxPrice, s.spotPrice(ov.typ, ov.zone))})
+		case s.launchRuleError(ov) != nil:
+			e := s.launchRuleError(ov)
+			fleetErrs = append(fleetErrs, xFleetError{ov.xml(), lifecycle, e.Code, e.Message})
 		case limit > 0 && quota <= 0:
 			fleetErrs = append(fleetErrs, xFleetError{ov.xml(), lifecycle, quotaCode,
 				fmt.Sprintf("You have reached the limit of %d %s instances for this account.", limit, capType)})
@@ -359,7 +362,7 @@ func (s *Server) createFleet(q query, token string) (any, *apiError) {
 			in := &instance{Instance: Instance{InstanceType: t.ov.typ, ImageID: t.ov.lt.ImageID, Zone: t.ov.zone, SubnetID: t.ov.subnet, Lifecycle: lifecycle,
 				LaunchIndex: s.opts.LaunchIndexes.index(idx, inPool), Tags: merge(t.ov.lt.TagSpecs["instance"], tags["instance"]), UserData: t.ov.lt.UserData,
 				MetadataOptions: t.ov.lt.Meta.over(defaultMetadataOptions()), ShutdownBehavior: t.ov.lt.Shutdown,
-				LaunchTemplate: t.ov.lt.ID, ClientToken: token, PlacementGroup: t.ov.group},
+				LaunchTemplate: t.ov.lt.ID, ClientToken: token, PlacementGroup: t.ov.group, NetworkInterfaces: nicsOn(t.ov.lt.NICs, t.ov.subnet)},
 				reservation: reservation}
 			in.Tags["aws:ec2:fleet-id"] = fleetID
 			if t.ov.userData != nil {

@@ -39,7 +39,10 @@ type Instance struct {
 	LaunchTemplate string // launch template id, "" for RunInstances without one
 	ClientToken    string
 	PlacementGroup string
-	IMDSURL        string // "" until the IMDS listener is started
+	// NetworkInterfaces are the interfaces its launch asked for (efa.go);
+	// nil for the default single interface.
+	NetworkInterfaces []NetworkInterface
+	IMDSURL           string // "" until the IMDS listener is started
 	// CapacityReservation is the On-Demand Capacity Reservation the
 	// instance runs in ("" for none); see reservations.go.
 	CapacityReservation string
@@ -62,7 +65,8 @@ type Instance struct {
 type instance struct {
 	Instance
 	reservation string
-	notice      *time.Time // spot interruption time
+	notice      *time.Time       // spot interruption time
+	scheduled   []ScheduledEvent // scheduled events still to come (scheduled.go)
 	rebalance   *time.Time
 	imds        *imdsServer
 	hookTail    chan struct{} // closed when the instance's last hook returned
@@ -84,10 +88,12 @@ func (s *Server) enter(in *instance, state string) time.Time {
 type cause int
 
 const (
-	byUser     cause = iota // the EC2 API
-	bySpot                  // EC2 reclaiming spot capacity
-	byInstance              // the instance's own operating system (poweroff)
-	byHost                  // the instance's host failing (Crash)
+	byUser           cause = iota // the EC2 API
+	bySpot                        // EC2 reclaiming spot capacity
+	byInstance                    // the instance's own operating system (poweroff)
+	byHost                        // the instance's host failing (Crash)
+	byScheduledEvent              // a scheduled retirement or stop reaching its time (scheduled.go)
+	byBlockEnd                    // its Capacity Block ending (capblocks.go)
 )
 
 // reason returns EC2's StateReason code and message and the
@@ -97,8 +103,12 @@ func (c cause) reason(t time.Time) (code, msg, transition string) {
 	switch c {
 	case bySpot:
 		return "Server.SpotInstanceTermination", "Server.SpotInstanceTermination: Spot instance termination", "Service initiated" + stamp
+	case byScheduledEvent:
+		return "Server.ScheduledStop", "Server.ScheduledStop: Stopped due to scheduled retirement", "Service initiated" + stamp
 	case byHost:
 		return "Server.InternalError", "Server.InternalError: Internal error on launch", "Server initiated" + stamp
+	case byBlockEnd:
+		return "Server.ScheduledStop", "Server.ScheduledStop: Capacity Block ending", "Service initiated" + stamp
 	case byInstance:
 		return "Client.InstanceInitiatedShutdown", "Client.InstanceInitiatedShutdown: Instance initiated shutdown", "User initiated" + stamp
 	}

@@ -52,6 +52,11 @@ type capReservation struct {
 	id        string
 	start     time.Time
 	cancelled time.Time // zero while not cancelled
+	// a Capacity Block (capblocks.go): start..End is its window, upfront
+	// its prepaid price, created when it was bought
+	block   bool
+	upfront float64
+	created time.Time
 }
 
 // AddCapacityReservation creates an active reservation and returns its id.
@@ -98,6 +103,9 @@ func (s *Server) crByID(id string) *capReservation {
 
 // crState is the reservation's state now; s.mu held.
 func (s *Server) crState(cr *capReservation) string {
+	if cr.block {
+		return s.blockState(cr)
+	}
 	now := s.Now()
 	switch {
 	case !cr.cancelled.IsZero():
@@ -129,7 +137,7 @@ func (s *Server) describeCR(cr *capReservation) CapacityReservation {
 
 // crFree is how many more instances fit in the reservation; s.mu held.
 func (s *Server) crFree(cr *capReservation) int {
-	if s.crState(cr) != "active" {
+	if s.crState(cr) != "active" || (cr.block && !s.blockLaunchable(cr)) {
 		return 0
 	}
 	return max(cr.Count-s.crUsed(cr), 0)
@@ -220,6 +228,9 @@ type ReservationBillLine struct {
 	Seconds       int64
 	USDPerHour    float64 // for the whole reservation
 	USD           float64
+	// Prepaid: a Capacity Block, its whole price (USD) charged once when
+	// bought; Start..End is its window, USDPerHour its average rate.
+	Prepaid bool
 }
 
 // ReservationBill returns every reservation's charge so far.
@@ -229,6 +240,12 @@ func (s *Server) ReservationBill() []ReservationBillLine {
 	now := s.Now().Truncate(time.Second)
 	var out []ReservationBillLine
 	for _, cr := range s.crs {
+		if cr.block {
+			secs := int64(cr.End.Sub(cr.start) / time.Second)
+			out = append(out, ReservationBillLine{ReservationID: cr.id, InstanceType: cr.InstanceType, Zone: cr.Zone, Count: cr.Count, Start: cr.start, End: cr.End,
+				Seconds: secs, USDPerHour: cr.upfront * 3600 / float64(secs), USD: cr.upfront, Prepaid: true})
+			continue
+		}
 		end, open := now, true
 		if !cr.cancelled.IsZero() {
 			end, open = cr.cancelled, false
@@ -279,6 +296,10 @@ func (s *Server) describeCapacityReservations(q query, _ string) (any, *apiError
 			continue
 		}
 		d := s.describeCR(cr)
+		rtype := "default"
+		if cr.block {
+			rtype = "capacity-block"
+		}
 		fields := map[string]string{"instance-type": d.InstanceType, "availability-zone": d.Zone, "state": d.State, "instance-match-criteria": d.Match}
 		ok := true
 		for _, f := range fs {
@@ -294,7 +315,10 @@ func (s *Server) describeCapacityReservations(q query, _ string) (any, *apiError
 		x := xCapacityReservation{CapacityReservationID: d.ID, OwnerID: s.opts.Account, InstanceType: d.InstanceType, InstancePlatform: "Linux/UNIX",
 			AvailabilityZone: d.Zone, Tenancy: "default", TotalInstanceCount: d.Count, AvailableInstanceCount: d.Available, State: d.State,
 			StartDate: d.Start.UTC().Format("2006-01-02T15:04:05.000Z"), EndDateType: "unlimited", InstanceMatchCriteria: d.Match,
-			CreateDate: d.Start.UTC().Format("2006-01-02T15:04:05.000Z"), ReservationType: "default"}
+			CreateDate: d.Start.UTC().Format("2006-01-02T15:04:05.000Z"), ReservationType: rtype}
+		if cr.block {
+			x.CreateDate = cr.created.UTC().Format("2006-01-02T15:04:05.000Z")
+		}
 		if !d.End.IsZero() {
 			x.EndDate, x.EndDateType = d.End.UTC().Format("2006-01-02T15:04:05.000Z"), "limited"
 		}

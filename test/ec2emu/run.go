@@ -31,6 +31,12 @@ func (s *Server) runInstances(q query, token string) (any, *apiError) {
 		return nil, errf(400, "MissingParameter", "The request must contain the parameter ImageId")
 	}
 	subnet, zone := q.get("SubnetId"), q.get("Placement.AvailabilityZone")
+	if q.has("NetworkInterface.1.DeviceIndex") {
+		if subnet != "" {
+			return nil, errf(400, "InvalidParameterCombination", "Network interfaces and an instance-level subnet ID may not be specified on the same request")
+		}
+		subnet = q.get("NetworkInterface.1.SubnetId")
+	}
 	if subnet != "" {
 		z, ok := s.zoneOf(subnet)
 		if !ok {
@@ -42,6 +48,23 @@ func (s *Server) runInstances(q query, token string) (any, *apiError) {
 			return nil, invalid("no subnet in availability zone %q", zone)
 		}
 		zone, _ = s.zoneOf(subnet)
+	}
+	var nics []NetworkInterface
+	sgs := q.strings("SecurityGroupId")
+	if lt != nil {
+		nics = lt.NICs
+		if len(sgs) == 0 {
+			sgs = lt.SGs
+		}
+	}
+	if q.has("NetworkInterface.1.DeviceIndex") {
+		nics = parseNICs(q, "NetworkInterface")
+	}
+	if aerr := s.checkNICs(typ, nics, sgs); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.checkPlacementGroup(q.get("Placement.GroupName")); aerr != nil {
+		return nil, aerr
 	}
 	lifecycle := "on-demand"
 	if q.get("InstanceMarketOptions.MarketType") == "spot" {
@@ -79,6 +102,9 @@ func (s *Server) runInstances(q query, token string) (any, *apiError) {
 	}
 	crs, targeted, open, aerr := s.crTargets(q.sub("CapacityReservationSpecification"), typ, zone)
 	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := checkBlockMarket(q.get("InstanceMarketOptions.MarketType"), crs, targeted); aerr != nil {
 		return nil, aerr
 	}
 	if targeted && lifecycle == "spot" {
@@ -126,7 +152,8 @@ func (s *Server) runInstances(q query, token string) (any, *apiError) {
 			image = lt.ImageID
 		}
 		in := &instance{Instance: Instance{InstanceType: typ, ImageID: image, Zone: zone, SubnetID: subnet, Lifecycle: lifecycle, LaunchIndex: i,
-			UserData: ud, MetadataOptions: meta, ShutdownBehavior: shutdown, ClientToken: token, PlacementGroup: q.get("Placement.GroupName")}, reservation: res.ReservationID}
+			UserData: ud, MetadataOptions: meta, ShutdownBehavior: shutdown, ClientToken: token, PlacementGroup: q.get("Placement.GroupName"),
+			NetworkInterfaces: nicsOn(nics, subnet)}, reservation: res.ReservationID}
 		if lt != nil {
 			in.LaunchTemplate = lt.ID
 			in.Tags = merge(lt.TagSpecs["instance"], tags["instance"])

@@ -162,7 +162,8 @@ type Server struct {
 	templates map[string]*launchTemplate // by id
 	denied    map[string]bool            // EC2 actions answered UnauthorizedOperation (Deny)
 	bill      []*BillLine
-	crs       []*capReservation // capacity reservations (reservations.go)
+	crs       []*capReservation          // capacity reservations (reservations.go)
+	pgs       map[string]*placementGroup // placement groups by name (efa.go)
 	events    []*EventRecord
 	rules     []*eventRule
 	seq       int

@@ -16,6 +16,7 @@ type launchTemplate struct {
 	UserData     []byte
 	Profile      string
 	SGs          []string
+	NICs         []NetworkInterface           // LaunchTemplateData.NetworkInterfaces (efa.go)
 	Meta         MetadataOptions              // fields set by the template; zero = unset
 	Shutdown     string                       // InstanceInitiatedShutdownBehavior, "" = unset
 	TagSpecs     map[string]map[string]string // resource type -> tags
@@ -110,7 +111,7 @@ func (s *Server) createLaunchTemplate(q query, _ string) (any, *apiError) {
 	lt := &launchTemplate{ID: s.newID("lt-"), Name: name, ImageID: d.get("ImageId"), InstanceType: d.get("InstanceType"),
 		UserData: ud, Profile: d.get("IamInstanceProfile.Name") + d.get("IamInstanceProfile.Arn"),
 		SGs: d.strings("SecurityGroupId"), Meta: meta, Shutdown: shutdown,
-		TagSpecs: d.tagSpecs("TagSpecification"), Created: s.Now()}
+		TagSpecs: d.tagSpecs("TagSpecification"), Created: s.Now(), NICs: parseNICs(d, "NetworkInterface")}
 	if lt.ImageID == "" {
 		return nil, errf(400, "MissingParameter", "LaunchTemplateData.ImageId is required by this emulator")
 	}

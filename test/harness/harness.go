@@ -18,6 +18,12 @@
 // (ResumeProgram, ...) with SIGTERM and others blocked, and anything a hook
 // starts inherits the mask unless the starter clears it; processes the harness
 // itself starts from `go test` would be fine anyway.
+//
+// An external "cloud" (test/stack wires test/ec2emu so): burst's slurm.conf
+// fragment names burst-resume as ResumeProgram; burst-resume asks the cloud
+// for instances; the cloud's instance-start hook takes an address from the
+// harness subnet (Cluster.AllocIP) and boots the node's slurmd there
+// (Cluster.StartSlurmd), and its terminate hook stops it (Cluster.StopNode).
 package harness
 
 import (

@@ -30,6 +30,7 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/config/configtest"
 	"github.com/burst-hpc/burst/internal/iampolicy"
+	"github.com/burst-hpc/burst/internal/iampolicy/iampolicytest"
 )
 
 const (
@@ -129,7 +130,7 @@ func newAccount(t *testing.T) *motoAccount {
 	a.cfg = cfg
 
 	a.policy = iamPolicy(t, cfg.Source)
-	if acts, err := iampolicy.ActionsIn(a.policy); err != nil || !strings.Contains(strings.Join(acts, " "), "sqs:ReceiveMessage") {
+	if acts, err := iampolicytest.ActionsIn(a.policy); err != nil || !strings.Contains(strings.Join(acts, " "), "sqs:ReceiveMessage") {
 		t.Fatalf("burst-slurm-conf iam-policy printed actions %v (%v): want the EC2 and the queue's SQS actions", acts, err)
 	}
 	adminIAM := iam.NewFromConfig(a.admin, func(o *iam.Options) { o.BaseEndpoint = aws.String(srv.URL) })

@@ -21,7 +21,19 @@ func Binaries() (dir string, cleanup func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
+	// MkdirTemp makes it 0700: the TaskProlog (burst-agent) runs as the
+	// job's user, who must reach it (else every user's job fails, 126)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
 	cleanup = func() { os.RemoveAll(dir) }
+	// MkdirTemp's 0700 would keep the ordinary user's cli_filter from
+	// running burst-sizer (as BURST_BIN's directory allows)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		cleanup()
+		return "", nil, err
+	}
 	for _, c := range []string{"resume", "suspend", "sizer", "agent", "slurm-conf"} {
 		if _, err := os.Stat(filepath.Join(root, c, "main.go")); err != nil {
 			continue

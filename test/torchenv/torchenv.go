@@ -1,7 +1,8 @@
 // Package torchenv finds the Python interpreter with PyTorch that the
 // tests' training jobs run: Debian's /usr/bin/python3 with python3-torch
 // (scripts/install-deps.sh installs it), or $BURST_TORCH_PYTHON. A test
-// without it skips, and fails under BURST_REQUIRE_TOOLS=1.
+// without it skips, and fails under BURST_REQUIRE_TOOLS=1. It also holds what
+// examples/train's and test/e2e's training tests share: FreePort, TensorData.
 package torchenv
 
 import (

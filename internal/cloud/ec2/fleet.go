@@ -2,7 +2,6 @@ package ec2
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"sort"
 	"strings"
@@ -26,31 +25,15 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 		names[i] = nd.Node
 	}
 	op := "launching " + strings.Join(names, ",")
-	overrides := make([]types.FleetLaunchTemplateOverridesRequest, len(offs))
-	byKey := map[string]cloud.Offering{}
-	for i, o := range offs {
-		overrides[i] = types.FleetLaunchTemplateOverridesRequest{
-			InstanceType: types.InstanceType(o.InstanceType),
-			SubnetId:     aws.String(o.SubnetID),
-			Priority:     aws.Float64(float64(i)),
-		}
-		if req.PlacementGroup != "" && len(nodes) > 1 {
-			overrides[i].Placement = &types.Placement{GroupName: aws.String(req.PlacementGroup)}
-		}
-		byKey[o.InstanceType+"/"+o.SubnetID] = o
-	}
-	spec := &types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String(lt), Version: aws.String(p.opts.LaunchTemplateVersion)}
-	if req.UserData != "" {
-		spec.LaunchTemplateSpecificationUserData = aws.String(base64.StdEncoding.EncodeToString([]byte(req.UserData)))
+	configs, byKey, err := p.launchConfigs(ctx, lt, req, nodes, offs)
+	if err != nil {
+		return nil, nil, err
 	}
 	tags := p.tags(nodes, capType)
 	in := &ec2.CreateFleetInput{
-		Type:        types.FleetTypeInstant,
-		ClientToken: aws.String(p.clientToken(req, nodes, phase)),
-		LaunchTemplateConfigs: []types.FleetLaunchTemplateConfigRequest{{
-			LaunchTemplateSpecification: spec,
-			Overrides:                   overrides,
-		}},
+		Type:                  types.FleetTypeInstant,
+		ClientToken:           aws.String(p.clientToken(req, nodes, phase)),
+		LaunchTemplateConfigs: configs,
 		TargetCapacitySpecification: &types.TargetCapacitySpecificationRequest{
 			TotalTargetCapacity:       aws.Int32(n),
 			DefaultTargetCapacityType: types.DefaultTargetCapacityType(capType),

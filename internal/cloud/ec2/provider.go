@@ -89,6 +89,11 @@ type EC2API interface {
 	// DescribeCapacityReservations reads the reservations a class names.
 	RunInstances(ctx context.Context, in *ec2.RunInstancesInput, optFns ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
 	DescribeCapacityReservations(ctx context.Context, in *ec2.DescribeCapacityReservationsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error)
+	// DescribeInstanceTypes reads the network cards and EFA limits of
+	// the types a multi-node launch may use (netinfo.go);
+	// CreatePlacementGroup ensures its cluster placement group (efa.go).
+	DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
+	CreatePlacementGroup(ctx context.Context, in *ec2.CreatePlacementGroupInput, optFns ...func(*ec2.Options)) (*ec2.CreatePlacementGroupOutput, error)
 }
 
 // Options configures the provider. main programs map burst.yaml onto it.
@@ -127,7 +132,10 @@ type Provider struct {
 	cache *UnavailableCache
 
 	ltMu sync.Mutex
-	lt   string // ensured launch template name
+	lt   string          // ensured launch template name
+	efa  map[int]string  // ensured EFA launch templates by interface count
+	pgs  map[string]bool // placement groups known to exist
+	net  netCache
 }
 
 var _ cloud.Provider = (*Provider)(nil)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -46,11 +47,22 @@ func (p *Provider) reserved(ctx context.Context, lt string, req cloud.LaunchRequ
 		CapacityReservationSpecification: &types.CapacityReservationSpecification{CapacityReservationTarget: target},
 		TagSpecifications:                []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: p.tags(nodes, capacity.Reserved)}},
 	}
+	if !o.BlockEnd.IsZero() {
+		// a Capacity Block takes only its own market type (EC2 User Guide,
+		// "Launch instances using Capacity Blocks")
+		in.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{MarketType: types.MarketTypeCapacityBlock}
+		in.TagSpecifications[0].Tags = append(in.TagSpecifications[0].Tags,
+			types.Tag{Key: aws.String(TagBlockEnd), Value: aws.String(o.BlockEnd.UTC().Format(time.RFC3339))})
+	}
 	if req.UserData != "" {
 		in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(req.UserData)))
 	}
 	if req.PlacementGroup != "" && len(nodes) > 1 {
-		in.Placement = &types.Placement{GroupName: aws.String(req.PlacementGroup)}
+		g, err := p.placementGroup(ctx, req, o.Zone, false) // ensured as for a fleet (efa.go)
+		if err != nil {
+			return nil, nil, err
+		}
+		in.Placement = &types.Placement{GroupName: aws.String(g)}
 	}
 	if req.Intent != nil {
 		if err := req.Intent(aws.ToString(in.ClientToken), nodes, []cloud.Offering{o}); err != nil {
@@ -166,7 +178,8 @@ func (p *Provider) describeReservations(ctx context.Context, ids []string) ([]cl
 		for _, r := range page.CapacityReservations {
 			out = append(out, cloud.Reservation{ID: aws.ToString(r.CapacityReservationId), InstanceType: aws.ToString(r.InstanceType),
 				Zone: aws.ToString(r.AvailabilityZone), Total: int(aws.ToInt32(r.TotalInstanceCount)), Available: int(aws.ToInt32(r.AvailableInstanceCount)),
-				State: string(r.State), Match: string(r.InstanceMatchCriteria), Start: aws.ToTime(r.StartDate), End: aws.ToTime(r.EndDate)})
+				State: string(r.State), Match: string(r.InstanceMatchCriteria), Start: aws.ToTime(r.StartDate), End: aws.ToTime(r.EndDate),
+				Type: string(r.ReservationType)})
 		}
 	}
 	return out, nil

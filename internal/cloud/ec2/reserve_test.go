@@ -2,6 +2,7 @@ package ec2
 
 import (
 	"testing"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/capacity"
 	"github.com/burst-hpc/burst/internal/cloud"
@@ -86,5 +87,50 @@ func TestReservedOfferingChecked(t *testing.T) {
 	bad := cloud.Offering{InstanceType: "g5.xlarge", Zone: "us-east-1a", Capacity: capacity.Reserved}
 	if _, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(1, "gpu-1"), Offerings: []cloud.Offering{bad}}); cloud.KindOf(err) != cloud.KindInvalid {
 		t.Errorf("a reserved offering without a reservation: err %v, want invalid", err)
+	}
+}
+
+// A Capacity Block's offering launches with the capacity-block market type
+// (the emulator refuses the launch without it) and tags the instances with
+// the block's end; a block not yet active is full, and the next phase
+// takes the nodes.
+func TestLaunchIntoCapacityBlock(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{})
+	now := e.srv.Now()
+	end := now.Add(6 * time.Hour).Truncate(time.Second)
+	cb, err := e.srv.AddCapacityBlock(ec2emu.CapacityBlockSpec{InstanceType: "g5.xlarge", Zone: "us-east-1a", Count: 1, Start: now.Add(-time.Minute), End: end, UpfrontUSD: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := e.srv.AddCapacityBlock(ec2emu.CapacityBlockSpec{InstanceType: "g5.xlarge", Zone: "us-east-1a", Count: 1, Start: now.Add(time.Hour), End: end, UpfrontUSD: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := e.prov.Reservations(ctx(t), []string{cb, later})
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("describing the blocks: %+v %v", rs, err)
+	}
+	for _, r := range rs {
+		want := map[string]string{cb: "active", later: "scheduled"}[r.ID]
+		if r.Type != capacity.BlockType || r.State != want || !r.End.Equal(end) {
+			t.Errorf("block %s described as %s %s ending %v, want capacity-block %s ending %v", r.ID, r.Type, r.State, r.End, want, end)
+		}
+	}
+	block := func(id string) cloud.Offering {
+		o := reservedOff("g5.xlarge", "us-east-1a", id)
+		o.BlockEnd = end
+		return o
+	}
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(7, "gpu-1"), Offerings: []cloud.Offering{block(cb)}, Attempt: 1})
+	if err != nil || len(res.Instances) != 1 {
+		t.Fatalf("launching into the active block: %+v %v", res, err)
+	}
+	in := res.Instances[0]
+	if in.Reservation != cb || in.Capacity != capacity.Reserved || in.Tags[TagBlockEnd] != end.UTC().Format(time.RFC3339) {
+		t.Errorf("instance %+v, want reserved in %s tagged %s=%s", in, cb, TagBlockEnd, end.UTC().Format(time.RFC3339))
+	}
+	res, err = e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(8, "gpu-2"), Offerings: []cloud.Offering{block(later), spot("g5.xlarge", "us-east-1b")}, Attempt: 1})
+	if err != nil || len(res.Instances) != 1 || res.Instances[0].Capacity != capacity.Spot {
+		t.Fatalf("a scheduled block falls back to spot: %+v %v", res, err)
 	}
 }

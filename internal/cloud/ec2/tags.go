@@ -22,6 +22,9 @@ const (
 	TagUser     = "burst:user"          // submitting user
 	TagClass    = "burst:class"         // sizer class
 	TagCapacity = "burst:capacity-type" // spot or on-demand
+	// TagBlockEnd is the end (RFC 3339) of the Capacity Block an instance
+	// runs in; only on those.
+	TagBlockEnd = "burst:capacity-block-end"
 )
 
 // NodeOf tells which Slurm node an instance is, from its tags (the rule of

@@ -29,15 +29,31 @@ func (p *Provider) launchTemplate(ctx context.Context) (string, error) {
 	if p.lt != "" {
 		return p.lt, nil
 	}
+	name, err := p.ensureTemplate(ctx, 0)
+	if err != nil {
+		return "", err
+	}
+	p.lt = name
+	return name, nil
+}
+
+// ensureTemplate finds or creates the launch template of the provider's
+// settings, with efa EFA interfaces (one per network card, efa.go) in
+// place of the instance-level security groups when efa > 0. p.ltMu is held.
+func (p *Provider) ensureTemplate(ctx context.Context, efa int) (string, error) {
 	h := sha256.New()
 	// templateRevision is in the name: a template made by an older burst
 	// (without the hop limit and shutdown behaviour) is never reused
 	fmt.Fprintf(h, "%s %q %q %q %q", templateRevision, p.opts.ImageID, p.opts.InstanceProfile, p.opts.SecurityGroupIDs, p.opts.UserData)
 	sum := hex.EncodeToString(h.Sum(nil))
 	name := "burst-" + p.opts.Cluster + "-" + sum[:12]
+	token := sum[:32]
+	if efa > 0 {
+		name += fmt.Sprintf("-efa%d", efa)
+		token = fmt.Sprintf("%s-efa%d", sum[:27], efa)
+	}
 	_, err := p.api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
 	if err == nil {
-		p.lt = name
 		return name, nil
 	}
 	if !cloud.IsNotFound(wrapErr(err, "", nil)) {
@@ -70,13 +86,18 @@ func (p *Provider) launchTemplate(ctx context.Context) (string, error) {
 			data.IamInstanceProfile = &types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(pr)}
 		}
 	}
+	if efa > 0 {
+		// EC2 takes security groups on each interface or on the
+		// instance, never both
+		data.NetworkInterfaces, data.SecurityGroupIds = efaInterfaces(efa, p.opts.SecurityGroupIDs), nil
+	}
 	if p.opts.UserData != "" {
 		data.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(p.opts.UserData)))
 	}
 	_, err = p.api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(name),
 		LaunchTemplateData: data,
-		ClientToken:        aws.String(sum[:32]),
+		ClientToken:        aws.String(token),
 		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeLaunchTemplate,
 			Tags: []types.Tag{{Key: aws.String(TagCluster), Value: aws.String(p.opts.Cluster)}}}},
 	})
@@ -84,7 +105,6 @@ func (p *Provider) launchTemplate(ctx context.Context) (string, error) {
 	if err != nil && !(errors.As(err, &api) && api.ErrorCode() == "InvalidLaunchTemplateName.AlreadyExistsException") {
 		return "", wrapErr(err, "creating launch template "+name, nil)
 	}
-	p.log.Info("ensured launch template", "name", name, "image", p.opts.ImageID)
-	p.lt = name
+	p.log.Info("ensured launch template", "name", name, "image", p.opts.ImageID, "efa_interfaces", efa)
 	return name, nil
 }

@@ -57,153 +57,169 @@ type noVal struct {
 	Number int64 `json:"number"`
 }
 
+// apiBuilders make each data version's api over its generated client.
+var apiBuilders = map[string]func(server string, d doer) (*api, error){
+	"v0.0.38": api0038,
+	"v0.0.42": api0042,
+	"v0.0.45": api0045,
+}
+
 func (c *Client) apiFor(version string) (*api, error) {
-	d := doer{c}
-	switch version {
-	case "v0.0.38":
-		g, err := v0038.NewClient(c.server, v0038.WithHTTPClient(d))
-		if err != nil {
-			return nil, err
-		}
-		return &api{
-			version: version,
-			ping:    func() send { return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038Ping(ctx) } },
-			job: func(id string) send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038GetJob(ctx, id) }
-			},
-			jobs: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038GetJobs(ctx, nil) }
-			},
-			node: func(name string) send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038GetNode(ctx, name) }
-			},
-			nodes: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038GetNodes(ctx, nil) }
-			},
-			updateJob: func(id string, body io.Reader) send {
-				return func(ctx context.Context) (*http.Response, error) {
-					return g.SlurmV0038UpdateJobWithBody(ctx, id, jsonType, body)
-				}
-			},
-			signal: func(id, sig string, batchOnly bool) send {
-				if batchOnly {
-					return nil // v0.0.38 has no flags: it would signal every step
-				}
-				s := v0038.V0038Signal(sig)
-				return func(ctx context.Context) (*http.Response, error) {
-					return g.SlurmV0038CancelJob(ctx, id, &v0038.SlurmV0038CancelJobParams{Signal: &s})
-				}
-			},
-			// 22.05 reads begin_time as sbatch --begin does
-			beginNow: func(time.Time) any { return "now" },
-		}, nil
-	case "v0.0.42":
-		g, err := v0042.NewClient(c.server, v0042.WithHTTPClient(d))
-		if err != nil {
-			return nil, err
-		}
-		return &api{
-			version: version,
-			ping: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetPing(ctx) }
-			},
-			job: func(id string) send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetJob(ctx, id, nil) }
-			},
-			jobs: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetJobs(ctx, nil) }
-			},
-			jobStates: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetJobsState(ctx, nil) }
-			},
-			node: func(name string) send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetNode(ctx, name, nil) }
-			},
-			nodes: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetNodes(ctx, nil) }
-			},
-			updateNode: func(name string, body io.Reader) send {
-				return func(ctx context.Context) (*http.Response, error) {
-					return g.SlurmV0042PostNodeWithBody(ctx, name, jsonType, body)
-				}
-			},
-			updateMany: func(body io.Reader) send {
-				return func(ctx context.Context) (*http.Response, error) {
-					return g.SlurmV0042PostNodesWithBody(ctx, jsonType, body)
-				}
-			},
-			updateJob: func(id string, body io.Reader) send {
-				return func(ctx context.Context) (*http.Response, error) {
-					return g.SlurmV0042PostJobWithBody(ctx, id, jsonType, body)
-				}
-			},
-			signal: func(id, sig string, batchOnly bool) send {
-				p := &v0042.SlurmV0042DeleteJobParams{Signal: &sig}
-				if batchOnly {
-					f := v0042.BATCHJOB
-					p.Flags = &f
-				}
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042DeleteJob(ctx, id, p) }
-			},
-			beginNow:     func(now time.Time) any { return noVal{Set: true, Number: now.Unix()} },
-			adminComment: true,
-		}, nil
-	case "v0.0.45":
-		g, err := v0045.NewClient(c.server, v0045.WithHTTPClient(d))
-		if err != nil {
-			return nil, err
-		}
-		return &api{
-			version: version,
-			ping: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetPing(ctx) }
-			},
-			job: func(id string) send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetJob(ctx, id, nil) }
-			},
-			jobs: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetJobs(ctx, nil) }
-			},
-			jobStates: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetJobsState(ctx, nil) }
-			},
-			node: func(name string) send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetNode(ctx, name, nil) }
-			},
-			nodes: func() send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetNodes(ctx, nil) }
-			},
-			updateNode: func(name string, body io.Reader) send {
-				return func(ctx context.Context) (*http.Response, error) {
-					return g.SlurmV0045PostNodeWithBody(ctx, name, jsonType, body)
-				}
-			},
-			updateMany: func(body io.Reader) send {
-				return func(ctx context.Context) (*http.Response, error) {
-					return g.SlurmV0045PostNodesWithBody(ctx, jsonType, body)
-				}
-			},
-			updateJob: func(id string, body io.Reader) send {
-				return func(ctx context.Context) (*http.Response, error) {
-					return g.SlurmV0045PostJobWithBody(ctx, id, jsonType, body)
-				}
-			},
-			signal: func(id, sig string, batchOnly bool) send {
-				p := &v0045.SlurmV0045DeleteJobParams{Signal: &sig}
-				if batchOnly {
-					f := v0045.SlurmV0045DeleteJobParamsFlagsBATCHJOB
-					p.Flags = &f
-				}
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045DeleteJob(ctx, id, p) }
-			},
-			requeue: func(id string) send {
-				return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetJobRequeue(ctx, id, nil) }
-			},
-			beginNow:     func(now time.Time) any { return noVal{Set: true, Number: now.Unix()} },
-			adminComment: true,
-		}, nil
+	if b, ok := apiBuilders[version]; ok {
+		return b(c.server, doer{c})
 	}
 	return nil, fmt.Errorf("slurmrestd data version %q: burst speaks %v", version, dataVersions)
+}
+
+// api0038 is the api of data version v0.0.38.
+func api0038(server string, d doer) (*api, error) {
+	g, err := v0038.NewClient(server, v0038.WithHTTPClient(d))
+	if err != nil {
+		return nil, err
+	}
+	return &api{
+		version: "v0.0.38",
+		ping:    func() send { return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038Ping(ctx) } },
+		job: func(id string) send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038GetJob(ctx, id) }
+		},
+		jobs: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038GetJobs(ctx, nil) }
+		},
+		node: func(name string) send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038GetNode(ctx, name) }
+		},
+		nodes: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0038GetNodes(ctx, nil) }
+		},
+		updateJob: func(id string, body io.Reader) send {
+			return func(ctx context.Context) (*http.Response, error) {
+				return g.SlurmV0038UpdateJobWithBody(ctx, id, jsonType, body)
+			}
+		},
+		signal: func(id, sig string, batchOnly bool) send {
+			if batchOnly {
+				return nil // v0.0.38 has no flags: it would signal every step
+			}
+			s := v0038.V0038Signal(sig)
+			return func(ctx context.Context) (*http.Response, error) {
+				return g.SlurmV0038CancelJob(ctx, id, &v0038.SlurmV0038CancelJobParams{Signal: &s})
+			}
+		},
+		// 22.05 reads begin_time as sbatch --begin does
+		beginNow: func(time.Time) any { return "now" },
+	}, nil
+}
+
+// api0042 is the api of data version v0.0.42.
+func api0042(server string, d doer) (*api, error) {
+	g, err := v0042.NewClient(server, v0042.WithHTTPClient(d))
+	if err != nil {
+		return nil, err
+	}
+	return &api{
+		version: "v0.0.42",
+		ping: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetPing(ctx) }
+		},
+		job: func(id string) send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetJob(ctx, id, nil) }
+		},
+		jobs: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetJobs(ctx, nil) }
+		},
+		jobStates: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetJobsState(ctx, nil) }
+		},
+		node: func(name string) send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetNode(ctx, name, nil) }
+		},
+		nodes: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042GetNodes(ctx, nil) }
+		},
+		updateNode: func(name string, body io.Reader) send {
+			return func(ctx context.Context) (*http.Response, error) {
+				return g.SlurmV0042PostNodeWithBody(ctx, name, jsonType, body)
+			}
+		},
+		updateMany: func(body io.Reader) send {
+			return func(ctx context.Context) (*http.Response, error) {
+				return g.SlurmV0042PostNodesWithBody(ctx, jsonType, body)
+			}
+		},
+		updateJob: func(id string, body io.Reader) send {
+			return func(ctx context.Context) (*http.Response, error) {
+				return g.SlurmV0042PostJobWithBody(ctx, id, jsonType, body)
+			}
+		},
+		signal: func(id, sig string, batchOnly bool) send {
+			p := &v0042.SlurmV0042DeleteJobParams{Signal: &sig}
+			if batchOnly {
+				f := v0042.BATCHJOB
+				p.Flags = &f
+			}
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0042DeleteJob(ctx, id, p) }
+		},
+		beginNow:     func(now time.Time) any { return noVal{Set: true, Number: now.Unix()} },
+		adminComment: true,
+	}, nil
+}
+
+// api0045 is the api of data version v0.0.45.
+func api0045(server string, d doer) (*api, error) {
+	g, err := v0045.NewClient(server, v0045.WithHTTPClient(d))
+	if err != nil {
+		return nil, err
+	}
+	return &api{
+		version: "v0.0.45",
+		ping: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetPing(ctx) }
+		},
+		job: func(id string) send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetJob(ctx, id, nil) }
+		},
+		jobs: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetJobs(ctx, nil) }
+		},
+		jobStates: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetJobsState(ctx, nil) }
+		},
+		node: func(name string) send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetNode(ctx, name, nil) }
+		},
+		nodes: func() send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetNodes(ctx, nil) }
+		},
+		updateNode: func(name string, body io.Reader) send {
+			return func(ctx context.Context) (*http.Response, error) {
+				return g.SlurmV0045PostNodeWithBody(ctx, name, jsonType, body)
+			}
+		},
+		updateMany: func(body io.Reader) send {
+			return func(ctx context.Context) (*http.Response, error) {
+				return g.SlurmV0045PostNodesWithBody(ctx, jsonType, body)
+			}
+		},
+		updateJob: func(id string, body io.Reader) send {
+			return func(ctx context.Context) (*http.Response, error) {
+				return g.SlurmV0045PostJobWithBody(ctx, id, jsonType, body)
+			}
+		},
+		signal: func(id, sig string, batchOnly bool) send {
+			p := &v0045.SlurmV0045DeleteJobParams{Signal: &sig}
+			if batchOnly {
+				f := v0045.SlurmV0045DeleteJobParamsFlagsBATCHJOB
+				p.Flags = &f
+			}
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045DeleteJob(ctx, id, p) }
+		},
+		requeue: func(id string) send {
+			return func(ctx context.Context) (*http.Response, error) { return g.SlurmV0045GetJobRequeue(ctx, id, nil) }
+		},
+		beginNow:     func(now time.Time) any { return noVal{Set: true, Number: now.Unix()} },
+		adminComment: true,
+	}, nil
 }
 
 // detected caches the data version per slurmrestd URL for the life of the

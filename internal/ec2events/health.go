@@ -1,0 +1,166 @@
+package ec2events
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// DetailHealth is AWS Health's detail type: EC2's scheduled events reach
+// EventBridge as AWS Health events (source aws.health; AWS Health User
+// Guide, "AWS Health events Amazon EventBridge schema").
+const DetailHealth = "AWS Health Event"
+
+// healthCodes maps the AWS Health event type codes of EC2's scheduled
+// events to the event codes DescribeInstanceStatus gives them (EC2 User
+// Guide, "Scheduled events for Amazon EC2 instances").
+var healthCodes = map[string]string{
+	"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED":            "instance-retirement",
+	"AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED": "instance-retirement",
+	"AWS_EC2_INSTANCE_STOP_SCHEDULED":                  "instance-stop",
+	"AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED":    "instance-reboot",
+	"AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED":      "system-reboot",
+	"AWS_EC2_INSTANCE_NETWORK_MAINTENANCE_SCHEDULED":   "system-maintenance",
+	"AWS_EC2_INSTANCE_POWER_MAINTENANCE_SCHEDULED":     "system-maintenance",
+}
+
+// maxEntities bounds the instances one event may name.
+const maxEntities = 64
+
+type rawHealth struct {
+	Service           *string `json:"service"`
+	EventTypeCode     *string `json:"eventTypeCode"`
+	EventTypeCategory *string `json:"eventTypeCategory"`
+	StartTime         *string `json:"startTime"`
+	EndTime           *string `json:"endTime"`
+	AffectedEntities  []struct {
+		EntityValue *string `json:"entityValue"`
+	} `json:"affectedEntities"`
+}
+
+// parseHealth validates an AWS Health event of an EC2 scheduled event:
+// the common fields as for EC2's own, service EC2, category
+// scheduledChange, a known event type, a start time, and the instances in
+// affectedEntities, each also in resources.
+func parseHealth(raw rawEvent, want Expect) (Event, error) {
+	ev := Event{Kind: Scheduled}
+	str := healthStr
+	var err error
+	if ev.ID, err = str("id", raw.ID); err != nil {
+		return Event{}, err
+	}
+	if !idRe.MatchString(ev.ID) {
+		return Event{}, bad("id", "%q is not an event id", clip(ev.ID))
+	}
+	if dt, err := str("detail-type", raw.DetailType); err != nil {
+		return Event{}, err
+	} else if dt != DetailHealth {
+		return Event{}, bad("detail-type", "%q is not one burst reads from aws.health (%q)", clip(dt), DetailHealth)
+	}
+	if ev.Account, err = str("account", raw.Account); err != nil {
+		return Event{}, err
+	}
+	if !accountRe.MatchString(ev.Account) || want.Account != "" && ev.Account != want.Account {
+		return Event{}, bad("account", "%q is not the cluster's account", clip(ev.Account))
+	}
+	if ev.Region, err = str("region", raw.Region); err != nil {
+		return Event{}, err
+	}
+	if ev.Region != want.Region {
+		return Event{}, bad("region", "%q is not the cluster's region %s", clip(ev.Region), want.Region)
+	}
+	ts, err := str("time", raw.Time)
+	if err != nil {
+		return Event{}, err
+	}
+	t, err := time.Parse(time.RFC3339, ts)
+	if err != nil {
+		return Event{}, bad("time", "%q is not an RFC 3339 time", clip(ts))
+	}
+	ev.Time = t.UTC()
+	if err := parseHealthDetail(raw, &ev); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// healthStr is a required string field.
+func healthStr(field string, p *string) (string, error) {
+	if p == nil {
+		return "", bad(field, "missing")
+	}
+	return *p, nil
+}
+
+// parseHealthDetail reads and checks the event's detail: an EC2 scheduled
+// change, its window, and the instances it names (each in resources too).
+func parseHealthDetail(raw rawEvent, ev *Event) error {
+	str := healthStr
+	var d rawHealth
+	if len(raw.Detail) == 0 || raw.Detail[0] != '{' {
+		return bad("detail", "missing, or not an object")
+	}
+	if err := json.Unmarshal(raw.Detail, &d); err != nil {
+		return bad("detail", "%v", clip(err.Error()))
+	}
+	if s, err := str("detail.service", d.Service); err != nil {
+		return err
+	} else if s != "EC2" {
+		return bad("detail.service", "%q, want EC2", clip(s))
+	}
+	if c, err := str("detail.eventTypeCategory", d.EventTypeCategory); err != nil {
+		return err
+	} else if c != "scheduledChange" {
+		return bad("detail.eventTypeCategory", "%q, want scheduledChange", clip(c))
+	}
+	code, err := str("detail.eventTypeCode", d.EventTypeCode)
+	if err != nil {
+		return err
+	}
+	if ev.Code = healthCodes[code]; ev.Code == "" {
+		return bad("detail.eventTypeCode", "%q is not one of EC2's scheduled events burst acts on", clip(code))
+	}
+	if ev.NotBefore, err = healthTime("detail.startTime", d.StartTime); err != nil {
+		return err
+	}
+	if d.EndTime != nil {
+		if ev.NotAfter, err = healthTime("detail.endTime", d.EndTime); err != nil {
+			return err
+		}
+	}
+	if len(d.AffectedEntities) == 0 || len(d.AffectedEntities) > maxEntities {
+		return bad("detail.affectedEntities", "%d entries; want the instances (1 to %d)", len(d.AffectedEntities), maxEntities)
+	}
+	inRes := map[string]bool{}
+	for _, r := range raw.Resources {
+		inRes[r] = true
+	}
+	for _, e := range d.AffectedEntities {
+		id, err := str("detail.affectedEntities.entityValue", e.EntityValue)
+		if err != nil {
+			return err
+		}
+		if !instanceRe.MatchString(id) {
+			return bad("detail.affectedEntities.entityValue", "%q is not an instance id", clip(id))
+		}
+		if !inRes[id] {
+			return bad("resources", "do not name %s, an affected entity", id)
+		}
+		ev.Instances = append(ev.Instances, id)
+	}
+	ev.InstanceID = ev.Instances[0]
+	return nil
+}
+
+// healthTime reads AWS Health's times: RFC 1123 in its sample payloads
+// ("Wed, 31 Jan 2024 04:30:00 GMT"), RFC 3339 accepted too.
+func healthTime(field string, p *string) (time.Time, error) {
+	if p == nil {
+		return time.Time{}, bad(field, "missing")
+	}
+	for _, layout := range []string{time.RFC1123, time.RFC3339} {
+		if t, err := time.Parse(layout, *p); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, bad(field, "%q is neither an RFC 1123 nor an RFC 3339 time", clip(*p))
+}

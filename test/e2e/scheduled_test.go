@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/test/stack"
+)
+
+// TestScheduledRetirement: EC2 schedules the retirement of the instance a
+// checkpointing job runs on, ten minutes out (the emulator's
+// DescribeInstanceStatus lists it and AWS Health's EventBridge event
+// reaches the interruption queue). burst-sizer drains the node with a
+// reason naming the event, signals the job (which checkpoints), requeues
+// it and hands the node back: Slurm's SuspendProgram terminates the
+// instance long before NotBefore, and the job finishes from its checkpoint
+// on a fresh instance. The ledger check follows (start's cleanup).
+func TestScheduledRetirement(t *testing.T) {
+	versionBlind(t)
+	const every = 5
+	s := start(t, stack.Options{})
+	id := sbatchTrain(t, s, 30, every)
+	waitJob(t, s, id, 90*time.Second, "RUNNING")
+	logPath := filepath.Join(s.Cluster.Dir(), "work", "train-"+id+".out")
+	eventually(t, 60*time.Second, "7 training steps", func() bool { return regexp.MustCompile(`step 7 done`).MatchString(readFile(logPath)) })
+	node := jobNow(t, s, id).Nodes
+	first := nodeInstance(s, node)
+	if first.ID == "" {
+		t.Fatalf("no live instance for node %s", node)
+	}
+	notBefore := s.Emu.Now().Add(10 * time.Minute)
+	if _, err := s.Emu.ScheduleEvent(first.ID, "instance-retirement", notBefore); err != nil {
+		t.Fatal(err)
+	}
+	if ev := s.Emu.Scheduled(first.ID); len(ev) != 1 || ev[0].Code != "instance-retirement" {
+		t.Fatalf("scheduled events of %s: %+v", first.ID, ev)
+	}
+	var reason string
+	eventually(t, 60*time.Second, "the node drained naming the event", func() bool {
+		out, _ := s.Cluster.Run(context.Background(), "scontrol", "show", "node", node)
+		if i := strings.Index(out, "Reason="); i >= 0 {
+			reason = strings.SplitN(out[i:], "\n", 2)[0]
+		}
+		return strings.Contains(reason, "ec2 scheduled instance-retirement "+first.ID)
+	})
+	eventually(t, 90*time.Second, "the job requeued by burst-sizer", func() bool { return jobNow(t, s, id).RestartCount == 1 })
+	eventually(t, 60*time.Second, "the retiring instance replaced", func() bool {
+		in, _ := s.Emu.Instance(first.ID)
+		return in.State == "terminated" || in.State == "shutting-down"
+	})
+	if in, _ := s.Emu.Instance(first.ID); in.StateReasonCode != "Client.UserInitiatedShutdown" {
+		t.Errorf("instance %s ended %s; want burst's termination before the retirement", first.ID, in.StateReasonCode)
+	}
+	waitJob(t, s, id, 3*time.Minute, "COMPLETED")
+	text := readFile(logPath)
+	if !strings.Contains(text, "on signal; wrote") || !strings.Contains(text, "resumed from checkpoint") || !strings.Contains(text, "done: 30 steps") {
+		t.Errorf("the job did not checkpoint on the signal, resume and finish:\n%s", text)
+	}
+	if second := nodeInstanceOfJob(s, id, first.ID); second == "" {
+		t.Errorf("job %s finished without a new instance", id)
+	}
+	if v := metric(t, s, `burst_sizer_ec2_events_total{kind="scheduled",outcome="handled"}`); v != 1 {
+		t.Errorf("sizer handled %v scheduled events, want 1", v)
+	}
+	t.Logf("node reason: %s", reason)
+}
+
+// nodeInstanceOfJob is an instance launched for job id other than not.
+func nodeInstanceOfJob(s *stack.Stack, id, not string) string {
+	for _, in := range s.Emu.Instances() {
+		if in.Tags[ec2p.TagJobID] == id && in.ID != not {
+			return in.ID
+		}
+	}
+	return ""
+}
