@@ -180,3 +180,53 @@ func writeSome(t *testing.T, st *store.Store, rng *rand.Rand, now time.Time, ste
 		}
 	}
 }
+
+// TestJobSpendMatchesWholeRead: the store's per-job spend (the Jobs page),
+// which reads only the instances a job can owe for, equals the charges of
+// every instance in the window.
+func TestJobSpendMatchesWholeRead(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC)
+	if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 400, Now: now, Live: 8}); err != nil {
+		t.Fatal(err)
+	}
+	// instances with job runs on reused nodes, some ended
+	rng := rand.New(rand.NewPCG(3, 4))
+	live := []string{}
+	for step := range 12 {
+		now = now.Add(time.Duration(1+rng.IntN(20)) * time.Minute)
+		writeSome(t, st, rng, now, step, &live)
+	}
+	since := now.AddDate(0, -1, 0)
+	rows, err := st.Rows(ctx, since, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, owner := range []string{billing.OwnerLaunchingJob, billing.OwnerPool} {
+		want := map[string]float64{}
+		for _, r := range rows {
+			for _, c := range r.Charges(since, now.AddDate(1, 0, 0), now, owner) {
+				if c.JobID != "" {
+					want[c.JobID] += c.USD
+				}
+			}
+		}
+		var ids []string
+		for id := range want {
+			ids = append(ids, id)
+		}
+		if owner == billing.OwnerLaunchingJob && len(ids) < 300 || len(ids) < 12 {
+			t.Fatalf("only %d jobs with spend in the test data", len(ids))
+		}
+		got, err := st.JobSpend(ctx, ids, owner, since, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameMap(t, "job spend ("+owner+")", got, want)
+	}
+}

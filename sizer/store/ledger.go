@@ -319,61 +319,24 @@ func (s *Store) Rows(ctx context.Context, from, to time.Time) ([]Row, error) {
 type rowsOf struct{ ids, nodes string } // JSON arrays
 
 func (s *Store) rows(ctx context.Context, from, to time.Time, of *rowsOf) ([]Row, error) {
-	q := `SELECT instance_id, coalesce(node,''), coalesce(instance_type,''), coalesce(zone,''), coalesce(capacity,''), price, od_price, coalesce(account,''), user, coalesce(job_id,''), class,
- launched, terminated, end_source, end_reason, price_source, source, client_token, cluster FROM instances`
-	var args []any
-	var where []string
-	if !to.IsZero() {
-		where = append(where, `launched < ? AND (terminated IS NULL OR terminated >= ?)`)
-		args = append(args, ms(to), ms(from))
+	out, err := s.instanceRows(ctx, from, to, of)
+	if err != nil || len(out) == 0 {
+		return out, err
 	}
-	if of != nil {
-		where = append(where, `(instance_id IN (SELECT value FROM json_each(?)) OR node IN (SELECT value FROM json_each(?)))`)
-		args = append(args, of.ids, of.nodes)
-	}
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	rows, err := s.r.QueryContext(ctx, q+` ORDER BY launched, instance_id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("reading the ledger: %w", err)
-	}
-	var out []Row
-	idx := map[string]int{}
-	for rows.Next() {
-		var r Row
-		var l, t sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Node, &r.InstanceType, &r.Zone, &r.Capacity, &r.PriceUSD, &r.OnDemandUSD, &r.Account, &r.User, &r.JobID, &r.Class,
-			&l, &t, &r.EndSource, &r.EndReason, &r.PriceSource, &r.Source, &r.ClientToken, &r.Cluster); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("reading the ledger: %w", err)
-		}
-		r.Launched, r.End = fromMS(l), fromMS(t)
-		if !r.End.IsZero() && r.EndSource == "" {
-			r.EndSource = sizerapi.SourceBurst
-		}
-		idx[r.ID] = len(out)
-		out = append(out, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return out, nil
-	}
-	// state events
+	// state events and job runs: only what the window's instances need, and
+	// with a narrowed read only the instances read and the runs on their
+	// nodes
 	sq, rq := `SELECT instance_id, state, at FROM instance_states`, `SELECT job_id, node, account, user, gpus, start, "end" FROM job_runs`
 	var sargs, rargs []any
+	var rwhere []string
 	if !to.IsZero() {
-		// only what the window's instances need
 		sq = `SELECT s.instance_id, s.state, s.at FROM instance_states s JOIN instances i ON i.instance_id = s.instance_id
 WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 		sargs = []any{ms(to), ms(from)}
-		rq += ` WHERE start < ? AND ("end" IS NULL OR "end" >= ?)`
+		rwhere = append(rwhere, `start < ? AND ("end" IS NULL OR "end" >= ?)`)
 		rargs = []any{ms(to), ms(from.Add(-time.Hour))}
 	}
-	if of != nil { // only the instances read, and the runs on their nodes
+	if of != nil {
 		ids, nodes := make([]string, len(out)), []string{}
 		for i, r := range out {
 			ids[i] = r.ID
@@ -390,54 +353,102 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 		}
 		sq += ` s.instance_id IN (SELECT value FROM json_each(?))`
 		sargs = append(sargs, string(bi))
-		if len(rargs) == 0 {
-			rq += ` WHERE`
-		} else {
-			rq += ` AND`
-		}
-		rq += ` node IN (SELECT value FROM json_each(?))`
+		rwhere = append(rwhere, `node IN (SELECT value FROM json_each(?))`)
 		rargs = append(rargs, string(bn))
 	}
-	srows, err := s.r.QueryContext(ctx, sq, sargs...)
-	if err != nil {
-		return nil, fmt.Errorf("reading instance states: %w", err)
+	if len(rwhere) > 0 {
+		rq += ` WHERE ` + strings.Join(rwhere, ` AND `)
 	}
-	for srows.Next() {
+	if err := s.attachStates(ctx, out, sq, sargs); err != nil {
+		return nil, err
+	}
+	if err := s.attachRuns(ctx, out, rq, rargs); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// instanceRows reads the instances of a ledger read, in launch order.
+func (s *Store) instanceRows(ctx context.Context, from, to time.Time, of *rowsOf) ([]Row, error) {
+	q := `SELECT instance_id, coalesce(node,''), coalesce(instance_type,''), coalesce(zone,''), coalesce(capacity,''), price, od_price, coalesce(account,''), user, coalesce(job_id,''), class,
+ launched, terminated, end_source, end_reason, price_source, source, client_token, cluster FROM instances`
+	var args []any
+	var where []string
+	if !to.IsZero() {
+		where = append(where, `launched < ? AND (terminated IS NULL OR terminated >= ?)`)
+		args = append(args, ms(to), ms(from))
+	}
+	if of != nil {
+		where = append(where, `(instance_id IN (SELECT value FROM json_each(?)) OR node IN (SELECT value FROM json_each(?)))`)
+		args = append(args, of.ids, of.nodes)
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	var out []Row
+	err := s.each(ctx, q+` ORDER BY launched, instance_id`, args, func(rows *sql.Rows) error {
+		var r Row
+		var l, t sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Node, &r.InstanceType, &r.Zone, &r.Capacity, &r.PriceUSD, &r.OnDemandUSD, &r.Account, &r.User, &r.JobID, &r.Class,
+			&l, &t, &r.EndSource, &r.EndReason, &r.PriceSource, &r.Source, &r.ClientToken, &r.Cluster); err != nil {
+			return err
+		}
+		r.Launched, r.End = fromMS(l), fromMS(t)
+		if !r.End.IsZero() && r.EndSource == "" {
+			r.EndSource = sizerapi.SourceBurst
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledger: %w", err)
+	}
+	return out, nil
+}
+
+// attachStates adds the state events the query reads to their instances.
+func (s *Store) attachStates(ctx context.Context, out []Row, q string, args []any) error {
+	idx := make(map[string]int, len(out))
+	for i, r := range out {
+		idx[r.ID] = i
+	}
+	err := s.each(ctx, q, args, func(rows *sql.Rows) error {
 		var id, st string
 		var at int64
-		if err := srows.Scan(&id, &st, &at); err != nil {
-			srows.Close()
-			return nil, err
+		if err := rows.Scan(&id, &st, &at); err != nil {
+			return err
 		}
 		if i, ok := idx[id]; ok {
 			out[i].States = append(out[i].States, billing.StateEvent{State: st, At: time.UnixMilli(at).UTC()})
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading instance states: %w", err)
 	}
-	srows.Close()
-	// job runs by node
+	return nil
+}
+
+// attachRuns adds the job runs the query reads to the instances of their
+// node alive during them, in start order.
+func (s *Store) attachRuns(ctx context.Context, out []Row, q string, args []any) error {
 	byNode := map[string][]int{}
 	for i, r := range out {
 		if r.Node != "" {
 			byNode[r.Node] = append(byNode[r.Node], i)
 		}
 	}
-	rrows, err := s.r.QueryContext(ctx, rq, rargs...)
-	if err != nil {
-		return nil, fmt.Errorf("reading job runs: %w", err)
-	}
-	defer rrows.Close()
-	for rrows.Next() {
+	err := s.each(ctx, q, args, func(rows *sql.Rows) error {
 		var run billing.Run
 		var node string
 		var st int64
 		var en sql.NullInt64
-		if err := rrows.Scan(&run.JobID, &node, &run.Account, &run.User, &run.GPUs, &st, &en); err != nil {
-			return nil, err
+		if err := rows.Scan(&run.JobID, &node, &run.Account, &run.User, &run.GPUs, &st, &en); err != nil {
+			return err
 		}
 		run.Start, run.End = time.UnixMilli(st).UTC(), fromMS(en)
 		for _, i := range byNode[node] {
 			in := &out[i]
-			// a run belongs to the instances of its node alive during it
 			if !in.End.IsZero() && !run.Start.Before(in.End) {
 				continue
 			}
@@ -446,11 +457,15 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 			}
 			in.Runs = append(in.Runs, run)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading job runs: %w", err)
 	}
 	for i := range out {
 		sort.Slice(out[i].Runs, func(a, b int) bool { return out[i].Runs[a].Start.Before(out[i].Runs[b].Start) })
 	}
-	return out, rrows.Err()
+	return nil
 }
 
 // Instances is Rows as budget instances.
