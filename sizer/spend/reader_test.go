@@ -156,7 +156,7 @@ func writeSome(t *testing.T, st *store.Store, rng *rand.Rand, now time.Time, ste
 	node := fmt.Sprintf("l4-r%d", step%4) // nodes reused: runs must find their instance
 	job := fmt.Sprint(900000 + step)
 	launched := now.Add(-time.Duration(rng.IntN(300)) * time.Second)
-	err := st.RecordInstance(ctx, store.Launch{Event: sizerapi.InstanceEvent{InstanceID: id, Node: node, InstanceType: "g6.xlarge", Zone: "us-east-1a",
+	err := st.RecordInstance(ctx, store.Launch{PriceUSD: 0.5 + rng.Float64(), Event: sizerapi.InstanceEvent{InstanceID: id, Node: node, InstanceType: "g6.xlarge", Zone: "us-east-1a",
 		Capacity: "spot", PriceUSD: 0.5 + rng.Float64(), Account: "nlp", User: "ada", Time: launched, Job: &sizerapi.Job{JobID: job, JobName: "train", Account: "nlp", User: "ada", GPUsPerNode: 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +202,21 @@ func TestJobSpendMatchesWholeRead(t *testing.T) {
 		now = now.Add(time.Duration(1+rng.IntN(20)) * time.Minute)
 		writeSome(t, st, rng, now, step, &live)
 	}
+	// warm reuse: a second job runs on the instance launched for the first
+	w0 := now.Add(-50 * time.Minute)
+	if err := st.RecordInstance(ctx, store.Launch{PriceUSD: 0.8, Event: sizerapi.InstanceEvent{InstanceID: "i-warm", Node: "l4-w", InstanceType: "g6.xlarge", Capacity: "on-demand",
+		PriceUSD: 0.8, Account: "nlp", User: "ada", Time: w0, Job: &sizerapi.Job{JobID: "800000", JobName: "a", Account: "nlp", User: "ada", GPUsPerNode: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range []string{"800000", "800001"} {
+		r := sizerapi.JobRun{JobID: j, Account: "vision", User: "bo", Nodes: []string{"l4-w"}, GPUsPerNode: 1, Start: w0.Add(time.Duration(2+20*i) * time.Minute)}
+		if i == 0 {
+			r.End = w0.Add(15 * time.Minute)
+		}
+		if err := st.RecordRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
 	since := now.AddDate(0, -1, 0)
 	rows, err := st.Rows(ctx, since, now)
 	if err != nil {
@@ -223,10 +238,19 @@ func TestJobSpendMatchesWholeRead(t *testing.T) {
 		if owner == billing.OwnerLaunchingJob && len(ids) < 300 || len(ids) < 12 {
 			t.Fatalf("only %d jobs with spend in the test data", len(ids))
 		}
+		if want["800001"] == 0 {
+			t.Fatal("the reused instance's second job has no spend in the test data")
+		}
 		got, err := st.JobSpend(ctx, ids, owner, since, now)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sameMap(t, "job spend ("+owner+")", got, want)
+		// one job alone: its share of an instance launched for another
+		one, err := st.JobSpend(ctx, []string{"800001"}, owner, since, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameMap(t, "job 800001's spend ("+owner+")", one, map[string]float64{"800001": want["800001"]})
 	}
 }
