@@ -249,8 +249,7 @@ func resumedNode(b *testing.B, c *harness.Cluster, backend string, id uint32, no
 	ctx := context.Background()
 	process := func() slurm.Client { // each burst hook is its own process
 		slurm.ForgetVersion()
-		rest.ResetDetection()
-		return newBackend(b, c, backend, t.add)
+		return newBackendDetecting(b, c, backend, t.add, &rest.Detections{})
 	}
 	cl := process() // burst-resume
 	if js, err := cl.Jobs(ctx, id); err != nil || len(js) != 1 {

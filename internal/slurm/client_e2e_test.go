@@ -25,11 +25,18 @@ var backends = []string{"cli", "rest"}
 // newBackend returns the client of backend for cluster c.
 func newBackend(t testing.TB, c *harness.Cluster, backend string, observe func(slurm.Call)) slurm.Client {
 	t.Helper()
+	return newBackendDetecting(t, c, backend, observe, nil)
+}
+
+// newBackendDetecting is newBackend with the REST client's own detection
+// cache (nil: the process's).
+func newBackendDetecting(t testing.TB, c *harness.Cluster, backend string, observe func(slurm.Call), det *rest.Detections) slurm.Client {
+	t.Helper()
 	cli := slurm.NewScontrol(slurm.ScontrolOptions{Conf: c.ConfPath(), BinDir: c.ClientBin(), Timeout: 20 * time.Second, Observe: observe})
 	if backend == "cli" {
 		return cli
 	}
-	rc, err := rest.New(rest.Options{URL: "unix:" + c.RestSocket(), User: "root", JWTKeyFile: c.JWTKeyPath(), Fallback: cli, Observe: observe, Timeout: 20 * time.Second})
+	rc, err := rest.New(rest.Options{URL: "unix:" + c.RestSocket(), User: "root", JWTKeyFile: c.JWTKeyPath(), Fallback: cli, Observe: observe, Timeout: 20 * time.Second, Detections: det})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,10 @@ func readReference(t *testing.T, st *store.Store, owner string, now time.Time) r
 		}
 	}
 	ref := reference{byAccount: map[string]float64{}, byJob: map[string]float64{}, onDemand: map[string]float64{}, rows: rows}
-	ins := store.Instances(rows)
+	ins := make([]billing.Instance, len(rows))
+	for i, r := range rows {
+		ins[i] = r.Instance
+	}
 	for _, in := range ins {
 		for _, c := range in.Charges(from, from.AddDate(0, 1, 0), now, owner) {
 			ref.charges++

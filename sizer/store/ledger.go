@@ -468,15 +468,6 @@ func (s *Store) attachRuns(ctx context.Context, out []Row, q string, args []any)
 	return nil
 }
 
-// Instances is Rows as budget instances.
-func Instances(rows []Row) []billing.Instance {
-	out := make([]billing.Instance, len(rows))
-	for i, r := range rows {
-		out[i] = r.Instance
-	}
-	return out
-}
-
 // Unsettled returns the instances whose end EC2 has not confirmed: still
 // open, or ended (by burst's clock or as missing) after endedAfter. EC2
 // keeps a terminated instance visible for about an hour; after that

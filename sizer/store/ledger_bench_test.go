@@ -56,7 +56,8 @@ func benchLedgerMonth(b *testing.B, s *Store) {
 		}
 		// the month's charges by account, as sizer/spend sums them
 		byAccount := map[string]float64{}
-		for _, in := range Instances(rows) {
+		for _, r := range rows {
+			in := r.Instance
 			for _, c := range in.Charges(billing.MonthStart(now), billing.MonthStart(now).AddDate(0, 1, 0), now, billing.OwnerLaunchingJob) {
 				byAccount[c.Account] += c.USD
 			}

@@ -65,6 +65,9 @@ type Options struct {
 	Observe func(slurm.Call)
 	// Transport replaces the HTTP transport (tests).
 	Transport http.RoundTripper
+	// Detections caches the detected data version; default: the
+	// process's, shared by every client.
+	Detections *Detections
 }
 
 // Client implements slurm.Client over slurmrestd.

@@ -222,9 +222,20 @@ func api0045(server string, d doer) (*api, error) {
 	}, nil
 }
 
-// detected caches the data version per slurmrestd URL for the life of the
-// process (burst-resume and the prolog are short-lived: one probe each).
-var detected sync.Map // URL -> detection
+// Detections caches the data version detected per slurmrestd URL. Clients
+// share the process's (burst-resume and the prolog are short-lived: one
+// probe each) unless Options.Detections gives one of their own (a
+// benchmark counting each hook's detection, as a new process makes it).
+type Detections struct{ m sync.Map } // URL -> detection
+
+var processDetections Detections
+
+func (c *Client) detections() *Detections {
+	if c.o.Detections != nil {
+		return c.o.Detections
+	}
+	return &processDetections
+}
 
 type detection struct{ version, release string }
 
@@ -238,7 +249,7 @@ func (c *Client) apiOf(ctx context.Context) (*api, error) {
 	if c.api != nil {
 		return c.api, nil
 	}
-	if d, ok := detected.Load(c.o.URL); ok {
+	if d, ok := c.detections().m.Load(c.o.URL); ok {
 		d := d.(detection)
 		a, err := c.apiFor(d.version)
 		if err != nil {
@@ -275,7 +286,7 @@ func (c *Client) apiOf(ctx context.Context) (*api, error) {
 		}
 		a.release = rel
 		c.api = a
-		detected.Store(c.o.URL, detection{v, rel})
+		c.detections().m.Store(c.o.URL, detection{v, rel})
 		c.log.Info("slurmrestd", "url", c.o.URL, "data_version", v, "slurm", rel)
 		return a, nil
 	}
@@ -303,7 +314,3 @@ func pingRelease(b []byte) (string, error) {
 
 func idArg(id uint32) string { return strconv.FormatUint(uint64(id), 10) }
 
-// ResetDetection forgets the data versions detected in this process, as a
-// new process starts without them: benchmarks of burst's short-lived hooks
-// count each hook's detection with it.
-func ResetDetection() { detected.Clear() }
