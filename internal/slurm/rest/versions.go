@@ -313,4 +313,3 @@ func pingRelease(b []byte) (string, error) {
 }
 
 func idArg(id uint32) string { return strconv.FormatUint(uint64(id), 10) }
-
