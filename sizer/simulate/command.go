@@ -66,6 +66,10 @@ Deterministic for a given --seed.`,
 			&cli.IntFlag{Name: "max-spot-interruptions", Value: DefaultMaxSpotInterruptions, Usage: "after this many interruptions in a row without a checkpoint saved, a job relaunches on-demand; -1 never"},
 			&cli.StringFlag{Name: "static-type", Usage: "instance type of the static cluster (default: cheapest 8-GPU type of --gpu-model)"},
 			&cli.Float64Flag{Name: "static-percentile", Value: DefaultStaticPercentile, Usage: "static cluster covers this quantile of concurrent GPU demand"},
+			&cli.IntFlag{Name: "reserved", Usage: "reserved nodes (an ODCR or a Capacity Block) burst uses before spot and on-demand; adds a burst+reserved row and its saving against none"},
+			&cli.StringFlag{Name: "reserved-type", Usage: "instance type of the reserved nodes (default: cheapest 8-GPU type of --gpu-model)"},
+			&cli.StringFlag{Name: "reserved-kind", Value: ReservationODCR, Usage: "reservation kind: " + ReservationODCR + " (billed at the on-demand rate, used or not) or " + ReservationBlock + " (prepaid; give --reserved-usd-per-hour)"},
+			&cli.Float64Flag{Name: "reserved-usd-per-hour", Usage: "reservation price per instance-hour (default for odcr: the type's on-demand price; required for capacity-block)"},
 			&cli.BoolFlag{Name: "sweep", Usage: "run the sensitivity sweep (burst vs idle-timeout over boot time, interruption rate, checkpoint interval)"},
 			&cli.StringFlag{Name: "sweep-boot", Value: "1m,2m,5m,10m", Usage: "boot medians for --sweep"},
 			&cli.StringFlag{Name: "sweep-interruptions", Value: "advisor,0.1,0.61,2,5", Usage: "interruption models for --sweep (advisor, bamboo:FILE or rates per node-hour)"},
@@ -201,6 +205,10 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 		StaticType:           c.String("static-type"),
 		StaticPercentile:     c.Float64("static-percentile"),
 		SchedDelay:           c.Duration("sched-delay"),
+		Reserved: Reservation{
+			Kind: c.String("reserved-kind"), Type: c.String("reserved-type"),
+			Nodes: c.Int("reserved"), USDPerHour: c.Float64("reserved-usd-per-hour"),
+		},
 		Warm: WarmOptions{
 			Disabled:      !c.Bool("warm-pool"),
 			Quantile:      c.Float64("warm-quantile"),
@@ -283,6 +291,12 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 		errs = append(errs, fmt.Errorf("--interruptions: %w", err))
 	}
 	o.Interruptions = im
+	if n := c.Int("reserved"); n < 0 {
+		errs = append(errs, fmt.Errorf("--reserved %d: want a number of nodes >= 0", n))
+	}
+	if n := c.Int("reserved"); n == 0 && (c.IsSet("reserved-type") || c.IsSet("reserved-usd-per-hour") || c.IsSet("reserved-kind")) {
+		errs = append(errs, errors.New("--reserved-type, --reserved-kind and --reserved-usd-per-hour need --reserved N (nodes)"))
+	}
 	if c.Int("max-spot-interruptions") == 0 {
 		errs = append(errs, errors.New("--max-spot-interruptions 0: use 1 or more, or -1 for never"))
 	}
@@ -377,6 +391,9 @@ func runCommand(c *cli.Context) error {
 	}
 	out := c.App.Writer
 	if c.Bool("sweep") {
+		if c.Int("reserved") > 0 {
+			return cmdline.Usagef("--sweep does not model reservations; leave out --reserved, or run without --sweep")
+		}
 		spec, err := sweepFromFlags(c)
 		if err != nil {
 			return cmdline.Usage(fmt.Errorf("checking flags: %w", err))

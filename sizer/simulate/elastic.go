@@ -33,6 +33,7 @@ type node struct {
 	ahead     bool    // launched ahead by the warm pool: booting, no job yet
 	idleSince float64 // when it last became idle
 	warmFrom  float64 // start of the pool's current stretch on it (-1: none)
+	reserved  bool    // one of Options.Reserved's nodes (never booted, never released)
 }
 
 type jobState struct {
@@ -66,6 +67,7 @@ type tally struct {
 	poolLaunches                        int
 	warmStarts, aheadStarts, coldStarts int
 	series                              []Sample
+	res                                 *reserved // burst+reserved only
 	// series bookkeeping
 	step, nextSample, cumCost, rate, last float64
 	gpusBilled                            int
@@ -119,8 +121,9 @@ type elastic struct {
 	window    time.Duration
 	warmOn    bool // burst's forecast-driven warm pool (internal/warmpool/forecast)
 	wp        forecast.Params
-	drain     bool    // the trace's last job has arrived: the pool only shrinks
-	end       float64 // time of the last event that changed anything
+	drain     bool      // the trace's last job has arrived: the pool only shrinks
+	end       float64   // time of the last event that changed anything
+	res       *reserved // Options.Reserved (burst+reserved only)
 	err       error
 }
 
@@ -140,17 +143,26 @@ type classPool struct {
 }
 
 func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t0 time.Time, span float64) (*tally, error) {
+	burstLike := name == PolicyBurst || name == PolicyBurstReserved
+	salt := name
+	if burstLike {
+		salt = PolicyBurst // the same draws with and without the reservation
+	}
 	e := &elastic{
 		o:         o,
 		policy:    name,
-		rng:       rand.New(rand.NewPCG(o.Seed, seedSalt(name))),
+		rng:       rand.New(rand.NewPCG(o.Seed, seedSalt(salt))),
 		tl:        newTally(span, o.SeriesPoints, len(jobs)),
 		t0:        t0,
 		classes:   map[string]*classPool{},
-		allowSpot: name == PolicyBurst,
+		allowSpot: burstLike,
 		window:    o.IdleTimeout,
 	}
-	if name == PolicyBurst {
+	if name == PolicyBurstReserved {
+		e.res = newReserved(o)
+		e.tl.res = e.res
+	}
+	if burstLike {
 		e.window = o.WarmWindow
 		e.warmOn = !o.Warm.Disabled
 		e.wp = o.Warm.params(o)
@@ -244,6 +256,9 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 		}
 	}
 	e.tl.finish(e.end)
+	if e.res != nil {
+		e.res.close(e.tl, e.end)
+	}
 	for i := range states {
 		if states[i].firstStart < 0 {
 			return nil, fmt.Errorf("simulating %s: job %s never started (simulator bug)", name, states[i].job.ID)

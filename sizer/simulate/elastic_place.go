@@ -78,6 +78,15 @@ func (e *elastic) place(js *jobState) {
 			cl.offs = append(cl.offs, o)
 		}
 	}
+	if e.takeReserved(js, offs, cl) { // reservation -> spot -> on-demand
+		if js.firstStart < 0 && !js.counted {
+			js.counted = true
+			e.tl.warmStarts++
+		}
+		e.start(js)
+		e.evalPool(cl)
+		return
+	}
 	var off *Plan
 	if cl.avail(spotOK) < need {
 		for i := range offs {

@@ -23,6 +23,10 @@ func (e *elastic) warmFor(n *node) {
 // pool when the class has fewer warm nodes than the forecast's target (and
 // the cap allows); otherwise it waits out the reuse window (idle timeout).
 func (e *elastic) makeIdle(n *node) {
+	if n.reserved {
+		e.freeReserved(n)
+		return
+	}
 	cl := n.class
 	n.state = nodeIdle
 	n.job = nil
@@ -66,7 +70,7 @@ func (e *elastic) keep(cl *classPool, others int) bool {
 	if cl.nPool+cl.nAhead >= capN {
 		return false
 	}
-	return others < min(cl.fc.Target(e.at(e.c.now)), capN)
+	return others+e.freeFor(cl) < min(cl.fc.Target(e.at(e.c.now)), capN)
 }
 
 func (e *elastic) leaveIdle(n *node) {

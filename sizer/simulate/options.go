@@ -125,6 +125,11 @@ type Options struct {
 	StaticPercentile float64 // share of time the static cluster covers demand (0.95)
 	StaticLookahead  int     // backfill lookahead in jobs
 
+	// Reserved is a fixed number of reserved nodes (an ODCR or a Capacity
+	// Block) that burst uses first; Run then adds a burst+reserved row and
+	// Result.Reservation. Nodes 0 means none.
+	Reserved Reservation
+
 	// SeriesPoints is the number of samples of cost and GPUs over time kept
 	// for the chart (default 600).
 	SeriesPoints int
@@ -169,6 +174,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StaticLookahead == 0 {
 		o.StaticLookahead = DefaultStaticLookahead
+	}
+	if o.Reserved.Nodes > 0 && o.Reserved.Type == "" {
+		// the static cluster's default: the cheapest 8-GPU type of the model
+		if t, err := staticType(Options{Catalog: o.Catalog, GPUModel: o.GPUModel}); err == nil {
+			o.Reserved.Type = t.Name
+		}
+	}
+	if o.Reserved.Nodes > 0 && o.Reserved.Kind == "" {
+		o.Reserved.Kind = ReservationODCR
 	}
 	if o.SeriesPoints == 0 {
 		o.SeriesPoints = 600
@@ -251,6 +265,7 @@ func (o Options) validate() error {
 	if o.SeriesPoints < 2 {
 		errs = append(errs, fmt.Errorf("series points %d is below 2", o.SeriesPoints))
 	}
+	errs = append(errs, o.Reserved.validate(o)...)
 	if len(o.Catalog.Matching(catalog.Shape{GPUModel: o.GPUModel, GPUs: 1})) == 0 {
 		errs = append(errs, fmt.Errorf("gpu model %q has no priced instance type in the catalog; want one of %s", o.GPUModel, strings.Join(o.Catalog.GPUModels(), ", ")))
 	}

@@ -46,6 +46,12 @@ func WriteTable(w io.Writer, r Result) error {
 			fmt.Fprintf(w, "static cluster: %d x %s (%d%%-ile of concurrent GPU demand), FIFO with greedy backfill\n", p.StaticNodes, p.StaticType, int(math.Round(100*a.StaticPercentile)))
 		}
 	}
+	if rr := r.Reservation; rr != nil {
+		fmt.Fprintf(w, "reservation: %d x %s (%s, %s per instance-hour, held %s from the first submission): bill %s whether used or not; used %s node-h (%.1f%%), idle cost %s, %d job placements\n",
+			rr.Nodes, rr.Type, rr.Kind, money(rr.USDPerHour), dur(rr.HeldHours*3600), money(rr.BillUSD), num(rr.UsedNodeHours), rr.UtilisationPct, money(rr.IdleCostUSD), rr.Jobs)
+		fmt.Fprintf(w, "burst with the reservation: %s (its bill included) against %s with none: saved %s (%+.1f%%); break-even price %s per instance-hour\n",
+			money(rr.CostWithUSD), money(rr.CostWithoutUSD), money(rr.SavedUSD), rr.SavedPct, money(rr.BreakEvenUSDPerHour))
+	}
 	if err != nil {
 		return fmt.Errorf("writing the table: %w", err)
 	}

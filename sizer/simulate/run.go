@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -75,11 +76,14 @@ type PolicyResult struct {
 
 // Result is a whole simulation.
 type Result struct {
-	Jobs        int            `json:"jobs"`
-	Start       time.Time      `json:"start"`
-	SpanHours   float64        `json:"span_hours"` // first submission to last ideal completion
-	Policies    []PolicyResult `json:"policies"`
-	Assumptions Assumptions    `json:"assumptions"`
+	Jobs      int            `json:"jobs"`
+	Start     time.Time      `json:"start"`
+	SpanHours float64        `json:"span_hours"` // first submission to last ideal completion
+	Policies  []PolicyResult `json:"policies"`
+	// Reservation is set when Options.Reserved is: the burst+reserved row
+	// against burst's with no reservation.
+	Reservation *ReservationResult `json:"reservation,omitempty"`
+	Assumptions Assumptions        `json:"assumptions"`
 }
 
 // Assumptions echoes the model's inputs.
@@ -148,7 +152,13 @@ func Run(ctx context.Context, opts Options, jobs []trace.Job) (Result, error) {
 		res.Assumptions.WarmPool, res.Assumptions.WarmQuantile, res.Assumptions.WarmHalfLifeS = true, wp.Quantile, wp.HalfLife.Seconds()
 		res.Assumptions.WarmProfileWeight, res.Assumptions.WarmLeadTimeS, res.Assumptions.WarmCapUSDPerDay = wp.ProfileWeight, wp.LeadTime.Seconds(), o.Warm.capUSD()
 	}
-	for _, p := range o.Policies {
+	policies := o.Policies
+	if o.Reserved.Nodes > 0 {
+		i := slices.Index(policies, PolicyBurst) // validate saw it
+		policies = slices.Insert(slices.Clone(policies), i+1, PolicyBurstReserved)
+	}
+	var rsv *reserved
+	for _, p := range policies {
 		if err := ctx.Err(); err != nil {
 			return Result{}, fmt.Errorf("simulating %s: %w", p, err)
 		}
@@ -171,10 +181,17 @@ func Run(ctx context.Context, opts Options, jobs []trace.Job) (Result, error) {
 		}
 		fill(&pr, tl)
 		res.Policies = append(res.Policies, pr)
+		if tl.res != nil {
+			rsv = tl.res
+		}
 	}
 	base := map[string]float64{}
 	for _, p := range res.Policies {
 		base[p.Name] = p.CostUSD
+	}
+	if rsv != nil {
+		r := rsv.result(o.Reserved.Kind, base[PolicyBurstReserved], base[PolicyBurst])
+		res.Reservation = &r
 	}
 	for i := range res.Policies {
 		p := &res.Policies[i]

@@ -9,9 +9,10 @@ import (
 )
 
 var policyColors = map[string]string{
-	PolicyStatic:      "#555555",
-	PolicyIdleTimeout: "#d95f02",
-	PolicyBurst:       "#1b7fbf",
+	PolicyStatic:        "#555555",
+	PolicyIdleTimeout:   "#d95f02",
+	PolicyBurst:         "#1b7fbf",
+	PolicyBurstReserved: "#1b9e77",
 }
 
 // WriteSVG draws two stacked charts over the trace's days: cumulative cost

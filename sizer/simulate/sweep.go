@@ -60,6 +60,7 @@ type SweepRow struct {
 // warm quantile).
 func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) ([]SweepRow, error) {
 	base = base.withDefaults()
+	base.Reserved = Reservation{} // the sweep compares burst with idle-timeout only
 	if base.Sizer == nil {
 		s, err := NewPolicySizer(base.Catalog)
 		if err != nil {

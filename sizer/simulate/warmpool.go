@@ -30,7 +30,7 @@ func (e *elastic) evalPool(cl *classPool) bool {
 		}
 	}
 	st.Booting = cl.nAhead
-	st.Lingering = cl.nIdle - cl.nPool
+	st.Lingering = cl.nIdle - cl.nPool + e.freeFor(cl)
 	pl := forecast.Decide(cl.fc, e.at(e.c.now), capN, st)
 	changed := false
 	for _, name := range pl.Release {
