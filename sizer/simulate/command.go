@@ -77,34 +77,39 @@ Deterministic for a given --seed.`,
 			&cli.StringFlag{Name: "sweep-warm-cap", Usage: "warm pool caps (USD per class per day) for --sweep; off for no pool (default: --warm-cap only)"},
 			&cli.StringFlag{Name: "sweep-warm-quantile", Usage: "warm pool quantiles for --sweep (default: --warm-quantile only)"},
 		},
-		Action: runCommand,
-		Subcommands: []*cli.Command{learningCommand(), {
-			Name:      "convert-sacct",
-			Usage:     "convert `" + trace.SacctCommand + "` output into the simple trace CSV",
-			ArgsUsage: " ",
-			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "in", Value: "-", Usage: "sacct output `FILE` (- for stdin)"},
-				&cli.StringFlag{Name: "out", Value: "-", Usage: "CSV `FILE` to write (- for stdout)"},
-				&cli.BoolFlag{Name: "skip-bad", Usage: "skip malformed rows (counted) instead of failing"},
-			},
-			Action: func(c *cli.Context) error {
-				in, closeIn, err := openIn(c.String("in"))
-				if err != nil {
-					return err
-				}
-				defer closeIn()
-				var buf strings.Builder
-				rep, err := trace.ConvertSacct(in, &buf, trace.ReadOptions{SkipBad: c.Bool("skip-bad")})
-				if err != nil {
-					return fmt.Errorf("converting %s: %w", c.String("in"), err)
-				}
-				if err := writeOut(c.String("out"), c.App.Writer, buf.String()); err != nil {
-					return err
-				}
-				slog.Info("converted sacct output", "rows", rep.Rows, "jobs", rep.Jobs, "ignored_not_gpu_or_unfinished", rep.Ignored, "skipped_bad", rep.Skipped)
-				return nil
-			},
-		}},
+		Action:      runCommand,
+		Subcommands: []*cli.Command{learningCommand(), convertSacctCommand()},
+	}
+}
+
+// convertSacctCommand is `simulate convert-sacct`.
+func convertSacctCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "convert-sacct",
+		Usage:     "convert `" + trace.SacctCommand + "` output into the simple trace CSV",
+		ArgsUsage: " ",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "in", Value: "-", Usage: "sacct output `FILE` (- for stdin)"},
+			&cli.StringFlag{Name: "out", Value: "-", Usage: "CSV `FILE` to write (- for stdout)"},
+			&cli.BoolFlag{Name: "skip-bad", Usage: "skip malformed rows (counted) instead of failing"},
+		},
+		Action: func(c *cli.Context) error {
+			in, closeIn, err := openIn(c.String("in"))
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			var buf strings.Builder
+			rep, err := trace.ConvertSacct(in, &buf, trace.ReadOptions{SkipBad: c.Bool("skip-bad")})
+			if err != nil {
+				return fmt.Errorf("converting %s: %w", c.String("in"), err)
+			}
+			if err := writeOut(c.String("out"), c.App.Writer, buf.String()); err != nil {
+				return err
+			}
+			slog.Info("converted sacct output", "rows", rep.Rows, "jobs", rep.Jobs, "ignored_not_gpu_or_unfinished", rep.Ignored, "skipped_bad", rep.Skipped)
+			return nil
+		},
 	}
 }
 

@@ -185,12 +185,19 @@ func Run(ctx context.Context, opts Options, jobs []trace.Job) (Result, error) {
 			rsv = tl.res
 		}
 	}
+	compareCosts(&res, rsv, o.Reserved.Kind)
+	return res, nil
+}
+
+// compareCosts sets each policy's saving against the static and
+// idle-timeout baselines, and the reservation's against burst with none.
+func compareCosts(res *Result, rsv *reserved, kind string) {
 	base := map[string]float64{}
 	for _, p := range res.Policies {
 		base[p.Name] = p.CostUSD
 	}
 	if rsv != nil {
-		r := rsv.result(o.Reserved.Kind, base[PolicyBurstReserved], base[PolicyBurst])
+		r := rsv.result(kind, base[PolicyBurstReserved], base[PolicyBurst])
 		res.Reservation = &r
 	}
 	for i := range res.Policies {
@@ -204,7 +211,6 @@ func Run(ctx context.Context, opts Options, jobs []trace.Job) (Result, error) {
 			p.SavingsVsIdleTimeoutPct = &v
 		}
 	}
-	return res, nil
 }
 
 func fill(p *PolicyResult, tl *tally) {
