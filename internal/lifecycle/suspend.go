@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,7 +19,16 @@ type Suspender struct {
 	Recorder Recorder // may be nil
 	Log      *slog.Logger
 	Now      func() time.Time
+	// Sleep waits between throttled attempts (default: a timer honouring
+	// ctx); tests shorten it.
+	Sleep func(context.Context, time.Duration) error
 }
+
+// SuspendThrottleBudget is how long Suspend keeps retrying terminations
+// EC2 throttled after the SDK's own attempts gave up (RequestLimitExceeded
+// comes in storms): a node Slurm powered down must not keep its instance
+// until the reconciler's next pass. Backoff doubles from 2 s.
+const SuspendThrottleBudget = 60 * time.Second
 
 // Suspend handles SuspendProgram and ResumeFailProgram: it terminates the
 // nodes' live instances (batched by the provider) and records the end of
@@ -34,7 +44,7 @@ func (s *Suspender) Suspend(ctx context.Context, arg string) ([]cloud.Instance, 
 		return nil, fmt.Errorf("reading the node list Slurm passed: %w", err)
 	}
 	t0 := now()
-	gone, err := s.Cloud.Terminate(ctx, nodes)
+	gone, err := s.terminate(ctx, nodes, arg, log)
 	log.Info("terminate", "nodes", arg, "instances", len(gone), "seconds", now().Sub(t0).Seconds(), "err", err)
 	for _, in := range gone {
 		log.Info("released", "node", in.Node, "instance_id", in.ID, "type", in.InstanceType, "capacity", in.Capacity,
@@ -49,4 +59,40 @@ func (s *Suspender) Suspend(ctx context.Context, arg string) ([]cloud.Instance, 
 		return gone, fmt.Errorf("terminating instances of %s: %w", arg, err)
 	}
 	return gone, nil
+}
+
+// terminate terminates the nodes' instances, retrying for
+// SuspendThrottleBudget while EC2 throttles (Terminate skips instances
+// already terminating, so a retry asks only for the rest).
+func (s *Suspender) terminate(ctx context.Context, nodes []string, arg string, log *slog.Logger) ([]cloud.Instance, error) {
+	sleep := s.Sleep
+	if sleep == nil {
+		sleep = sleepCtx
+	}
+	var all []cloud.Instance
+	wait, waited := 2*time.Second, time.Duration(0)
+	for {
+		gone, err := s.Cloud.Terminate(ctx, nodes)
+		all = append(all, gone...)
+		if err == nil || !errors.Is(err, cloud.ErrThrottled) || waited+wait > SuspendThrottleBudget {
+			return all, err
+		}
+		log.Warn("terminate throttled by EC2: retrying", "nodes", arg, "in", wait.String(), "terminated_so_far", len(all), "err", err)
+		if serr := sleep(ctx, wait); serr != nil {
+			return all, err
+		}
+		waited += wait
+		wait *= 2
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
