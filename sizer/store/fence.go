@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 )
@@ -44,22 +45,36 @@ func (s *Store) Fence(ctx context.Context) error {
 	if _, ok := ctx.Value(fenceKey{}).(fence); !ok {
 		return nil
 	}
+	if s.driver != DriverPostgres {
+		// SQLite: a read (WAL readers are not blocked by a writer, so a
+		// database locked by another process, whose writes go to the
+		// spool, does not stop the leader's work)
+		return s.fenceOn(ctx, s.r, "")
+	}
 	return s.tx(ctx, func(*Tx) error { return nil })
 }
 
 // checkFence is the first statement of a transaction under a term.
 func (s *Store) checkFence(ctx context.Context, tx *Tx) error {
+	lock := ""
+	if s.driver == DriverPostgres {
+		lock = ` FOR SHARE`
+	}
+	return s.fenceOn(ctx, tx, lock)
+}
+
+// fenceOn reads the leadership row through q (lock: the clause that holds
+// it for the transaction) and refuses a term that is not the newest.
+func (s *Store) fenceOn(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, lock string) error {
 	f, ok := ctx.Value(fenceKey{}).(fence)
 	if !ok {
 		return nil
 	}
-	q := `SELECT epoch, holder FROM leadership WHERE cluster = ?`
-	if s.driver == DriverPostgres {
-		q += ` FOR SHARE`
-	}
 	var epoch int64
 	var holder string
-	if err := tx.QueryRowContext(ctx, q, f.cluster).Scan(&epoch, &holder); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT epoch, holder FROM leadership WHERE cluster = ?`+lock, f.cluster).Scan(&epoch, &holder); err != nil {
 		return fmt.Errorf("checking this sizer's leadership (epoch %d): %w", f.epoch, err)
 	}
 	if epoch == f.epoch {
