@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"fmt"
 	"log/slog"
 	"net"
@@ -56,6 +57,9 @@ func CleanupStale(ctx context.Context, log *slog.Logger) ([]string, error) {
 	recs, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
 	for _, path := range recs {
 		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // its run ended (and removed it) since the glob
+		}
 		var r runRecord
 		if err == nil {
 			err = json.Unmarshal(b, &r)
