@@ -184,7 +184,7 @@ func (in Instance) Charges(from, to, now time.Time, owner string) []Charge {
 	for _, b := range in.Bill(now) {
 		s := b.Start
 		e := s.Add(time.Duration(b.Seconds) * time.Second)
-		cs, ce := maxT(s, from), minT(e, to)
+		cs, ce := Later(s, from), Earlier(e, to)
 		if !ce.After(cs) {
 			continue
 		}
@@ -239,9 +239,9 @@ func (in Instance) shares(cs, ce, now time.Time) []share {
 	for _, r := range in.Runs {
 		re := r.End
 		if re.IsZero() {
-			re = maxT(now, ce)
+			re = Later(now, ce)
 		}
-		rs, re := maxT(r.Start, cs), minT(re, ce)
+		rs, re := Later(r.Start, cs), Earlier(re, ce)
 		if re.After(rs) {
 			ivs = append(ivs, iv{r, rs, re})
 			edges = append(edges, rs, re)
@@ -276,14 +276,15 @@ func (in Instance) shares(cs, ce, now time.Time) []share {
 	return out
 }
 
-func maxT(a, b time.Time) time.Time {
+// Later is the later of two times, Earlier the earlier.
+func Later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
 	return b
 }
 
-func minT(a, b time.Time) time.Time {
+func Earlier(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
 	}

@@ -78,7 +78,7 @@ func (m Month) Within(from, to time.Time) map[string]float64 {
 			if !sp.hi.After(from) || !sp.lo.Before(to) {
 				continue // billed wholly outside the window
 			}
-			if !maxTime(sp.lo, m.From).Before(from) && !minTime(sp.hi, m.To()).After(to) {
+			if !billing.Later(sp.lo, m.From).Before(from) && !billing.Earlier(sp.hi, m.To()).After(to) {
 				cs = m.charges[i] // its whole month is inside the window
 			}
 		}
@@ -90,20 +90,6 @@ func (m Month) Within(from, to time.Time) map[string]float64 {
 		}
 	}
 	return out
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // BudgetOptions say how to read budgets' standing.
