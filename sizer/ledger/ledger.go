@@ -100,6 +100,9 @@ func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 			errs = append(errs, err)
 		}
 	}
+	if _, err := l.o.Store.PruneLedgerChanges(ctx, l.o.Now().Add(-store.LedgerChangesKept)); err != nil {
+		errs = append(errs, err)
+	}
 	insts, err := l.o.Cloud.ListAll(ctx)
 	if err != nil {
 		return res, fmt.Errorf("ledger: listing the cluster's instances: %w", err)

@@ -2,7 +2,6 @@ package spend
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -24,24 +23,21 @@ type Reader struct {
 	st *store.Store
 	od OnDemandPrice
 
-	mu     sync.Mutex
-	c      *monthCache
-	pruned time.Time
+	mu sync.Mutex
+	c  *monthCache
 }
 
 // How long a Reader keeps asking for a change-log number below its mark
 // that it has not seen (a PostgreSQL transaction that took the number and
 // has not committed; one rolled back leaves the gap for good), how many
-// such numbers it tracks before it reads the month again instead, how
+// such numbers it tracks before it reads the month again instead, and how
 // often a Reader reads the whole month anyway (self-healing against
-// anything the log missed), how long the log keeps entries, and how often a
-// Reader prunes it.
+// anything the log missed). The leader's ledger sync prunes the log
+// (store.LedgerChangesKept); a Reader further behind reads the month again.
 const (
 	pendingFor    = 2 * time.Minute
 	maxPending    = 10000
 	fullReadEvery = time.Hour
-	changeLogKeep = 24 * time.Hour
-	pruneEvery    = time.Hour
 )
 
 // NewReader returns a Reader over st; od prices instances the ledger has no
@@ -154,7 +150,6 @@ func (r *Reader) refresh(ctx context.Context, from time.Time, owner string) erro
 	fresh := r.cache(rows, c)
 	sort.SliceStable(fresh, func(i, j int) bool { return less(fresh[i], fresh[j]) })
 	c.rows = merge(kept, fresh)
-	r.prune(ctx, wall)
 	return nil
 }
 
@@ -163,41 +158,38 @@ func (r *Reader) readWhole(ctx context.Context, from time.Time, owner string, wa
 	// again at the next refresh (re-reading an instance is idempotent); the
 	// recent numbers not yet visible (transactions in flight) are asked for
 	// again
-	ch, err := r.st.LedgerChangesSince(ctx, 1<<62, nil)
+	first, last, err := r.st.LedgerChangeBounds(ctx)
 	if err != nil {
 		return err
 	}
-	c := &monthCache{from: from, to: from.AddDate(0, 1, 0), owner: owner, pending: map[int64]time.Time{}, full: wall}
-	low := max(ch.Last-maxPending, ch.First-1, 0) // what pruning left
+	low := max(last-maxPending, first-1, 0) // what pruning left
 	recent, err := r.st.LedgerChangesSince(ctx, low, nil)
 	if err != nil {
 		return err
 	}
-	recent.Last = ch.Last
-	c.track(low, recent, wall)
-	rows, err := r.st.Rows(ctx, c.from, c.to)
+	recent.Last = last
+	c, err := r.readRows(ctx, from, owner)
 	if err != nil {
 		return err
+	}
+	c.pending, c.full = map[int64]time.Time{}, wall
+	c.track(low, recent, wall)
+	r.c = c
+	return nil
+}
+
+// readRows reads and prices the month's ledger.
+func (r *Reader) readRows(ctx context.Context, from time.Time, owner string) (*monthCache, error) {
+	c := &monthCache{from: from, to: from.AddDate(0, 1, 0), owner: owner}
+	rows, err := r.st.Rows(ctx, c.from, c.to)
+	if err != nil {
+		return nil, err
 	}
 	c.rows = r.cache(rows, c)
 	// the store's order is its collation's (PostgreSQL's may be the
 	// locale's); merge needs one order
 	sort.SliceStable(c.rows, func(i, j int) bool { return less(c.rows[i], c.rows[j]) })
-	r.c = c
-	r.prune(ctx, wall)
-	return nil
-}
-
-// prune drops change-log entries no reader needs any more (one that is
-// further behind reads the month again).
-func (r *Reader) prune(ctx context.Context, wall time.Time) {
-	if wall.Sub(r.pruned) < pruneEvery {
-		return
-	}
-	r.pruned = wall
-	if _, err := r.st.PruneLedgerChanges(ctx, wall.Add(-changeLogKeep)); err != nil && !errors.Is(err, store.ErrReadOnly) {
-		return // the next prune tries again; reads are unaffected
-	}
+	return c, nil
 }
 
 // cache prices rows (sorted by launch, then id) for the month.

@@ -53,7 +53,13 @@ type OnDemandPrice func(instanceType string) (float64, bool)
 // ReadPriced is Read with the on-demand price of instances the ledger has
 // none for taken from od (the sizing policy's catalog).
 func ReadPriced(ctx context.Context, st *store.Store, owner string, now time.Time, od OnDemandPrice) (Month, error) {
-	return NewReader(st, od).Month(ctx, owner, now)
+	r := NewReader(st, od)
+	c, err := r.readRows(ctx, billing.MonthStart(now), owner) // once: no change log to follow
+	if err != nil {
+		return Month{}, err
+	}
+	r.c = c
+	return r.assemble(now), nil
 }
 
 // Spend is an account's figure for admission control.

@@ -33,14 +33,13 @@ func (c LedgerChanges) Empty() bool { return len(c.Instances) == 0 && len(c.Node
 // below its mark (LedgerChanges.Seen says which it got) and asks again.
 func (s *Store) LedgerChangesSince(ctx context.Context, mark int64, pending []int64) (LedgerChanges, error) {
 	var c LedgerChanges
-	var first, last sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT min(seq), max(seq) FROM ledger_changes`).Scan(&first, &last); err != nil {
-		return c, fmt.Errorf("reading the ledger's change log: %w", err)
+	var err error
+	if c.First, c.Last, err = s.LedgerChangeBounds(ctx); err != nil {
+		return c, err
 	}
-	c.First, c.Last = first.Int64, last.Int64
 	pb, _ := json.Marshal(append([]int64{}, pending...))
 	ids, nodes := map[string]bool{}, map[string]bool{}
-	err := s.each(ctx, `SELECT seq, coalesce(instance_id,''), coalesce(node,'') FROM ledger_changes WHERE seq > ? OR seq IN (SELECT CAST(value AS BIGINT) FROM json_each(?))`,
+	err = s.each(ctx, `SELECT seq, coalesce(instance_id,''), coalesce(node,'') FROM ledger_changes WHERE seq > ? OR seq IN (SELECT CAST(value AS BIGINT) FROM json_each(?))`,
 		[]any{mark, string(pb)}, func(r *sql.Rows) error {
 			var seq int64
 			var id, node string
@@ -63,6 +62,20 @@ func (s *Store) LedgerChangesSince(ctx context.Context, mark int64, pending []in
 	}
 	return c, nil
 }
+
+// LedgerChangeBounds returns the oldest and newest change-log numbers kept
+// (0, 0: the log is empty).
+func (s *Store) LedgerChangeBounds(ctx context.Context) (first, last int64, err error) {
+	var f, l sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT min(seq), max(seq) FROM ledger_changes`).Scan(&f, &l); err != nil {
+		return 0, 0, fmt.Errorf("reading the ledger's change log: %w", err)
+	}
+	return f.Int64, l.Int64, nil
+}
+
+// LedgerChangesKept is how long the change log keeps an entry: the leader's
+// ledger sync prunes older ones.
+const LedgerChangesKept = 24 * time.Hour
 
 // RowsChanged is Rows narrowed to the instances a change log names: those
 // with one of its ids or on one of its nodes.

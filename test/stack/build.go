@@ -21,15 +21,10 @@ func Binaries() (dir string, cleanup func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	// MkdirTemp makes it 0700: the TaskProlog (burst-agent) runs as the
-	// job's user, who must reach it (else every user's job fails, 126)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, err
-	}
 	cleanup = func() { os.RemoveAll(dir) }
-	// MkdirTemp's 0700 would keep the ordinary user's cli_filter from
-	// running burst-sizer (as BURST_BIN's directory allows)
+	// MkdirTemp makes it 0700: the TaskProlog (burst-agent) and the
+	// cli_filter (burst-sizer route) run as the job's ordinary user, who must
+	// reach it (else every user's job fails, 126), as BURST_BIN's allows
 	if err := os.Chmod(dir, 0o755); err != nil {
 		cleanup()
 		return "", nil, err

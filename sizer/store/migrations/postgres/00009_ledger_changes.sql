@@ -3,7 +3,7 @@
 -- its node, so a reader that keeps the month's ledger in memory
 -- (sizer/spend.Reader) re-reads only what changed since the last change it
 -- saw, whichever sizer or cluster wrote it. Entries older than a day are
--- pruned; a reader further behind than that reads the month again. store
+-- pruned (the leader's ledger sync); a reader further behind than that reads the month again. store
 -- copy leaves the table out (it is derived).
 
 -- +goose Up
@@ -11,6 +11,7 @@
 -- instances of its node
 CREATE INDEX instances_node ON instances(node, launched);
 CREATE TABLE ledger_changes(seq BIGSERIAL PRIMARY KEY, instance_id TEXT, node TEXT, at BIGINT NOT NULL);
+CREATE INDEX ledger_changes_at ON ledger_changes(at); -- the leader's ledger sync prunes by age
 -- +goose StatementBegin
 CREATE FUNCTION burst_log_instance_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -38,6 +39,7 @@ CREATE TRIGGER instance_states_log AFTER INSERT OR UPDATE OR DELETE ON instance_
 CREATE TRIGGER job_runs_log AFTER INSERT OR UPDATE OR DELETE ON job_runs FOR EACH ROW EXECUTE FUNCTION burst_log_node_change();
 
 -- +goose Down
+DROP INDEX ledger_changes_at;
 DROP INDEX instances_node;
 DROP TRIGGER instances_log ON instances;
 DROP TRIGGER instance_states_log ON instance_states;

@@ -11,6 +11,7 @@
 -- instances of its node
 CREATE INDEX IF NOT EXISTS instances_node ON instances(node, launched);
 CREATE TABLE IF NOT EXISTS ledger_changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT, node TEXT, at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS ledger_changes_at ON ledger_changes(at); -- the leader's ledger sync prunes by age
 -- +goose StatementBegin
 CREATE TRIGGER IF NOT EXISTS instances_insert_log AFTER INSERT ON instances BEGIN INSERT INTO ledger_changes(instance_id, at) VALUES(NEW.instance_id, CAST(unixepoch('subsec') * 1000 AS INTEGER)); END;
 -- +goose StatementEnd
@@ -40,6 +41,7 @@ CREATE TRIGGER IF NOT EXISTS job_runs_delete_log AFTER DELETE ON job_runs BEGIN 
 -- +goose StatementEnd
 
 -- +goose Down
+DROP INDEX IF EXISTS ledger_changes_at;
 DROP INDEX IF EXISTS instances_node;
 DROP TRIGGER IF EXISTS instances_insert_log;
 DROP TRIGGER IF EXISTS instances_update_log;
