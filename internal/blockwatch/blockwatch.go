@@ -47,7 +47,7 @@ type Evacuator interface {
 
 // Fencer makes Slurm maintenance reservations (*slurm.Scontrol).
 type Fencer interface {
-	CreateMaintReservation(ctx context.Context, name, nodes string, start, end time.Time) error
+	CreateMaintReservation(ctx context.Context, name string, nodes []string, start, end time.Time) error
 }
 
 // DefaultLead is how long before the reclaim the node is evacuated: at
@@ -181,7 +181,7 @@ func (w *Watcher) fenceOnce(ctx context.Context, in cloud.Instance, b cloud.Rese
 		return nil
 	}
 	name := FenceName(in.ID)
-	err := w.fence.CreateMaintReservation(ctx, name, in.Node, warn, b.End)
+	err := w.fence.CreateMaintReservation(ctx, name, []string{in.Node}, warn, b.End)
 	if err != nil && !errors.Is(err, slurm.ErrReservationExists) {
 		return fmt.Errorf("fencing node %s before Capacity Block %s ends: %w", in.Node, b.ID, err)
 	}

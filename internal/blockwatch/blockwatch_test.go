@@ -3,6 +3,7 @@ package blockwatch
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,13 +45,13 @@ type fakeSlurm struct {
 	evac    []interruption.Notice
 }
 
-func (f *fakeSlurm) CreateMaintReservation(_ context.Context, name, nodes string, start, end time.Time) error {
+func (f *fakeSlurm) CreateMaintReservation(_ context.Context, name string, nodes []string, start, end time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.fences[name]; ok {
 		return fmt.Errorf("creating %s: %w", name, slurm.ErrReservationExists)
 	}
-	f.fences[name] = fence{name, nodes}
+	f.fences[name] = fence{name, strings.Join(nodes, ",")}
 	f.windows[name] = [2]time.Time{start, end}
 	return nil
 }

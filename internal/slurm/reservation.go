@@ -23,12 +23,13 @@ var reservationNameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // seconds, Duration in minutes), so the head node's time zone does not
 // matter; a start already past is now. The same command on Slurm 22.05,
 // 24.11 and 26.05.
-func (s *Scontrol) CreateMaintReservation(ctx context.Context, name, nodes string, start, end time.Time) error {
+func (s *Scontrol) CreateMaintReservation(ctx context.Context, name string, nodeNames []string, start, end time.Time) error {
 	if !reservationNameRe.MatchString(name) {
 		return fmt.Errorf("creating Slurm reservation %q: want letters, digits, _ . - (at most 64)", name)
 	}
-	if !nodeListRe.MatchString(nodes) {
-		return fmt.Errorf("creating Slurm reservation %s: node list %q is not a Slurm hostlist", name, nodes)
+	nodes, err := nodeArg(nodeNames)
+	if err != nil {
+		return fmt.Errorf("creating Slurm reservation %s: %w", name, err)
 	}
 	now := time.Now()
 	in := max(int64(start.Sub(now)/time.Second), 0)
@@ -48,7 +49,5 @@ func (s *Scontrol) CreateMaintReservation(ctx context.Context, name, nodes strin
 }
 
 var (
-	// a node list of burst's nodes: names, brackets, ranges, commas
-	nodeListRe       = regexp.MustCompile(`^[A-Za-z0-9_.\-\[\],]{1,1000}$`)
 	dupReservationRe = regexp.MustCompile(`(?i)duplicate reservation name|reservation name .* in use|already exists`)
 )

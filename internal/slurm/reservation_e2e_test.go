@@ -31,14 +31,17 @@ func TestMaintReservationAgainstSlurm(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if err := cli.CreateMaintReservation(ctx, "burst_block_i-0123", "gpu-5", now.Add(20*time.Minute), now.Add(80*time.Minute)); err != nil {
+	if err := cli.CreateMaintReservation(ctx, "burst_block_i-0123", []string{"gpu-5"}, now.Add(20*time.Minute), now.Add(80*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if err := cli.CreateMaintReservation(ctx, "burst_block_i-0123", "gpu-5", now.Add(20*time.Minute), now.Add(80*time.Minute)); !errors.Is(err, slurm.ErrReservationExists) {
+	if err := cli.CreateMaintReservation(ctx, "burst_block_i-0123", []string{"gpu-5"}, now.Add(20*time.Minute), now.Add(80*time.Minute)); !errors.Is(err, slurm.ErrReservationExists) {
 		t.Errorf("the same reservation again: %v, want ErrReservationExists", err)
 	}
-	if err := cli.CreateMaintReservation(ctx, "bad name", "gpu-5", now, now.Add(time.Hour)); err == nil {
+	if err := cli.CreateMaintReservation(ctx, "bad name", []string{"gpu-5"}, now, now.Add(time.Hour)); err == nil {
 		t.Error("a reservation name with a space was passed to scontrol")
+	}
+	if err := cli.CreateMaintReservation(ctx, "burst_block_i-0456", []string{"-gpu-5"}, now, now.Add(time.Hour)); err == nil {
+		t.Error("a node name that reads as an option was passed to scontrol")
 	}
 	show, err := c.Run(ctx, "scontrol", "show", "reservation", "burst_block_i-0123")
 	if err != nil || !strings.Contains(show, "Nodes=gpu-5") || !strings.Contains(show, "MAINT") {
