@@ -67,6 +67,11 @@ type Options struct {
 	Interval time.Duration
 	Now      func() time.Time
 	Logger   *slog.Logger
+	// Fence, when set, is asked before each pass (sizer/store's Fence:
+	// whether this sizer still leads); on an error the pass acts on
+	// nothing, so a deposed leader neither reserves nodes nor evacuates
+	// jobs the new leader handles.
+	Fence func(context.Context) error
 }
 
 // Watcher watches the cluster's instances in Capacity Blocks.
@@ -126,6 +131,11 @@ func (w *Watcher) Run(ctx context.Context) {
 // the live instances in Capacity Blocks. Evacuations run in the
 // background (Run waits for them at its end).
 func (w *Watcher) Pass(ctx context.Context) error {
+	if w.o.Fence != nil {
+		if err := w.o.Fence(ctx); err != nil {
+			return fmt.Errorf("not acting on Capacity Blocks: %w", err)
+		}
+	}
 	insts, err := w.cloud.List(ctx)
 	if err != nil {
 		return fmt.Errorf("listing the cluster's instances: %w", err)

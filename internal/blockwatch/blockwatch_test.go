@@ -2,6 +2,7 @@ package blockwatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -122,4 +123,28 @@ func TestPassFencesThenEvacuates(t *testing.T) {
 		t.Errorf("a second watcher's pass: %v", err)
 	}
 	w2.Wait()
+}
+
+// A deposed leader's pass (Fence refuses) reserves no node and evacuates
+// nothing, even at the warning.
+func TestPassFencedActsOnNothing(t *testing.T) {
+	end := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	c := &fakeCloud{
+		insts: []cloud.Instance{{ID: "i-block", Node: "h200x8-1", State: "running", Reservation: "cr-block"}},
+		rs:    []cloud.Reservation{{ID: "cr-block", Type: capacity.BlockType, State: "active", End: end}},
+	}
+	s := &fakeSlurm{fences: map[string]fence{}, windows: map[string][2]time.Time{}}
+	deposed := errors.New("this sizer no longer leads")
+	w, err := New(c, s, s, Options{Blocks: []string{"cr-block"}, Now: func() time.Time { return end.Add(-35 * time.Minute) },
+		Fence: func(context.Context) error { return deposed }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Pass(context.Background()); !errors.Is(err, deposed) {
+		t.Errorf("pass: %v, want the fence's refusal", err)
+	}
+	w.Wait()
+	if len(s.fences) != 0 || len(s.evac) != 0 {
+		t.Errorf("a fenced pass reserved %v and evacuated %v", s.fences, s.evac)
+	}
 }

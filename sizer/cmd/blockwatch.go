@@ -16,7 +16,7 @@ import (
 // that no job runs into the block's reclaim, and evacuated (checkpoint,
 // requeue, hand back) at EC2's warning. A watcher that cannot be built is
 // logged and the daemon serves without it.
-func startBlockWatch(ctx context.Context, st *settings, log *slog.Logger) {
+func startBlockWatch(ctx context.Context, st *settings, fence func(context.Context) error, log *slog.Logger) {
 	cfg := st.cfg
 	var blocks []string
 	for _, c := range cfg.Classes {
@@ -44,7 +44,7 @@ func startBlockWatch(ctx context.Context, st *settings, log *slog.Logger) {
 		log.Error("Capacity Block watcher not started", "err", err)
 		return
 	}
-	w, err := blockwatch.New(prov, h, cli, blockwatch.Options{Blocks: blocks, Logger: log})
+	w, err := blockwatch.New(prov, h, cli, blockwatch.Options{Blocks: blocks, Fence: fence, Logger: log})
 	if err != nil {
 		log.Error("Capacity Block watcher not started", "err", err)
 		return

@@ -91,7 +91,7 @@ func serveCommand() *cli.Command {
 					}, fence, log)
 				}
 				startNotices(lctx, st, srv.Store(), spool.Record, kick, reg, log)
-				startBlockWatch(lctx, st, log)
+				startBlockWatch(lctx, st, fence, log)
 				startWarmPool(lctx, st, reg, fence, log)
 				sync.lead(ledgerSync)
 				onTermEnd(lctx, func() { sync.stand(); reg.end() })
