@@ -40,18 +40,12 @@ func WithTerm(ctx context.Context, t Term, stop context.CancelFunc) context.Cont
 // leader calls it before acting outside the database (terminating an
 // instance, requeueing a job, powering nodes up or down). The database's
 // own writes are fenced in their transaction; this check narrows, but
-// cannot close, the window in which a deposed leader acts elsewhere.
+// cannot close, the window in which a deposed leader acts elsewhere. It is
+// a plain read (a lock taken here would end before the caller acts): a
+// database another process holds locked (whose writes go to the spool)
+// does not stop the leader's work.
 func (s *Store) Fence(ctx context.Context) error {
-	if _, ok := ctx.Value(fenceKey{}).(fence); !ok {
-		return nil
-	}
-	if s.driver != DriverPostgres {
-		// SQLite: a read (WAL readers are not blocked by a writer, so a
-		// database locked by another process, whose writes go to the
-		// spool, does not stop the leader's work)
-		return s.fenceOn(ctx, s.r, "")
-	}
-	return s.tx(ctx, func(*Tx) error { return nil })
+	return s.fenceOn(ctx, s.r, "")
 }
 
 // checkFence is the first statement of a transaction under a term.
