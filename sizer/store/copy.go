@@ -118,10 +118,12 @@ func copyTable(ctx context.Context, src *Store, tx *Tx, table string) error {
 	return rows.Err()
 }
 
-// tables are the store's tables, less the migration library's own and the
-// ledger's change log (derived: the copy's own writes fill it).
+// changeLogTable is the ledger's change log: derived, the copy's own writes
+// fill it.
 const changeLogTable = "ledger_changes"
 
+// tables are the store's tables, less the migration library's own and the
+// ledger's change log.
 func (s *Store) tables(ctx context.Context) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, s.tablesQuery())
 	if err != nil {
