@@ -94,6 +94,9 @@ func TestNodeReportsTrustTheSizersRecords(t *testing.T) {
 			t.Errorf("another job's samples stored: %s", row)
 		}
 	}
+	if len(after["reports_seen"]) == 0 {
+		t.Fatal("no record of the node's reports stored: the clamping below checks nothing")
+	}
 	for _, row := range after["reports_seen"] {
 		f := strings.Split(row, " | ")
 		if ts, _ := strconv.ParseInt(f[len(f)-1], 10, 64); ts > now.Add(time.Minute).UnixMilli() || ts < now.Add(-time.Hour).UnixMilli() {
