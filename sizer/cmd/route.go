@@ -24,6 +24,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/server"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -241,11 +242,12 @@ func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout 
 		return sizing.Decision{}, "local", err
 	}
 	var sto *store.Store
+	var months *spend.Reader
 	if s, err := store.OpenReadOnlyConfig(ctx, storeConfig(st.cfg)); err == nil {
 		defer s.Close()
-		sto = s
+		sto, months = s, spend.NewReader(s, nil)
 	}
-	d, err := server.Decide(ctx, p, sto, nil, st.budgets, job, time.Now(), 0)
+	d, err := server.Decide(ctx, p, sto, months, st.budgets, job, time.Now(), 0)
 	if err == nil && sto == nil && st.budgets[job.Account] > 0 && !d.Refused {
 		// submission never decides a capped account's spend blind, and does
 		// not refuse for it either: burst-resume holds the job at start

@@ -26,7 +26,7 @@ const DefaultHistoryJobs = 20
 // Bad metadata refuses the job, naming at most maxShownProblems problems
 // and counting the rest.
 //
-// rd reads the month's spend for the budget (nil: a fresh read of st).
+// rd reads the month's spend for the budget (nil: none known).
 func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, rd *spend.Reader, caps map[string]float64, job sizerapi.JobRequest, now time.Time, historyJobs int) (sizing.Decision, error) {
 	req, mdErrs := job.Policy()
 	if len(mdErrs) > 0 {
@@ -54,9 +54,6 @@ func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, rd *spend.Re
 		in.History = h
 	}
 	in.History.Key = key
-	if rd == nil && st != nil {
-		rd = spend.NewReader(st, nil)
-	}
 	b, err := AccountBudget(ctx, rd, caps, "", req.Account, now)
 	if err != nil {
 		return sizing.Decision{}, err
