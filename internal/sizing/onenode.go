@@ -37,7 +37,7 @@ func (p *Policy) memoryRefusal(r Request, base need, asked, free searchResult, i
 		b := res.best
 		msg += fmt.Sprintf(". To shard it across nodes on the GPUs you asked for, add --nodes %d: %s (est. %s)", b.nodes, describePlan(b), costText(b))
 		if b.netNote != "" {
-			msg += fmt.Sprintf(", network-bound: ZeRO-3 across %d nodes over %g Gbps runs at %.2g of the GPUs' speed", b.nodes, float64(b.fabric.Mbps)/1000, b.eff)
+			msg += ", " + b.networkBound()
 		} else if b.eff < 1 {
 			msg += fmt.Sprintf(", at %.2g of the GPUs' speed across nodes", b.eff)
 		}

@@ -37,7 +37,7 @@ func TestGresKeepsOneNode(t *testing.T) {
 	}{
 		{name: "65B qlora on gpu:l4:1 is refused, not spread over 3 L4 nodes", gpu: "l4", gpn: 1, meta: qlora, refused: true,
 			want: []string{"44.2 GiB per GPU", "20.1 GiB usable (22.4 GiB in all)", "+10%", "at most 24.6 GiB", "without --nodes keeps one node",
-				"ask for --gres gpu:a100:8: 1 node(s) of a100x8", "add --nodes 3: 3 node(s) of l4", "network-bound: ZeRO-3 across 3 nodes over 2.5 Gbps"}},
+				"ask for --gres gpu:a100:8: 1 node(s) of a100x8", "add --nodes 3: 3 node(s) of l4", "network-bound: ZeRO-3 across 3 nodes of l4 over 2.5 Gbps"}},
 		{name: "the same on gpu:a10g:1", gpu: "a10g", gpn: 1, meta: qlora, refused: true,
 			want: []string{"a a10g GPU holds 20.1 GiB usable", "ask for --gres gpu:a100:8", "add --nodes 3: 3 node(s) of a10g"}},
 		{name: "--nodes 3 on gpu:l4:1 keeps the 3-node plan", gpu: "l4", gpn: 1, nodes: 3, meta: qlora, wantNodes: 3,
@@ -100,7 +100,7 @@ func TestGresKeepsOneNodeREADME(t *testing.T) {
 	quoted := []string{
 		"a l4 GPU holds 20.1 GiB usable (22.4 GiB in all), more than the model's measured error allows (+10%, GPT-3 175B LoRA, LoRA paper (Hu et al. 2021): at most 24.6 GiB). --gres/--gpus-per-node without --nodes keeps one node. To run it on one node, ask for --gres gpu:a10g:4: 1 node(s) of a10gx4 (4 x a10g per node, 13.5 of 20.1 GiB per GPU)",
 		"To shard it across nodes on the GPUs you asked for, add --nodes 3: 3 node(s) of l4 (1 x l4 per node, 16.9 of 20.1 GiB per GPU)",
-		"network-bound: ZeRO-3 across 3 nodes over 2.5 Gbps runs at 0.093 of the GPUs' speed",
+		"network-bound: ZeRO-3 across 3 nodes of l4 over 2.5 Gbps runs at 0.093 of the GPUs' speed",
 	}
 	if !d.Refused {
 		t.Fatalf("want refused, got %d x %s", d.Nodes, d.Class)

@@ -384,7 +384,7 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 	tg := targetsOf(md)
 	d.MeetsDeadline = tg.meets(pl)
 	if pl.netNote != "" {
-		d.Warnings = append(d.Warnings, fmt.Sprintf("network-bound: ZeRO-3 across %d nodes of %s over %g Gbps runs at %.2g of the GPUs' speed; fewer nodes with more GPUs each, or instance types with EFA, run it faster", pl.nodes, c.Name, float64(pl.fabric.Mbps)/1000, pl.eff))
+		d.Warnings = append(d.Warnings, pl.networkBound()+"; fewer nodes with more GPUs each, or instance types with EFA, run it faster")
 	}
 
 	var parts []string
@@ -487,4 +487,10 @@ func targetText(md jobmeta.Metadata) string {
 		t = append(t, fmt.Sprintf("%s tokens/s", fmtCount(md.Throughput)))
 	}
 	return strings.Join(t, " and ")
+}
+
+// networkBound says how slowly the plan's ZeRO-3 sharding runs over its
+// nodes' network (a plan with a netNote).
+func (pl *plan) networkBound() string {
+	return fmt.Sprintf("network-bound: ZeRO-3 across %d nodes of %s over %g Gbps runs at %.2g of the GPUs' speed", pl.nodes, pl.class.Name, float64(pl.fabric.Mbps)/1000, pl.eff)
 }
