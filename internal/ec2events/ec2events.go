@@ -144,11 +144,11 @@ func Parse(body []byte, want Expect) (Event, error) {
 	if v != "0" {
 		return Event{}, bad("version", "%q, want \"0\"", clip(v))
 	}
-	if src, err := str("source", raw.Source); err != nil {
+	src, err := str("source", raw.Source)
+	if err != nil {
 		return Event{}, err
-	} else if src == "aws.health" {
-		return parseHealth(raw, want)
-	} else if src != "aws.ec2" {
+	}
+	if src != "aws.ec2" && src != "aws.health" {
 		return Event{}, bad("source", "%q, want aws.ec2 or aws.health (EventBridge rules on EC2's and AWS Health's events)", clip(src))
 	}
 	if ev.ID, err = str("id", raw.ID); err != nil {
@@ -161,12 +161,16 @@ func Parse(body []byte, want Expect) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	switch dt {
-	case DetailSpotInterruption:
+	switch {
+	case src == "aws.health" && dt == DetailHealth:
+		ev.Kind = Scheduled
+	case src == "aws.health":
+		return Event{}, bad("detail-type", "%q is not one burst reads from aws.health (%q)", clip(dt), DetailHealth)
+	case dt == DetailSpotInterruption:
 		ev.Kind = SpotInterruption
-	case DetailRebalance:
+	case dt == DetailRebalance:
 		ev.Kind = Rebalance
-	case DetailStateChange:
+	case dt == DetailStateChange:
 		ev.Kind = StateChange
 	default:
 		return Event{}, bad("detail-type", "%q is not one burst reads (%q, %q, %q)", clip(dt), DetailSpotInterruption, DetailRebalance, DetailStateChange)
@@ -198,6 +202,12 @@ func Parse(body []byte, want Expect) (Event, error) {
 		return Event{}, bad("time", "%q is not an RFC 3339 time", clip(ts))
 	}
 	ev.Time = t.UTC()
+	if ev.Kind == Scheduled {
+		if err := parseHealthDetail(raw, &ev); err != nil {
+			return Event{}, err
+		}
+		return ev, nil
+	}
 	if len(raw.Detail) == 0 || raw.Detail[0] != '{' {
 		return Event{}, bad("detail", "missing, or not an object")
 	}

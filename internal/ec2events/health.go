@@ -37,52 +37,6 @@ type rawHealth struct {
 	} `json:"affectedEntities"`
 }
 
-// parseHealth validates an AWS Health event of an EC2 scheduled event:
-// the common fields as for EC2's own, service EC2, category
-// scheduledChange, a known event type, a start time, and the instances in
-// affectedEntities, each also in resources.
-func parseHealth(raw rawEvent, want Expect) (Event, error) {
-	ev := Event{Kind: Scheduled}
-	str := healthStr
-	var err error
-	if ev.ID, err = str("id", raw.ID); err != nil {
-		return Event{}, err
-	}
-	if !idRe.MatchString(ev.ID) {
-		return Event{}, bad("id", "%q is not an event id", clip(ev.ID))
-	}
-	if dt, err := str("detail-type", raw.DetailType); err != nil {
-		return Event{}, err
-	} else if dt != DetailHealth {
-		return Event{}, bad("detail-type", "%q is not one burst reads from aws.health (%q)", clip(dt), DetailHealth)
-	}
-	if ev.Account, err = str("account", raw.Account); err != nil {
-		return Event{}, err
-	}
-	if !accountRe.MatchString(ev.Account) || want.Account != "" && ev.Account != want.Account {
-		return Event{}, bad("account", "%q is not the cluster's account", clip(ev.Account))
-	}
-	if ev.Region, err = str("region", raw.Region); err != nil {
-		return Event{}, err
-	}
-	if ev.Region != want.Region {
-		return Event{}, bad("region", "%q is not the cluster's region %s", clip(ev.Region), want.Region)
-	}
-	ts, err := str("time", raw.Time)
-	if err != nil {
-		return Event{}, err
-	}
-	t, err := time.Parse(time.RFC3339, ts)
-	if err != nil {
-		return Event{}, bad("time", "%q is not an RFC 3339 time", clip(ts))
-	}
-	ev.Time = t.UTC()
-	if err := parseHealthDetail(raw, &ev); err != nil {
-		return Event{}, err
-	}
-	return ev, nil
-}
-
 // healthStr is a required string field.
 func healthStr(field string, p *string) (string, error) {
 	if p == nil {
@@ -91,8 +45,10 @@ func healthStr(field string, p *string) (string, error) {
 	return *p, nil
 }
 
-// parseHealthDetail reads and checks the event's detail: an EC2 scheduled
-// change, its window, and the instances it names (each in resources too).
+// parseHealthDetail reads and checks an AWS Health event's detail (Parse
+// has checked the common fields as for EC2's own): service EC2, category
+// scheduledChange, a known event type, a start time, and the instances in
+// affectedEntities, each also in resources.
 func parseHealthDetail(raw rawEvent, ev *Event) error {
 	str := healthStr
 	var d rawHealth
