@@ -90,16 +90,11 @@ func (s *Server) emitHealth(in *instance, health string, ev ScheduledEvent) {
 	type entity struct {
 		EntityValue string `json:"entityValue"`
 	}
+	// the envelope of EC2's own events (Event), AWS Health's detail in
+	// place of theirs (the outer field shadows Event.Detail)
 	body := struct {
-		Version    string   `json:"version"`
-		ID         string   `json:"id"`
-		DetailType string   `json:"detail-type"`
-		Source     string   `json:"source"`
-		Account    string   `json:"account"`
-		Time       string   `json:"time"`
-		Region     string   `json:"region"`
-		Resources  []string `json:"resources"`
-		Detail     struct {
+		Event
+		Detail struct {
 			EventArn          string   `json:"eventArn"`
 			Service           string   `json:"service"`
 			EventTypeCode     string   `json:"eventTypeCode"`
@@ -109,7 +104,7 @@ func (s *Server) emitHealth(in *instance, health string, ev ScheduledEvent) {
 			EventDescription  []desc   `json:"eventDescription"`
 			AffectedEntities  []entity `json:"affectedEntities"`
 		} `json:"detail"`
-	}{Version: e.Version, ID: e.ID, DetailType: e.DetailType, Source: e.Source, Account: e.Account, Time: e.Time, Region: e.Region, Resources: e.Resources}
+	}{Event: e}
 	d := &body.Detail
 	d.EventArn = fmt.Sprintf("arn:aws:health:%s::event/EC2/%s/%s_%s", s.opts.Region, health, health, strings.TrimPrefix(ev.ID, "instance-event-"))
 	d.Service, d.EventTypeCode, d.EventTypeCategory = "EC2", health, "scheduledChange"
