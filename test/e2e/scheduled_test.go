@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,15 +22,8 @@ func TestScheduledRetirement(t *testing.T) {
 	versionBlind(t)
 	const every = 5
 	s := start(t, stack.Options{})
-	id := sbatchTrain(t, s, 30, every)
-	waitJob(t, s, id, 90*time.Second, "RUNNING")
-	logPath := filepath.Join(s.Cluster.Dir(), "work", "train-"+id+".out")
-	eventually(t, 60*time.Second, "7 training steps", func() bool { return regexp.MustCompile(`step 7 done`).MatchString(readFile(logPath)) })
-	node := jobNow(t, s, id).Nodes
-	first := nodeInstance(s, node)
-	if first.ID == "" {
-		t.Fatalf("no live instance for node %s", node)
-	}
+	tr := trainingRunning(t, s, 30, every)
+	id, logPath, node, first := tr.id, tr.log, tr.node, tr.instance
 	notBefore := s.Emu.Now().Add(10 * time.Minute)
 	if _, err := s.Emu.ScheduleEvent(first.ID, "instance-retirement", notBefore); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,28 @@ func jobNow(t *testing.T, s *stack.Stack, id string) slurm.Job {
 	return js[0]
 }
 
+// training is the example training job running on a burst node.
+type training struct {
+	id, log, node string
+	instance      ec2emu.Instance
+}
+
+// trainingRunning submits the example training job (steps, a checkpoint
+// every every steps) as the ordinary user and waits until 7 steps are done
+// on a live instance.
+func trainingRunning(t *testing.T, s *stack.Stack, steps, every int) training {
+	t.Helper()
+	tr := training{id: sbatchTrain(t, s, steps, every)}
+	waitJob(t, s, tr.id, 90*time.Second, "RUNNING")
+	tr.log = filepath.Join(s.Cluster.Dir(), "work", "train-"+tr.id+".out")
+	eventually(t, 60*time.Second, "7 training steps", func() bool { return strings.Contains(readFile(tr.log), "step 7 done") })
+	tr.node = jobNow(t, s, tr.id).Nodes
+	if tr.instance = nodeInstance(s, tr.node); tr.instance.ID == "" {
+		t.Fatalf("no live instance for node %s", tr.node)
+	}
+	return tr
+}
+
 // nodeInstance is node's live instance ("" when it has none).
 func nodeInstance(s *stack.Stack, node string) ec2emu.Instance {
 	for _, in := range liveInstances(s) {

@@ -30,15 +30,8 @@ func TestSQSDeadAgent(t *testing.T) {
 			c.Interruptions.AgentWait = config.D(5 * time.Second)
 		},
 	})
-	id := sbatchTrain(t, s, 30, every)
-	waitJob(t, s, id, 90*time.Second, "RUNNING")
-	logPath := filepath.Join(s.Cluster.Dir(), "work", "train-"+id+".out")
-	eventually(t, 60*time.Second, "7 training steps", func() bool { return regexp.MustCompile(`step 7 done`).MatchString(readFile(logPath)) })
-	node := jobNow(t, s, id).Nodes
-	first := nodeInstance(s, node)
-	if first.ID == "" {
-		t.Fatalf("no live instance for node %s", node)
-	}
+	tr := trainingRunning(t, s, 30, every)
+	id, logPath, node, first := tr.id, tr.log, tr.node, tr.instance
 	stopAgent(t, s, node)
 	if err := s.Emu.Interrupt(first.ID); err != nil {
 		t.Fatal(err)
