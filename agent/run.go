@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -189,39 +190,17 @@ func runAgent(c *cli.Context) error {
 	node := c.String("node")
 
 	imdsClient := imds.New(imds.Options{Endpoint: c.String("imds-endpoint")})
-	instanceID := c.String("instance-id")
-	if instanceID == "" && !c.Bool("no-imds") {
-		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		id, err := imdsClient.InstanceID(ictx)
-		cancel()
-		if err != nil {
-			log.Warn("cannot read the instance id; reports carry none", "err", err)
-		}
-		instanceID = id
-	}
+	instanceID := readInstanceID(ctx, c, imdsClient, log)
 	log = log.With("instance_id", instanceID)
-
-	// simulated GPUs take the instance type's shape from the catalog, so
-	// the sizer's feedback store sees plausible memory figures
-	simGPUs, simMem, simModel, instanceType := c.Int("sim-gpus"), uint64(0), "", ""
-	if !c.Bool("no-imds") {
-		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if typ, err := imdsClient.InstanceType(tctx); err == nil {
-			instanceType = typ
-			if t, ok := catalog.Default().Lookup(typ); ok && t.GPUs > 0 && !c.IsSet("sim-gpus") {
-				simGPUs, simMem, simModel = t.GPUs, uint64(t.GPUMemoryMiB)<<20, t.GPUModel
-			}
-		}
-		cancel()
-	}
+	shape := readInstanceShape(ctx, c, imdsClient)
 	sc, err := compose.SlurmVia(c.String("slurm-api"), config.Rest{URL: c.String("slurm-rest-url"), CAFile: c.String("slurm-rest-ca-file"), User: c.String("slurm-rest-user"),
 		TokenFile: c.String("slurm-rest-token-file"), Fallback: "cli"}, c.String("slurm-bin-dir"), c.String("slurm-conf"), log)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
 	source := c.String("gpu-source")
-	reader, simReader, err := openGPUs(source, sim.Options{GPUs: simGPUs, Seed: c.Uint64("sim-seed"), MemoryTotalBytes: simMem, MemoryUsedPercent: c.Int("sim-memory-percent"),
-		Name: simName(simModel), FaultFile: c.String("sim-fault-file")})
+	reader, simReader, err := openGPUs(source, sim.Options{GPUs: shape.gpus, Seed: c.Uint64("sim-seed"), MemoryTotalBytes: shape.memBytes, MemoryUsedPercent: c.Int("sim-memory-percent"),
+		Name: simName(shape.model), FaultFile: c.String("sim-fault-file")})
 	if err != nil {
 		if source == "nvml" {
 			drainForGPUs(ctx, sc, node, err, log)
@@ -236,27 +215,11 @@ func runAgent(c *cli.Context) error {
 	}
 	log.Info("burst-agent starting", "gpus", len(devs), "gpu_source", gpuSource)
 
-	base := strings.TrimRight(c.String("sizer-url"), "/")
-	var more []string
-	for _, u := range c.StringSlice("sizer-urls") {
-		more = append(more, strings.TrimRight(u, "/"))
-	}
-	under := func(path string) []string {
-		var out []string
-		for _, u := range more {
-			out = append(out, u+path)
-		}
-		return out
-	}
-	ca, err := os.ReadFile(c.String("sizer-ca-file"))
+	sz, err := dialSizer(c)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("reading the sizer CA: %v", err), 2)
+		return err
 	}
-	hc, err := tlspin.HTTPClient(ca, 10*time.Second)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("%s: %v", c.String("sizer-ca-file"), err), 2)
-	}
-	sink := &telemetry.HTTPSink{URL: base + ReportPath, Fallbacks: under(ReportPath), CredentialFile: c.String("credential-file"), Client: hc}
+	sink := &telemetry.HTTPSink{URL: sz.base + ReportPath, Fallbacks: sz.under(ReportPath), CredentialFile: c.String("credential-file"), Client: sz.hc}
 	rep, err := telemetry.New(sink, telemetry.Options{Node: node, InstanceID: instanceID, GPUSource: gpuSource, Dir: filepath.Clean(c.String("state-dir")),
 		Interval: c.Duration("interval"), Spool: telemetry.SpoolOptions{MaxBytes: c.Int64("buffer-max-bytes")}, Logger: log})
 	if err != nil {
@@ -281,34 +244,141 @@ func runAgent(c *cli.Context) error {
 		go func() { defer wg.Done(); f(ctx) }()
 	}
 	goRun(smp.Run)
-	if simReader != nil {
+	if err := startLoops(c, goRun, agentParts{node: node, instanceID: instanceID, instanceType: shape.instanceType, log: log, md: imdsClient,
+		sc: sc, ops: ops, reader: reader, sim: simReader, rep: rep, sizer: sz, now: now}); err != nil {
+		return err
+	}
+	err = rep.Run(ctx) // returns after ctx is done, having tried a last flush
+	wg.Wait()
+	log.Info("burst-agent stopped", "stats", fmt.Sprintf("%+v", rep.Stats()))
+	return err
+}
+
+// readInstanceID asks the IMDS for the instance id unless --instance-id
+// names it or --no-imds is set.
+func readInstanceID(ctx context.Context, c *cli.Context, md *imds.Client, log *slog.Logger) string {
+	instanceID := c.String("instance-id")
+	if instanceID == "" && !c.Bool("no-imds") {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		id, err := md.InstanceID(ictx)
+		cancel()
+		if err != nil {
+			log.Warn("cannot read the instance id; reports carry none", "err", err)
+		}
+		instanceID = id
+	}
+	return instanceID
+}
+
+// instanceShape is the instance type and the simulated GPUs' shape.
+type instanceShape struct {
+	gpus         int
+	memBytes     uint64
+	model        string
+	instanceType string
+}
+
+// readInstanceShape reads the instance type from the IMDS. Simulated GPUs
+// take the instance type's shape from the catalog, so the sizer's feedback
+// store sees plausible memory figures.
+func readInstanceShape(ctx context.Context, c *cli.Context, md *imds.Client) instanceShape {
+	s := instanceShape{gpus: c.Int("sim-gpus")}
+	if !c.Bool("no-imds") {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if typ, err := md.InstanceType(tctx); err == nil {
+			s.instanceType = typ
+			if t, ok := catalog.Default().Lookup(typ); ok && t.GPUs > 0 && !c.IsSet("sim-gpus") {
+				s.gpus, s.memBytes, s.model = t.GPUs, uint64(t.GPUMemoryMiB)<<20, t.GPUModel
+			}
+		}
+		cancel()
+	}
+	return s
+}
+
+// sizerConn is how the agent reaches the sizer: its URL, the fallbacks,
+// the pinned CA and the client that trusts it.
+type sizerConn struct {
+	base string
+	more []string
+	ca   []byte
+	hc   *http.Client
+}
+
+// under is path under each fallback URL.
+func (s sizerConn) under(path string) []string {
+	var out []string
+	for _, u := range s.more {
+		out = append(out, u+path)
+	}
+	return out
+}
+
+func dialSizer(c *cli.Context) (sizerConn, error) {
+	s := sizerConn{base: strings.TrimRight(c.String("sizer-url"), "/")}
+	for _, u := range c.StringSlice("sizer-urls") {
+		s.more = append(s.more, strings.TrimRight(u, "/"))
+	}
+	ca, err := os.ReadFile(c.String("sizer-ca-file"))
+	if err != nil {
+		return s, cli.Exit(fmt.Sprintf("reading the sizer CA: %v", err), 2)
+	}
+	s.ca = ca
+	hc, err := tlspin.HTTPClient(ca, 10*time.Second)
+	if err != nil {
+		return s, cli.Exit(fmt.Sprintf("%s: %v", c.String("sizer-ca-file"), err), 2)
+	}
+	s.hc = hc
+	return s, nil
+}
+
+// agentParts are what the agent's background loops share.
+type agentParts struct {
+	node, instanceID, instanceType string
+	log                            *slog.Logger
+	md                             *imds.Client
+	sc                             slurm.Client
+	ops                            spotwatch.SlurmClient
+	reader                         gpu.Reader
+	sim                            *sim.Reader
+	rep                            *telemetry.Reporter
+	sizer                          sizerConn
+	now                            func() time.Time
+}
+
+// startLoops starts the loops beside the sampler: simulated jobs, spot
+// notices, GPU health, credential renewal, the IMDS guard, the dead-man
+// switch.
+func startLoops(c *cli.Context, goRun func(func(context.Context) error), p agentParts) error {
+	log, node := p.log, p.node
+	if p.sim != nil {
 		// Simulated GPUs show the jobs Slurm runs on this node.
-		goRun(func(ctx context.Context) error { return syncSimJobs(ctx, simReader, ops, node, log) })
+		goRun(func(ctx context.Context) error { return syncSimJobs(ctx, p.sim, p.ops, node, log) })
 	}
 	if !c.Bool("no-imds") {
-		h, err := spotwatch.New(ops, rep, spotwatch.Options{Node: node, InstanceID: instanceID, CheckpointRoot: c.String("checkpoint-root"),
-			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Now: now, Logger: log,
-			Announcer: &telemetry.Announcer{URL: base + InterruptionPath, Fallbacks: under(InterruptionPath), CredentialFile: c.String("credential-file"), Client: hc}})
+		h, err := spotwatch.New(p.ops, p.rep, spotwatch.Options{Node: node, InstanceID: p.instanceID, CheckpointRoot: c.String("checkpoint-root"),
+			Signal: c.String("checkpoint-signal"), Grace: c.Duration("grace"), Reserve: c.Duration("reserve"), Now: p.now, Logger: log,
+			Announcer: &telemetry.Announcer{URL: p.sizer.base + InterruptionPath, Fallbacks: p.sizer.under(InterruptionPath), CredentialFile: c.String("credential-file"), Client: p.sizer.hc}})
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
-		p := &imds.Poller{Client: imdsClient, Interval: c.Duration("imds-poll"), Handle: h.Handle, Logger: log}
-		goRun(p.Run)
+		poller := &imds.Poller{Client: p.md, Interval: c.Duration("imds-poll"), Handle: h.Handle, Logger: log}
+		goRun(poller.Run)
 	}
-	classType := instanceType
-	if simReader != nil && c.IsSet("sim-gpus") {
+	classType := p.instanceType
+	if p.sim != nil && c.IsSet("sim-gpus") {
 		classType = "" // simulated GPUs counted by hand: no class to check them against
 	}
-	mon, err := healthMonitor(c, healthDeps{reader: reader, ops: ops, rec: rep, node: node, id: instanceID, instanceType: classType, log: log})
+	mon, err := healthMonitor(c, healthDeps{reader: p.reader, ops: p.ops, rec: p.rep, node: node, id: p.instanceID, instanceType: classType, log: log})
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
 	if mon != nil {
 		goRun(mon.Run)
 	}
-	goRun(renewer(c, base, more, ca, imdsClient, now, log).Run)
+	goRun(renewer(c, p.sizer.base, p.sizer.more, p.sizer.ca, p.md, p.now, log).Run)
 	if fw := c.String("imds-firewall"); strings.TrimSpace(fw) != "" {
-		g, err := imdsGuard(c, fw, sc, node, log)
+		g, err := imdsGuard(c, fw, p.sc, node, log)
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
@@ -320,13 +390,10 @@ func runAgent(c *cli.Context) error {
 			log.Warn("TEST SWITCH: the dead-man switch posts the EC2 emulator's shutdown URL instead of powering off", "url", u)
 			off = deadman.EmulatorShutdown{URL: u}
 		}
-		sw := deadman.New(sc, off, deadman.Options{Node: node, After: after, Poll: c.Duration("dead-man-poll"), Logger: log.With("component", "dead-man")})
+		sw := deadman.New(p.sc, off, deadman.Options{Node: node, After: after, Poll: c.Duration("dead-man-poll"), Logger: log.With("component", "dead-man")})
 		goRun(sw.Run)
 	}
-	err = rep.Run(ctx) // returns after ctx is done, having tried a last flush
-	wg.Wait()
-	log.Info("burst-agent stopped", "stats", fmt.Sprintf("%+v", rep.Stats()))
-	return err
+	return nil
 }
 
 func syncSimJobs(ctx context.Context, r *sim.Reader, ops spotwatch.SlurmOps, node string, log *slog.Logger) error {
