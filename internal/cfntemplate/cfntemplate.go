@@ -115,9 +115,49 @@ func Build(o Options) ([]byte, error) {
 	_, sizerPort, _ := net.SplitHostPort(o.SizerListen)
 	sp, _ := strconv.Atoi(sizerPort)
 	tags := []obj{{"Key": o.ClusterTagKey, "Value": o.Cluster}}
-	name := func(s string) obj { return obj{"Fn::Sub": "${AWS::StackName}-" + s} }
 
-	res := obj{
+	res := accessResources(o, headDoc, tags, sp)
+	if node, err := iampolicy.BuildNode(o.MungeKeySource, iampolicy.NodeOptions{}); err == nil {
+		doc, err := substitute(node, nil)
+		if err != nil {
+			return nil, err
+		}
+		res["NodeRole"].(obj)["Properties"].(obj)["Policies"] = []obj{{"PolicyName": "burst-node", "PolicyDocument": doc}}
+	} else if strings.HasPrefix(o.MungeKeySource, "arn:") {
+		return nil, err // an ARN, but a bad one
+	} // else the munge key is baked into the image: the node role needs no policy
+	addInterruptionRules(res)
+	outputs := obj{
+		"HeadNodePolicyArn":       obj{"Description": "attach to the head node's role", "Value": ref("HeadNodePolicy")},
+		"NodeRoleArn":             obj{"Value": getAtt("NodeRole", "Arn")},
+		"NodeInstanceProfileArn":  obj{"Description": "burst.yaml image.instance_profile", "Value": getAtt("NodeInstanceProfile", "Arn")},
+		"InterruptionQueueUrl":    obj{"Description": "burst.yaml interruptions.queue_url", "Value": ref("InterruptionQueue")},
+		"InterruptionQueueArn":    obj{"Value": getAtt("InterruptionQueue", "Arn")},
+		"HeadNodeSecurityGroupId": obj{"Description": "add to the head node's instance", "Value": getAtt("HeadNodeSecurityGroup", "GroupId")},
+		"NodeSecurityGroupId":     obj{"Description": "burst.yaml network.security_groups", "Value": getAtt("NodeSecurityGroup", "GroupId")},
+	}
+	params := obj{"VpcId": obj{"Type": "AWS::EC2::VPC::Id", "Description": "the VPC of network.subnets (the head node's and the nodes')"}}
+	if o.FSxS3 != "" {
+		addFSx(o, tags, params, res, outputs)
+	}
+	t := obj{
+		"AWSTemplateFormatVersion": "2010-09-09",
+		"Description":              fmt.Sprintf("burst cluster %s: everything burst needs on AWS (written by burst-slurm-conf cloudformation)", o.Cluster),
+		"Parameters":               params,
+		"Resources":                res,
+		"Outputs":                  outputs,
+	}
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the CloudFormation template: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// accessResources are the IAM role, the queue and the security groups
+// every cluster gets.
+func accessResources(o Options, headDoc any, tags []obj, sp int) obj {
+	return obj{
 		"HeadNodePolicy": obj{"Type": "AWS::IAM::ManagedPolicy", "Properties": obj{
 			"Description":    "burst's head-node programs (burst-slurm-conf iam-policy): attach to the head node's role",
 			"PolicyDocument": headDoc}},
@@ -149,15 +189,11 @@ func Build(o Options) ([]byte, error) {
 			"GroupId": ref("NodeSecurityGroup"), "DestinationSecurityGroupId": ref("NodeSecurityGroup"),
 			"IpProtocol": "-1", "Description": "EFA between the nodes of a multi-node job"}},
 	}
-	if node, err := iampolicy.BuildNode(o.MungeKeySource, iampolicy.NodeOptions{}); err == nil {
-		doc, err := substitute(node, nil)
-		if err != nil {
-			return nil, err
-		}
-		res["NodeRole"].(obj)["Properties"].(obj)["Policies"] = []obj{{"PolicyName": "burst-node", "PolicyDocument": doc}}
-	} else if strings.HasPrefix(o.MungeKeySource, "arn:") {
-		return nil, err // an ARN, but a bad one
-	} // else the munge key is baked into the image: the node role needs no policy
+}
+
+// addInterruptionRules adds an EventBridge rule per interruption event
+// and the queue policy that lets only those rules send to the queue.
+func addInterruptionRules(res obj) {
 	var rules []any
 	for _, r := range ruleEvents {
 		pattern := obj{"source": []string{"aws.ec2"}, "detail-type": []string{r.detailType}}
@@ -178,55 +214,37 @@ func Build(o Options) ([]byte, error) {
 			"Sid": "BurstEventBridgeRulesOnly", "Effect": "Allow", "Principal": obj{"Service": "events.amazonaws.com"},
 			"Action": "sqs:SendMessage", "Resource": getAtt("InterruptionQueue", "Arn"),
 			"Condition": obj{"ArnEquals": obj{"aws:SourceArn": rules}}}}}}}
-	outputs := obj{
-		"HeadNodePolicyArn":       obj{"Description": "attach to the head node's role", "Value": ref("HeadNodePolicy")},
-		"NodeRoleArn":             obj{"Value": getAtt("NodeRole", "Arn")},
-		"NodeInstanceProfileArn":  obj{"Description": "burst.yaml image.instance_profile", "Value": getAtt("NodeInstanceProfile", "Arn")},
-		"InterruptionQueueUrl":    obj{"Description": "burst.yaml interruptions.queue_url", "Value": ref("InterruptionQueue")},
-		"InterruptionQueueArn":    obj{"Value": getAtt("InterruptionQueue", "Arn")},
-		"HeadNodeSecurityGroupId": obj{"Description": "add to the head node's instance", "Value": getAtt("HeadNodeSecurityGroup", "GroupId")},
-		"NodeSecurityGroupId":     obj{"Description": "burst.yaml network.security_groups", "Value": getAtt("NodeSecurityGroup", "GroupId")},
+}
+
+// addFSx adds FSx for Lustre, its security group and the checkpoint
+// repository on S3.
+func addFSx(o Options, tags []obj, params, res, outputs obj) {
+	name := func(s string) obj { return obj{"Fn::Sub": "${AWS::StackName}-" + s} }
+	params["FSxSubnetId"] = obj{"Type": "AWS::EC2::Subnet::Id", "Description": "the subnet FSx for Lustre lives in (one of network.subnets)"}
+	res["FSxSecurityGroup"] = obj{"Type": "AWS::EC2::SecurityGroup", "Properties": obj{
+		"GroupDescription": "burst FSx for Lustre: Lustre from the nodes and the head node",
+		"VpcId":            ref("VpcId"), "Tags": tags}}
+	for _, src := range []string{"NodeSecurityGroup", "HeadNodeSecurityGroup"} {
+		res["Lustre988From"+src] = ingress("FSxSecurityGroup", src, 988, "Lustre from "+src)
+		p := ingress("FSxSecurityGroup", src, 1018, "Lustre from "+src)
+		p["Properties"].(obj)["ToPort"] = 1023
+		res["Lustre1018From"+src] = p
 	}
-	params := obj{"VpcId": obj{"Type": "AWS::EC2::VPC::Id", "Description": "the VPC of network.subnets (the head node's and the nodes')"}}
-	if o.FSxS3 != "" {
-		params["FSxSubnetId"] = obj{"Type": "AWS::EC2::Subnet::Id", "Description": "the subnet FSx for Lustre lives in (one of network.subnets)"}
-		res["FSxSecurityGroup"] = obj{"Type": "AWS::EC2::SecurityGroup", "Properties": obj{
-			"GroupDescription": "burst FSx for Lustre: Lustre from the nodes and the head node",
-			"VpcId":            ref("VpcId"), "Tags": tags}}
-		for _, src := range []string{"NodeSecurityGroup", "HeadNodeSecurityGroup"} {
-			res["Lustre988From"+src] = ingress("FSxSecurityGroup", src, 988, "Lustre from "+src)
-			p := ingress("FSxSecurityGroup", src, 1018, "Lustre from "+src)
-			p["Properties"].(obj)["ToPort"] = 1023
-			res["Lustre1018From"+src] = p
-		}
-		res["FSxLustreSelf"] = obj{"Type": "AWS::EC2::SecurityGroupIngress", "Properties": obj{
-			"GroupId": ref("FSxSecurityGroup"), "SourceSecurityGroupId": ref("FSxSecurityGroup"),
-			"IpProtocol": "tcp", "FromPort": 988, "ToPort": 1023, "Description": "Lustre between the file servers"}}
-		res["FileSystem"] = obj{"Type": "AWS::FSx::FileSystem", "Properties": obj{
-			"FileSystemType": "LUSTRE", "StorageCapacity": o.FSxCapacity, "StorageType": "SSD",
-			"SubnetIds": []any{ref("FSxSubnetId")}, "SecurityGroupIds": []any{ref("FSxSecurityGroup")},
-			"LustreConfiguration": obj{"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125, "DataCompressionType": "LZ4"},
-			"Tags":                append([]obj{{"Key": "Name", "Value": name("fsx")}}, tags...)}}
-		res["CheckpointRepository"] = obj{"Type": "AWS::FSx::DataRepositoryAssociation", "Properties": obj{
-			"FileSystemId": ref("FileSystem"), "FileSystemPath": o.FSxPath, "DataRepositoryPath": o.FSxS3,
-			"BatchImportMetaDataOnCreate": true,
-			"S3": obj{"AutoImportPolicy": obj{"Events": []string{"NEW", "CHANGED", "DELETED"}},
-				"AutoExportPolicy": obj{"Events": []string{"NEW", "CHANGED", "DELETED"}}}}}
-		outputs["FSxDnsName"] = obj{"Description": "burst.yaml fsx.dns_name", "Value": getAtt("FileSystem", "DNSName")}
-		outputs["FSxMountName"] = obj{"Description": "burst.yaml fsx.mount_name", "Value": getAtt("FileSystem", "LustreMountName")}
-	}
-	t := obj{
-		"AWSTemplateFormatVersion": "2010-09-09",
-		"Description":              fmt.Sprintf("burst cluster %s: everything burst needs on AWS (written by burst-slurm-conf cloudformation)", o.Cluster),
-		"Parameters":               params,
-		"Resources":                res,
-		"Outputs":                  outputs,
-	}
-	b, err := json.MarshalIndent(t, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encoding the CloudFormation template: %w", err)
-	}
-	return append(b, '\n'), nil
+	res["FSxLustreSelf"] = obj{"Type": "AWS::EC2::SecurityGroupIngress", "Properties": obj{
+		"GroupId": ref("FSxSecurityGroup"), "SourceSecurityGroupId": ref("FSxSecurityGroup"),
+		"IpProtocol": "tcp", "FromPort": 988, "ToPort": 1023, "Description": "Lustre between the file servers"}}
+	res["FileSystem"] = obj{"Type": "AWS::FSx::FileSystem", "Properties": obj{
+		"FileSystemType": "LUSTRE", "StorageCapacity": o.FSxCapacity, "StorageType": "SSD",
+		"SubnetIds": []any{ref("FSxSubnetId")}, "SecurityGroupIds": []any{ref("FSxSecurityGroup")},
+		"LustreConfiguration": obj{"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125, "DataCompressionType": "LZ4"},
+		"Tags":                append([]obj{{"Key": "Name", "Value": name("fsx")}}, tags...)}}
+	res["CheckpointRepository"] = obj{"Type": "AWS::FSx::DataRepositoryAssociation", "Properties": obj{
+		"FileSystemId": ref("FileSystem"), "FileSystemPath": o.FSxPath, "DataRepositoryPath": o.FSxS3,
+		"BatchImportMetaDataOnCreate": true,
+		"S3": obj{"AutoImportPolicy": obj{"Events": []string{"NEW", "CHANGED", "DELETED"}},
+			"AutoExportPolicy": obj{"Events": []string{"NEW", "CHANGED", "DELETED"}}}}}
+	outputs["FSxDnsName"] = obj{"Description": "burst.yaml fsx.dns_name", "Value": getAtt("FileSystem", "DNSName")}
+	outputs["FSxMountName"] = obj{"Description": "burst.yaml fsx.mount_name", "Value": getAtt("FileSystem", "LustreMountName")}
 }
 
 func ingress(group, source string, port int, what string) obj {
