@@ -90,9 +90,37 @@ func Build(cfg *config.Config, cat *catalog.Catalog, v slurm.Version) (*Plan, er
 		return nil, fmt.Errorf("writing Slurm's configuration: Slurm %s is older than 22.05, the oldest release burst supports", v)
 	}
 	p := &Plan{Source: cfg.Source, Slurm: v}
+	p.Settings = settings(cfg, v)
+
+	byClass, err := p.addNodes(cfg, cat)
+	if err != nil {
+		return nil, err
+	}
+	for _, part := range cfg.Slurm.Partitions {
+		pl := PartitionLine{Name: part.Name, Default: part.Default, MaxTime: part.MaxTime}
+		if pl.MaxTime == "" {
+			pl.MaxTime = "INFINITE"
+		}
+		for _, n := range p.Nodes { // cheapest first
+			if len(part.Classes) == 0 || contains(part.Classes, n.Class) {
+				pl.Nodes = append(pl.Nodes, byClass[n.Class])
+			}
+		}
+		p.Partitions = append(p.Partitions, pl)
+	}
+	p.AutoDetect = "off"
+	if cfg.Slurm.GresAutodetect == "nvml" && v.AtLeast(24, 11) {
+		p.AutoDetect = "nvml"
+	}
+	return p, nil
+}
+
+// settings are the slurm.conf settings burst needs on Slurm v.
+func settings(cfg *config.Config, v slurm.Version) []Setting {
+	var out []Setting
 	bin := func(name string) string { return filepath.Join(cfg.Slurm.BurstBin, name) }
 	secs := func(d config.Duration) string { return fmt.Sprint(int(math.Ceil(d.Seconds()))) }
-	add := func(k, v, c string) { p.Settings = append(p.Settings, Setting{k, v, c}) }
+	add := func(k, v, c string) { out = append(out, Setting{k, v, c}) }
 	add("ResumeProgram", bin("burst-resume"), "launches instances for nodes Slurm powers up")
 	add("SuspendProgram", bin("burst-suspend"), "terminates instances of nodes Slurm powers down")
 	add("ResumeFailProgram", bin("burst-suspend"), "cleans up nodes that did not come up within ResumeTimeout")
@@ -126,7 +154,12 @@ func Build(cfg *config.Config, cat *catalog.Catalog, v slurm.Version) (*Plan, er
 	if cfg.Slurm.CliFilter {
 		add("CliFilterPlugins", "cli_filter/lua", "sizes jobs at submission through cli_filter.lua")
 	}
+	return out
+}
 
+// addNodes adds a node line and a gres line per class, cheapest first,
+// and returns each class's node names.
+func (p *Plan) addNodes(cfg *config.Config, cat *catalog.Catalog) (map[string]string, error) {
 	type ranked struct {
 		cl    *config.Class
 		price float64
@@ -166,23 +199,7 @@ func Build(cfg *config.Config, cat *catalog.Catalog, v slurm.Version) (*Plan, er
 		}
 		p.Gres = append(p.Gres, fmt.Sprintf("NodeName=%s Name=gpu Type=%s File=%s Count=%d", n.Names, r.cl.GPUModel, files, r.cl.GPUsPerNode))
 	}
-	for _, part := range cfg.Slurm.Partitions {
-		pl := PartitionLine{Name: part.Name, Default: part.Default, MaxTime: part.MaxTime}
-		if pl.MaxTime == "" {
-			pl.MaxTime = "INFINITE"
-		}
-		for _, n := range p.Nodes { // cheapest first
-			if len(part.Classes) == 0 || contains(part.Classes, n.Class) {
-				pl.Nodes = append(pl.Nodes, byClass[n.Class])
-			}
-		}
-		p.Partitions = append(p.Partitions, pl)
-	}
-	p.AutoDetect = "off"
-	if cfg.Slurm.GresAutodetect == "nvml" && v.AtLeast(24, 11) {
-		p.AutoDetect = "nvml"
-	}
-	return p, nil
+	return byClass, nil
 }
 
 func dedupe(in []string) []string {
