@@ -256,45 +256,8 @@ func (v *validator) classes(cat *catalog.Catalog) {
 		default:
 			v.add(path+".capacity", "%q: want spot, on-demand or spot-then-on-demand", cl.Capacity)
 		}
-		if len(cl.InstanceTypes) == 0 {
-			v.add(path+".instance_types", "required: a list of EC2 instance types, or [any] for every catalog type with the class's GPU model and count")
-		}
-		for j, it := range cl.InstanceTypes {
-			ip := fmt.Sprintf("%s.instance_types[%d]", path, j)
-			if it == AnyInstanceType {
-				if len(cl.InstanceTypes) > 1 {
-					v.add(ip, "%q cannot be combined with named types", AnyInstanceType)
-				} else if modelOK && cl.GPUsPerNode > 0 && len(cl.Candidates(cat)) == 0 {
-					v.add(ip, "no catalog type has exactly %d x %s", cl.GPUsPerNode, cl.GPUModel)
-				}
-				continue
-			}
-			t, ok := cat.Lookup(it)
-			switch {
-			case !ok:
-				v.add(ip, "%q is not in the GPU catalog", it)
-			case !t.NVIDIA():
-				v.add(ip, "%s has %s accelerators; burst schedules NVIDIA GPUs", it, t.GPUManufacturer)
-			case modelOK && t.GPUModel != cl.GPUModel:
-				v.add(ip, "%s has %s GPUs, but the class declares gpu_model %s", it, t.GPUModel, cl.GPUModel)
-			case cl.GPUsPerNode > 0 && t.GPUs != cl.GPUsPerNode:
-				v.add(ip, "%s has %d GPUs, but the class declares gpus_per_node %d", it, t.GPUs, cl.GPUsPerNode)
-			case !t.HasPrice():
-				v.add(ip, "%s has no published on-demand price in the catalog; burst cannot rank it", it)
-			}
-		}
-		if len(cl.Zones) == 0 {
-			cl.Zones = append([]string(nil), zonesWithSubnet...)
-			if len(cl.Zones) == 0 {
-				v.add(path+".zones", "no subnet for class %s: add network.subnets.<zone>: subnet-... (or list zones here)", cl.Name)
-			}
-		} else {
-			for j, z := range cl.Zones {
-				if _, ok := v.c.Network.Subnets[z]; !ok {
-					v.add(fmt.Sprintf("%s.zones[%d]", path, j), "no subnet for zone %q: add it under network.subnets", z)
-				}
-			}
-		}
+		v.classTypes(cat, path, cl, modelOK)
+		v.classZones(path, cl, zonesWithSubnet)
 		for j, f := range cl.Features {
 			if !featureRe.MatchString(f) {
 				v.add(fmt.Sprintf("%s.features[%d]", path, j), "%q: Slurm features are letters, digits, _ . - only", f)
@@ -309,6 +272,54 @@ func (v *validator) classes(cat *catalog.Catalog) {
 		} else if !slices.Contains(capacity.SpotStrategies, cl.SpotAllocationStrategy) {
 			v.add(path+".spot_allocation_strategy", "%q is not an EC2 Fleet spot allocation strategy; one of %s (default %s)",
 				cl.SpotAllocationStrategy, strings.Join(capacity.SpotStrategies, ", "), capacity.DefaultSpotStrategy)
+		}
+	}
+}
+
+// classTypes checks a class's instance types against the catalog.
+func (v *validator) classTypes(cat *catalog.Catalog, path string, cl *Class, modelOK bool) {
+	if len(cl.InstanceTypes) == 0 {
+		v.add(path+".instance_types", "required: a list of EC2 instance types, or [any] for every catalog type with the class's GPU model and count")
+	}
+	for j, it := range cl.InstanceTypes {
+		ip := fmt.Sprintf("%s.instance_types[%d]", path, j)
+		if it == AnyInstanceType {
+			if len(cl.InstanceTypes) > 1 {
+				v.add(ip, "%q cannot be combined with named types", AnyInstanceType)
+			} else if modelOK && cl.GPUsPerNode > 0 && len(cl.Candidates(cat)) == 0 {
+				v.add(ip, "no catalog type has exactly %d x %s", cl.GPUsPerNode, cl.GPUModel)
+			}
+			continue
+		}
+		t, ok := cat.Lookup(it)
+		switch {
+		case !ok:
+			v.add(ip, "%q is not in the GPU catalog", it)
+		case !t.NVIDIA():
+			v.add(ip, "%s has %s accelerators; burst schedules NVIDIA GPUs", it, t.GPUManufacturer)
+		case modelOK && t.GPUModel != cl.GPUModel:
+			v.add(ip, "%s has %s GPUs, but the class declares gpu_model %s", it, t.GPUModel, cl.GPUModel)
+		case cl.GPUsPerNode > 0 && t.GPUs != cl.GPUsPerNode:
+			v.add(ip, "%s has %d GPUs, but the class declares gpus_per_node %d", it, t.GPUs, cl.GPUsPerNode)
+		case !t.HasPrice():
+			v.add(ip, "%s has no published on-demand price in the catalog; burst cannot rank it", it)
+		}
+	}
+}
+
+// classZones checks a class's zones have subnets, or gives the class every
+// zone with a subnet.
+func (v *validator) classZones(path string, cl *Class, zonesWithSubnet []string) {
+	if len(cl.Zones) == 0 {
+		cl.Zones = append([]string(nil), zonesWithSubnet...)
+		if len(cl.Zones) == 0 {
+			v.add(path+".zones", "no subnet for class %s: add network.subnets.<zone>: subnet-... (or list zones here)", cl.Name)
+		}
+	} else {
+		for j, z := range cl.Zones {
+			if _, ok := v.c.Network.Subnets[z]; !ok {
+				v.add(fmt.Sprintf("%s.zones[%d]", path, j), "no subnet for zone %q: add it under network.subnets", z)
+			}
 		}
 	}
 }
