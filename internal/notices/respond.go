@@ -3,6 +3,7 @@ package notices
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -45,19 +46,7 @@ var spotActions = []string{"terminate", "stop", "hibernate"}
 func (c *Consumer) Handle(ctx context.Context, ev ec2events.Event) (string, error) {
 	log := c.log.With("event", ev.ID, "kind", ev.Kind, "instance_id", ev.InstanceID)
 	if ev.Kind == ec2events.StateChange {
-		if c.o.StateChange != nil {
-			if err := c.o.StateChange(ctx, ev.InstanceID, ev.State, ev.Time); err != nil {
-				return OutcomeRetry, fmt.Errorf("recording %s's state %s for the ledger: %w", ev.InstanceID, ev.State, err)
-			}
-		}
-		if !ev.Gone() {
-			return OutcomeIgnored, nil
-		}
-		if c.o.Kick != nil {
-			c.o.Kick()
-		}
-		log.Info("instance left running; reconciling now", "state", ev.State)
-		return OutcomeReconcile, nil
+		return c.stateChange(ctx, ev, log)
 	}
 	if ev.Kind == ec2events.Scheduled {
 		return c.scheduled(ctx, ev)
@@ -103,6 +92,31 @@ func (c *Consumer) Handle(ctx context.Context, ev ec2events.Event) (string, erro
 		log.Info("EC2 event for an instance that already left running; ignored", "node", node)
 		return OutcomeIgnored, nil
 	}
+	return c.actOnSpot(ctx, ev, key, node, log)
+}
+
+// stateChange records an instance's state for the ledger and kicks the
+// reconciler when it left running.
+func (c *Consumer) stateChange(ctx context.Context, ev ec2events.Event, log *slog.Logger) (string, error) {
+	if c.o.StateChange != nil {
+		if err := c.o.StateChange(ctx, ev.InstanceID, ev.State, ev.Time); err != nil {
+			return OutcomeRetry, fmt.Errorf("recording %s's state %s for the ledger: %w", ev.InstanceID, ev.State, err)
+		}
+	}
+	if !ev.Gone() {
+		return OutcomeIgnored, nil
+	}
+	if c.o.Kick != nil {
+		c.o.Kick()
+	}
+	log.Info("instance left running; reconciling now", "state", ev.State)
+	return OutcomeReconcile, nil
+}
+
+// actOnSpot acts on a spot warning for a live spot node of the cluster:
+// watches the agent that announced it, or drains, requeues or checkpoints
+// the node itself.
+func (c *Consumer) actOnSpot(ctx context.Context, ev ec2events.Event, key, node string, log *slog.Logger) (string, error) {
 	log = log.With("node", node)
 	n := interruption.Notice{Node: node, InstanceID: ev.InstanceID, Action: ev.Action, Time: ev.Time, Deadline: ev.Deadline()}
 	if ev.Kind == ec2events.Rebalance {
