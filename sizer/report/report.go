@@ -101,23 +101,8 @@ func Build(jobs []sizerapi.JobUsage, charges []billing.Charge, budgets []sizerap
 			continue
 		}
 		jobSpend[c.JobID] += c.USD
-		j := perJob[c.JobID]
-		if j == nil {
-			j = &sizerapi.JobSpend{JobID: c.JobID, Account: c.Account, User: c.User}
-			perJob[c.JobID] = j
-			jobInst[c.JobID] = map[string]bool{}
-		}
-		if !c.Idle {
-			j.Account, j.User = c.Account, c.User
-			j.RunSeconds += c.Seconds
-		} else {
-			j.IdleSeconds += c.Seconds
-		}
-		j.SpendUSD += c.USD
-		j.OnDemandUSD += c.OnDemandUSD
-		jobInst[c.JobID][c.InstanceID] = true
+		chargeJob(perJob, jobInst, c)
 	}
-	type gkey struct{ account, user, name string }
 	groups := map[gkey][]sizerapi.JobUsage{}
 	for _, j := range jobs {
 		getAcct(j.Account).add(j, 0)
@@ -137,15 +122,51 @@ func Build(jobs []sizerapi.JobUsage, charges []billing.Charge, budgets []sizerap
 	for _, u := range users {
 		rep.Users = append(rep.Users, u.row())
 	}
+	rep.Jobs = jobRows(perJob, jobInst)
+	rep.SpendUSD, rep.OnDemandUSD = round4(rep.SpendUSD), round4(rep.OnDemandUSD)
+	rep.SavingUSD = round4(rep.OnDemandUSD - rep.SpendUSD)
+	sortRows(&rep)
+	rep.Advice = advice(groups, jobSpend, from, now, o)
+	return rep
+}
+
+// gkey names a group of jobs: an account's user's jobs of one name.
+type gkey struct{ account, user, name string }
+
+// chargeJob adds a charge to its job's spend and instances.
+func chargeJob(perJob map[string]*sizerapi.JobSpend, jobInst map[string]map[string]bool, c billing.Charge) {
+	j := perJob[c.JobID]
+	if j == nil {
+		j = &sizerapi.JobSpend{JobID: c.JobID, Account: c.Account, User: c.User}
+		perJob[c.JobID] = j
+		jobInst[c.JobID] = map[string]bool{}
+	}
+	if !c.Idle {
+		j.Account, j.User = c.Account, c.User
+		j.RunSeconds += c.Seconds
+	} else {
+		j.IdleSeconds += c.Seconds
+	}
+	j.SpendUSD += c.USD
+	j.OnDemandUSD += c.OnDemandUSD
+	jobInst[c.JobID][c.InstanceID] = true
+}
+
+// jobRows are the jobs' spend rows, rounded.
+func jobRows(perJob map[string]*sizerapi.JobSpend, jobInst map[string]map[string]bool) []sizerapi.JobSpend {
+	var out []sizerapi.JobSpend
 	for id, j := range perJob {
 		j.Instances = len(jobInst[id])
 		j.SpendUSD, j.OnDemandUSD = round4(j.SpendUSD), round4(j.OnDemandUSD)
 		j.SavingUSD = round4(j.OnDemandUSD - j.SpendUSD)
 		j.RunSeconds, j.IdleSeconds = round1(j.RunSeconds), round1(j.IdleSeconds)
-		rep.Jobs = append(rep.Jobs, *j)
+		out = append(out, *j)
 	}
-	rep.SpendUSD, rep.OnDemandUSD = round4(rep.SpendUSD), round4(rep.OnDemandUSD)
-	rep.SavingUSD = round4(rep.OnDemandUSD - rep.SpendUSD)
+	return out
+}
+
+// sortRows orders accounts and users by name, jobs by spend.
+func sortRows(rep *sizerapi.UsageReport) {
 	sort.Slice(rep.Accounts, func(i, j int) bool { return rep.Accounts[i].Account < rep.Accounts[j].Account })
 	sort.Slice(rep.Users, func(i, j int) bool {
 		if rep.Users[i].Account != rep.Users[j].Account {
@@ -159,7 +180,12 @@ func Build(jobs []sizerapi.JobUsage, charges []billing.Charge, budgets []sizerap
 		}
 		return rep.Jobs[i].JobID < rep.Jobs[j].JobID
 	})
+}
 
+// advice is the right-sizing advice for the groups of jobs that used at
+// most o.UsedFraction of the GPUs they asked for, the largest saving first.
+func advice(groups map[gkey][]sizerapi.JobUsage, jobSpend map[string]float64, from, now time.Time, o Options) []sizerapi.Advice {
+	var out []sizerapi.Advice
 	elapsed := now.Sub(from).Hours()
 	monthHours := from.AddDate(0, 1, 0).Sub(from).Hours()
 	for k, js := range groups {
@@ -188,15 +214,15 @@ func Build(jobs []sizerapi.JobUsage, charges []billing.Charge, budgets []sizerap
 			AskedMemGiB: round1(askedMem), UsedMemGiB: round1(usedMem), SpendUSD: round2(spend), SaveUSDPerMonth: round2(save)}
 		ad.Text = fmt.Sprintf("%s's jobs named %s asked for %d GPUs and used %d: ask for %d and save about $%.2f a month (%d jobs; peak %.0f of %.0f GiB GPU memory)",
 			k.user, k.name, asked, used, ask, save, len(js), usedMem, askedMem)
-		rep.Advice = append(rep.Advice, ad)
+		out = append(out, ad)
 	}
-	sort.Slice(rep.Advice, func(i, j int) bool {
-		if rep.Advice[i].SaveUSDPerMonth != rep.Advice[j].SaveUSDPerMonth {
-			return rep.Advice[i].SaveUSDPerMonth > rep.Advice[j].SaveUSDPerMonth
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].SaveUSDPerMonth != out[j].SaveUSDPerMonth {
+			return out[i].SaveUSDPerMonth > out[j].SaveUSDPerMonth
 		}
-		return rep.Advice[i].Text < rep.Advice[j].Text
+		return out[i].Text < out[j].Text
 	})
-	return rep
+	return out
 }
 
 // WriteText prints the report as plain-text tables.
