@@ -145,48 +145,7 @@ type Server struct {
 
 // New loads the token, builds the policy and opens the store.
 func New(ctx context.Context, o Options) (*Server, error) {
-	if o.Catalog == nil {
-		o.Catalog = catalog.Default()
-	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 4 << 20
-	}
-	if o.AvoidFor <= 0 {
-		o.AvoidFor = 30 * time.Minute
-	}
-	if o.HistoryJobs <= 0 {
-		o.HistoryJobs = DefaultHistoryJobs
-	}
-	if o.ShutdownTimeout <= 0 {
-		o.ShutdownTimeout = 30 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.CredentialTTL <= 0 {
-		o.CredentialTTL = time.Hour
-	}
-	if o.ClockSkew <= 0 {
-		o.ClockSkew = 2 * time.Minute
-	}
-	if o.NodeRate == 0 {
-		o.NodeRate = 10
-	}
-	if o.NodeBurst <= 0 {
-		o.NodeBurst = 200
-	}
-	if o.NodeMaxBody <= 0 {
-		o.NodeMaxBody = 2 << 20
-	}
-	if o.NodeMaxRecords <= 0 {
-		o.NodeMaxRecords = 2000
-	}
-	if o.IdleOwner == "" {
-		o.IdleOwner = "launching-job"
-	}
+	o = o.withDefaults()
 	if o.StateDir == "" {
 		return nil, errors.New("starting sizer: no state directory; set sizer.state_dir in burst.yaml")
 	}
@@ -239,6 +198,64 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("starting sizer: %w", err)
 		}
 	}
+	if err := s.registerMetrics(); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("starting sizer: registering metrics: %w", err)
+	}
+	s.routes()
+	return s, nil
+}
+
+// withDefaults fills in the options left zero.
+func (o Options) withDefaults() Options {
+	if o.Catalog == nil {
+		o.Catalog = catalog.Default()
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.AvoidFor <= 0 {
+		o.AvoidFor = 30 * time.Minute
+	}
+	if o.HistoryJobs <= 0 {
+		o.HistoryJobs = DefaultHistoryJobs
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.CredentialTTL <= 0 {
+		o.CredentialTTL = time.Hour
+	}
+	if o.ClockSkew <= 0 {
+		o.ClockSkew = 2 * time.Minute
+	}
+	if o.NodeRate == 0 {
+		o.NodeRate = 10
+	}
+	if o.NodeBurst <= 0 {
+		o.NodeBurst = 200
+	}
+	if o.NodeMaxBody <= 0 {
+		o.NodeMaxBody = 2 << 20
+	}
+	if o.NodeMaxRecords <= 0 {
+		o.NodeMaxRecords = 2000
+	}
+	if o.IdleOwner == "" {
+		o.IdleOwner = "launching-job"
+	}
+	return o
+}
+
+// registerMetrics makes the sizer's metrics and registers them, with the
+// budget and node collectors, on its registry.
+func (s *Server) registerMetrics() error {
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -254,13 +271,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.boots = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "burst_boot_phase_seconds",
 		Help:    "Node boot phases as the nodes report them: ec2-pending-to-bootstrap (EC2 pending to the bootstrap's start), each bootstrap step (mount is the FSx mount, register slurmd's registration), bootstrap-total.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16)}, []string{"class", "phase"})
-	if err := errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.gpuHealth), s.reg.Register(s.decisions), s.reg.Register(s.credentials), s.reg.Register(s.runs), s.reg.Register(s.boots), s.reg.Register(s.peers.metric),
-		s.reg.Register(&budgetCollector{s: s}), s.reg.Register(&nodeCollector{s: s})); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("starting sizer: registering metrics: %w", err)
-	}
-	s.routes()
-	return s, nil
+	return errors.Join(s.reg.Register(s.requests), s.reg.Register(s.latency), s.reg.Register(s.records), s.reg.Register(s.interrupt), s.reg.Register(s.gpuHealth), s.reg.Register(s.decisions), s.reg.Register(s.credentials), s.reg.Register(s.runs), s.reg.Register(s.boots), s.reg.Register(s.peers.metric),
+		s.reg.Register(&budgetCollector{s: s}), s.reg.Register(&nodeCollector{s: s}))
 }
 
 // Policy returns the server's sizing.

@@ -128,6 +128,61 @@ func (s *Server) trustBatch(ctx context.Context, p auth.Principal, ni store.Node
 	if !ni.Pending.IsZero() {
 		w.lo = ni.Pending.Add(-s.o.ClockSkew)
 	}
+	ids := batchJobIDs(b)
+	ran := map[uint32]bool{}
+	if len(ids) > 0 {
+		if ran, err = s.jobsOnNode(ctx, p, ni, ids); err != nil {
+			return 0, nil, err
+		}
+	}
+	refuse := func(i int, format string, args ...any) {
+		refused++
+		if len(problems) < maxProblems {
+			problems = append(problems, fmt.Sprintf("records[%d] (seq %d): ", i, b.Records[i].Seq)+fmt.Sprintf(format, args...))
+		}
+	}
+	kept := b.Records[:0:0]
+	for i, r := range b.Records {
+		r.Time = w.clamp(r.Time)
+		switch r.Kind {
+		case sizerapi.KindGPU:
+			gpus, ok := ownGPUs(r.GPUs, ran, w)
+			if !ok {
+				refuse(i, "samples of jobs that did not run on node %s (instance %s)", p.Node, p.InstanceID)
+				continue
+			}
+			r.GPUs = gpus
+		case sizerapi.KindJobSummary:
+			if !ran[r.Summary.JobID] {
+				refuse(i, "summary of job %d, which did not run on node %s (instance %s)", r.Summary.JobID, p.Node, p.InstanceID)
+				continue
+			}
+			sum := *r.Summary
+			sum.Start, sum.End = w.clamp(sum.Start), w.clamp(sum.End)
+			r.Summary = &sum
+		case sizerapi.KindInterruption:
+			ev, why := s.trustInterruption(ni, p, *r.Event, ran, w)
+			if why != "" {
+				refuse(i, "%s", why)
+				continue
+			}
+			r.Event = &ev
+		case sizerapi.KindGPUHealth:
+			// the instance is the credential's (the batch's); jobs not on
+			// the node are dropped
+			h := *r.Health
+			h.Time = w.clamp(h.Time)
+			h.Jobs = slices.DeleteFunc(slices.Clone(h.Jobs), func(j uint32) bool { return !ran[j] })
+			r.Health = &h
+		}
+		kept = append(kept, r)
+	}
+	b.Records = kept
+	return refused, problems, nil
+}
+
+// batchJobIDs are the jobs a batch's records name, sorted, each once.
+func batchJobIDs(b *sizerapi.ReportBatch) []uint32 {
 	var ids []uint32
 	for _, r := range b.Records {
 		for _, g := range r.GPUs {
@@ -147,82 +202,47 @@ func (s *Server) trustBatch(ctx context.Context, p auth.Principal, ni store.Node
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	ran := map[uint32]bool{}
-	if len(ids) > 0 {
-		if ran, err = s.jobsOnNode(ctx, p, ni, ids); err != nil {
-			return 0, nil, err
+	return ids
+}
+
+// ownGPUs keeps in each GPU sample the jobs that ran on the node and
+// clamps its time; not ok when it stripped jobs and kept none.
+func ownGPUs(in []sizerapi.GPUReading, ran map[uint32]bool, w window) ([]sizerapi.GPUReading, bool) {
+	stripped, kept0 := 0, 0
+	gpus := make([]sizerapi.GPUReading, len(in))
+	for k, g := range in {
+		var own []uint32
+		for _, j := range g.JobIDs {
+			if ran[j] {
+				own = append(own, j)
+			} else {
+				stripped++
+			}
 		}
+		kept0 += len(own)
+		g.JobIDs, g.Time = own, w.clamp(g.Time)
+		gpus[k] = g
 	}
-	refuse := func(i int, format string, args ...any) {
-		refused++
-		if len(problems) < maxProblems {
-			problems = append(problems, fmt.Sprintf("records[%d] (seq %d): ", i, b.Records[i].Seq)+fmt.Sprintf(format, args...))
-		}
+	return gpus, !(stripped > 0 && kept0 == 0)
+}
+
+// trustInterruption checks an interruption record against the credential
+// and the node, and gives it the credential's instance; why says why not.
+func (s *Server) trustInterruption(ni store.NodeIdentity, p auth.Principal, ev sizerapi.Event, ran map[uint32]bool, w window) (sizerapi.Event, string) {
+	if ev.InstanceID != "" && ev.InstanceID != p.InstanceID {
+		return ev, fmt.Sprintf("interruption of instance %s from the credential of %s", ev.InstanceID, p.InstanceID)
 	}
-	kept := b.Records[:0:0]
-	for i, r := range b.Records {
-		r.Time = w.clamp(r.Time)
-		switch r.Kind {
-		case sizerapi.KindGPU:
-			stripped, kept0 := 0, 0
-			gpus := make([]sizerapi.GPUReading, len(r.GPUs))
-			for k, g := range r.GPUs {
-				var own []uint32
-				for _, j := range g.JobIDs {
-					if ran[j] {
-						own = append(own, j)
-					} else {
-						stripped++
-					}
-				}
-				kept0 += len(own)
-				g.JobIDs, g.Time = own, w.clamp(g.Time)
-				gpus[k] = g
-			}
-			if stripped > 0 && kept0 == 0 {
-				refuse(i, "samples of jobs that did not run on node %s (instance %s)", p.Node, p.InstanceID)
-				continue
-			}
-			r.GPUs = gpus
-		case sizerapi.KindJobSummary:
-			if !ran[r.Summary.JobID] {
-				refuse(i, "summary of job %d, which did not run on node %s (instance %s)", r.Summary.JobID, p.Node, p.InstanceID)
-				continue
-			}
-			sum := *r.Summary
-			sum.Start, sum.End = w.clamp(sum.Start), w.clamp(sum.End)
-			r.Summary = &sum
-		case sizerapi.KindInterruption:
-			ev := *r.Event
-			if ev.InstanceID != "" && ev.InstanceID != p.InstanceID {
-				refuse(i, "interruption of instance %s from the credential of %s", ev.InstanceID, p.InstanceID)
-				continue
-			}
-			if why := s.interruptionProblem(ni, ev.Action, ev.NoticeTime, w); why != "" {
-				refuse(i, "%s", why)
-				continue
-			}
-			if why := eventProblem(ev, ran, p, w); why != "" {
-				refuse(i, "%s", why)
-				continue
-			}
-			ev.InstanceID = p.InstanceID
-			if !ev.NoticeTime.IsZero() {
-				ev.NoticeTime = w.clamp(ev.NoticeTime)
-			}
-			r.Event = &ev
-		case sizerapi.KindGPUHealth:
-			// the instance is the credential's (the batch's); jobs not on
-			// the node are dropped
-			h := *r.Health
-			h.Time = w.clamp(h.Time)
-			h.Jobs = slices.DeleteFunc(slices.Clone(h.Jobs), func(j uint32) bool { return !ran[j] })
-			r.Health = &h
-		}
-		kept = append(kept, r)
+	if why := s.interruptionProblem(ni, ev.Action, ev.NoticeTime, w); why != "" {
+		return ev, why
 	}
-	b.Records = kept
-	return refused, problems, nil
+	if why := eventProblem(ev, ran, p, w); why != "" {
+		return ev, why
+	}
+	ev.InstanceID = p.InstanceID
+	if !ev.NoticeTime.IsZero() {
+		ev.NoticeTime = w.clamp(ev.NoticeTime)
+	}
+	return ev, ""
 }
 
 // MaxEventText bounds an interruption record's error and each job's note
