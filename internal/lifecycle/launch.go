@@ -40,35 +40,15 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	}
 	offers, source, err := r.Ranker.Rank(ctx, sizerapi.RankRequest{Class: g.class.Name, Job: jr, Zones: g.class.Zones})
 	if err != nil {
-		reason := "burst: " + err.Error()
-		if errors.Is(err, sizing.ErrOverBudget) {
-			reason = admit.HeldPrefix + "account " + jr.Account + " is over its monthly GPU budget"
-			if g.jobID != 0 {
-				if herr := r.Slurm.Hold(ctx, g.jobID, reason); herr != nil {
-					log.Error("holding over-budget job", "err", herr)
-				}
-			}
-		}
-		log.Warn("no offering for job", "source", source, "reason", reason, "err", err)
+		reason := r.noOffering(ctx, log, g, jr, source, err)
 		failed[truncReason(reason)] = g.nodes
 		return nil, failed
 	}
 	if r.Admit != nil && g.job != nil {
-		need := admit.Need{JobID: g.jobID, Account: jr.Account, User: jr.User, GPUs: jr.GPUsPerNode * len(g.nodes), Nodes: len(g.nodes),
-			PriceUSD: maxPrice(offers) * float64(len(g.nodes)), TimeLimit: g.job.TimeLimit}
-		d, err := r.Admit.Admit(ctx, need, r.jobs)
-		if err != nil {
-			d = admit.Decision{Reason: admit.HeldPrefix + "admission control failed: " + err.Error()}
-		}
-		if !d.Admitted {
-			if herr := r.Slurm.Hold(ctx, g.jobID, truncComment(d.Reason)); herr != nil {
-				log.Error("holding a job admission control refused", "err", herr)
-			}
-			log.Warn("job held by admission control", "account", jr.Account, "user", jr.User, "reason", d.Reason)
-			failed[truncReason(fmt.Sprintf("burst: job %d held: %s", g.jobID, strings.TrimPrefix(d.Reason, admit.HeldPrefix)))] = g.nodes
+		if reason, ok := r.admitJob(ctx, log, g, jr, offers); !ok {
+			failed[truncReason(reason)] = g.nodes
 			return nil, failed
 		}
-		log.Info("job admitted", "account", jr.Account, "user", jr.User, "reserve_usd", d.ReserveUSD, "gpus", need.GPUs, "nodes", need.Nodes)
 	}
 	cofs := make([]cloud.Offering, 0, len(offers))
 	for _, o := range offers {
@@ -108,6 +88,52 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 	if g.job != nil {
 		attempt = int(g.job.RestartCount) + 1
 	}
+	insts := r.launchAll(ctx, log, g, jr, specs, cofs, attempt, failed)
+	if r.Admit != nil && g.job != nil {
+		r.settleAdmission(log, g, insts, cofs)
+	}
+	return insts, failed
+}
+
+// noOffering is the reason a job the ranker found no offering for fails
+// to launch; an over-budget job is held.
+func (r *Resumer) noOffering(ctx context.Context, log *slog.Logger, g group, jr sizerapi.JobRequest, source string, err error) string {
+	reason := "burst: " + err.Error()
+	if errors.Is(err, sizing.ErrOverBudget) {
+		reason = admit.HeldPrefix + "account " + jr.Account + " is over its monthly GPU budget"
+		if g.jobID != 0 {
+			if herr := r.Slurm.Hold(ctx, g.jobID, reason); herr != nil {
+				log.Error("holding over-budget job", "err", herr)
+			}
+		}
+	}
+	log.Warn("no offering for job", "source", source, "reason", reason, "err", err)
+	return reason
+}
+
+// admitJob asks admission control for the job's GPUs and spend, and holds
+// the job when refused; not ok with the reason its nodes fail.
+func (r *Resumer) admitJob(ctx context.Context, log *slog.Logger, g group, jr sizerapi.JobRequest, offers []cloud.Offering) (string, bool) {
+	need := admit.Need{JobID: g.jobID, Account: jr.Account, User: jr.User, GPUs: jr.GPUsPerNode * len(g.nodes), Nodes: len(g.nodes),
+		PriceUSD: maxPrice(offers) * float64(len(g.nodes)), TimeLimit: g.job.TimeLimit}
+	d, err := r.Admit.Admit(ctx, need, r.jobs)
+	if err != nil {
+		d = admit.Decision{Reason: admit.HeldPrefix + "admission control failed: " + err.Error()}
+	}
+	if !d.Admitted {
+		if herr := r.Slurm.Hold(ctx, g.jobID, truncComment(d.Reason)); herr != nil {
+			log.Error("holding a job admission control refused", "err", herr)
+		}
+		log.Warn("job held by admission control", "account", jr.Account, "user", jr.User, "reason", d.Reason)
+		return fmt.Sprintf("burst: job %d held: %s", g.jobID, strings.TrimPrefix(d.Reason, admit.HeldPrefix)), false
+	}
+	log.Info("job admitted", "account", jr.Account, "user", jr.User, "reserve_usd", d.ReserveUSD, "gpus", need.GPUs, "nodes", need.Nodes)
+	return "", true
+}
+
+// launchAll launches the group's nodes and adds the nodes that failed to
+// failed, by reason.
+func (r *Resumer) launchAll(ctx context.Context, log *slog.Logger, g group, jr sizerapi.JobRequest, specs []cloud.NodeSpec, cofs []cloud.Offering, attempt int, failed map[string][]string) []cloud.Instance {
 	// a multi-node job gets all of its nodes or none (and a lone node of
 	// one is looked up among the job's fleets); single nodes each launch on
 	// their own (the provider runs them concurrently)
@@ -137,18 +163,21 @@ func (r *Resumer) launchGroup(ctx context.Context, g group) ([]cloud.Instance, m
 		}(rs)
 	}
 	wg.Wait()
-	if r.Admit != nil && g.job != nil {
-		if len(insts) == 0 {
-			if err := r.Admit.Forget(g.jobID); err != nil {
-				log.Warn("dropping the admission of a job whose launch failed", "err", err)
-			}
-		} else if price := launchedPrice(insts, cofs); price > 0 {
-			if err := r.Admit.Adjust(g.jobID, price*float64(len(g.nodes))/float64(len(insts))); err != nil {
-				log.Warn("adjusting the job's reservation to its launch", "err", err)
-			}
+	return insts
+}
+
+// settleAdmission drops the admission of a job none of whose nodes
+// launched, or sets its reservation to the price launched.
+func (r *Resumer) settleAdmission(log *slog.Logger, g group, insts []cloud.Instance, cofs []cloud.Offering) {
+	if len(insts) == 0 {
+		if err := r.Admit.Forget(g.jobID); err != nil {
+			log.Warn("dropping the admission of a job whose launch failed", "err", err)
+		}
+	} else if price := launchedPrice(insts, cofs); price > 0 {
+		if err := r.Admit.Adjust(g.jobID, price*float64(len(g.nodes))/float64(len(insts))); err != nil {
+			log.Warn("adjusting the job's reservation to its launch", "err", err)
 		}
 	}
-	return insts, failed
 }
 
 // maxPrice is the most expensive of the ranked offerings (what a launch
@@ -195,17 +224,7 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 	req := cloud.LaunchRequest{Cluster: r.Cfg.Cluster.Name, Nodes: specs, Offerings: offers, AllOrNothing: aon, Attempt: attempt,
 		SpotAllocationStrategy: g.class.SpotAllocationStrategy}
 	if r.Intents != nil {
-		req.Intent = func(token string, nodes []cloud.NodeSpec, offs []cloud.Offering) error {
-			in := sizerapi.LaunchIntent{ClientToken: token, JobID: jr.JobID, Account: jr.Account, User: jr.User, Class: g.class.Name, Time: now()}
-			for _, n := range nodes {
-				in.Nodes = append(in.Nodes, n.Node)
-			}
-			for _, o := range offs {
-				in.Capacity = string(o.Capacity)
-				in.Offerings = append(in.Offerings, sizerapi.IntentOffer{InstanceType: o.InstanceType, Zone: o.Zone, PriceUSD: o.PriceUSD})
-			}
-			return r.Intents(in)
-		}
+		req.Intent = r.intentFor(jr, g, now)
 	}
 	if aon {
 		req.PlacementGroup = g.class.PlacementGroup
@@ -242,34 +261,63 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 		log.Info("instance", "node", in.Node, "instance_id", in.ID, "type", in.InstanceType, "zone", in.Zone,
 			"capacity", in.Capacity, "ip", in.PrivateIP, "unconfirmed", in.Unconfirmed)
 		if r.Recorder != nil {
-			ev := sizerapi.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
-				Capacity: string(in.Capacity), Account: jr.Account, User: jr.User, Time: in.LaunchTime}
-			if jr.JobID != "" {
-				// what the job asked for: the sizer sets it against what the
-				// agents measure (requested vs used) and charges the spend to it
-				ev.Job = &sizerapi.Job{JobID: jr.JobID, JobName: jr.JobName, User: jr.User, Account: jr.Account, Class: g.class.Name,
-					GPUModel: g.class.GPUModel, GPUsPerNode: jr.GPUsPerNode, Nodes: jr.Nodes, Comment: jr.Comment}
-				if g.job != nil {
-					ev.Job.Attempt = attempt // Slurm's restart count + 1
-				}
-				if t, ok := catalog.Default().Lookup(in.InstanceType); ok {
-					ev.Job.GPUMemoryMiB = t.GPUMemoryMiB
-				}
-			}
-			if ev.Time.IsZero() {
-				ev.Time = now()
-			}
-			for _, o := range offers {
-				if o.InstanceType == in.InstanceType && o.Capacity == in.Capacity {
-					ev.PriceUSD = o.PriceUSD
-					break
-				}
-			}
-			if rerr := r.Recorder.Launched(ctx, ev); rerr != nil {
-				log.Warn("recording launch", "instance_id", in.ID, "err", rerr)
-			}
+			r.recordLaunch(ctx, log, in, jr, g, offers, attempt, now)
 		}
 	}
+	launchFailures(failed, names, res, err)
+	return res.Instances, failed
+}
+
+// intentFor records a launch's intent (its client token, nodes and
+// offerings) before EC2 is asked.
+func (r *Resumer) intentFor(jr sizerapi.JobRequest, g group, now func() time.Time) func(string, []cloud.NodeSpec, []cloud.Offering) error {
+	return func(token string, nodes []cloud.NodeSpec, offs []cloud.Offering) error {
+		in := sizerapi.LaunchIntent{ClientToken: token, JobID: jr.JobID, Account: jr.Account, User: jr.User, Class: g.class.Name, Time: now()}
+		for _, n := range nodes {
+			in.Nodes = append(in.Nodes, n.Node)
+		}
+		for _, o := range offs {
+			in.Capacity = string(o.Capacity)
+			in.Offerings = append(in.Offerings, sizerapi.IntentOffer{InstanceType: o.InstanceType, Zone: o.Zone, PriceUSD: o.PriceUSD})
+		}
+		return r.Intents(in)
+	}
+}
+
+// recordLaunch records a launched instance, and the job it runs, for the
+// sizer's ledger.
+func (r *Resumer) recordLaunch(ctx context.Context, log *slog.Logger, in cloud.Instance, jr sizerapi.JobRequest, g group, offers []cloud.Offering, attempt int, now func() time.Time) {
+	ev := sizerapi.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
+		Capacity: string(in.Capacity), Account: jr.Account, User: jr.User, Time: in.LaunchTime}
+	if jr.JobID != "" {
+		// what the job asked for: the sizer sets it against what the
+		// agents measure (requested vs used) and charges the spend to it
+		ev.Job = &sizerapi.Job{JobID: jr.JobID, JobName: jr.JobName, User: jr.User, Account: jr.Account, Class: g.class.Name,
+			GPUModel: g.class.GPUModel, GPUsPerNode: jr.GPUsPerNode, Nodes: jr.Nodes, Comment: jr.Comment}
+		if g.job != nil {
+			ev.Job.Attempt = attempt // Slurm's restart count + 1
+		}
+		if t, ok := catalog.Default().Lookup(in.InstanceType); ok {
+			ev.Job.GPUMemoryMiB = t.GPUMemoryMiB
+		}
+	}
+	if ev.Time.IsZero() {
+		ev.Time = now()
+	}
+	for _, o := range offers {
+		if o.InstanceType == in.InstanceType && o.Capacity == in.Capacity {
+			ev.PriceUSD = o.PriceUSD
+			break
+		}
+	}
+	if rerr := r.Recorder.Launched(ctx, ev); rerr != nil {
+		log.Warn("recording launch", "instance_id", in.ID, "err", rerr)
+	}
+}
+
+// launchFailures adds to failed, by reason, the nodes the launch failed or
+// did not launch.
+func launchFailures(failed map[string][]string, names []string, res cloud.LaunchResult, err error) {
 	got := map[string]bool{}
 	for _, in := range res.Instances {
 		got[in.Node] = true
@@ -291,7 +339,6 @@ func (r *Resumer) launch(ctx context.Context, log *slog.Logger, g group, jr size
 		}
 		failed[truncReason(reason)] = append(failed[truncReason(reason)], rest...)
 	}
-	return res.Instances, failed
 }
 
 // truncReason keeps a node reason short enough for scontrol and sinfo.

@@ -47,26 +47,7 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 	if len(ours) == 0 {
 		return nil, nil, nil
 	}
-	// nodes already on their way down (a failed resume handed them back with
-	// its reason) keep that reason: it is what the admin needs to see
-	var states map[string]slurm.Node
-	if ns, err := r.Slurm.Nodes(ctx, ours...); err == nil {
-		states = map[string]slurm.Node{}
-		down := map[string]bool{}
-		for _, n := range ns {
-			states[n.Name] = n
-			if n.HasFlag("POWER_DOWN") || n.HasFlag("POWERING_DOWN") || n.HasFlag("POWERED_DOWN") {
-				down[n.Name] = true
-			}
-		}
-		var up []string
-		for _, n := range ours {
-			if !down[n] {
-				up = append(up, n)
-			}
-		}
-		ours = up
-	}
+	ours, states := r.notGoingDown(ctx, ours)
 	if len(ours) == 0 {
 		return nil, nil, nil
 	}
@@ -117,8 +98,42 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 	if len(released) == 0 {
 		return kept, nil, nil
 	}
-	// a drained node keeps burst's reason for draining it (a spot
-	// interruption, a rebalance recommendation): it says why it left
+	ups := powerDownUpdates(jobID, released, states)
+	err = r.Slurm.UpdateNodes(ctx, ups...)
+	log.Info("released at job end", "job", jobID, "nodes", strings.Join(released, ","), "err", err)
+	return kept, released, err
+}
+
+// notGoingDown are the nodes not already on their way down, and Slurm's
+// view of the nodes (nil when Slurm could not be asked): nodes already on
+// their way down (a failed resume handed them back with its reason) keep
+// that reason: it is what the admin needs to see.
+func (r *Releaser) notGoingDown(ctx context.Context, ours []string) ([]string, map[string]slurm.Node) {
+	var states map[string]slurm.Node
+	if ns, err := r.Slurm.Nodes(ctx, ours...); err == nil {
+		states = map[string]slurm.Node{}
+		down := map[string]bool{}
+		for _, n := range ns {
+			states[n.Name] = n
+			if n.HasFlag("POWER_DOWN") || n.HasFlag("POWERING_DOWN") || n.HasFlag("POWERED_DOWN") {
+				down[n.Name] = true
+			}
+		}
+		var up []string
+		for _, n := range ours {
+			if !down[n] {
+				up = append(up, n)
+			}
+		}
+		ours = up
+	}
+	return ours, states
+}
+
+// powerDownUpdates power the released nodes down, grouped by reason: a
+// drained node keeps burst's reason for draining it (a spot interruption,
+// a rebalance recommendation): it says why it left.
+func powerDownUpdates(jobID uint32, released []string, states map[string]slurm.Node) []slurm.NodeUpdate {
 	ended := fmt.Sprintf("burst: job %d ended", jobID)
 	byReason := map[string][]string{}
 	var reasons []string
@@ -140,9 +155,7 @@ func (r *Releaser) Release(ctx context.Context, jobID uint32, nodelist string) (
 		}
 		ups = append(ups, slurm.NodeUpdate{Names: []string{hl}, State: "POWER_DOWN_ASAP", Reason: reason})
 	}
-	err = r.Slurm.UpdateNodes(ctx, ups...)
-	log.Info("released at job end", "job", jobID, "nodes", strings.Join(released, ","), "err", err)
-	return kept, released, err
+	return ups
 }
 
 // keepFor splits a finished job's nodes into those kept for waiting jobs
