@@ -129,8 +129,7 @@ func (p *Policy) classShape(c Class) (Fabric, int) {
 func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 	var res searchResult
 	tg := targetsOf(r.Metadata)
-	type cand struct{ chosen, first *plan }
-	var cands []cand
+	var cands []candidate
 	for _, c := range p.classes {
 		if r.GPUModel != "" && !strings.EqualFold(r.GPUModel, c.GPUModel) {
 			continue
@@ -163,36 +162,8 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 		if n.model == nil {
 			hi = lo // nothing to scale for
 		}
-		var first, chosen, last *plan
-		var short func() string
-		for nodes := lo; nodes <= hi; nodes++ {
-			pl := p.shape(c, fab, memMiB, nodes, gpn, n)
-			if pl.short != nil {
-				short = pl.short
-				if nodes == n.tolerateNodes {
-					break // beyond the margin on the user's shape: refused, not sharded
-				}
-				continue
-			}
-			if first == nil {
-				first = pl
-			}
-			last = pl
-			if !tg.any() || !p.timed(pl, n) {
-				break
-			}
-			if tg.deadlineH > 0 && pl.hours > tg.deadlineH && nodes < hi {
-				continue // spot rework only adds time: this plan cannot meet it
-			}
-			p.price(pl, r, unavail)
-			if pl.offers == nil {
-				break
-			}
-			if tg.meets(pl) {
-				chosen = pl
-				break
-			}
-		}
+		sc := p.scanNodes(r, n, unavail, tg, c, fab, memMiB, lo, hi, gpn)
+		first, chosen, last, short := sc.first, sc.chosen, sc.last, sc.short
 		if first == nil {
 			res.memShort = append(res.memShort, fmt.Sprintf("%s: %s", c.Name, short()))
 			continue
@@ -217,7 +188,7 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 			continue
 		}
 		chosen.meets = tg.meets(chosen)
-		cands = append(cands, cand{chosen, first})
+		cands = append(cands, candidate{chosen, first})
 	}
 	res.fitting = len(cands)
 	if len(cands) == 0 {
@@ -228,6 +199,59 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 			res.meeting++
 		}
 	}
+	sortCandidates(cands, tg)
+	res.best, res.minNodes = cands[0].chosen, cands[0].first
+	return res
+}
+
+// candidate is a class's chosen plan and its plan on the fewest nodes.
+type candidate struct{ chosen, first *plan }
+
+// nodeScan is what scanNodes found in one class: the plan on the fewest
+// nodes that hold the job, the plan chosen, the last tried, and why the
+// shapes that fell short did.
+type nodeScan struct {
+	first, chosen, last *plan
+	short               func() string
+}
+
+// scanNodes tries class c on lo to hi nodes, fewest first, until a plan
+// meets the targets.
+func (p *Policy) scanNodes(r Request, n need, unavail []Unavailable, tg targets, c Class, fab Fabric, memMiB, lo, hi, gpn int) nodeScan {
+	var s nodeScan
+	for nodes := lo; nodes <= hi; nodes++ {
+		pl := p.shape(c, fab, memMiB, nodes, gpn, n)
+		if pl.short != nil {
+			s.short = pl.short
+			if nodes == n.tolerateNodes {
+				break // beyond the margin on the user's shape: refused, not sharded
+			}
+			continue
+		}
+		if s.first == nil {
+			s.first = pl
+		}
+		s.last = pl
+		if !tg.any() || !p.timed(pl, n) {
+			break
+		}
+		if tg.deadlineH > 0 && pl.hours > tg.deadlineH && nodes < hi {
+			continue // spot rework only adds time: this plan cannot meet it
+		}
+		p.price(pl, r, unavail)
+		if pl.offers == nil {
+			break
+		}
+		if tg.meets(pl) {
+			s.chosen = pl
+			break
+		}
+	}
+	return s
+}
+
+// sortCandidates orders the candidates best first.
+func sortCandidates(cands []candidate, tg targets) {
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i].chosen, cands[j].chosen
 		if a.tight != b.tight {
@@ -241,8 +265,6 @@ func (p *Policy) search(r Request, n need, unavail []Unavailable) searchResult {
 		}
 		return cheaper(a, b)
 	})
-	res.best, res.minNodes = cands[0].chosen, cands[0].first
-	return res
 }
 
 // timed reports whether the plan has a time or decode estimate.
@@ -388,32 +410,39 @@ func (p *Policy) shapeWith(c Class, fab Fabric, memMiB, nodes, gpn int, n need, 
 			return pl
 		}
 	}
-	if m := n.model; m != nil {
-		pl.eff = efficiency(fab, nodes, gpn, m.CommVolume(sh))
-		if sh == jobmeta.ShardingZeRO3 {
-			if ne, note := shardedNetEfficiency(m, c.GPUModel, fab, nodes); ne < pl.eff {
-				pl.eff, pl.netNote = ne, note
-			}
-		}
-		if m.Training() {
-			pl.work = float64(N) * PerfOf(c.GPUModel).EffectiveTFLOPSAt(m.Params) * pl.eff
-		}
-		if m.Training() && n.flops > 0 {
-			pl.hours = ComputeHours(n.flops, c.GPUModel, m.Params, N, pl.eff)
-		}
-		if !m.Training() {
-			if d, ok := DecodeOn(*m, c.GPUModel, memMiB, nodes, gpn); ok {
-				pl.decode = &d
-				if n.tokens > 0 {
-					pl.hours = n.tokens / d.TokensPerSec / 3600
-				}
-			}
-		}
+	if n.model != nil {
+		pl.estimateSpeed(n)
 	}
 	if pl.hours == 0 {
 		pl.hours = n.hoursFromTL
 	}
 	return pl
+}
+
+// estimateSpeed sets the plan's scaling efficiency, its work rate, and the
+// hours (training) or decode speed (inference) of n's model on it.
+func (pl *plan) estimateSpeed(n need) {
+	m, c, fab, nodes, gpn, memMiB, sh, N := n.model, pl.class, pl.fabric, pl.nodes, pl.gpn, pl.memMiB, pl.sharding, pl.gpus()
+	pl.eff = efficiency(fab, nodes, gpn, m.CommVolume(sh))
+	if sh == jobmeta.ShardingZeRO3 {
+		if ne, note := shardedNetEfficiency(m, c.GPUModel, fab, nodes); ne < pl.eff {
+			pl.eff, pl.netNote = ne, note
+		}
+	}
+	if m.Training() {
+		pl.work = float64(N) * PerfOf(c.GPUModel).EffectiveTFLOPSAt(m.Params) * pl.eff
+	}
+	if m.Training() && n.flops > 0 {
+		pl.hours = ComputeHours(n.flops, c.GPUModel, m.Params, N, pl.eff)
+	}
+	if !m.Training() {
+		if d, ok := DecodeOn(*m, c.GPUModel, memMiB, nodes, gpn); ok {
+			pl.decode = &d
+			if n.tokens > 0 {
+				pl.hours = n.tokens / d.TokensPerSec / 3600
+			}
+		}
+	}
 }
 
 // price fills a plan's offerings and expected cost.

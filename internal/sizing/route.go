@@ -100,45 +100,55 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 	if up != nil {
 		grown.learn = up
 	}
-	var d Decision
 	if !r.Explicit.Any() {
-		res := p.search(r, grown, in.Unavailable)
-		if res.best == nil {
-			if up != nil {
-				// nothing bigger exists: size from the model and say so
-				if res2 := p.search(r, base, in.Unavailable); res2.best != nil {
-					d = p.decision(r, base, res2)
-					d.Warnings = append(d.Warnings, "the last run ran out of GPU memory and no larger plan exists in the classes this job may use")
-					return p.finish(r, in, d), nil
-				}
-			}
-			return Decision{}, fmt.Errorf("%w: %s", ErrNoClass, noFitReason(r, base, res))
-		}
-		d = p.decision(r, grown, res)
-		if up != nil {
-			d.Upsized = true
-			d.Reason = "learned: " + up.note + "; " + d.Reason
-		} else if down != nil {
-			ln := base
-			ln.learn = down
-			lr := r // what the request left open is a minimum no longer
-			lr.GPUsPerNode, lr.Nodes = 0, 0
-			if !base.hasModel() {
-				ln.minGPUs = down.minGPUs
-			}
-			if lres := p.search(lr, ln, in.Unavailable); lres.best != nil && cheaper(lres.best, res.best) &&
-				(lres.best.meets || !res.best.meets) {
-				ld := p.decision(lr, ln, lres)
-				ld.Downsized = true
-				usd, text := saving(res.best, lres.best)
-				ld.SavedUSD = round2(usd)
-				ld.Reason = fmt.Sprintf("learned: %s; %s instead of %s %s; %s", down.note, planName(lres.best), planName(res.best), text, ld.Reason)
-				d = ld
-			}
-		}
-		return p.finish(r, in, d), nil
+		return p.routeOpen(r, in, base, grown, up, down)
 	}
+	return p.routeExplicit(r, in, base, grown, up, down)
+}
 
+// routeOpen routes a request that left the shape to burst: the cheapest
+// plan that holds the job, grown after an out-of-memory run or shrunk
+// to what earlier runs used.
+func (p *Policy) routeOpen(r Request, in RouteInput, base, grown need, up, down *learned) (Decision, error) {
+	res := p.search(r, grown, in.Unavailable)
+	if res.best == nil {
+		if up != nil {
+			// nothing bigger exists: size from the model and say so
+			if res2 := p.search(r, base, in.Unavailable); res2.best != nil {
+				d := p.decision(r, base, res2)
+				d.Warnings = append(d.Warnings, "the last run ran out of GPU memory and no larger plan exists in the classes this job may use")
+				return p.finish(r, in, d), nil
+			}
+		}
+		return Decision{}, fmt.Errorf("%w: %s", ErrNoClass, noFitReason(r, base, res))
+	}
+	d := p.decision(r, grown, res)
+	if up != nil {
+		d.Upsized = true
+		d.Reason = "learned: " + up.note + "; " + d.Reason
+	} else if down != nil {
+		ln := base
+		ln.learn = down
+		lr := r // what the request left open is a minimum no longer
+		lr.GPUsPerNode, lr.Nodes = 0, 0
+		if !base.hasModel() {
+			ln.minGPUs = down.minGPUs
+		}
+		if lres := p.search(lr, ln, in.Unavailable); lres.best != nil && cheaper(lres.best, res.best) &&
+			(lres.best.meets || !res.best.meets) {
+			ld := p.decision(lr, ln, lres)
+			ld.Downsized = true
+			usd, text := saving(res.best, lres.best)
+			ld.SavedUSD = round2(usd)
+			ld.Reason = fmt.Sprintf("learned: %s; %s instead of %s %s; %s", down.note, planName(lres.best), planName(res.best), text, ld.Reason)
+			d = ld
+		}
+	}
+	return p.finish(r, in, d), nil
+}
+
+// routeExplicit routes a request that fixed some of its shape.
+func (p *Policy) routeExplicit(r Request, in RouteInput, base, grown need, up, down *learned) (Decision, error) {
 	// The user fixed some of it: size what they asked for, and look for
 	// what metadata alone would choose.
 	tol := base
@@ -163,7 +173,7 @@ func (p *Policy) Route(in RouteInput) (Decision, error) {
 		}
 		return Decision{}, fmt.Errorf("%w: %s", ErrNoClass, noFitReason(r, base, asked))
 	}
-	d = p.decision(r, base, asked)
+	d := p.decision(r, base, asked)
 	d.Explicit = r.Explicit.names()
 	if asked.best.tight {
 		d.Warnings = append(d.Warnings, tightNote(asked.best, base.model))
@@ -386,107 +396,8 @@ func (p *Policy) decision(r Request, n need, res searchResult) Decision {
 	if pl.netNote != "" {
 		d.Warnings = append(d.Warnings, pl.networkBound()+"; fewer nodes with more GPUs each, or instance types with EFA, run it faster")
 	}
-
-	var parts []string
-	if m := n.model; m != nil {
-		s := fmt.Sprintf("%s-param %s", fmtCount(m.Params), n.workload)
-		if m.Training() {
-			s += " (" + string(m.Method)
-			if m.Precision != "" {
-				s += ", " + string(m.Precision)
-			}
-			s += ")"
-		} else if m.Precision != "" {
-			s += " " + string(m.Precision)
-		}
-		if pl.mem != nil && !pl.learnedMem {
-			s += " needs " + pl.mem.String()
-		} else if pl.learnedMem {
-			s += fmt.Sprintf(" sized from measured use: %.1f GiB per GPU", pl.needMiB/1024)
-		}
-		parts = append(parts, s)
-		if n.note != "" {
-			parts = append(parts, n.note)
-		}
-		if m.ArchNote != "" && pl.mem != nil && (pl.mem.Activations > 0 || pl.mem.KVCache > 0) {
-			parts = append(parts, m.ArchNote)
-		}
-	} else if pl.needMiB > 0 {
-		parts = append(parts, fmt.Sprintf("sized from measured use: %.1f GiB per GPU", pl.needMiB/1024))
-	} else if r.GPUsPerNode > 0 {
-		parts = append(parts, fmt.Sprintf("no model size given: sized for %d GPU(s) per node", r.GPUsPerNode))
-	}
-	parts = append(parts, fmt.Sprintf("%s (%d x %s per node, %.0f GiB usable per GPU) on %s %s at $%.2f/h", planName(pl), pl.gpn, c.GPUModel, pl.usableMiB/1024, pl.best.InstanceType, pl.best.Capacity, pl.hourly))
-	if n.flops > 0 && pl.hours > 0 {
-		pf := PerfOf(c.GPUModel)
-		s := fmt.Sprintf("%.2g FLOPs at %.0f%% of %.0f TFLOPS (MFU for %s params) x %d GPUs", n.flops, pf.MFUAt(n.model.Params)*100, pf.PeakTFLOPS, fmtCount(n.model.Params), pl.gpus())
-		if pl.netNote != "" {
-			s += " x " + pl.netNote
-		} else if _, note := Efficiency(pl.fabric, pl.nodes, pl.gpn, n.model.CommVolume(pl.sharding)); note != "" {
-			s += " x " + note
-		}
-		parts = append(parts, fmt.Sprintf("%s = %.1f h", s, pl.hours))
-	} else if pl.decode != nil {
-		s := pl.decode.String()
-		if n.tokens > 0 {
-			s += fmt.Sprintf(": %s tokens in %.1f h", fmtCount(n.tokens), pl.hours)
-		}
-		parts = append(parts, s)
-	} else if pl.hours > 0 {
-		parts = append(parts, fmt.Sprintf("run time taken from --time (%.1f h)", pl.hours))
-	}
-	if pl.netNote != "" && (n.flops == 0 || pl.hours == 0) {
-		parts = append(parts, pl.netNote) // not in the run time above
-	}
-	if pl.best.Capacity == capacity.Spot {
-		parts = append(parts, pl.best.Reason)
-	} else if pl.why != "" {
-		parts = append(parts, "on-demand because "+pl.why)
-	}
-	parts = append(parts, choiceText(r, tg, res))
-	d.Reason = strings.Join(parts, "; ")
+	d.Reason = decisionReason(r, n, res, tg)
 	return d
-}
-
-// choiceText says why this plan won.
-func choiceText(r Request, tg targets, res searchResult) string {
-	pl := res.best
-	var s string
-	switch {
-	case tg.any() && res.meeting == 0:
-		s = fmt.Sprintf("no plan meets %s; the fastest of %d fitting classes", targetText(r.Metadata), res.fitting)
-	case tg.any():
-		s = fmt.Sprintf("cheapest of %d classes whose plans meet %s (%d fit)", res.meeting, targetText(r.Metadata), res.fitting)
-	case pl.cost > 0:
-		s = fmt.Sprintf("cheapest expected cost of %d fitting classes", res.fitting)
-	case pl.work > 0:
-		s = fmt.Sprintf("cheapest expected price per unit of work (hourly price / effective TFLOPS) of %d fitting classes", res.fitting)
-	default:
-		s = fmt.Sprintf("cheapest expected hourly price of %d fitting classes", res.fitting)
-	}
-	if m := res.minNodes; m != nil && m != pl && m.nodes < pl.nodes {
-		switch {
-		case tg.deadlineH > 0 && m.expHours > 0:
-			s += fmt.Sprintf("; %d node(s) would take %.1f h", m.nodes, m.expHours)
-		case m.decode != nil:
-			s += fmt.Sprintf("; %d node(s) would give %s", m.nodes, m.decode.String())
-		}
-	}
-	return s
-}
-
-func targetText(md jobmeta.Metadata) string {
-	var t []string
-	if md.Deadline > 0 {
-		t = append(t, "the "+fmtDur(md.Deadline)+" deadline")
-	}
-	if md.Latency > 0 {
-		t = append(t, fmt.Sprintf("%s per token", md.Latency))
-	}
-	if md.Throughput > 0 {
-		t = append(t, fmt.Sprintf("%s tokens/s", fmtCount(md.Throughput)))
-	}
-	return strings.Join(t, " and ")
 }
 
 // networkBound says how slowly the plan's ZeRO-3 sharding runs over its
