@@ -18,7 +18,6 @@ import (
 // type (phase is their phaseKey). It returns the instances (all of nodes, or none), the per-offering
 // errors, or a whole-call error.
 func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest, nodes []cloud.NodeSpec, offs []cloud.Offering, phase string) ([]cloud.Instance, []*cloud.Error, error) {
-	n := int32(len(nodes))
 	capType := offs[0].Capacity
 	names := make([]string, len(nodes))
 	for i, nd := range nodes {
@@ -29,6 +28,63 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if err != nil {
 		return nil, nil, err
 	}
+	in := p.fleetInput(req, nodes, capType, configs, phase)
+	if req.Intent != nil {
+		if err := req.Intent(aws.ToString(in.ClientToken), nodes, offs); err != nil {
+			return nil, nil, &cloud.Error{Kind: cloud.KindInvalid, Code: "LaunchIntentNotJournaled", Op: op, Message: "not launching without a journaled launch intent: " + err.Error()}
+		}
+	}
+	out, err := p.api.CreateFleet(ctx, in)
+	if err != nil {
+		return p.fleetFailed(ctx, err, op, req, nodes, offs, capType, names)
+	}
+	ferrs := p.overrideErrors(out.Errors, byKey, op)
+	var ids []string
+	for _, fi := range out.Instances {
+		ids = append(ids, fi.InstanceIds...)
+	}
+	if len(ids) == 0 {
+		return nil, ferrs, nil
+	}
+	if len(ids) != len(nodes) {
+		// Never leave a partial all-or-nothing job: CreateFleet's own
+		// answer says how many instances it made.
+		p.log.Warn("partial fleet terminated (all-or-nothing)", "nodes", names, "launched", len(ids), "wanted", len(nodes), "instances", ids)
+		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+			p.log.Error("terminating a partial fleet", "ids", ids, "err", terr)
+		}
+		ferrs = append(ferrs, &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
+			Message: fmt.Sprintf("the fleet launched %d of %d instances; terminated them (all-or-nothing)", len(ids), len(nodes)), Offerings: offs})
+		return nil, ferrs, nil
+	}
+	insts, described := p.launchedInstances(ctx, ids, out.Instances, nodes, capType, byKey, names)
+	if len(nodes) > 1 {
+		// A fleet's instances are alike (one type, one zone): give each its
+		// node by CreateTags, in instance-id order. The node learns the name
+		// from this tag; launch indexes, which EC2 does not promise to be
+		// 0..n-1, play no part.
+		if err := p.nameFleet(ctx, insts, names); err != nil {
+			if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+				p.log.Error("terminating a fleet whose instances could not be named", "ids", ids, "err", terr)
+			}
+			return nil, nil, wrapErr(err, op+": tagging each instance with its node", offs)
+		}
+	}
+	if described && !p.identitiesOK(insts, names) {
+		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
+			p.log.Error("terminating a fleet with ambiguous identities", "ids", ids, "err", terr)
+		}
+		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousNodeTags", Op: op,
+			Message: "the fleet's instances do not carry one node tag each; terminated the fleet"}
+	}
+	p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capType, "described", described)
+	return insts, ferrs, nil
+}
+
+// fleetInput is the CreateFleet call for nodes: an instant fleet of one
+// capacity type, all of nodes or none when there are several.
+func (p *Provider) fleetInput(req cloud.LaunchRequest, nodes []cloud.NodeSpec, capType capacity.Type, configs []types.FleetLaunchTemplateConfigRequest, phase string) *ec2.CreateFleetInput {
+	n := int32(len(nodes))
 	tags := p.tags(nodes, capType)
 	in := &ec2.CreateFleetInput{
 		Type:                  types.FleetTypeInstant,
@@ -63,40 +119,42 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 			SingleInstanceType:     single,
 		}
 	}
-	if req.Intent != nil {
-		if err := req.Intent(aws.ToString(in.ClientToken), nodes, offs); err != nil {
-			return nil, nil, &cloud.Error{Kind: cloud.KindInvalid, Code: "LaunchIntentNotJournaled", Op: op, Message: "not launching without a journaled launch intent: " + err.Error()}
-		}
-	}
-	out, err := p.api.CreateFleet(ctx, in)
-	if err != nil {
-		werr := wrapErr(err, op, offs)
-		if e, ok := cloud.AsError(werr); ok && e.Code == "IdempotentParameterMismatch" {
-			// another resume of the same nodes and attempt (Slurm and an
-			// admin, or two overlapping calls) launched with this token and
-			// slightly different parameters (user data carries its issue
-			// time): its instances are these nodes' instances
-			live, lerr := p.liveFor(ctx, cloud.LaunchRequest{Cluster: req.Cluster, Nodes: nodes})
-			if lerr == nil && len(live) == len(nodes) {
-				got := make([]cloud.Instance, 0, len(nodes))
-				for _, nd := range nodes {
-					got = append(got, live[nd.Node])
-				}
-				p.log.Info("launch already made by a concurrent resume; using its instances", "nodes", names)
-				return got, nil, nil
+	return in
+}
+
+// fleetFailed handles a CreateFleet call that failed as a whole: the
+// instances of a concurrent resume with the same token, or the error.
+func (p *Provider) fleetFailed(ctx context.Context, err error, op string, req cloud.LaunchRequest, nodes []cloud.NodeSpec, offs []cloud.Offering, capType capacity.Type, names []string) ([]cloud.Instance, []*cloud.Error, error) {
+	werr := wrapErr(err, op, offs)
+	if e, ok := cloud.AsError(werr); ok && e.Code == "IdempotentParameterMismatch" {
+		// another resume of the same nodes and attempt (Slurm and an
+		// admin, or two overlapping calls) launched with this token and
+		// slightly different parameters (user data carries its issue
+		// time): its instances are these nodes' instances
+		live, lerr := p.liveFor(ctx, cloud.LaunchRequest{Cluster: req.Cluster, Nodes: nodes})
+		if lerr == nil && len(live) == len(nodes) {
+			got := make([]cloud.Instance, 0, len(nodes))
+			for _, nd := range nodes {
+				got = append(got, live[nd.Node])
 			}
+			p.log.Info("launch already made by a concurrent resume; using its instances", "nodes", names)
+			return got, nil, nil
 		}
-		// A call that failed as a whole may still have launched: EC2
-		// answers 5xx (or the answer is lost) after launching part or all
-		// of the fleet. Whatever carries exactly this launch's tags is
-		// this launch's (the nodes' live instances were reused above,
-		// under the nodes' locks): never leave it running unreported.
-		p.abandon(context.WithoutCancel(ctx), nodes, capType, names)
-		return nil, nil, werr
 	}
-	// Per-override errors, with a nil Go error.
+	// A call that failed as a whole may still have launched: EC2
+	// answers 5xx (or the answer is lost) after launching part or all
+	// of the fleet. Whatever carries exactly this launch's tags is
+	// this launch's (the nodes' live instances were reused above,
+	// under the nodes' locks): never leave it running unreported.
+	p.abandon(context.WithoutCancel(ctx), nodes, capType, names)
+	return nil, nil, werr
+}
+
+// overrideErrors are CreateFleet's per-override errors (with a nil Go
+// error); an unavailable pool is remembered.
+func (p *Provider) overrideErrors(errs []types.CreateFleetError, byKey map[string]cloud.Offering, op string) []*cloud.Error {
 	var ferrs []*cloud.Error
-	for _, fe := range out.Errors {
+	for _, fe := range errs {
 		o, ok := offeringOf(fe.LaunchTemplateAndOverrides, byKey)
 		code := aws.ToString(fe.ErrorCode)
 		e := &cloud.Error{Code: code, Kind: Classify(code), Message: aws.ToString(fe.ErrorMessage), Op: op}
@@ -110,24 +168,12 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 		}
 		ferrs = append(ferrs, e)
 	}
-	var ids []string
-	for _, fi := range out.Instances {
-		ids = append(ids, fi.InstanceIds...)
-	}
-	if len(ids) == 0 {
-		return nil, ferrs, nil
-	}
-	if len(ids) != len(nodes) {
-		// Never leave a partial all-or-nothing job: CreateFleet's own
-		// answer says how many instances it made.
-		p.log.Warn("partial fleet terminated (all-or-nothing)", "nodes", names, "launched", len(ids), "wanted", len(nodes), "instances", ids)
-		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
-			p.log.Error("terminating a partial fleet", "ids", ids, "err", terr)
-		}
-		ferrs = append(ferrs, &cloud.Error{Kind: cloud.KindInsufficientCapacity, Code: "InsufficientInstanceCapacity", Op: op,
-			Message: fmt.Sprintf("the fleet launched %d of %d instances; terminated them (all-or-nothing)", len(ids), len(nodes)), Offerings: offs})
-		return nil, ferrs, nil
-	}
+	return ferrs
+}
+
+// launchedInstances describes the launched instances, or takes them from
+// CreateFleet's answer; described says which.
+func (p *Provider) launchedInstances(ctx context.Context, ids []string, answer []types.CreateFleetInstance, nodes []cloud.NodeSpec, capType capacity.Type, byKey map[string]cloud.Offering, names []string) ([]cloud.Instance, bool) {
 	// The launch succeeded: from here on nothing may turn it into a
 	// failure but a node name that cannot be given or a wrong identity.
 	// The describe that follows only adds what CreateFleet does not say
@@ -156,29 +202,9 @@ func (p *Provider) fleet(ctx context.Context, lt string, req cloud.LaunchRequest
 	if !described {
 		p.log.Warn("launched, but describing the new instances failed; using CreateFleet's answer", "nodes", names,
 			"instances", ids, "described", len(insts), "err", derr)
-		insts = p.fromFleetAnswer(out.Instances, insts, nodes, capType, byKey)
+		insts = p.fromFleetAnswer(answer, insts, nodes, capType, byKey)
 	}
-	if len(nodes) > 1 {
-		// A fleet's instances are alike (one type, one zone): give each its
-		// node by CreateTags, in instance-id order. The node learns the name
-		// from this tag; launch indexes, which EC2 does not promise to be
-		// 0..n-1, play no part.
-		if err := p.nameFleet(ctx, insts, names); err != nil {
-			if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
-				p.log.Error("terminating a fleet whose instances could not be named", "ids", ids, "err", terr)
-			}
-			return nil, nil, wrapErr(err, op+": tagging each instance with its node", offs)
-		}
-	}
-	if described && !p.identitiesOK(insts, names) {
-		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
-			p.log.Error("terminating a fleet with ambiguous identities", "ids", ids, "err", terr)
-		}
-		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousNodeTags", Op: op,
-			Message: "the fleet's instances do not carry one node tag each; terminated the fleet"}
-	}
-	p.log.Info("launched", "nodes", names, "instances", ids, "capacity", capType, "described", described)
-	return insts, ferrs, nil
+	return insts, described
 }
 
 // abandon terminates the pending or running instances that carry every
