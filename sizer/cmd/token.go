@@ -64,6 +64,15 @@ func tokenFile(c *cli.Context) (string, error) {
 	return st.cfg.Sizer.TokenFile, nil
 }
 
+// loadTokenFile reads the admin token from the token file.
+func loadTokenFile(c *cli.Context) (path, tok string, err error) {
+	if path, err = tokenFile(c); err != nil {
+		return "", "", err
+	}
+	tok, err = auth.LoadToken(path)
+	return path, tok, err
+}
+
 // tokenInit writes a new admin token and the credentials derived from it.
 func tokenInit(c *cli.Context) error {
 	path, err := tokenFile(c)
@@ -97,11 +106,7 @@ func tokenReadOnly(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return cmdline.Usagef("usage: burst-sizer token read-only")
 	}
-	path, err := tokenFile(c)
-	if err != nil {
-		return err
-	}
-	tok, err := auth.LoadToken(path)
+	_, tok, err := loadTokenFile(c)
 	if err != nil {
 		return err
 	}
@@ -123,11 +128,7 @@ func tokenAccount(c *cli.Context) error {
 	if valid < time.Hour || valid > MaxAccountValidity {
 		return cmdline.Usagef("token account --valid-for %s: want 1h to %s", valid, MaxAccountValidity)
 	}
-	path, err := tokenFile(c)
-	if err != nil {
-		return err
-	}
-	tok, err := auth.LoadToken(path)
+	path, tok, err := loadTokenFile(c)
 	if err != nil {
 		return err
 	}
