@@ -160,15 +160,15 @@ WHERE cluster = ? AND job_id IN (SELECT value FROM json_each(?)) GROUP BY job_id
 	err = s.each(ctx, `SELECT job_id, ts, coalesce(class,''), coalesce(instance_type,''), coalesce(zone,''), coalesce(capacity,''), coalesce(price,0), coalesce(expected,0),
 coalesce(reason,''), coalesce(offerings,0), coalesce(avoided,0), coalesce(comment,'') FROM job_decisions WHERE cluster = ? AND job_id IN (SELECT value FROM json_each(?))`,
 		[]any{s.cluster, set}, func(r *sql.Rows) error {
-		var d sizerapi.JobDecision
-		var ts sql.NullInt64
-		if err := r.Scan(&d.JobID, &ts, &d.Class, &d.InstanceType, &d.Zone, &d.Capacity, &d.PriceUSD, &d.ExpectedUSD, &d.Reason, &d.Offerings, &d.Avoided, &d.Comment); err != nil {
-			return err
-		}
-		d.Time = fromMS(ts)
-		out[d.JobID].Decision = &d
-		return nil
-	})
+			var d sizerapi.JobDecision
+			var ts sql.NullInt64
+			if err := r.Scan(&d.JobID, &ts, &d.Class, &d.InstanceType, &d.Zone, &d.Capacity, &d.PriceUSD, &d.ExpectedUSD, &d.Reason, &d.Offerings, &d.Avoided, &d.Comment); err != nil {
+				return err
+			}
+			d.Time = fromMS(ts)
+			out[d.JobID].Decision = &d
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("reading the jobs' decisions: %w", err)
 	}

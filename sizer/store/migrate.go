@@ -24,7 +24,7 @@ var migrations embed.FS
 const VersionTable = "goose_db_version"
 
 // jobsAdopted is the Go migration after 00010 (the cluster in every
-// per-job table's key): the rows from before it, cluster '', become the
+// per-job table's key): the rows from before it, cluster ”, become the
 // cluster's of the sizer that migrates (cluster.name), with its instances
 // from before migration 00007. It runs once, on the first sizer to
 // migrate: on a database several clusters already shared, that cluster
@@ -54,7 +54,9 @@ func adoptJobs(cluster string) *goose.Migration {
 // quoteLiteral is s as an SQL string literal (both drivers).
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-func provider(sdb *sql.DB, driver string) (*goose.Provider, error) { return providerFor(sdb, driver, "") }
+func provider(sdb *sql.DB, driver string) (*goose.Provider, error) {
+	return providerFor(sdb, driver, "")
+}
 
 // providerFor is the schema's migrations, the Go one giving the rows from
 // before clusters were kept to cluster.

@@ -102,16 +102,16 @@ func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]sizerapi.JobUsage,
 	err = s.each(ctx, `SELECT g.job_id, g.node, sum(g.util_sum / max(g.samples, 1)), sum(CASE WHEN g.util_sum / max(g.samples, 1) >= ? THEN 1 ELSE 0 END), max(g.mem_total), coalesce(max(n.peak_mem), 0)
 FROM job_gpu g LEFT JOIN job_node n ON n.cluster = g.cluster AND n.job_id = g.job_id AND n.node = g.node WHERE g.cluster = ? AND g.job_id IN (`+sub+`) GROUP BY g.job_id, g.node`,
 		append([]any{BusyUtilPct, s.cluster}, sargs...), func(r *sql.Rows) error {
-		var id string
-		var a nodeAgg
-		if err := r.Scan(&id, &a.node, &a.utilSum, &a.busy, &a.memTotal, &a.peak); err != nil {
-			return err
-		}
-		if i, ok := idx[id]; ok {
-			nodes[i] = append(nodes[i], a)
-		}
-		return nil
-	})
+			var id string
+			var a nodeAgg
+			if err := r.Scan(&id, &a.node, &a.utilSum, &a.busy, &a.memTotal, &a.peak); err != nil {
+				return err
+			}
+			if i, ok := idx[id]; ok {
+				nodes[i] = append(nodes[i], a)
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("reading GPU usage of jobs: %w", err)
 	}
