@@ -233,7 +233,12 @@ func TestReportCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	st, err := store.Open(ctx, filepath.Join(dir, "state"))
+	demo, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// written as the demo cluster's sizer writes (its jobs are that cluster's)
+	st, err := store.Open(ctx, filepath.Join(dir, "state"), store.ForCluster(demo.Cluster.Name))
 	if err != nil {
 		t.Fatal(err)
 	}

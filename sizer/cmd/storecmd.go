@@ -57,7 +57,9 @@ same SHA-256 of its rows on both sides. The destination must be empty (as store 
 				if from == "" {
 					from = st.cfg.Sizer.StateDir
 				}
-				src, err := store.Open(c.Context, from, store.WithoutGroupCommit())
+				// rows from before clusters were kept become this cluster's, as
+				// on the sizer's own first migration
+				src, err := store.Open(c.Context, from, store.WithoutGroupCommit(), store.ForCluster(st.cfg.Cluster.Name))
 				if err != nil {
 					return fmt.Errorf("store copy: opening the source: %w", err)
 				}

@@ -18,10 +18,10 @@ import (
 // RecordDecision stores (replaces) a job's decision.
 func (s *Store) RecordDecision(ctx context.Context, d sizerapi.JobDecision) error {
 	err := s.tx(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO job_decisions(job_id, ts, class, instance_type, zone, capacity, price, expected, reason, offerings, avoided, comment) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)
-ON CONFLICT(job_id) DO UPDATE SET ts=excluded.ts, class=excluded.class, instance_type=excluded.instance_type, zone=excluded.zone, capacity=excluded.capacity,
+		_, err := tx.ExecContext(ctx, `INSERT INTO job_decisions(cluster, job_id, ts, class, instance_type, zone, capacity, price, expected, reason, offerings, avoided, comment) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT(cluster, job_id) DO UPDATE SET ts=excluded.ts, class=excluded.class, instance_type=excluded.instance_type, zone=excluded.zone, capacity=excluded.capacity,
 price=excluded.price, expected=excluded.expected, reason=excluded.reason, offerings=excluded.offerings, avoided=excluded.avoided, comment=excluded.comment`,
-			d.JobID, ms(d.Time), d.Class, d.InstanceType, d.Zone, d.Capacity, d.PriceUSD, d.ExpectedUSD, d.Reason, d.Offerings, d.Avoided, d.Comment)
+			s.cluster, d.JobID, ms(d.Time), d.Class, d.InstanceType, d.Zone, d.Capacity, d.PriceUSD, d.ExpectedUSD, d.Reason, d.Offerings, d.Avoided, d.Comment)
 		return err
 	})
 	if err != nil {
@@ -32,18 +32,18 @@ price=excluded.price, expected=excluded.expected, reason=excluded.reason, offeri
 
 // recordAttempt notes a launch attempt of a job (attempt = Slurm's restart
 // count + 1).
-func recordAttempt(ctx context.Context, tx *Tx, jobID string, attempt int, at time.Time) error {
+func (s *Store) recordAttempt(ctx context.Context, tx *Tx, jobID string, attempt int, at time.Time) error {
 	if jobID == "" || attempt <= 0 {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO job_attempts(job_id, attempt, ts) VALUES(?,?,?)`, jobID, attempt, ms(at))
+	_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO job_attempts(cluster, job_id, attempt, ts) VALUES(?,?,?,?)`, s.cluster, jobID, attempt, ms(at))
 	return err
 }
 
-func addInterruptionJobs(ctx context.Context, tx *Tx, instanceID string, at time.Time, jobs []sizerapi.JobEvent) error {
+func (s *Store) addInterruptionJobs(ctx context.Context, tx *Tx, instanceID string, at time.Time, jobs []sizerapi.JobEvent) error {
 	for _, j := range jobs {
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO interruption_jobs(instance_id, ts, job_id, signal, checkpointed, requeued, waited_ms, error) VALUES(?,?,?,?,?,?,?,?)`,
-			instanceID, ms(at), fmt.Sprint(j.JobID), j.Signal, j.Checkpointed, j.Requeued, j.Waited.Milliseconds(), j.Error); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO interruption_jobs(cluster, instance_id, ts, job_id, signal, checkpointed, requeued, waited_ms, error) VALUES(?,?,?,?,?,?,?,?,?)`,
+			s.cluster, instanceID, ms(at), fmt.Sprint(j.JobID), j.Signal, j.Checkpointed, j.Requeued, j.Waited.Milliseconds(), j.Error); err != nil {
 			return err
 		}
 	}
@@ -75,7 +75,7 @@ type Instance struct {
 // accounts when account is empty); live only: those not terminated.
 func (s *Store) Instances(ctx context.Context, from, to time.Time, account string, liveOnly bool) ([]Instance, error) {
 	q := `SELECT i.instance_id, coalesce(i.node,''), coalesce(i.instance_type,''), coalesce(i.zone,''), coalesce(i.capacity,''), i.price, coalesce(i.account,''),
-coalesce(j.user,''), coalesce(i.job_id,''), i.launched, i.terminated FROM instances i LEFT JOIN jobs j ON j.job_id = i.job_id
+coalesce(j.user,''), coalesce(i.job_id,''), i.launched, i.terminated FROM instances i LEFT JOIN jobs j ON j.cluster = i.cluster AND j.job_id = i.job_id
 WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 	args := []any{ms(to), ms(from)}
 	if liveOnly {
@@ -128,7 +128,7 @@ func (s *Store) JobRuns(ctx context.Context, ids []string) (map[string]*JobRun, 
 	b, _ := json.Marshal(ids)
 	set := string(b)
 	err := s.each(ctx, `SELECT job_id, count(*), sum(CASE WHEN terminated IS NULL THEN 1 ELSE 0 END), min(launched), max(terminated) FROM instances
-WHERE job_id IN (SELECT value FROM json_each(?)) GROUP BY job_id`, []any{set}, func(r *sql.Rows) error {
+WHERE cluster = ? AND job_id IN (SELECT value FROM json_each(?)) GROUP BY job_id`, []any{s.cluster, set}, func(r *sql.Rows) error {
 		var id string
 		var n, live int
 		var first, last sql.NullInt64
@@ -145,7 +145,7 @@ WHERE job_id IN (SELECT value FROM json_each(?)) GROUP BY job_id`, []any{set}, f
 	if err != nil {
 		return nil, fmt.Errorf("reading the jobs' instances: %w", err)
 	}
-	err = s.each(ctx, `SELECT job_id, max(attempt) FROM job_attempts WHERE job_id IN (SELECT value FROM json_each(?)) GROUP BY job_id`, []any{set}, func(r *sql.Rows) error {
+	err = s.each(ctx, `SELECT job_id, max(attempt) FROM job_attempts WHERE cluster = ? AND job_id IN (SELECT value FROM json_each(?)) GROUP BY job_id`, []any{s.cluster, set}, func(r *sql.Rows) error {
 		var id string
 		var n int
 		if err := r.Scan(&id, &n); err != nil {
@@ -158,27 +158,28 @@ WHERE job_id IN (SELECT value FROM json_each(?)) GROUP BY job_id`, []any{set}, f
 		return nil, fmt.Errorf("reading the jobs' attempts: %w", err)
 	}
 	err = s.each(ctx, `SELECT job_id, ts, coalesce(class,''), coalesce(instance_type,''), coalesce(zone,''), coalesce(capacity,''), coalesce(price,0), coalesce(expected,0),
-coalesce(reason,''), coalesce(offerings,0), coalesce(avoided,0), coalesce(comment,'') FROM job_decisions WHERE job_id IN (SELECT value FROM json_each(?))`, []any{set}, func(r *sql.Rows) error {
-		var d sizerapi.JobDecision
-		var ts sql.NullInt64
-		if err := r.Scan(&d.JobID, &ts, &d.Class, &d.InstanceType, &d.Zone, &d.Capacity, &d.PriceUSD, &d.ExpectedUSD, &d.Reason, &d.Offerings, &d.Avoided, &d.Comment); err != nil {
-			return err
-		}
-		d.Time = fromMS(ts)
-		out[d.JobID].Decision = &d
-		return nil
-	})
+coalesce(reason,''), coalesce(offerings,0), coalesce(avoided,0), coalesce(comment,'') FROM job_decisions WHERE cluster = ? AND job_id IN (SELECT value FROM json_each(?))`,
+		[]any{s.cluster, set}, func(r *sql.Rows) error {
+			var d sizerapi.JobDecision
+			var ts sql.NullInt64
+			if err := r.Scan(&d.JobID, &ts, &d.Class, &d.InstanceType, &d.Zone, &d.Capacity, &d.PriceUSD, &d.ExpectedUSD, &d.Reason, &d.Offerings, &d.Avoided, &d.Comment); err != nil {
+				return err
+			}
+			d.Time = fromMS(ts)
+			out[d.JobID].Decision = &d
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("reading the jobs' decisions: %w", err)
 	}
 	// Spot notices: what the agent reported per job, else the notice of the
 	// instance launched for the job.
 	err = s.each(ctx, `SELECT ij.job_id, it.instance_id, coalesce(it.node,''), coalesce(it.action,''), it.ts, 1, coalesce(ij.signal,''), ij.checkpointed, ij.requeued, ij.waited_ms, coalesce(ij.error,'')
-FROM interruptions it JOIN interruption_jobs ij ON ij.instance_id = it.instance_id AND ij.ts = it.ts WHERE ij.job_id IN (SELECT value FROM json_each(?1))
+FROM interruptions it JOIN interruption_jobs ij ON ij.instance_id = it.instance_id AND ij.ts = it.ts WHERE ij.cluster = ?2 AND ij.job_id IN (SELECT value FROM json_each(?1))
 UNION ALL
 SELECT i.job_id, it.instance_id, coalesce(it.node,''), coalesce(it.action,''), it.ts, 0, '', 0, 0, 0, '' FROM interruptions it JOIN instances i ON i.instance_id = it.instance_id
-WHERE i.job_id IN (SELECT value FROM json_each(?1)) AND NOT EXISTS (SELECT 1 FROM interruption_jobs ij WHERE ij.instance_id = it.instance_id AND ij.ts = it.ts)
-ORDER BY 5`, []any{set}, func(r *sql.Rows) error {
+WHERE i.cluster = ?2 AND i.job_id IN (SELECT value FROM json_each(?1)) AND NOT EXISTS (SELECT 1 FROM interruption_jobs ij WHERE ij.instance_id = it.instance_id AND ij.ts = it.ts)
+ORDER BY 5`, []any{set, s.cluster}, func(r *sql.Rows) error {
 		var id string
 		var in sizerapi.JobInterruption
 		var ts, waited sql.NullInt64
@@ -200,8 +201,8 @@ ORDER BY 5`, []any{set}, func(r *sql.Rows) error {
 // LiveJobIDs returns the jobs with an instance not terminated (all
 // accounts when account is empty).
 func (s *Store) LiveJobIDs(ctx context.Context, account string) ([]string, error) {
-	q := `SELECT DISTINCT i.job_id FROM instances i JOIN jobs j ON j.job_id = i.job_id WHERE i.terminated IS NULL AND i.job_id != ''`
-	var args []any
+	q := `SELECT DISTINCT i.job_id FROM instances i JOIN jobs j ON j.cluster = i.cluster AND j.job_id = i.job_id WHERE i.cluster = ? AND i.terminated IS NULL AND i.job_id != ''`
+	args := []any{s.cluster}
 	if account != "" {
 		q += " AND j.account = ?"
 		args = append(args, account)
@@ -285,7 +286,7 @@ FROM interruptions it LEFT JOIN instances i ON i.instance_id = it.instance_id WH
 
 // CountJobs counts the jobs q selects (its Limit aside).
 func (s *Store) CountJobs(ctx context.Context, q JobQuery) (int, error) {
-	w, args := q.where()
+	w, args := q.where(s.cluster)
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE `+w, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting jobs: %w", err)
@@ -309,10 +310,10 @@ func (s *Store) JobSpend(ctx context.Context, ids []string, owner string, since,
 	// idle time) and those on its nodes while it ran there
 	b, _ := json.Marshal(ids)
 	var of []string
-	err := s.each(ctx, `SELECT instance_id FROM instances WHERE job_id IN (SELECT value FROM json_each(?))
-UNION SELECT i.instance_id FROM job_runs r JOIN instances i ON i.node = r.node
-WHERE r.job_id IN (SELECT value FROM json_each(?)) AND i.launched <= coalesce(r."end", ?) AND (i.terminated IS NULL OR i.terminated >= r.start)`,
-		[]any{string(b), string(b), ms(now)}, func(r *sql.Rows) error {
+	err := s.each(ctx, `SELECT instance_id FROM instances WHERE cluster = ? AND job_id IN (SELECT value FROM json_each(?))
+UNION SELECT i.instance_id FROM job_runs r JOIN instances i ON i.cluster = r.cluster AND i.node = r.node
+WHERE r.cluster = ? AND r.job_id IN (SELECT value FROM json_each(?)) AND i.launched <= coalesce(r."end", ?) AND (i.terminated IS NULL OR i.terminated >= r.start)`,
+		[]any{s.cluster, string(b), s.cluster, string(b), ms(now)}, func(r *sql.Rows) error {
 			var id string
 			if err := r.Scan(&id); err != nil {
 				return err

@@ -68,10 +68,10 @@ func (s *Store) RecordInstance(ctx context.Context, l Launch) error {
 			if l.Class == "" {
 				l.Class = ev.Job.Class
 			}
-			if err := upsertJob(ctx, tx, *ev.Job, ev.Time); err != nil {
+			if err := s.upsertJob(ctx, tx, *ev.Job, ev.Time); err != nil {
 				return err
 			}
-			if err := recordAttempt(ctx, tx, jobID, ev.Job.Attempt, ev.Time); err != nil {
+			if err := s.recordAttempt(ctx, tx, jobID, ev.Job.Attempt, ev.Time); err != nil {
 				return err
 			}
 		}
@@ -198,12 +198,12 @@ func (s *Store) RecordRun(ctx context.Context, r sizerapi.JobRun) error {
 	err := s.tx(ctx, func(tx *Tx) error {
 		for _, n := range r.Nodes {
 			if r.End.IsZero() {
-				if _, err := tx.ExecContext(ctx, `UPDATE job_runs SET "end" = ? WHERE job_id = ? AND "end" IS NULL AND start < ?`, ms(r.Start), r.JobID, ms(r.Start)); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE job_runs SET "end" = ? WHERE cluster = ? AND job_id = ? AND "end" IS NULL AND start < ?`, ms(r.Start), s.cluster, r.JobID, ms(r.Start)); err != nil {
 					return err
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(job_id, node, account, user, gpus, start) VALUES(?,?,?,?,?,?)
-ON CONFLICT(job_id, node, start) DO UPDATE SET account = excluded.account, user = excluded.user, gpus = max(gpus, excluded.gpus)`,
-					r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start)); err != nil {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(cluster, job_id, node, account, user, gpus, start) VALUES(?,?,?,?,?,?,?)
+ON CONFLICT(cluster, job_id, node, start) DO UPDATE SET account = excluded.account, user = excluded.user, gpus = max(gpus, excluded.gpus)`,
+					s.cluster, r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start)); err != nil {
 					return err
 				}
 				continue
@@ -211,18 +211,18 @@ ON CONFLICT(job_id, node, start) DO UPDATE SET account = excluded.account, user 
 			// the end carries Slurm's own start (reset when the nodes came
 			// up): it replaces the start the prolog saw
 			// (a run already at that start is left alone: SQLite's UPDATE OR IGNORE, portably)
-			res, err := tx.ExecContext(ctx, `UPDATE job_runs SET start = ?, "end" = ? WHERE job_id = ? AND node = ? AND "end" IS NULL
- AND (start = ? OR NOT EXISTS (SELECT 1 FROM job_runs o WHERE o.job_id = job_runs.job_id AND o.node = job_runs.node AND o.start = ?))`,
-				ms(r.Start), max(ms(r.Start), ms(r.End)), r.JobID, n, ms(r.Start), ms(r.Start))
+			res, err := tx.ExecContext(ctx, `UPDATE job_runs SET start = ?, "end" = ? WHERE cluster = ? AND job_id = ? AND node = ? AND "end" IS NULL
+ AND (start = ? OR NOT EXISTS (SELECT 1 FROM job_runs o WHERE o.cluster = job_runs.cluster AND o.job_id = job_runs.job_id AND o.node = job_runs.node AND o.start = ?))`,
+				ms(r.Start), max(ms(r.Start), ms(r.End)), s.cluster, r.JobID, n, ms(r.Start), ms(r.Start))
 			if err != nil {
 				return err
 			}
 			if k, _ := res.RowsAffected(); k > 0 {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(job_id, node, account, user, gpus, start, "end") VALUES(?,?,?,?,?,?,?)
-ON CONFLICT(job_id, node, start) DO UPDATE SET "end" = coalesce(job_runs."end", excluded."end")`,
-				r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start), ms(r.End)); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO job_runs(cluster, job_id, node, account, user, gpus, start, "end") VALUES(?,?,?,?,?,?,?,?)
+ON CONFLICT(cluster, job_id, node, start) DO UPDATE SET "end" = coalesce(job_runs."end", excluded."end")`,
+				s.cluster, r.JobID, n, r.Account, r.User, r.GPUsPerNode, ms(r.Start), ms(r.End)); err != nil {
 				return err
 			}
 		}
@@ -326,7 +326,7 @@ func (s *Store) rows(ctx context.Context, from, to time.Time, of *rowsOf) ([]Row
 	// state events and job runs: only what the window's instances need, and
 	// with a narrowed read only the instances read and the runs on their
 	// nodes
-	sq, rq := `SELECT instance_id, state, at FROM instance_states`, `SELECT job_id, node, account, user, gpus, start, "end" FROM job_runs`
+	sq, rq := `SELECT instance_id, state, at FROM instance_states`, `SELECT job_id, node, account, user, gpus, start, "end", cluster FROM job_runs`
 	var sargs, rargs []any
 	var rwhere []string
 	if !to.IsZero() {
@@ -430,24 +430,27 @@ func (s *Store) attachStates(ctx context.Context, out []Row, q string, args []an
 }
 
 // attachRuns adds the job runs the query reads to the instances of their
-// node alive during them, in start order.
+// cluster and node alive during them, in start order (two clusters may
+// name nodes alike).
 func (s *Store) attachRuns(ctx context.Context, out []Row, q string, args []any) error {
-	byNode := map[string][]int{}
+	type clusterNode struct{ cluster, node string }
+	byNode := map[clusterNode][]int{}
 	for i, r := range out {
 		if r.Node != "" {
-			byNode[r.Node] = append(byNode[r.Node], i)
+			k := clusterNode{r.Cluster, r.Node}
+			byNode[k] = append(byNode[k], i)
 		}
 	}
 	err := s.each(ctx, q, args, func(rows *sql.Rows) error {
 		var run billing.Run
-		var node string
+		var node, cluster string
 		var st int64
 		var en sql.NullInt64
-		if err := rows.Scan(&run.JobID, &node, &run.Account, &run.User, &run.GPUs, &st, &en); err != nil {
+		if err := rows.Scan(&run.JobID, &node, &run.Account, &run.User, &run.GPUs, &st, &en, &cluster); err != nil {
 			return err
 		}
 		run.Start, run.End = time.UnixMilli(st).UTC(), fromMS(en)
-		for _, i := range byNode[node] {
+		for _, i := range byNode[clusterNode{cluster, node}] {
 			in := &out[i]
 			if !in.End.IsZero() && !run.Start.Before(in.End) {
 				continue

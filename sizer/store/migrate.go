@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -22,12 +23,49 @@ var migrations embed.FS
 // VersionTable is goose's table of applied migrations.
 const VersionTable = "goose_db_version"
 
+// jobsAdopted is the Go migration after 00010 (the cluster in every
+// per-job table's key): the rows from before it, cluster ”, become the
+// cluster's of the sizer that migrates (cluster.name), with its instances
+// from before migration 00007. It runs once, on the first sizer to
+// migrate: on a database several clusters already shared, that cluster
+// takes every earlier job row (they were mixed up before). Down leaves
+// the rows as they are.
+const jobsAdopted = 11
+
+// perJobTables are the tables keyed by a Slurm job id and its cluster.
+var perJobTables = []string{"jobs", "job_runs", "job_decisions", "job_attempts", "job_gpu", "job_node", "interruption_jobs"}
+
+func adoptJobs(cluster string) *goose.Migration {
+	up := &goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+		if cluster == "" {
+			return nil
+		}
+		for _, t := range append([]string{"instances"}, perJobTables...) {
+			q := `UPDATE ` + t + ` SET cluster = ` + quoteLiteral(cluster) + ` WHERE cluster = ''`
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("giving %s's rows from before clusters were kept to cluster %q: %w", t, cluster, err)
+			}
+		}
+		return nil
+	}}
+	return goose.NewGoMigration(jobsAdopted, up, &goose.GoFunc{RunTx: func(context.Context, *sql.Tx) error { return nil }})
+}
+
+// quoteLiteral is s as an SQL string literal (both drivers).
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
 func provider(sdb *sql.DB, driver string) (*goose.Provider, error) {
+	return providerFor(sdb, driver, "")
+}
+
+// providerFor is the schema's migrations, the Go one giving the rows from
+// before clusters were kept to cluster.
+func providerFor(sdb *sql.DB, driver, cluster string) (*goose.Provider, error) {
 	sub, err := fs.Sub(migrations, "migrations/"+driver)
 	if err != nil {
 		return nil, err
 	}
-	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true), goose.WithSlog(slog.New(slog.DiscardHandler))}
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true), goose.WithSlog(slog.New(slog.DiscardHandler)), goose.WithGoMigrations(adoptJobs(cluster))}
 	dialect := goose.DialectSQLite3
 	if driver == DriverPostgres {
 		dialect = goose.DialectPostgres
@@ -42,13 +80,13 @@ func provider(sdb *sql.DB, driver string) (*goose.Provider, error) {
 }
 
 // migrate brings the schema to the newest version.
-func migrate(ctx context.Context, sdb *sql.DB, driver string) error {
+func migrate(ctx context.Context, sdb *sql.DB, driver, cluster string) error {
 	if driver == DriverSQLite {
 		if err := adoptLegacy(ctx, sdb); err != nil {
 			return err
 		}
 	}
-	p, err := provider(sdb, driver)
+	p, err := providerFor(sdb, driver, cluster)
 	if err != nil {
 		return fmt.Errorf("loading the schema migrations: %w", err)
 	}

@@ -137,9 +137,9 @@ func openPostgres(ctx context.Context, p Postgres, readOnly bool, opts []Option)
 	}
 	d := &db{DB: sdb, driver: DriverPostgres}
 	if readOnly {
-		return &Store{r: d, path: addr, driver: DriverPostgres}, nil
+		return &Store{r: d, path: addr, driver: DriverPostgres, cluster: clusterOf(opts)}, nil
 	}
-	if err := migrate(ctx, sdb, DriverPostgres); err != nil {
+	if err := migrate(ctx, sdb, DriverPostgres, clusterOf(opts)); err != nil {
 		sdb.Close()
 		return nil, fmt.Errorf("migrating the sizer schema in %s: %w", addr, err)
 	}
@@ -172,7 +172,11 @@ func OpenConfig(ctx context.Context, cfg Config, opts ...Option) (*Store, error)
 // transactions and no migration.
 func OpenReadOnlyConfig(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Driver == DriverPostgres {
-		return openPostgres(ctx, cfg.Postgres, true, nil)
+		return openPostgres(ctx, cfg.Postgres, true, []Option{ForCluster(cfg.Cluster)})
 	}
-	return OpenReadOnly(cfg.Dir)
+	s, err := OpenReadOnly(cfg.Dir)
+	if err == nil {
+		s.cluster = cfg.Cluster // reads its own cluster's jobs
+	}
+	return s, err
 }

@@ -28,7 +28,7 @@ func (s *Store) AddBatch(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.
 		var res sizerapi.ReportResult
 		err := s.tx(ctx, func(tx *Tx) error {
 			var err error
-			res, err = addBatch(ctx, tx, b, s.acceptSim)
+			res, err = s.addBatch(ctx, tx, b)
 			return err
 		})
 		if err != nil {
@@ -48,9 +48,9 @@ func (s *Store) AddBatch(ctx context.Context, b sizerapi.ReportBatch) (sizerapi.
 	return r.r, r.err
 }
 
-func addBatch(ctx context.Context, tx *Tx, b sizerapi.ReportBatch, acceptSim bool) (sizerapi.ReportResult, error) {
+func (s *Store) addBatch(ctx context.Context, tx *Tx, b sizerapi.ReportBatch) (sizerapi.ReportResult, error) {
 	var res sizerapi.ReportResult
-	real := b.GPUSource == sizerapi.GPUSourceNVML || acceptSim && b.GPUSource == sizerapi.GPUSourceSim
+	real := b.GPUSource == sizerapi.GPUSourceNVML || s.acceptSim && b.GPUSource == sizerapi.GPUSourceSim
 	err := func() error {
 		for _, r := range b.Records {
 			out, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO reports_seen(instance, node, seq, kind, ts) VALUES(?,?,?,?,?)`, b.InstanceID, b.Node, int64(r.Seq), r.Kind, ms(r.Time))
@@ -66,7 +66,7 @@ func addBatch(ctx context.Context, tx *Tx, b sizerapi.ReportBatch, acceptSim boo
 				res.Ignored++
 				continue
 			}
-			if err := applyRecord(ctx, tx, b, r); err != nil {
+			if err := s.applyRecord(ctx, tx, b, r); err != nil {
 				return fmt.Errorf("applying report %s/%d: %w", b.Node, r.Seq, err)
 			}
 		}
@@ -81,24 +81,24 @@ func addBatch(ctx context.Context, tx *Tx, b sizerapi.ReportBatch, acceptSim boo
 	return res, nil
 }
 
-func applyRecord(ctx context.Context, tx *Tx, b sizerapi.ReportBatch, r sizerapi.Record) error {
+func (s *Store) applyRecord(ctx context.Context, tx *Tx, b sizerapi.ReportBatch, r sizerapi.Record) error {
 	switch r.Kind {
 	case sizerapi.KindGPU:
 		perJob := map[uint32]uint64{}
 		for _, g := range r.GPUs {
 			for _, j := range g.JobIDs {
 				perJob[j] += g.MemoryUsedBytes
-				if _, err := tx.ExecContext(ctx, `INSERT INTO job_gpu(job_id, node, gpu, samples, util_sum, mem_peak, mem_total) VALUES(?,?,?,1,?,?,?)
-ON CONFLICT(job_id, node, gpu) DO UPDATE SET samples = samples + 1, util_sum = util_sum + excluded.util_sum, mem_peak = max(mem_peak, excluded.mem_peak), mem_total = max(mem_total, excluded.mem_total)`,
-					fmt.Sprint(j), b.Node, g.Index, float64(g.UtilPercent), int64(g.MemoryUsedBytes), int64(g.MemoryTotalBytes)); err != nil {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO job_gpu(cluster, job_id, node, gpu, samples, util_sum, mem_peak, mem_total) VALUES(?,?,?,?,1,?,?,?)
+ON CONFLICT(cluster, job_id, node, gpu) DO UPDATE SET samples = samples + 1, util_sum = util_sum + excluded.util_sum, mem_peak = max(mem_peak, excluded.mem_peak), mem_total = max(mem_total, excluded.mem_total)`,
+					s.cluster, fmt.Sprint(j), b.Node, g.Index, float64(g.UtilPercent), int64(g.MemoryUsedBytes), int64(g.MemoryTotalBytes)); err != nil {
 					return err
 				}
 			}
 		}
 		for j, mem := range perJob {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO job_node(job_id, node, peak_mem, first_ts, last_ts) VALUES(?,?,?,?,?)
-ON CONFLICT(job_id, node) DO UPDATE SET peak_mem = max(peak_mem, excluded.peak_mem), first_ts = min(coalesce(first_ts, excluded.first_ts), excluded.first_ts), last_ts = max(coalesce(last_ts, excluded.last_ts), excluded.last_ts)`,
-				fmt.Sprint(j), b.Node, int64(mem), ms(r.Time), ms(r.Time)); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO job_node(cluster, job_id, node, peak_mem, first_ts, last_ts) VALUES(?,?,?,?,?,?)
+ON CONFLICT(cluster, job_id, node) DO UPDATE SET peak_mem = max(peak_mem, excluded.peak_mem), first_ts = min(coalesce(first_ts, excluded.first_ts), excluded.first_ts), last_ts = max(coalesce(last_ts, excluded.last_ts), excluded.last_ts)`,
+				s.cluster, fmt.Sprint(j), b.Node, int64(mem), ms(r.Time), ms(r.Time)); err != nil {
 				return err
 			}
 		}
@@ -107,9 +107,9 @@ ON CONFLICT(job_id, node) DO UPDATE SET peak_mem = max(peak_mem, excluded.peak_m
 			return errors.New("job_summary record without summary")
 		}
 		js, _ := json.Marshal(r.Summary)
-		_, err := tx.ExecContext(ctx, `INSERT INTO job_node(job_id, node, peak_mem, first_ts, last_ts, summary) VALUES(?,?,0,?,?,?)
-ON CONFLICT(job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = coalesce(first_ts, excluded.first_ts), last_ts = max(coalesce(last_ts, excluded.last_ts), excluded.last_ts)`,
-			fmt.Sprint(r.Summary.JobID), b.Node, ms(r.Summary.Start), ms(r.Summary.End), string(js))
+		_, err := tx.ExecContext(ctx, `INSERT INTO job_node(cluster, job_id, node, peak_mem, first_ts, last_ts, summary) VALUES(?,?,?,0,?,?,?)
+ON CONFLICT(cluster, job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = coalesce(first_ts, excluded.first_ts), last_ts = max(coalesce(last_ts, excluded.last_ts), excluded.last_ts)`,
+			s.cluster, fmt.Sprint(r.Summary.JobID), b.Node, ms(r.Summary.Start), ms(r.Summary.End), string(js))
 		return err
 	case sizerapi.KindInterruption:
 		if r.Event == nil {
@@ -131,12 +131,12 @@ ON CONFLICT(job_id, node) DO UPDATE SET summary = excluded.summary, first_ts = c
 			return err
 		}
 		if first.Valid {
-			return addInterruptionJobs(ctx, tx, id, fromMS(first), r.Event.Jobs)
+			return s.addInterruptionJobs(ctx, tx, id, fromMS(first), r.Event.Jobs)
 		}
 		if err := addInterruption(ctx, tx, sizerapi.Interruption{InstanceID: id, Node: b.Node, Action: r.Event.Action, Time: t}); err != nil {
 			return err
 		}
-		return addInterruptionJobs(ctx, tx, id, t, r.Event.Jobs)
+		return s.addInterruptionJobs(ctx, tx, id, t, r.Event.Jobs)
 	case sizerapi.KindGPUHealth:
 		return addGPUHealth(ctx, tx, b, r)
 	default:

@@ -25,11 +25,11 @@ func (s *Store) StartRun(ctx context.Context, key string, r sizerapi.JobStart) e
 		return errors.New("storing job start: job id and key are required")
 	}
 	err := s.tx(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO jobs(job_id, job_key, user, job_name, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, started) VALUES(?,?,?,?,?,?,?,?,?,?,?)
-ON CONFLICT(job_id) DO UPDATE SET job_key=excluded.job_key, user=excluded.user, job_name=excluded.job_name, account=excluded.account,
+		_, err := tx.ExecContext(ctx, `INSERT INTO jobs(cluster, job_id, job_key, user, job_name, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, started) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT(cluster, job_id) DO UPDATE SET job_key=excluded.job_key, user=excluded.user, job_name=excluded.job_name, account=excluded.account,
 class=coalesce(excluded.class, class), gpu_model=coalesce(excluded.gpu_model, gpu_model), gpus_per_node=max(gpus_per_node, excluded.gpus_per_node),
 nodes=max(nodes, excluded.nodes), gpu_mem_mib=max(gpu_mem_mib, excluded.gpu_mem_mib), started=max(coalesce(started, 0), excluded.started)`,
-			r.JobID, key, r.User, r.JobName, r.Account, nullStr(r.Class), nullStr(r.GPUModel), r.GPUsPerNode, max(r.Nodes, 1), r.GPUMemoryMiB, ms(r.Start))
+			s.cluster, r.JobID, key, r.User, r.JobName, r.Account, nullStr(r.Class), nullStr(r.GPUModel), r.GPUsPerNode, max(r.Nodes, 1), r.GPUMemoryMiB, ms(r.Start))
 		return err
 	})
 	if err != nil {
@@ -48,8 +48,8 @@ func nullStr(s string) any {
 // EndRun records how a job ended; known is false for a job never started.
 func (s *Store) EndRun(ctx context.Context, e sizerapi.JobEnd) (known bool, err error) {
 	err = s.tx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET ended=?, exit_code=?, oom=?, evidence=? WHERE job_id=? AND started IS NOT NULL`,
-			ms(e.End), e.ExitCode, boolInt(e.OOM), e.Evidence, e.JobID)
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET ended=?, exit_code=?, oom=?, evidence=? WHERE cluster=? AND job_id=? AND started IS NOT NULL`,
+			ms(e.End), e.ExitCode, boolInt(e.OOM), e.Evidence, s.cluster, e.JobID)
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func (s *Store) HistoryByKey(ctx context.Context, key string, limit int) (sizing
 		limit = 20
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT job_id, coalesce(class,''), coalesce(gpu_model,''), gpus_per_node, nodes, gpu_mem_mib, started, ended, coalesce(exit_code,0), oom, coalesce(evidence,'')
-FROM jobs WHERE job_key = ? ORDER BY started DESC LIMIT ?`, key, limit)
+FROM jobs WHERE cluster = ? AND job_key = ? ORDER BY started DESC LIMIT ?`, s.cluster, key, limit)
 	if err != nil {
 		return h, fmt.Errorf("reading history of %s: %w", key, err)
 	}
@@ -174,7 +174,7 @@ FROM jobs WHERE job_key = ? ORDER BY started DESC LIMIT ?`, key, limit)
 
 // measure fills a run's usage from the per-GPU aggregates.
 func (s *Store) measure(ctx context.Context, r *run) error {
-	rows, err := s.r.QueryContext(ctx, `SELECT node, samples, util_sum, mem_peak, mem_total FROM job_gpu WHERE job_id = ?`, r.jobID)
+	rows, err := s.r.QueryContext(ctx, `SELECT node, samples, util_sum, mem_peak, mem_total FROM job_gpu WHERE cluster = ? AND job_id = ?`, s.cluster, r.jobID)
 	if err != nil {
 		return fmt.Errorf("reading usage of job %s: %w", r.jobID, err)
 	}
@@ -211,7 +211,7 @@ func (s *Store) measure(ctx context.Context, r *run) error {
 	for _, n := range busy {
 		r.busyPerNode = max(r.busyPerNode, n)
 	}
-	prow, err := s.r.QueryContext(ctx, `SELECT peak_mem FROM job_node WHERE job_id = ?`, r.jobID)
+	prow, err := s.r.QueryContext(ctx, `SELECT peak_mem FROM job_node WHERE cluster = ? AND job_id = ?`, s.cluster, r.jobID)
 	if err != nil {
 		return fmt.Errorf("reading peak memory of job %s: %w", r.jobID, err)
 	}

@@ -10,17 +10,17 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
 
-func upsertJob(ctx context.Context, tx *Tx, j sizerapi.Job, now time.Time) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO jobs(job_id, job_name, user, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, updated) VALUES(?,?,?,?,?,?,?,?,?,?)
-ON CONFLICT(job_id) DO UPDATE SET job_name=excluded.job_name, user=excluded.user, account=excluded.account, class=excluded.class, gpu_model=excluded.gpu_model,
+func (s *Store) upsertJob(ctx context.Context, tx *Tx, j sizerapi.Job, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO jobs(cluster, job_id, job_name, user, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, updated) VALUES(?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT(cluster, job_id) DO UPDATE SET job_name=excluded.job_name, user=excluded.user, account=excluded.account, class=excluded.class, gpu_model=excluded.gpu_model,
 gpus_per_node=excluded.gpus_per_node, nodes=max(nodes, excluded.nodes), gpu_mem_mib=excluded.gpu_mem_mib, updated=excluded.updated`,
-		j.JobID, j.JobName, j.User, j.Account, j.Class, j.GPUModel, j.GPUsPerNode, max(j.Nodes, 1), j.GPUMemoryMiB, ms(now))
+		s.cluster, j.JobID, j.JobName, j.User, j.Account, j.Class, j.GPUModel, j.GPUsPerNode, max(j.Nodes, 1), j.GPUMemoryMiB, ms(now))
 	return err
 }
 
 // UpsertJob records a job's owner and allocation.
 func (s *Store) UpsertJob(ctx context.Context, j sizerapi.Job, now time.Time) error {
-	if err := s.tx(ctx, func(tx *Tx) error { return upsertJob(ctx, tx, j, now) }); err != nil {
+	if err := s.tx(ctx, func(tx *Tx) error { return s.upsertJob(ctx, tx, j, now) }); err != nil {
 		return fmt.Errorf("storing job %s: %w", j.JobID, err)
 	}
 	return nil

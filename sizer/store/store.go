@@ -111,7 +111,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening sizer database %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	if err := migrate(ctx, w, DriverSQLite); err != nil {
+	if err := migrate(ctx, w, DriverSQLite, clusterOf(opts)); err != nil {
 		w.Close()
 		if damaged(err) {
 			return nil, fmt.Errorf("opening sizer database %s: the file is damaged or not a SQLite database (%w); "+
@@ -133,6 +133,16 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	return newStore(&db{DB: w, driver: DriverSQLite}, &db{DB: r, driver: DriverSQLite}, path, opts), nil
+}
+
+// clusterOf is the cluster opts name (ForCluster), for the migration
+// that gives it the rows from before clusters were kept.
+func clusterOf(opts []Option) string {
+	var s Store
+	for _, o := range opts {
+		o(&s)
+	}
+	return s.cluster
 }
 
 func newStore(w, r *db, path string, opts []Option) *Store {
@@ -177,7 +187,7 @@ func (s *Store) commitGroup(reqs []batchReq) {
 			if _, err := tx.ExecContext(ctx, "SAVEPOINT batch"); err != nil {
 				return err
 			}
-			r, err := addBatch(ctx, tx, rq.b, s.acceptSim)
+			r, err := s.addBatch(ctx, tx, rq.b)
 			if err != nil {
 				if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO batch"); rerr != nil {
 					return rerr

@@ -33,9 +33,10 @@ type JobQuery struct {
 	Limit   int // <= 0: all
 }
 
-func (q JobQuery) where() (string, []any) {
-	w := "updated >= ?"
-	args := []any{ms(q.Since)}
+// where is the condition selecting q's jobs of cluster.
+func (q JobQuery) where(cluster string) (string, []any) {
+	w := "cluster = ? AND updated >= ?"
+	args := []any{cluster, ms(q.Since)}
 	for _, f := range []struct{ col, v string }{{"account", q.Account}, {"user", q.User}, {"job_name", q.JobName}} {
 		if f.v != "" {
 			w += " AND " + f.col + " = ?"
@@ -51,8 +52,8 @@ func (q JobQuery) where() (string, []any) {
 }
 
 // selected is the subquery of the job ids q selects.
-func (q JobQuery) selected() (string, []any) {
-	w, args := q.where()
+func (q JobQuery) selected(cluster string) (string, []any) {
+	w, args := q.where(cluster)
 	sub := "SELECT job_id FROM jobs WHERE " + w
 	if q.Limit > 0 {
 		sub += fmt.Sprintf(" ORDER BY updated DESC, job_id DESC LIMIT %d", q.Limit)
@@ -64,7 +65,7 @@ func (q JobQuery) selected() (string, []any) {
 // the per-GPU aggregates and summaries of all of them in three queries
 // (not three per job), so a page over thousands of jobs stays fast.
 func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]sizerapi.JobUsage, error) {
-	w, args := q.where()
+	w, args := q.where(s.cluster)
 	qs := `SELECT job_id, job_name, user, account, coalesce(class,''), coalesce(gpu_model,''), gpus_per_node, nodes, gpu_mem_mib, updated FROM jobs WHERE ` + w + ` ORDER BY updated DESC, job_id DESC`
 	if q.Limit > 0 {
 		qs += fmt.Sprintf(" LIMIT %d", q.Limit)
@@ -93,28 +94,29 @@ func (s *Store) JobUsages(ctx context.Context, q JobQuery) ([]sizerapi.JobUsage,
 	if len(out) == 0 {
 		return out, nil
 	}
-	sub, sargs := q.selected()
+	sub, sargs := q.selected(s.cluster)
 	nodes := make([][]nodeAgg, len(out))
 	// per job and node: the GPUs' mean utilisations summed, how many were
 	// busy, the GPU memory size, and the node's peak memory (one row per
 	// job and node, not per GPU)
 	err = s.each(ctx, `SELECT g.job_id, g.node, sum(g.util_sum / max(g.samples, 1)), sum(CASE WHEN g.util_sum / max(g.samples, 1) >= ? THEN 1 ELSE 0 END), max(g.mem_total), coalesce(max(n.peak_mem), 0)
-FROM job_gpu g LEFT JOIN job_node n ON n.job_id = g.job_id AND n.node = g.node WHERE g.job_id IN (`+sub+`) GROUP BY g.job_id, g.node`, append([]any{BusyUtilPct}, sargs...), func(r *sql.Rows) error {
-		var id string
-		var a nodeAgg
-		if err := r.Scan(&id, &a.node, &a.utilSum, &a.busy, &a.memTotal, &a.peak); err != nil {
-			return err
-		}
-		if i, ok := idx[id]; ok {
-			nodes[i] = append(nodes[i], a)
-		}
-		return nil
-	})
+FROM job_gpu g LEFT JOIN job_node n ON n.cluster = g.cluster AND n.job_id = g.job_id AND n.node = g.node WHERE g.cluster = ? AND g.job_id IN (`+sub+`) GROUP BY g.job_id, g.node`,
+		append([]any{BusyUtilPct, s.cluster}, sargs...), func(r *sql.Rows) error {
+			var id string
+			var a nodeAgg
+			if err := r.Scan(&id, &a.node, &a.utilSum, &a.busy, &a.memTotal, &a.peak); err != nil {
+				return err
+			}
+			if i, ok := idx[id]; ok {
+				nodes[i] = append(nodes[i], a)
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("reading GPU usage of jobs: %w", err)
 	}
 	sums := make([][]string, len(out))
-	err = s.each(ctx, `SELECT job_id, summary FROM job_node WHERE summary IS NOT NULL AND job_id IN (`+sub+`)`, sargs, func(r *sql.Rows) error {
+	err = s.each(ctx, `SELECT job_id, summary FROM job_node WHERE summary IS NOT NULL AND cluster = ? AND job_id IN (`+sub+`)`, append([]any{s.cluster}, sargs...), func(r *sql.Rows) error {
 		var id, raw string
 		if err := r.Scan(&id, &raw); err != nil {
 			return err
