@@ -12,14 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurmconf"
-	"github.com/burst-hpc/burst/sizer/tlsca"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/harness"
 )
@@ -63,7 +60,7 @@ func BenchmarkResumeScale(b *testing.B) {
 			for range b.N {
 				emu := scaleEmulator(b, timeScale)
 				path := scaleConfig(b, c, cfg, emu)
-				resumeScale(b, c, path, emu, n)
+				resumeScale(b, c, path, emu, timeScale, n)
 				if n == largest {
 					reconcileScale(b, c, path, emu)
 				}
@@ -144,31 +141,13 @@ func scaleConfig(b *testing.B, c *harness.Cluster, base *config.Config, emu *ec2
 	ctld, _ := c.Ports()
 	cfg.Slurm.Controller, cfg.Slurm.ControllerPort = c.ControllerAddr().String(), ctld
 	cfg.Slurm.NodeConf, cfg.Slurm.ConfDir = c.ConfPath(), filepath.Dir(c.ConfPath())
-	cfg.Cluster.EC2Endpoint, cfg.Cluster.EC2StaticCredentials = emu.URL(), true
-	cfg.Log.File = filepath.Join(dir, "burst.log")
-	cfg.Sizer.StateDir = filepath.Join(dir, "state")
-	cfg.Sizer.TokenFile = filepath.Join(dir, "missing-token")
-	ca := tlsca.Paths{CAFile: filepath.Join(dir, "sizer-ca.pem"), CAKey: filepath.Join(dir, "sizer-ca.key"),
-		CertFile: filepath.Join(dir, "sizer.pem"), KeyFile: filepath.Join(dir, "sizer.key")}
-	if _, err := tlsca.Init(tlsca.Options{Paths: ca, Hosts: []string{"127.0.0.1"}, Cluster: "bench"}); err != nil {
-		b.Fatal(err)
-	}
-	cfg.Sizer.TLS.CAFile = ca.CAFile
-	raw, err := yaml.Marshal(&cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	path := filepath.Join(dir, "burst.yaml")
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return path
+	return writeBenchConfig(b, &cfg, dir, emu)
 }
 
 // resumeScale resumes a10g-[1-n] through burst-resume until each node has
 // its instance (the nodes burst-resume hands back resumed again at once)
 // and prints the figures.
-func resumeScale(b *testing.B, c *harness.Cluster, cfgPath string, emu *ec2emu.Server, n int) {
+func resumeScale(b *testing.B, c *harness.Cluster, cfgPath string, emu *ec2emu.Server, timeScale float64, n int) {
 	all := make([]string, n)
 	for i := range all {
 		all[i] = fmt.Sprintf("a10g-%d", i+1)
@@ -186,6 +165,7 @@ func resumeScale(b *testing.B, c *harness.Cluster, cfgPath string, emu *ec2emu.S
 			b.Fatal(err)
 		}
 		cmd := c.Command(context.Background(), filepath.Join(binDir, "burst-resume"), "--config", cfgPath, arg)
+		runWall, runAt := time.Now(), emu.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("burst-resume (run %d, %d nodes): %v\n%s", runs, len(left), err, out)
 		}
@@ -195,7 +175,10 @@ func resumeScale(b *testing.B, c *harness.Cluster, cfgPath string, emu *ec2emu.S
 		for _, in := range emu.Live() {
 			live[in.Tags["burst:node"]] = true
 		}
+		before := len(left)
 		left = slices.DeleteFunc(slices.Clone(left), func(s string) bool { return live[s] })
+		b.Logf("resume %d: %d of %d nodes launched in %.1f s (%.0f emulated s), %.0f tokens left",
+			runs, before-len(left), before, time.Since(runWall).Seconds(), emu.Now().Sub(runAt).Seconds(), emu.Tokens())
 	}
 	took, wall := emu.Now().Sub(start), time.Since(wall0)
 	if got := len(emu.Live()); got != n {
@@ -212,8 +195,9 @@ func resumeScale(b *testing.B, c *harness.Cluster, cfgPath string, emu *ec2emu.S
 			throttled++
 		}
 	}
-	fmt.Printf("resume-scale nodes=%d seconds=%.1f bucket_min_seconds=%.1f ratio=%s cpu_ms_per_node=%.3f wall_seconds=%.1f resumes=%d createfleet_calls=%d throttled=%d\n",
-		n, took.Seconds(), minimum, ratio, float64(cpu.Microseconds())/1000/float64(n), wall.Seconds(), runs, emu.CallCount("CreateFleet"), throttled)
+	fmt.Printf("resume-scale nodes=%d seconds=%.1f bucket_min_seconds=%.1f ratio=%s cpu_ms_per_node=%.3f wall_seconds=%.1f time_scale=%g refill_per_wall_second=%g resumes=%d createfleet_calls=%d throttled=%d\n",
+		n, took.Seconds(), minimum, ratio, float64(cpu.Microseconds())/1000/float64(n), wall.Seconds(), timeScale, scaleRefill*timeScale,
+		runs, emu.CallCount("CreateFleet"), throttled)
 }
 
 // reconcileScale runs one reconciliation pass (burst-sizer reconcile
