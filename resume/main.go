@@ -112,7 +112,7 @@ func resume(ctx context.Context, st *compose.Stack, hostlist string, rf resumeFi
 	if rf.raw != nil {
 		keepCopy(st.Cfg.Sizer.StateDir, rf.raw, st.Log)
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(st.Cfg.Slurm.ResumeTimeout.Duration-10*time.Second, 30*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, max(st.Cfg.Slurm.ResumeTimeout.Duration-lifecycle.TellSlurmTimeout, 30*time.Second))
 	defer cancel()
 	r, err := st.Resumer()
 	if err != nil {

@@ -70,6 +70,12 @@ type Outcome struct {
 	Failed   map[string]string         // node -> reason given to Slurm
 }
 
+// TellSlurmTimeout is how long a resume may take, once its launches are
+// over (its deadline reached or not), to hand failed nodes back and set
+// the launched nodes' addresses: the margin burst-resume leaves between
+// its deadline and Slurm's ResumeTimeout.
+const TellSlurmTimeout = 10 * time.Second
+
 // Resume handles one ResumeProgram call: arg is the hostlist Slurm passed,
 // rf the parsed SLURM_RESUME_FILE (nil when there was none). It returns an
 // error only when it could not even tell Slurm what went wrong.
@@ -120,12 +126,17 @@ func (r *Resumer) Resume(ctx context.Context, arg string, rf *slurm.ResumeFile) 
 		}(g)
 	}
 	wg.Wait()
-	if err := r.handBack(ctx, out.Failed); err != nil {
+	// the launches may have used ctx up (the resume's deadline, a long
+	// throttled burst): Slurm must still hear of the failed nodes now,
+	// not at ResumeTimeout, and of the launched nodes' addresses
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TellSlurmTimeout)
+	defer cancel()
+	if err := r.handBack(tctx, out.Failed); err != nil {
 		log.Error("telling Slurm about failed nodes", "err", err)
 		return out, err
 	}
 	if r.Cfg.Slurm.SetNodeAddr {
-		r.setAddrs(ctx, out.Launched)
+		r.setAddrs(tctx, out.Launched)
 	}
 	log.Info("resume done", "nodes", len(nodes), "launched", len(out.Launched), "failed", len(out.Failed),
 		"seconds", now().Sub(start).Seconds())

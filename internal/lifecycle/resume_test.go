@@ -451,3 +451,24 @@ func TestPartialResume(t *testing.T) {
 		}
 	})
 }
+
+// TestResumeHandsBackAfterItsDeadline: launches that ran the resume's
+// context out (a long throttled burst) still end with the failed nodes
+// handed back to Slurm, not left for ResumeTimeout.
+func TestResumeHandsBackAfterItsDeadline(t *testing.T) {
+	g, _ := newRig(t, "none")
+	g.capacityAll("l4", 0)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	out, err := g.r.Resume(ctx, "l4-1", nil)
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if _, ok := out.Failed["l4-1"]; !ok {
+		t.Fatalf("outcome %+v, want l4-1 failed (no capacity)", out)
+	}
+	ups := g.slurm.Updates()
+	if len(ups) != 1 || ups[0].State != "POWER_DOWN_FORCE" || strings.Join(ups[0].Names, ",") != "l4-1" {
+		t.Fatalf("updates %+v, want l4-1 handed back (POWER_DOWN_FORCE)", ups)
+	}
+}

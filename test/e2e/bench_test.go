@@ -58,24 +58,8 @@ func resumeOnce(b *testing.B, n int) (wall, cpu time.Duration) {
 	}
 	cfg.Classes[1].MaxNodes = 1000
 	cfg.Classes[1].InstanceTypes = []string{"g5.xlarge"}
-	cfg.Cluster.EC2Endpoint, cfg.Cluster.EC2StaticCredentials = emu.URL(), true
-	cfg.Log.File = filepath.Join(dir, "burst.log")
-	cfg.Sizer.StateDir = filepath.Join(dir, "state")
-	cfg.Sizer.TokenFile = filepath.Join(dir, "missing-token")
-	// user data carries the sizer's CA for the node to pin: burst-resume
-	// refuses to launch without it (the sizer is HTTPS-only)
-	ca := tlsca.Paths{CAFile: filepath.Join(dir, "sizer-ca.pem"), CAKey: filepath.Join(dir, "sizer-ca.key"),
-		CertFile: filepath.Join(dir, "sizer.pem"), KeyFile: filepath.Join(dir, "sizer.key")}
-	if _, err := tlsca.Init(tlsca.Options{Paths: ca, Hosts: []string{"127.0.0.1"}, Cluster: "bench"}); err != nil {
-		b.Fatal(err)
-	}
-	cfg.Sizer.TLS.CAFile = ca.CAFile
 	cfg.Slurm.ConfDir = dir
-	raw, _ := yaml.Marshal(cfg)
-	cfgPath := filepath.Join(dir, "burst.yaml")
-	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
-		b.Fatal(err)
-	}
+	cfgPath := writeBenchConfig(b, cfg, dir, emu)
 	nodes := fmt.Sprintf("a10g-[1-%d]", n)
 	if n == 1 {
 		nodes = "a10g-1"
@@ -90,7 +74,7 @@ func resumeOnce(b *testing.B, n int) (wall, cpu time.Duration) {
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	if got := len(emu.Live()); got != n {
-		log, _ := os.ReadFile(cfg.Log.File)
+		log, _ := os.ReadFile(filepath.Join(dir, "burst.log"))
 		b.Fatalf("%d live instances after resuming %d nodes; log tail:\n%s", got, n, tail(string(log), 10))
 	}
 	return wall, cpu
@@ -102,4 +86,31 @@ func tail(s string, n int) string {
 		l = l[len(l)-n:]
 	}
 	return strings.Join(l, "\n")
+}
+
+// writeBenchConfig writes cfg as dir/burst.yaml for a benchmark's
+// burst-resume against emulator emu: the emulator's endpoint and dummy
+// credentials, a log and a state directory in dir, no sizer token (ranking
+// in-process), and the sizer CA that user data carries for the node to pin
+// (burst-resume refuses to launch without it: the sizer is HTTPS-only).
+func writeBenchConfig(b *testing.B, cfg *config.Config, dir string, emu *ec2emu.Server) string {
+	cfg.Cluster.EC2Endpoint, cfg.Cluster.EC2StaticCredentials = emu.URL(), true
+	cfg.Log.File = filepath.Join(dir, "burst.log")
+	cfg.Sizer.StateDir = filepath.Join(dir, "state")
+	cfg.Sizer.TokenFile = filepath.Join(dir, "missing-token")
+	ca := tlsca.Paths{CAFile: filepath.Join(dir, "sizer-ca.pem"), CAKey: filepath.Join(dir, "sizer-ca.key"),
+		CertFile: filepath.Join(dir, "sizer.pem"), KeyFile: filepath.Join(dir, "sizer.key")}
+	if _, err := tlsca.Init(tlsca.Options{Paths: ca, Hosts: []string{"127.0.0.1"}, Cluster: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	cfg.Sizer.TLS.CAFile = ca.CAFile
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, "burst.yaml")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return path
 }

@@ -185,8 +185,12 @@ func (s *Slurm) Nodes(_ context.Context, names ...string) ([]slurm.Node, error) 
 
 // UpdateNodes implements slurm.Client: each update is logged and its
 // reason, comment, extra and address applied to the nodes it names (plain
-// names only; the state is logged, not simulated).
-func (s *Slurm) UpdateNodes(_ context.Context, updates ...slurm.NodeUpdate) error {
+// names only; the state is logged, not simulated). As scontrol, it fails
+// on a context already done.
+func (s *Slurm) UpdateNodes(ctx context.Context, updates ...slurm.NodeUpdate) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("updating nodes: %w", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, u := range updates {
