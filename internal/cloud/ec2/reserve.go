@@ -26,43 +26,14 @@ import (
 // answers ReservationCapacityExceeded: a per-offering error, so the next
 // phase (spot, on-demand) is tried, as the class's order says.
 func (p *Provider) reserved(ctx context.Context, lt string, req cloud.LaunchRequest, nodes []cloud.NodeSpec, o cloud.Offering, phase string) ([]cloud.Instance, []*cloud.Error, error) {
-	n := int32(len(nodes))
 	names := make([]string, len(nodes))
 	for i, nd := range nodes {
 		names[i] = nd.Node
 	}
 	op := "launching " + strings.Join(names, ",") + " into capacity reservation " + o.Reservation
-	target := &types.CapacityReservationTarget{}
-	if strings.HasPrefix(o.Reservation, "arn:") {
-		target.CapacityReservationResourceGroupArn = aws.String(o.Reservation)
-	} else {
-		target.CapacityReservationId = aws.String(o.Reservation)
-	}
-	in := &ec2.RunInstancesInput{
-		MinCount: aws.Int32(n), MaxCount: aws.Int32(n),
-		LaunchTemplate:                   &types.LaunchTemplateSpecification{LaunchTemplateName: aws.String(lt), Version: aws.String(p.opts.LaunchTemplateVersion)},
-		InstanceType:                     types.InstanceType(o.InstanceType),
-		SubnetId:                         aws.String(o.SubnetID),
-		ClientToken:                      aws.String(p.clientToken(req, nodes, phase)),
-		CapacityReservationSpecification: &types.CapacityReservationSpecification{CapacityReservationTarget: target},
-		TagSpecifications:                []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: p.tags(nodes, capacity.Reserved)}},
-	}
-	if !o.BlockEnd.IsZero() {
-		// a Capacity Block takes only its own market type (EC2 User Guide,
-		// "Launch instances using Capacity Blocks")
-		in.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{MarketType: types.MarketTypeCapacityBlock}
-		in.TagSpecifications[0].Tags = append(in.TagSpecifications[0].Tags,
-			types.Tag{Key: aws.String(TagBlockEnd), Value: aws.String(o.BlockEnd.UTC().Format(time.RFC3339))})
-	}
-	if req.UserData != "" {
-		in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(req.UserData)))
-	}
-	if req.PlacementGroup != "" && len(nodes) > 1 {
-		g, err := p.placementGroup(ctx, req, o.Zone, false) // ensured as for a fleet (efa.go)
-		if err != nil {
-			return nil, nil, err
-		}
-		in.Placement = &types.Placement{GroupName: aws.String(g)}
+	in, err := p.reservedInput(ctx, lt, req, nodes, o, phase)
+	if err != nil {
+		return nil, nil, err
 	}
 	if req.Intent != nil {
 		if err := req.Intent(aws.ToString(in.ClientToken), nodes, []cloud.Offering{o}); err != nil {
@@ -97,6 +68,54 @@ func (p *Provider) reserved(ctx context.Context, lt string, req cloud.LaunchRequ
 		return nil, []*cloud.Error{{Kind: cloud.KindInsufficientCapacity, Code: "ReservationCapacityExceeded", Op: op,
 			Message: "the reservation launched fewer instances than nodes; terminated them (all-or-nothing)", Offerings: []cloud.Offering{o}}}, nil
 	}
+	insts, err := p.settleReserved(ctx, ids, answer, names, o, op)
+	return insts, nil, err
+}
+
+// reservedInput is the RunInstances request of a reserved launch: the
+// reservation as its target (by id or by resource group), a Capacity
+// Block's market type, the user data and the placement group.
+func (p *Provider) reservedInput(ctx context.Context, lt string, req cloud.LaunchRequest, nodes []cloud.NodeSpec, o cloud.Offering, phase string) (*ec2.RunInstancesInput, error) {
+	n := int32(len(nodes))
+	target := &types.CapacityReservationTarget{}
+	if strings.HasPrefix(o.Reservation, "arn:") {
+		target.CapacityReservationResourceGroupArn = aws.String(o.Reservation)
+	} else {
+		target.CapacityReservationId = aws.String(o.Reservation)
+	}
+	in := &ec2.RunInstancesInput{
+		MinCount: aws.Int32(n), MaxCount: aws.Int32(n),
+		LaunchTemplate:                   &types.LaunchTemplateSpecification{LaunchTemplateName: aws.String(lt), Version: aws.String(p.opts.LaunchTemplateVersion)},
+		InstanceType:                     types.InstanceType(o.InstanceType),
+		SubnetId:                         aws.String(o.SubnetID),
+		ClientToken:                      aws.String(p.clientToken(req, nodes, phase)),
+		CapacityReservationSpecification: &types.CapacityReservationSpecification{CapacityReservationTarget: target},
+		TagSpecifications:                []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: p.tags(nodes, capacity.Reserved)}},
+	}
+	if !o.BlockEnd.IsZero() {
+		// a Capacity Block takes only its own market type (EC2 User Guide,
+		// "Launch instances using Capacity Blocks")
+		in.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{MarketType: types.MarketTypeCapacityBlock}
+		in.TagSpecifications[0].Tags = append(in.TagSpecifications[0].Tags,
+			types.Tag{Key: aws.String(TagBlockEnd), Value: aws.String(o.BlockEnd.UTC().Format(time.RFC3339))})
+	}
+	if req.UserData != "" {
+		in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(req.UserData)))
+	}
+	if req.PlacementGroup != "" && len(nodes) > 1 {
+		g, err := p.placementGroup(ctx, req, o.Zone, false) // ensured as for a fleet (efa.go)
+		if err != nil {
+			return nil, err
+		}
+		in.Placement = &types.Placement{GroupName: aws.String(g)}
+	}
+	return in, nil
+}
+
+// settleReserved confirms the launched instances (described, or
+// RunInstances' answer), names each with its node and marks them reserved
+// in o's reservation; instances it cannot name are terminated.
+func (p *Provider) settleReserved(ctx context.Context, ids []string, answer map[string]cloud.Instance, names []string, o cloud.Offering, op string) ([]cloud.Instance, error) {
 	insts, derr := p.describeLaunched(ctx, ids)
 	described := derr == nil && len(insts) == len(ids)
 	if !described {
@@ -113,12 +132,12 @@ func (p *Provider) reserved(ctx context.Context, lt string, req cloud.LaunchRequ
 			insts = append(insts, c)
 		}
 	}
-	if len(nodes) > 1 {
+	if len(names) > 1 {
 		if err := p.nameFleet(ctx, insts, names); err != nil {
 			if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 				p.log.Error("terminating reserved instances that could not be named", "ids", ids, "err", terr)
 			}
-			return nil, nil, wrapErr(err, op+": tagging each instance with its node", []cloud.Offering{o})
+			return nil, wrapErr(err, op+": tagging each instance with its node", []cloud.Offering{o})
 		}
 	} else if insts[0].Node == "" {
 		insts[0].Node = names[0]
@@ -127,7 +146,7 @@ func (p *Provider) reserved(ctx context.Context, lt string, req cloud.LaunchRequ
 		if _, terr := p.TerminateIDs(context.WithoutCancel(ctx), ids); terr != nil {
 			p.log.Error("terminating reserved instances with ambiguous identities", "ids", ids, "err", terr)
 		}
-		return nil, nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousNodeTags", Op: op,
+		return nil, &cloud.Error{Kind: cloud.KindUnknown, Code: "AmbiguousNodeTags", Op: op,
 			Message: "the reserved instances do not carry one node tag each; terminated them"}
 	}
 	for i := range insts {
@@ -137,7 +156,7 @@ func (p *Provider) reserved(ctx context.Context, lt string, req cloud.LaunchRequ
 		}
 	}
 	p.log.Info("launched into a capacity reservation", "nodes", names, "instances", ids, "reservation", o.Reservation, "described", described)
-	return insts, nil, nil
+	return insts, nil
 }
 
 // Reservations describes capacity reservations by id (DescribeCapacityReservations).
