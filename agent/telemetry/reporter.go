@@ -99,7 +99,10 @@ func (r *Reporter) Add(rec sizerapi.Record) error {
 
 // Flush fsyncs the spool and sends every pending record in batches of
 // MaxBatch, in sequence order, stopping at the first failure (the rest
-// stays spooled for the next Flush).
+// stays spooled for the next Flush). A batch already sent when ctx ends is
+// finished (bounded by SendTimeout), not abandoned: abandoning it after the
+// sizer stored it would leave it unacknowledged here and send it twice.
+// No further batch starts once ctx is done.
 func (r *Reporter) Flush(ctx context.Context) error {
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
@@ -107,6 +110,9 @@ func (r *Reporter) Flush(ctx context.Context) error {
 		return err
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("flushing reports: %w", err)
+		}
 		recs, err := r.spool.Pending(r.opts.MaxBatch)
 		if err != nil {
 			return fmt.Errorf("flushing reports: %w", err)
@@ -115,7 +121,7 @@ func (r *Reporter) Flush(ctx context.Context) error {
 			return nil
 		}
 		b := sizerapi.ReportBatch{Node: r.opts.Node, InstanceID: r.opts.InstanceID, GPUSource: r.opts.GPUSource, Dropped: r.spool.Dropped(), Records: recs}
-		sctx, cancel := context.WithTimeout(ctx, r.opts.SendTimeout)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.SendTimeout)
 		err = r.sink.Send(sctx, b)
 		cancel()
 		last := recs[len(recs)-1].Seq
@@ -158,6 +164,9 @@ func (r *Reporter) Run(ctx context.Context) error {
 			cancel()
 			return r.Close()
 		case <-t.C:
+			if ctx.Err() != nil {
+				continue // the final flush above runs next
+			}
 			err := r.Flush(ctx)
 			switch {
 			case err != nil && !failing:
