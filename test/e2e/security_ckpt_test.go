@@ -75,9 +75,17 @@ func TestSecurityCheckpointAncestorSwap(t *testing.T) {
 	}
 
 	vhome := home(t, s, vic)
-	writeAs(t, vic, filepath.Join(vhome, "train.sh"), "#!/bin/bash\nsleep ${HOLD:-300}\n", 0o755)
+	// the script marks that it started: Slurm reports RUNNING while the
+	// node's Prolog (which makes the job's directory) may still run, and
+	// starts the batch script only after it succeeded
+	started := filepath.Join(vhome, "started")
+	writeAs(t, vic, filepath.Join(vhome, "train.sh"), "#!/bin/bash\ntouch "+started+"\nsleep ${HOLD:-300}\n", 0o755)
 	vjob := sbatchAs(t, s, vic, vhome, "--gres=gpu:1", "--constraint=a10g", "--account=demo", "--output="+filepath.Join(vhome, "%j.out"), filepath.Join(vhome, "train.sh"))
 	waitJob(t, s, vjob, 3*time.Minute, "RUNNING")
+	eventually(t, time.Minute, "the victim's batch script to start", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
 
 	// after the node's bootstrap: both directories root's 0755, the
 	// attacker's tree kept aside
