@@ -31,15 +31,7 @@ func FuzzDecodeLine(f *testing.F) {
 // is skipped and counted; the records around it are still sent.
 func TestCorruptLineSkipped(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenSpool(dir, SpoolOptions{MaxBytes: 1 << 20, SegmentBytes: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 20; i++ {
-		rec := gpuRecord(i)
-		s.Append(&rec)
-	}
-	s.Close()
+	spoolWith(t, dir, SpoolOptions{MaxBytes: 1 << 20, SegmentBytes: 1024}, 20).Close()
 	segs, _ := filepath.Glob(filepath.Join(dir, "seg-*.log"))
 	if len(segs) < 2 {
 		t.Fatalf("want several segments, got %v", segs)

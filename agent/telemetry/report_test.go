@@ -82,16 +82,7 @@ func TestOutageAndRestartExactlyOnce(t *testing.T) {
 // sequence numbers, so the server can drop it as a duplicate.
 func TestCrashBetweenSendAndAck(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenSpool(dir, SpoolOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 5; i++ {
-		rec := gpuRecord(i)
-		if err := s.Append(&rec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := spoolWith(t, dir, SpoolOptions{}, 5)
 	sent, err := s.Pending(100)
 	if err != nil || len(sent) != 5 {
 		t.Fatalf("pending = %d, %v", len(sent), err)
@@ -166,15 +157,7 @@ func TestCapDropsOldest(t *testing.T) {
 // open and sequence numbering continues after the last whole record.
 func TestTornTail(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenSpool(dir, SpoolOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 3; i++ {
-		rec := gpuRecord(i)
-		s.Append(&rec)
-	}
-	s.Close()
+	spoolWith(t, dir, SpoolOptions{}, 3).Close()
 	segs, _ := filepath.Glob(filepath.Join(dir, "seg-*.log"))
 	f, err := os.OpenFile(segs[len(segs)-1], os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -312,4 +295,20 @@ func TestTrackerSummary(t *testing.T) {
 	if len(tr.Active()) != 0 {
 		t.Fatalf("active = %v", tr.Active())
 	}
+}
+
+// spoolWith opens a spool in dir holding n GPU records (gpuRecord 0..n-1).
+func spoolWith(t *testing.T, dir string, o SpoolOptions, n int) *Spool {
+	t.Helper()
+	s, err := OpenSpool(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		rec := gpuRecord(i)
+		if err := s.Append(&rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/test/harness"
 	"github.com/burst-hpc/burst/test/torchenv"
 )
 
@@ -43,7 +44,7 @@ func slurmEnv(env ...string) []string {
 // it signals a step on that node) or a whole batch job.
 type group struct {
 	cmd  *exec.Cmd
-	out  *syncBuf
+	out  *harness.SyncBuffer
 	done chan error
 	// stopping: the test signalled it to stop or waits for its end, so an
 	// exit is no surprise.
@@ -82,7 +83,7 @@ func allOutput() string {
 
 func startGroup(t *testing.T, env []string, name string, args ...string) *group {
 	t.Helper()
-	g := &group{cmd: exec.Command(name, args...), out: &syncBuf{}, done: make(chan error, 1)}
+	g := &group{cmd: exec.Command(name, args...), out: &harness.SyncBuffer{}, done: make(chan error, 1)}
 	g.cmd.Env = env
 	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -153,7 +154,7 @@ func ddpCluster(t *testing.T, py, dir string, restart int, extra ...string) []*g
 	return nodes
 }
 
-func waitUntil(t *testing.T, what string, out *syncBuf, cond func() bool) {
+func waitUntil(t *testing.T, what string, out *harness.SyncBuffer, cond func() bool) {
 	t.Helper()
 	giveUp := time.Now().Add(ddpHangGuard)
 	for !cond() {
@@ -168,7 +169,7 @@ func waitUntil(t *testing.T, what string, out *syncBuf, cond func() bool) {
 }
 
 // waitLine waits for a line matching pattern and returns the output.
-func waitLine(t *testing.T, out *syncBuf, pattern string) string {
+func waitLine(t *testing.T, out *harness.SyncBuffer, pattern string) string {
 	t.Helper()
 	re := regexp.MustCompile(pattern)
 	waitUntil(t, "a line matching "+pattern, out, func() bool { return re.MatchString(out.String()) })

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/test/harness"
 	"github.com/burst-hpc/burst/test/torchenv"
 )
 
@@ -74,7 +75,7 @@ func TestDDPDeterministicAcrossInterruption(t *testing.T) {
 	}
 	checkAllRanks(t, dirB, atSignal, "interrupt")
 	for _, want := range []struct {
-		out  *syncBuf
+		out  *harness.SyncBuffer
 		line string
 	}{
 		{rank1, fmt.Sprintf("rank=1 got SIGUSR1 after step %d\n", atSignal)},

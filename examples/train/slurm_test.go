@@ -126,7 +126,7 @@ func TestDDPOnSlurm(t *testing.T) {
 		}
 		return last
 	}
-	logged := &syncBuf{} // only for waitUntil's failure message
+	logged := &harness.SyncBuffer{} // only for waitUntil's failure message
 	waitLog := func(what string, cond func(string) bool) {
 		t.Helper()
 		waitUntil(t, what, logged, func() bool { return cond(jobLog()) })

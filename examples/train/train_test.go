@@ -1,26 +1,18 @@
 package train
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/test/harness"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func readStep(t *testing.T, path string) int {
 	t.Helper()
@@ -36,7 +28,7 @@ func readStep(t *testing.T, path string) int {
 }
 
 // waitFor polls cond; the minute is a hang guard, not a performance bound.
-func waitFor(t *testing.T, what string, out *syncBuf, cond func() bool) {
+func waitFor(t *testing.T, what string, out *harness.SyncBuffer, cond func() bool) {
 	t.Helper()
 	giveUp := time.Now().Add(time.Minute)
 	for !cond() {
@@ -47,7 +39,7 @@ func waitFor(t *testing.T, what string, out *syncBuf, cond func() bool) {
 	}
 }
 
-func start(t *testing.T, dir string, restart int, out *syncBuf) *exec.Cmd {
+func start(t *testing.T, dir string, restart int, out *harness.SyncBuffer) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("bash", "train.sh")
 	cmd.Env = append(os.Environ(), "SLURM_JOB_ID=42", "SLURM_RESTART_COUNT="+strconv.Itoa(restart), "BURST_CHECKPOINT_DIR="+dir,
@@ -68,7 +60,7 @@ func TestCheckpointOnSignalAndResume(t *testing.T) {
 		t.Skip("SKIP: no bash")
 	}
 	dir := filepath.Join(t.TempDir(), "42")
-	out1 := &syncBuf{}
+	out1 := &harness.SyncBuffer{}
 	run1 := start(t, dir, 0, out1)
 	// Let it pass a periodic checkpoint and a few more steps.
 	waitFor(t, "step 7", out1, func() bool { return readStep(t, filepath.Join(dir, "progress")) >= 7 })
@@ -90,7 +82,7 @@ func TestCheckpointOnSignalAndResume(t *testing.T) {
 		t.Fatalf("run 1 did not log its termination (%v):\n%s", werr, out1.String())
 	}
 
-	out2 := &syncBuf{}
+	out2 := &harness.SyncBuffer{}
 	run2 := start(t, dir, 1, out2)
 	if err := run2.Wait(); err != nil {
 		t.Fatalf("requeued run failed: %v\n%s", err, out2.String())
@@ -129,7 +121,7 @@ func TestEarlyCheckpointOnUSR2(t *testing.T) {
 		t.Skip("SKIP: no bash")
 	}
 	dir := filepath.Join(t.TempDir(), "42")
-	out := &syncBuf{}
+	out := &harness.SyncBuffer{}
 	run := start(t, dir, 0, out)
 	waitFor(t, "step 7", out, func() bool { return readStep(t, filepath.Join(dir, "progress")) >= 7 })
 	if err := run.Process.Signal(syscall.SIGUSR2); err != nil {

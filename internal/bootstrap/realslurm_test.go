@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,15 +28,6 @@ type realCluster struct {
 	ctld, munged    *exec.Cmd
 	env             *harness.Env
 	sl              harness.Slurm
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func needSlurm(t *testing.T) harness.Slurm {
@@ -66,7 +56,7 @@ func startRealCluster(t *testing.T) *realCluster {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	os.Chmod(filepath.Dir(dir), 0o755)
-	c := &realCluster{sl: sl, dir: dir, conf: filepath.Join(dir, "etc", "slurm.conf"), sock: filepath.Join(dir, "munge", "munge.socket.2"), ctldPort: freePort(t)}
+	c := &realCluster{sl: sl, dir: dir, conf: filepath.Join(dir, "etc", "slurm.conf"), sock: filepath.Join(dir, "munge", "munge.socket.2"), ctldPort: harness.LocalPort(t)}
 	// t.TempDir and this test binary (runIsolated) are under os.TempDir,
 	// which every environment binds
 	env, err := sl.Enter(context.Background(), harness.EnvOptions{Environ: append(os.Environ(), "SLURM_CONF="+c.conf)})
@@ -121,7 +111,7 @@ SlurmctldParameters=enable_configless,%s
 NodeName=gpu-7 NodeAddr=127.0.0.1 Port=%d CPUs=1 RealMemory=100 State=CLOUD
 NodeName=gpu-8 NodeAddr=127.0.0.1 Port=%d CPUs=1 RealMemory=100 State=CLOUD
 PartitionName=cloud Nodes=gpu-[7-8] Default=YES MaxTime=INFINITE State=UP
-`, c.ctldPort%100000, host, c.ctldPort, c.sock, dir, dir, dir, dir, dir, dir, dir, dir, strings.Join(sl.CloudCtldParameters(), ","), freePort(t), freePort(t))
+`, c.ctldPort%100000, host, c.ctldPort, c.sock, dir, dir, dir, dir, dir, dir, dir, dir, strings.Join(sl.CloudCtldParameters(), ","), harness.LocalPort(t), harness.LocalPort(t))
 	// Slurm runs SuspendProgram without PATH: builtins and absolute paths only.
 	os.WriteFile(filepath.Join(dir, "suspend.sh"), []byte("#!/bin/sh\necho \"$1\" >> "+dir+"/suspended\n"), 0o755)
 	os.WriteFile(filepath.Join(dir, "resume.sh"), []byte("#!/bin/sh\necho \"$1\" >> "+dir+"/resumed\n"), 0o755)

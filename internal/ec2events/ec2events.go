@@ -119,53 +119,88 @@ func bad(field, format string, a ...any) error {
 
 // Parse reads and validates one message body.
 func Parse(body []byte, want Expect) (Event, error) {
-	if len(body) > MaxBody {
-		return Event{}, bad("", "message of %d bytes is larger than %d; not an EC2 event", len(body), MaxBody)
-	}
-	var raw rawEvent
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&raw); err != nil {
-		return Event{}, bad("", "not a JSON event object: %v", clip(err.Error()))
-	}
-	if dec.More() {
-		return Event{}, bad("", "trailing data after the event object")
-	}
-	str := func(field string, p *string) (string, error) {
-		if p == nil {
-			return "", bad(field, "missing")
-		}
-		return *p, nil
+	raw, err := decode(body)
+	if err != nil {
+		return Event{}, err
 	}
 	var ev Event
-	v, err := str("version", raw.Version)
-	if err != nil {
+	if err := parseKind(raw, &ev); err != nil {
 		return Event{}, err
+	}
+	if err := parseOrigin(raw, want, &ev); err != nil {
+		return Event{}, err
+	}
+	if ev.Kind == Scheduled {
+		if err := parseHealthDetail(raw, &ev); err != nil {
+			return Event{}, err
+		}
+		return ev, nil
+	}
+	if err := parseInstanceDetail(raw.Detail, &ev); err != nil {
+		return Event{}, err
+	}
+	if err := checkResources(raw.Resources, ev); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// decode reads the body as one JSON event object, bounded by MaxBody.
+func decode(body []byte) (rawEvent, error) {
+	var raw rawEvent
+	if len(body) > MaxBody {
+		return raw, bad("", "message of %d bytes is larger than %d; not an EC2 event", len(body), MaxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&raw); err != nil {
+		return raw, bad("", "not a JSON event object: %v", clip(err.Error()))
+	}
+	if dec.More() {
+		return raw, bad("", "trailing data after the event object")
+	}
+	return raw, nil
+}
+
+// required is a field's value, or an error naming it when it is missing.
+func required(field string, p *string) (string, error) {
+	if p == nil {
+		return "", bad(field, "missing")
+	}
+	return *p, nil
+}
+
+// parseKind checks the version, the source and the event id, and sets
+// ev.ID and ev.Kind from the detail type.
+func parseKind(raw rawEvent, ev *Event) error {
+	v, err := required("version", raw.Version)
+	if err != nil {
+		return err
 	}
 	if v != "0" {
-		return Event{}, bad("version", "%q, want \"0\"", clip(v))
+		return bad("version", "%q, want \"0\"", clip(v))
 	}
-	src, err := str("source", raw.Source)
+	src, err := required("source", raw.Source)
 	if err != nil {
-		return Event{}, err
+		return err
 	}
 	if src != "aws.ec2" && src != "aws.health" {
-		return Event{}, bad("source", "%q, want aws.ec2 or aws.health (EventBridge rules on EC2's and AWS Health's events)", clip(src))
+		return bad("source", "%q, want aws.ec2 or aws.health (EventBridge rules on EC2's and AWS Health's events)", clip(src))
 	}
-	if ev.ID, err = str("id", raw.ID); err != nil {
-		return Event{}, err
+	if ev.ID, err = required("id", raw.ID); err != nil {
+		return err
 	}
 	if !idRe.MatchString(ev.ID) {
-		return Event{}, bad("id", "%q is not an event id", clip(ev.ID))
+		return bad("id", "%q is not an event id", clip(ev.ID))
 	}
-	dt, err := str("detail-type", raw.DetailType)
+	dt, err := required("detail-type", raw.DetailType)
 	if err != nil {
-		return Event{}, err
+		return err
 	}
 	switch {
 	case src == "aws.health" && dt == DetailHealth:
 		ev.Kind = Scheduled
 	case src == "aws.health":
-		return Event{}, bad("detail-type", "%q is not one burst reads from aws.health (%q)", clip(dt), DetailHealth)
+		return bad("detail-type", "%q is not one burst reads from aws.health (%q)", clip(dt), DetailHealth)
 	case dt == DetailSpotInterruption:
 		ev.Kind = SpotInterruption
 	case dt == DetailRebalance:
@@ -173,74 +208,79 @@ func Parse(body []byte, want Expect) (Event, error) {
 	case dt == DetailStateChange:
 		ev.Kind = StateChange
 	default:
-		return Event{}, bad("detail-type", "%q is not one burst reads (%q, %q, %q)", clip(dt), DetailSpotInterruption, DetailRebalance, DetailStateChange)
+		return bad("detail-type", "%q is not one burst reads (%q, %q, %q)", clip(dt), DetailSpotInterruption, DetailRebalance, DetailStateChange)
 	}
-	if ev.Account, err = str("account", raw.Account); err != nil {
-		return Event{}, err
+	return nil
+}
+
+// parseOrigin sets ev.Account, ev.Region and ev.Time, checking the account
+// and region are the cluster's.
+func parseOrigin(raw rawEvent, want Expect, ev *Event) error {
+	var err error
+	if ev.Account, err = required("account", raw.Account); err != nil {
+		return err
 	}
 	if !accountRe.MatchString(ev.Account) {
-		return Event{}, bad("account", "%q is not a 12-digit account id", clip(ev.Account))
+		return bad("account", "%q is not a 12-digit account id", clip(ev.Account))
 	}
 	if want.Account != "" && ev.Account != want.Account {
-		return Event{}, bad("account", "%s is not the cluster's account %s", ev.Account, want.Account)
+		return bad("account", "%s is not the cluster's account %s", ev.Account, want.Account)
 	}
-	if ev.Region, err = str("region", raw.Region); err != nil {
-		return Event{}, err
+	if ev.Region, err = required("region", raw.Region); err != nil {
+		return err
 	}
 	if !regionRe.MatchString(ev.Region) {
-		return Event{}, bad("region", "%q is not a region", clip(ev.Region))
+		return bad("region", "%q is not a region", clip(ev.Region))
 	}
 	if ev.Region != want.Region {
-		return Event{}, bad("region", "%s is not the cluster's region %s", ev.Region, want.Region)
+		return bad("region", "%s is not the cluster's region %s", ev.Region, want.Region)
 	}
-	ts, err := str("time", raw.Time)
+	ts, err := required("time", raw.Time)
 	if err != nil {
-		return Event{}, err
+		return err
 	}
 	t, err := time.Parse(time.RFC3339, ts)
 	if err != nil {
-		return Event{}, bad("time", "%q is not an RFC 3339 time", clip(ts))
+		return bad("time", "%q is not an RFC 3339 time", clip(ts))
 	}
 	ev.Time = t.UTC()
-	if ev.Kind == Scheduled {
-		if err := parseHealthDetail(raw, &ev); err != nil {
-			return Event{}, err
-		}
-		return ev, nil
-	}
-	if len(raw.Detail) == 0 || raw.Detail[0] != '{' {
-		return Event{}, bad("detail", "missing, or not an object")
+	return nil
+}
+
+// parseInstanceDetail reads an EC2 event's detail: the instance, and the
+// interruption's action or the state change's new state.
+func parseInstanceDetail(detail json.RawMessage, ev *Event) error {
+	if len(detail) == 0 || detail[0] != '{' {
+		return bad("detail", "missing, or not an object")
 	}
 	var d rawDetail
-	if err := json.Unmarshal(raw.Detail, &d); err != nil {
-		return Event{}, bad("detail", "%v", clip(err.Error()))
+	if err := json.Unmarshal(detail, &d); err != nil {
+		return bad("detail", "%v", clip(err.Error()))
 	}
-	if ev.InstanceID, err = str("detail.instance-id", d.InstanceID); err != nil {
-		return Event{}, err
+	var err error
+	if ev.InstanceID, err = required("detail.instance-id", d.InstanceID); err != nil {
+		return err
 	}
 	if !instanceRe.MatchString(ev.InstanceID) {
-		return Event{}, bad("detail.instance-id", "%q is not an instance id", clip(ev.InstanceID))
+		return bad("detail.instance-id", "%q is not an instance id", clip(ev.InstanceID))
 	}
 	switch ev.Kind {
 	case SpotInterruption:
-		if ev.Action, err = str("detail.instance-action", d.InstanceAction); err != nil {
-			return Event{}, err
+		if ev.Action, err = required("detail.instance-action", d.InstanceAction); err != nil {
+			return err
 		}
 		if !actions[ev.Action] {
-			return Event{}, bad("detail.instance-action", "%q, want terminate, stop or hibernate", clip(ev.Action))
+			return bad("detail.instance-action", "%q, want terminate, stop or hibernate", clip(ev.Action))
 		}
 	case StateChange:
-		if ev.State, err = str("detail.state", d.State); err != nil {
-			return Event{}, err
+		if ev.State, err = required("detail.state", d.State); err != nil {
+			return err
 		}
 		if !states[ev.State] {
-			return Event{}, bad("detail.state", "%q is not an instance state", clip(ev.State))
+			return bad("detail.state", "%q is not an instance state", clip(ev.State))
 		}
 	}
-	if err := checkResources(raw.Resources, ev); err != nil {
-		return Event{}, err
-	}
-	return ev, nil
+	return nil
 }
 
 // checkResources: EC2 names the instance in resources (by zone for

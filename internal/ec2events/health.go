@@ -37,20 +37,11 @@ type rawHealth struct {
 	} `json:"affectedEntities"`
 }
 
-// healthStr is a required string field.
-func healthStr(field string, p *string) (string, error) {
-	if p == nil {
-		return "", bad(field, "missing")
-	}
-	return *p, nil
-}
-
 // parseHealthDetail reads and checks an AWS Health event's detail (Parse
 // has checked the common fields as for EC2's own): service EC2, category
 // scheduledChange, a known event type, a start time, and the instances in
 // affectedEntities, each also in resources.
 func parseHealthDetail(raw rawEvent, ev *Event) error {
-	str := healthStr
 	var d rawHealth
 	if len(raw.Detail) == 0 || raw.Detail[0] != '{' {
 		return bad("detail", "missing, or not an object")
@@ -58,17 +49,17 @@ func parseHealthDetail(raw rawEvent, ev *Event) error {
 	if err := json.Unmarshal(raw.Detail, &d); err != nil {
 		return bad("detail", "%v", clip(err.Error()))
 	}
-	if s, err := str("detail.service", d.Service); err != nil {
+	if s, err := required("detail.service", d.Service); err != nil {
 		return err
 	} else if s != "EC2" {
 		return bad("detail.service", "%q, want EC2", clip(s))
 	}
-	if c, err := str("detail.eventTypeCategory", d.EventTypeCategory); err != nil {
+	if c, err := required("detail.eventTypeCategory", d.EventTypeCategory); err != nil {
 		return err
 	} else if c != "scheduledChange" {
 		return bad("detail.eventTypeCategory", "%q, want scheduledChange", clip(c))
 	}
-	code, err := str("detail.eventTypeCode", d.EventTypeCode)
+	code, err := required("detail.eventTypeCode", d.EventTypeCode)
 	if err != nil {
 		return err
 	}
@@ -91,7 +82,7 @@ func parseHealthDetail(raw rawEvent, ev *Event) error {
 		inRes[r] = true
 	}
 	for _, e := range d.AffectedEntities {
-		id, err := str("detail.affectedEntities.entityValue", e.EntityValue)
+		id, err := required("detail.affectedEntities.entityValue", e.EntityValue)
 		if err != nil {
 			return err
 		}

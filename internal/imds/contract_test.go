@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/test/harness"
 )
 
 const metadataMock = "github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@v1.13.0"
@@ -34,16 +36,6 @@ func buildMetadataMock(t *testing.T) string {
 		t.Skip("SKIP (set BURST_REQUIRE_TOOLS=1 to make this fatal): " + msg)
 	}
 	return filepath.Join(bin, "ec2-metadata-mock")
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // rawGet fetches a document from an IMDSv2 endpoint with plain net/http.
@@ -77,7 +69,7 @@ func TestContractEC2MetadataMock(t *testing.T) {
 		t.Skip("SKIP in -short: builds and runs ec2-metadata-mock")
 	}
 	bin := buildMetadataMock(t)
-	port := freePort(t)
+	port := harness.LocalPort(t)
 	const termTime, rebTime = "2026-11-29T13:31:21Z", "2026-11-29T13:29:21Z"
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "-n", "127.0.0.1", "-p", fmt.Sprint(port), "-I", "-d", "4", "--rebalance-delay-sec", "2",

@@ -79,6 +79,20 @@ type rig struct {
 	root  string
 }
 
+// checkpointWhenSignalled: job 7's batch shell, once signalled, writes its
+// checkpoint marker (its run's, at the clock's time).
+func (r *rig) checkpointWhenSignalled() {
+	go func() {
+		for !has(r.sl.Calls(), "signal 7 USR1 batch") {
+			time.Sleep(time.Millisecond)
+		}
+		dir := interruption.CheckpointDir(r.root, 7)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(interruption.MarkerPath(dir, 0), []byte("step=3\n"), 0o644)
+		os.Chtimes(interruption.MarkerPath(dir, 0), r.cl.Now(), r.cl.Now())
+	}()
+}
+
 func newRig(t *testing.T, nodeFlags ...string) *rig {
 	t.Helper()
 	r := &rig{st: &memStore{}, cl: &clock{t: t0.Add(time.Second)}, root: t.TempDir()}
@@ -118,14 +132,7 @@ func has(calls []string, prefix string) bool {
 // and the notice recorded. The same event again is a duplicate.
 func TestDeadAgent(t *testing.T) {
 	r := newRig(t)
-	go func() {
-		for !has(r.sl.Calls(), "signal 7 USR1 batch") {
-			time.Sleep(time.Millisecond)
-		}
-		os.MkdirAll(interruption.CheckpointDir(r.root, 7), 0o755)
-		os.WriteFile(interruption.MarkerPath(interruption.CheckpointDir(r.root, 7), 0), []byte("step=3\n"), 0o644)
-		os.Chtimes(interruption.MarkerPath(interruption.CheckpointDir(r.root, 7), 0), r.cl.Now(), r.cl.Now())
-	}()
+	r.checkpointWhenSignalled()
 	out, err := r.c.Handle(context.Background(), spot(inst))
 	if err != nil || out != OutcomeHandled {
 		t.Fatalf("Handle = %s, %v", out, err)

@@ -2,12 +2,10 @@ package notices
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/ec2events"
-	"github.com/burst-hpc/burst/internal/interruption"
 )
 
 func retirement(ids ...string) ec2events.Event {
@@ -23,14 +21,7 @@ func retirement(ids ...string) ec2events.Event {
 // a node, or whose window has passed, is left alone.
 func TestScheduledRetirement(t *testing.T) {
 	r := newRig(t)
-	go func() {
-		for !has(r.sl.Calls(), "signal 7 USR1 batch") {
-			time.Sleep(time.Millisecond)
-		}
-		os.MkdirAll(interruption.CheckpointDir(r.root, 7), 0o755)
-		os.WriteFile(interruption.MarkerPath(interruption.CheckpointDir(r.root, 7), 0), []byte("step=3\n"), 0o644)
-		os.Chtimes(interruption.MarkerPath(interruption.CheckpointDir(r.root, 7), 0), r.cl.Now(), r.cl.Now())
-	}()
+	r.checkpointWhenSignalled()
 	ev := retirement(inst)
 	out, err := r.c.Handle(context.Background(), ev)
 	if err != nil || out != OutcomeHandled {

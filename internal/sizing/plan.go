@@ -328,7 +328,7 @@ func faster(a, b *plan, tg targets) bool {
 }
 
 // shape evaluates memory and time of nodes x gpn GPUs of a class; a plan
-// that cannot hold the job comes back with shortfall set. With
+// that cannot hold the job comes back with short set. With
 // sharding=auto a training job is replicated when that fits each GPU, else
 // sharded with ZeRO-3; a sharding within the usable memory wins over a
 // tight one (replicated 7B on 8 GPUs is tight, ZeRO-3 fits).

@@ -104,37 +104,44 @@ func (p *Pool) Tick(ctx context.Context) ([]ClassPlan, error) {
 	return plans, firstErr
 }
 
+// planClass is one class's pass: sort its nodes, decide from the forecast
+// and the cap, power up and release.
 func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.Node, now time.Time) ClassPlan {
 	cp := ClassPlan{Class: cl.Name, At: now, CapUSDPerDay: cl.WarmUSDPerDay}
-	var down []string
-	var st forecast.State
 	p.mu.Lock()
+	st, down := p.sortClassNodes(&cp, nodes, now)
+	f := p.fc[cl.Name]
+	p.mu.Unlock()
+	price, err := p.o.Price(ctx, cl)
+	if err != nil || !(price > 0) {
+		// without a price there is no cap: keep nothing warm
+		cp.Err = fmt.Sprintf("pricing the class's node: %v", err)
+		price = 0
+	}
+	cp.PriceUSD = price
+	p.mu.Lock()
+	cp.Plan = forecast.Decide(f, now, forecast.CapNodes(cl.WarmUSDPerDay, price), st)
+	p.mu.Unlock()
+
+	p.powerUp(ctx, &cp, down, now)
+	p.powerDown(ctx, &cp)
+	p.log().Info("warm pool", "class", cl.Name, "rate_per_h", cp.Plan.RatePerHour, "want", cp.Plan.Want, "cap_nodes", cp.Plan.CapNodes,
+		"target", cp.Plan.Target, "warm", len(cp.Warm), "booting", len(cp.Booting), "lingering", len(cp.Lingering), "taken", strings.Join(cp.Taken, ","), "adopted", strings.Join(cp.Adopted, ","), "dropped", strings.Join(cp.Dropped, ","), "powered_up", strings.Join(cp.PoweredUp, ","),
+		"powered_down", strings.Join(cp.PoweredDown, ","), "price_usd_h", price, "cap_usd_day", cl.WarmUSDPerDay, "err", cp.Err)
+	return cp
+}
+
+// sortClassNodes sorts a class's nodes into cp (warm, booting, lingering,
+// taken, adopted, dropped) and the forecast's state, and returns the
+// powered-down nodes the pool may power up. p.mu is held.
+func (p *Pool) sortClassNodes(cp *ClassPlan, nodes []slurm.Node, now time.Time) (forecast.State, []string) {
+	var st forecast.State
+	var down []string
 	for _, n := range nodes {
 		_, ours := p.owned[n.Name]
 		switch kind(n) {
 		case kindWarm:
-			since, ok := p.idleSince[n.Name]
-			if !ok {
-				since = now
-				p.idleSince[n.Name] = now
-			}
-			if !ours && now.Sub(since) >= p.adoptAfter() {
-				// idle and nobody's for longer than a reuse window: the
-				// pool adopts it (else it would idle until SuspendTime)
-				p.owned[n.Name], ours = since, true
-				cp.Adopted = append(cp.Adopted, n.Name)
-			}
-			if !ours {
-				st.Lingering++
-				cp.Lingering = append(cp.Lingering, n.Name)
-				continue
-			}
-			up := n.BootTime
-			if up.IsZero() || up.After(now) {
-				up = since
-			}
-			st.Idle = append(st.Idle, forecast.Idle{Name: n.Name, Since: since, Up: up})
-			cp.Warm = append(cp.Warm, n.Name)
+			p.sortWarm(cp, &st, n, ours, now)
 		case kindBooting:
 			delete(p.idleSince, n.Name)
 			if !ours {
@@ -169,32 +176,59 @@ func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.No
 			}
 		}
 	}
-	f := p.fc[cl.Name]
-	p.mu.Unlock()
-	price, err := p.o.Price(ctx, cl)
-	if err != nil || !(price > 0) {
-		// without a price there is no cap: keep nothing warm
-		cp.Err = fmt.Sprintf("pricing the class's node: %v", err)
-		price = 0
-	}
-	cp.PriceUSD = price
-	p.mu.Lock()
-	cp.Plan = forecast.Decide(f, now, forecast.CapNodes(cl.WarmUSDPerDay, price), st)
-	p.mu.Unlock()
+	return st, down
+}
 
-	sortNodes(down)
-	if n := min(cp.Plan.Launch, len(down)); n > 0 {
-		cp.PoweredUp = down[:n]
-		if err := p.update(ctx, cp.PoweredUp, "POWER_UP", ""); err != nil {
-			cp.Err = join(cp.Err, fmt.Sprintf("powering up %s: %v", strings.Join(cp.PoweredUp, ","), err))
-			cp.PoweredUp = nil
-		}
-		p.mu.Lock()
-		for _, n := range cp.PoweredUp {
-			p.owned[n] = now
-		}
-		p.mu.Unlock()
+// sortWarm sorts an idle node that is up: the pool's (adopted when nobody's
+// for longer than a reuse window), or lingering. p.mu is held.
+func (p *Pool) sortWarm(cp *ClassPlan, st *forecast.State, n slurm.Node, ours bool, now time.Time) {
+	since, ok := p.idleSince[n.Name]
+	if !ok {
+		since = now
+		p.idleSince[n.Name] = now
 	}
+	if !ours && now.Sub(since) >= p.adoptAfter() {
+		// idle and nobody's for longer than a reuse window: the
+		// pool adopts it (else it would idle until SuspendTime)
+		p.owned[n.Name], ours = since, true
+		cp.Adopted = append(cp.Adopted, n.Name)
+	}
+	if !ours {
+		st.Lingering++
+		cp.Lingering = append(cp.Lingering, n.Name)
+		return
+	}
+	up := n.BootTime
+	if up.IsZero() || up.After(now) {
+		up = since
+	}
+	st.Idle = append(st.Idle, forecast.Idle{Name: n.Name, Since: since, Up: up})
+	cp.Warm = append(cp.Warm, n.Name)
+}
+
+// powerUp powers up the plan's launches from the powered-down nodes, lowest
+// first, and owns them.
+func (p *Pool) powerUp(ctx context.Context, cp *ClassPlan, down []string, now time.Time) {
+	sortNodes(down)
+	n := min(cp.Plan.Launch, len(down))
+	if n <= 0 {
+		return
+	}
+	cp.PoweredUp = down[:n]
+	if err := p.update(ctx, cp.PoweredUp, "POWER_UP", ""); err != nil {
+		cp.Err = join(cp.Err, fmt.Sprintf("powering up %s: %v", strings.Join(cp.PoweredUp, ","), err))
+		cp.PoweredUp = nil
+	}
+	p.mu.Lock()
+	for _, n := range cp.PoweredUp {
+		p.owned[n] = now
+	}
+	p.mu.Unlock()
+}
+
+// powerDown releases the plan's idle nodes and, above the cap, the newest
+// booting ones.
+func (p *Pool) powerDown(ctx context.Context, cp *ClassPlan) {
 	release := append([]string(nil), cp.Plan.Release...)
 	if cp.Plan.Cancel > 0 {
 		// above the cap: the newest booting nodes go too
@@ -204,23 +238,20 @@ func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.No
 			release = append(release, b[len(b)-1-k])
 		}
 	}
-	if len(release) > 0 {
-		if err := p.update(ctx, release, "POWER_DOWN_ASAP", ReleaseReason); err != nil {
-			cp.Err = join(cp.Err, fmt.Sprintf("powering down %s: %v", strings.Join(release, ","), err))
-		} else {
-			cp.PoweredDown = release
-			p.mu.Lock()
-			for _, n := range release {
-				delete(p.idleSince, n)
-				delete(p.owned, n)
-			}
-			p.mu.Unlock()
-		}
+	if len(release) == 0 {
+		return
 	}
-	p.log().Info("warm pool", "class", cl.Name, "rate_per_h", cp.Plan.RatePerHour, "want", cp.Plan.Want, "cap_nodes", cp.Plan.CapNodes,
-		"target", cp.Plan.Target, "warm", len(cp.Warm), "booting", len(cp.Booting), "lingering", len(cp.Lingering), "taken", strings.Join(cp.Taken, ","), "adopted", strings.Join(cp.Adopted, ","), "dropped", strings.Join(cp.Dropped, ","), "powered_up", strings.Join(cp.PoweredUp, ","),
-		"powered_down", strings.Join(cp.PoweredDown, ","), "price_usd_h", price, "cap_usd_day", cl.WarmUSDPerDay, "err", cp.Err)
-	return cp
+	if err := p.update(ctx, release, "POWER_DOWN_ASAP", ReleaseReason); err != nil {
+		cp.Err = join(cp.Err, fmt.Sprintf("powering down %s: %v", strings.Join(release, ","), err))
+		return
+	}
+	cp.PoweredDown = release
+	p.mu.Lock()
+	for _, n := range release {
+		delete(p.idleSince, n)
+		delete(p.owned, n)
+	}
+	p.mu.Unlock()
 }
 
 // adoptAfter is how long an idle node may belong to nobody before the pool

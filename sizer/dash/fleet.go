@@ -41,65 +41,16 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 	if err != nil {
 		return v, err
 	}
-	byNode := map[string]store.Instance{}
-	for _, in := range live {
-		// a node with two live instances (a duplicate the reconciler will
-		// reap) shows the newer one
-		if old, ok := byNode[in.Node]; !ok || in.Launched.After(old.Launched) {
-			byNode[in.Node] = in
-		}
-	}
+	byNode := newestByNode(live)
 	sn := s.slurmState(ctx)
-	if sn != nil {
-		v.Slurm = sn.err == nil
-		if sn.err != nil {
-			v.SlurmError = sn.err.Error()
-		}
-		if !sn.downSince.IsZero() {
-			t := sn.downSince
-			v.SlurmDownSince = &t
-		}
+	slurmStatus(&v, sn)
+	breakers, err := s.launchState(&v)
+	if err != nil {
+		return v, err
 	}
-	breakers := map[string]breaker.Status{}
-	if s.o.StateDir != "" {
-		sts, err := breaker.New(breaker.Options{Dir: s.o.StateDir}).Snapshot()
-		if err != nil {
-			return v, fmt.Errorf("reading the launch breaker: %w", err)
-		}
-		for _, st := range sts {
-			breakers[st.Class] = st
-		}
-		pools, err := ec2.NewUnavailableCache(s.o.StateDir, 0, s.o.Now).Pools()
-		if err != nil {
-			return v, err
-		}
-		for _, p := range pools {
-			v.Unavailable = append(v.Unavailable, sizerapi.UnavailablePool{InstanceType: p.InstanceType, Zone: p.Zone, Capacity: p.Capacity, Code: p.Code, Until: p.Until})
-		}
-	}
-	// the jobs the nodes run, for names and accounts
-	var jobIDs []string
-	for _, in := range live {
-		if in.JobID != "" {
-			jobIDs = append(jobIDs, in.JobID)
-		}
-	}
-	if sn != nil {
-		for _, j := range sn.onNode {
-			jobIDs = append(jobIDs, strconv.FormatUint(uint64(j.ID), 10))
-		}
-	}
-	slices.Sort(jobIDs)
-	jobIDs = slices.Compact(jobIDs)
-	known := map[string]jobInfo{}
-	if len(jobIDs) > 0 {
-		us, err := s.o.Store.JobUsages(ctx, store.JobQuery{JobIDs: jobIDs})
-		if err != nil {
-			return v, err
-		}
-		for _, u := range us {
-			known[u.JobID] = jobInfo{name: u.JobName, user: u.User, account: u.Account}
-		}
+	known, err := s.nodeJobs(ctx, live, sn)
+	if err != nil {
+		return v, err
 	}
 	for _, c := range s.o.Policy.Classes() {
 		fc := sizerapi.FleetClass{Class: c.Name, GPUModel: c.GPUModel, GPUsPerNode: c.GPUsPerNode, MaxNodes: c.MaxNodes, Nodes: []sizerapi.FleetNode{}, States: []sizerapi.FleetStateCount{}}
@@ -112,31 +63,7 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 			fc.Breaker.Until = b.Until
 		}
 		for i := 1; i <= max(c.MaxNodes, 0); i++ {
-			name := nodeName(c.Name, i) // internal/config's rule: <class>-<n>, n = 1..max_nodes
-			n := sizerapi.FleetNode{Node: name}
-			if in, ok := byNode[name]; ok {
-				n.InstanceID, n.Type, n.Zone, n.Capacity, n.UpSince, n.PriceUSD = in.InstanceID, in.InstanceType, in.Zone, in.Capacity, in.Launched, in.PriceUSD
-				n.JobID, n.Account = in.JobID, in.Account
-			}
-			if sn != nil { // while Slurm is unreachable: its last known state
-				if sl, ok := sn.nodes[name]; ok {
-					n.SlurmState, n.SlurmReason = slurmState(sl.State, sl.Flags), sl.Reason
-				}
-				if j, ok := sn.onNode[name]; ok {
-					n.JobID, n.JobName, n.User, n.Account = strconv.FormatUint(uint64(j.ID), 10), j.Name, j.User, j.Account
-				}
-			}
-			if ji, ok := known[n.JobID]; ok && n.JobID != "" {
-				if n.JobName == "" {
-					n.JobName, n.User = ji.name, ji.user
-				}
-				if n.Account == "" {
-					n.Account = ji.account
-				}
-			}
-			if ns, ok := seen[name]; ok && n.InstanceID != "" && !ns.Last.Before(n.UpSince) {
-				n.LastReport = ns.Last
-			}
+			n := fleetNode(nodeName(c.Name, i), byNode, sn, known, seen) // internal/config's rule: <class>-<n>, n = 1..max_nodes
 			if !sc.All() && !(n.Account == sc.Account) {
 				continue
 			}
@@ -162,6 +89,118 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 			InstanceType: it.InstanceType, Zone: it.Zone, Action: it.Action, Account: it.Account, JobID: it.JobID})
 	}
 	return v, nil
+}
+
+// newestByNode is each node's live instance: of two (a duplicate the
+// reconciler will reap), the newer.
+func newestByNode(live []store.Instance) map[string]store.Instance {
+	byNode := map[string]store.Instance{}
+	for _, in := range live {
+		if old, ok := byNode[in.Node]; !ok || in.Launched.After(old.Launched) {
+			byNode[in.Node] = in
+		}
+	}
+	return byNode
+}
+
+// slurmStatus puts whether Slurm answered, and since when it has not, in
+// the view (nothing without a Slurm client).
+func slurmStatus(v *sizerapi.FleetView, sn *slurmSnap) {
+	if sn == nil {
+		return
+	}
+	v.Slurm = sn.err == nil
+	if sn.err != nil {
+		v.SlurmError = sn.err.Error()
+	}
+	if !sn.downSince.IsZero() {
+		t := sn.downSince
+		v.SlurmDownSince = &t
+	}
+}
+
+// launchState reads the launch breakers (by class) and puts the pools EC2
+// last found without capacity in the view; neither without a state
+// directory.
+func (s *Source) launchState(v *sizerapi.FleetView) (map[string]breaker.Status, error) {
+	breakers := map[string]breaker.Status{}
+	if s.o.StateDir != "" {
+		sts, err := breaker.New(breaker.Options{Dir: s.o.StateDir}).Snapshot()
+		if err != nil {
+			return nil, fmt.Errorf("reading the launch breaker: %w", err)
+		}
+		for _, st := range sts {
+			breakers[st.Class] = st
+		}
+		pools, err := ec2.NewUnavailableCache(s.o.StateDir, 0, s.o.Now).Pools()
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pools {
+			v.Unavailable = append(v.Unavailable, sizerapi.UnavailablePool{InstanceType: p.InstanceType, Zone: p.Zone, Capacity: p.Capacity, Code: p.Code, Until: p.Until})
+		}
+	}
+	return breakers, nil
+}
+
+// nodeJobs is what the store knows of the jobs the nodes run (the
+// instances' and Slurm's), for names and accounts.
+func (s *Source) nodeJobs(ctx context.Context, live []store.Instance, sn *slurmSnap) (map[string]jobInfo, error) {
+	var jobIDs []string
+	for _, in := range live {
+		if in.JobID != "" {
+			jobIDs = append(jobIDs, in.JobID)
+		}
+	}
+	if sn != nil {
+		for _, j := range sn.onNode {
+			jobIDs = append(jobIDs, strconv.FormatUint(uint64(j.ID), 10))
+		}
+	}
+	slices.Sort(jobIDs)
+	jobIDs = slices.Compact(jobIDs)
+	known := map[string]jobInfo{}
+	if len(jobIDs) > 0 {
+		us, err := s.o.Store.JobUsages(ctx, store.JobQuery{JobIDs: jobIDs})
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range us {
+			known[u.JobID] = jobInfo{name: u.JobName, user: u.User, account: u.Account}
+		}
+	}
+	return known, nil
+}
+
+// fleetNode is one node's row: its live instance, Slurm's view of it (the
+// last known while Slurm is unreachable), the job it runs and its agent's
+// last report.
+func fleetNode(name string, byNode map[string]store.Instance, sn *slurmSnap, known map[string]jobInfo, seen map[string]store.NodeSeen) sizerapi.FleetNode {
+	n := sizerapi.FleetNode{Node: name}
+	if in, ok := byNode[name]; ok {
+		n.InstanceID, n.Type, n.Zone, n.Capacity, n.UpSince, n.PriceUSD = in.InstanceID, in.InstanceType, in.Zone, in.Capacity, in.Launched, in.PriceUSD
+		n.JobID, n.Account = in.JobID, in.Account
+	}
+	if sn != nil { // while Slurm is unreachable: its last known state
+		if sl, ok := sn.nodes[name]; ok {
+			n.SlurmState, n.SlurmReason = slurmState(sl.State, sl.Flags), sl.Reason
+		}
+		if j, ok := sn.onNode[name]; ok {
+			n.JobID, n.JobName, n.User, n.Account = strconv.FormatUint(uint64(j.ID), 10), j.Name, j.User, j.Account
+		}
+	}
+	if ji, ok := known[n.JobID]; ok && n.JobID != "" {
+		if n.JobName == "" {
+			n.JobName, n.User = ji.name, ji.user
+		}
+		if n.Account == "" {
+			n.Account = ji.account
+		}
+	}
+	if ns, ok := seen[name]; ok && n.InstanceID != "" && !ns.Last.Before(n.UpSince) {
+		n.LastReport = ns.Last
+	}
+	return n
 }
 
 type jobInfo struct{ name, user, account string }

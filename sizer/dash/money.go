@@ -86,8 +86,19 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 		ForecastMethod: fmt.Sprintf("spent so far + the average hourly spend of the last %s (or of the month, if shorter) x the hours left in the month",
 			shortDur(ForecastWindow))}
 	charges := scoped(m.Charges, sc)
-	// per account, against its cap (the budgets' own figures). The
-	// forecast extrapolates from the last whole minute, so that every
+	v.Accounts = s.moneyAccounts(m, sc, now)
+	v.Users = moneyUsers(charges)
+	v.Days = moneyDays(m, sc, now)
+	s.savings(&v, m, charges, now)
+	return v, nil
+}
+
+// moneyAccounts is each account's spend against its cap (the budgets' own
+// figures), with its forecast for the month.
+func (s *Source) moneyAccounts(m spend.Month, sc Scope, now time.Time) []sizerapi.AccountMoney {
+	from := m.From
+	out := []sizerapi.AccountMoney{}
+	// The forecast extrapolates from the last whole minute, so that every
 	// reader within a minute (the page, the API, a script) gets the same
 	// forecast instead of one that moves with each second of the window.
 	fnow := now.Truncate(time.Minute)
@@ -120,9 +131,14 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 				}
 			}
 		}
-		v.Accounts = append(v.Accounts, a)
+		out = append(out, a)
 	}
-	// per user
+	return out
+}
+
+// moneyUsers is each user's spend and jobs, the largest spend first.
+func moneyUsers(charges []billing.Charge) []sizerapi.UserMoney {
+	out := []sizerapi.UserMoney{}
 	type uk struct{ account, user string }
 	users := map[uk]*sizerapi.UserMoney{}
 	jobs := map[uk]map[string]bool{}
@@ -142,19 +158,24 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 	for k, u := range users {
 		u.SpentUSD = round4(u.SpentUSD)
 		u.Jobs = len(jobs[k])
-		v.Users = append(v.Users, *u)
+		out = append(out, *u)
 	}
-	sort.Slice(v.Users, func(i, j int) bool {
-		if v.Users[i].SpentUSD != v.Users[j].SpentUSD {
-			return v.Users[i].SpentUSD > v.Users[j].SpentUSD
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].SpentUSD != out[j].SpentUSD {
+			return out[i].SpentUSD > out[j].SpentUSD
 		}
-		if v.Users[i].Account != v.Users[j].Account {
-			return v.Users[i].Account < v.Users[j].Account
+		if out[i].Account != out[j].Account {
+			return out[i].Account < out[j].Account
 		}
-		return v.Users[i].User < v.Users[j].User
+		return out[i].User < out[j].User
 	})
-	// per UTC day, from the month's first day to today
-	for d := from; d.Before(now); d = d.AddDate(0, 0, 1) {
+	return out
+}
+
+// moneyDays is each UTC day's spend, from the month's first day to today.
+func moneyDays(m spend.Month, sc Scope, now time.Time) []sizerapi.DayMoney {
+	out := []sizerapi.DayMoney{}
+	for d := m.From; d.Before(now); d = d.AddDate(0, 0, 1) {
 		end := d.AddDate(0, 0, 1)
 		if end.After(now) {
 			end = now
@@ -167,11 +188,15 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 			}
 		}
 		day.SpentUSD = round4(day.SpentUSD)
-		v.Days = append(v.Days, day)
+		out = append(out, day)
 	}
-	// savings: the same billed seconds on demand, and the idle-timeout
-	// counterfactual (each instance on demand for its life plus the idle
-	// timeout after it)
+	return out
+}
+
+// savings sets the view's instance figures and what they saved: the same
+// billed seconds on demand, and the idle-timeout counterfactual (each
+// instance on demand for its life plus the idle timeout after it).
+func (s *Source) savings(v *sizerapi.MoneyView, m spend.Month, charges []billing.Charge, now time.Time) {
 	type perInstance struct{ usd, od, secs float64 }
 	byInst := map[string]*perInstance{}
 	for _, c := range charges {
@@ -213,7 +238,6 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 	if idle > 0 {
 		v.SavedVsIdlePct = round1(100 * (idle - total) / idle)
 	}
-	return v, nil
 }
 
 func shortDur(d time.Duration) string {

@@ -62,44 +62,8 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 	if err != nil {
 		return sizerapi.RightSizingView{}, err
 	}
-	billed := map[string][2]float64{} // instance -> USD, billed hours this month
-	for _, c := range scoped(m.Charges, sc) {
-		b := billed[c.InstanceID]
-		billed[c.InstanceID] = [2]float64{b[0] + c.USD, b[1] + c.Seconds/3600}
-	}
 	v := sizerapi.RightSizingView{At: now, Account: sc.Account, From: rep.From, UsedFraction: 0.5, Items: []sizerapi.RightSizingItem{}}
-	type gk struct{ account, user, name string }
-	latestClass := map[gk]string{}
-	jobGroup := map[string]gk{}
-	for _, j := range jobs { // newest first
-		k := gk{j.Account, j.User, j.JobName}
-		if _, ok := latestClass[k]; !ok {
-			latestClass[k] = j.Class
-		}
-		jobGroup[j.JobID] = k
-	}
-	// what each group's instances cost per hour, and on which capacity
-	type price struct{ usd, hours, spotHours float64 }
-	prices := map[gk]*price{}
-	for _, in := range ins {
-		k, ok := jobGroup[in.JobID]
-		if !ok {
-			continue
-		}
-		p := prices[k]
-		if p == nil {
-			p = &price{}
-			prices[k] = p
-		}
-		if b := billed[in.InstanceID]; b[1] > 0 {
-			h := b[1]
-			p.usd += b[0]
-			p.hours += h
-			if in.Capacity == string(capacity.Spot) {
-				p.spotHours += h
-			}
-		}
-	}
+	latestClass, prices := groupPrices(jobs, ins, scoped(m.Charges, sc))
 	// the month so far as of the last whole minute: every reader within a
 	// minute gets the same monthly extrapolation (see Money's forecast)
 	fnow := now.Truncate(time.Minute)
@@ -109,7 +73,7 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 	elapsed := fnow.Sub(rep.From).Hours()
 	monthHours := rep.From.AddDate(0, 1, 0).Sub(rep.From).Hours()
 	for _, a := range rep.Advice {
-		k := gk{a.Account, a.User, a.JobName}
+		k := adviceGroup{a.Account, a.User, a.JobName}
 		it := sizerapi.RightSizingItem{Advice: a, Class: latestClass[k], SuggestedGPUs: max(a.UsedGPUs, 1)}
 		p := prices[k]
 		capType := capacity.OnDemand
@@ -134,6 +98,54 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 		v.Items = append(v.Items, it)
 	}
 	return v, nil
+}
+
+// adviceGroup is a user's jobs of one name in an account: what advice is
+// given for.
+type adviceGroup struct{ account, user, name string }
+
+// groupPrice is what a group's instances were billed this month, and for
+// how many hours (on spot).
+type groupPrice struct{ usd, hours, spotHours float64 }
+
+// groupPrices is each group's latest class (jobs come newest first) and
+// what its instances cost per hour, and on which capacity.
+func groupPrices(jobs []sizerapi.JobUsage, ins []store.Instance, charges []billing.Charge) (map[adviceGroup]string, map[adviceGroup]*groupPrice) {
+	billed := map[string][2]float64{} // instance -> USD, billed hours this month
+	for _, c := range charges {
+		b := billed[c.InstanceID]
+		billed[c.InstanceID] = [2]float64{b[0] + c.USD, b[1] + c.Seconds/3600}
+	}
+	latestClass := map[adviceGroup]string{}
+	jobGroup := map[string]adviceGroup{}
+	for _, j := range jobs { // newest first
+		k := adviceGroup{j.Account, j.User, j.JobName}
+		if _, ok := latestClass[k]; !ok {
+			latestClass[k] = j.Class
+		}
+		jobGroup[j.JobID] = k
+	}
+	prices := map[adviceGroup]*groupPrice{}
+	for _, in := range ins {
+		k, ok := jobGroup[in.JobID]
+		if !ok {
+			continue
+		}
+		p := prices[k]
+		if p == nil {
+			p = &groupPrice{}
+			prices[k] = p
+		}
+		if b := billed[in.InstanceID]; b[1] > 0 {
+			h := b[1]
+			p.usd += b[0]
+			p.hours += h
+			if in.Capacity == string(capacity.Spot) {
+				p.spotHours += h
+			}
+		}
+	}
+	return latestClass, prices
 }
 
 // smallerClass is the configured class with the lowest hourly price (of

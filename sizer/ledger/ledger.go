@@ -107,89 +107,17 @@ func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 	if err != nil {
 		return res, fmt.Errorf("ledger: listing the cluster's instances: %w", err)
 	}
-	ids := make([]string, len(insts))
-	for i, in := range insts {
-		ids[i] = in.ID
-	}
-	known, err := l.o.Store.Known(ctx, ids)
-	if err != nil {
+	if err := l.backfillUnknown(ctx, insts, &res, &errs); err != nil {
 		return res, err
-	}
-	if err := l.syncReservations(ctx, insts); err != nil {
-		errs = append(errs, err)
-	}
-	for _, in := range insts {
-		if !known[in.ID] {
-			if err := l.backfill(ctx, in); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			res.Backfilled = append(res.Backfilled, in.ID)
-		}
 	}
 	unsettled, err := l.o.Store.Unsettled(ctx, l.o.Now().Add(-2*time.Hour))
 	if err != nil {
 		return res, err
 	}
-	byID := map[string]cloud.Instance{}
-	for _, in := range insts {
-		byID[in.ID] = in
-	}
 	now := l.o.Now()
-	var gone []string
-	for _, r := range unsettled {
-		in, ok := byID[r.ID]
-		if !ok {
-			if now.Sub(r.Launched) >= l.o.Grace {
-				gone = append(gone, r.ID)
-			}
-			continue
-		}
-		if ended(in) {
-			at := in.StateChanged
-			src := sizerapi.SourceEC2
-			if at.IsZero() {
-				// EC2 says it ended but not when: burst's time if it has one
-				at, src = r.End, sizerapi.SourceBurst
-				if at.IsZero() {
-					at = now
-				}
-			}
-			if _, err := l.o.Store.RecordEnd(ctx, r.ID, at, src, in.StateReason); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if src == sizerapi.SourceEC2 {
-				res.Closed = append(res.Closed, r.ID)
-			}
-		}
-	}
+	gone := l.closeEnded(ctx, insts, unsettled, now, &res, &errs)
 	if len(gone) > 0 {
-		// a second look by id: the tag filter may have missed them
-		seen, err := l.o.Cloud.Describe(ctx, gone)
-		if err != nil {
-			errs = append(errs, err)
-			gone = nil
-		}
-		for _, in := range seen {
-			gone = slices.DeleteFunc(gone, func(id string) bool { return id == in.ID })
-			if ended(in) && !in.StateChanged.IsZero() {
-				if _, err := l.o.Store.RecordEnd(ctx, in.ID, in.StateChanged, sizerapi.SourceEC2, in.StateReason); err == nil {
-					res.Closed = append(res.Closed, in.ID)
-				}
-			}
-		}
-		for _, r := range unsettled {
-			if !slices.Contains(gone, r.ID) || !r.End.IsZero() {
-				continue
-			}
-			l.o.Logger.Warn("ledger: EC2 no longer lists an instance it never saw end; closing it now", "instance_id", r.ID, "launched", r.Launched)
-			if _, err := l.o.Store.RecordEnd(ctx, r.ID, now, sizerapi.SourceMissing, ""); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			res.Missing = append(res.Missing, r.ID)
-		}
+		l.closeGone(ctx, gone, unsettled, now, &res, &errs)
 	}
 	rep, err := l.reprice(ctx)
 	res.Repriced = append(res.Repriced, rep...)
@@ -206,6 +134,103 @@ func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 		l.o.Logger.Info("ledger synced with EC2", "backfilled", res.Backfilled, "closed", len(res.Closed), "missing", res.Missing, "open", res.Open)
 	}
 	return res, errors.Join(append(errs, err)...)
+}
+
+// backfillUnknown syncs the reservations and records each listed instance
+// the ledger lacks. Only an error reading the store ends the sync; the
+// others are added to errs.
+func (l *Ledger) backfillUnknown(ctx context.Context, insts []cloud.Instance, res *sizerapi.LedgerSync, errs *[]error) error {
+	ids := make([]string, len(insts))
+	for i, in := range insts {
+		ids[i] = in.ID
+	}
+	known, err := l.o.Store.Known(ctx, ids)
+	if err != nil {
+		return err
+	}
+	if err := l.syncReservations(ctx, insts); err != nil {
+		*errs = append(*errs, err)
+	}
+	for _, in := range insts {
+		if !known[in.ID] {
+			if err := l.backfill(ctx, in); err != nil {
+				*errs = append(*errs, err)
+				continue
+			}
+			res.Backfilled = append(res.Backfilled, in.ID)
+		}
+	}
+	return nil
+}
+
+// closeEnded closes each unsettled interval whose instance EC2 lists as
+// ended, at EC2's transition time, and returns those EC2 no longer lists
+// past the grace period.
+func (l *Ledger) closeEnded(ctx context.Context, insts []cloud.Instance, unsettled []store.Row, now time.Time, res *sizerapi.LedgerSync, errs *[]error) []string {
+	byID := map[string]cloud.Instance{}
+	for _, in := range insts {
+		byID[in.ID] = in
+	}
+	var gone []string
+	for _, r := range unsettled {
+		in, ok := byID[r.ID]
+		if !ok {
+			if now.Sub(r.Launched) >= l.o.Grace {
+				gone = append(gone, r.ID)
+			}
+			continue
+		}
+		if !ended(in) {
+			continue
+		}
+		at := in.StateChanged
+		src := sizerapi.SourceEC2
+		if at.IsZero() {
+			// EC2 says it ended but not when: burst's time if it has one
+			at, src = r.End, sizerapi.SourceBurst
+			if at.IsZero() {
+				at = now
+			}
+		}
+		if _, err := l.o.Store.RecordEnd(ctx, r.ID, at, src, in.StateReason); err != nil {
+			*errs = append(*errs, err)
+			continue
+		}
+		if src == sizerapi.SourceEC2 {
+			res.Closed = append(res.Closed, r.ID)
+		}
+	}
+	return gone
+}
+
+// closeGone takes a second look by id at the instances the listing missed
+// (the tag filter may have missed them): one EC2 shows ended is closed at
+// EC2's time; one it does not show at all is closed now as missing.
+func (l *Ledger) closeGone(ctx context.Context, gone []string, unsettled []store.Row, now time.Time, res *sizerapi.LedgerSync, errs *[]error) {
+	seen, err := l.o.Cloud.Describe(ctx, gone)
+	if err != nil {
+		*errs = append(*errs, err)
+		gone = nil
+	}
+	for _, in := range seen {
+		gone = slices.DeleteFunc(gone, func(id string) bool { return id == in.ID })
+		if ended(in) && !in.StateChanged.IsZero() {
+			if _, err := l.o.Store.RecordEnd(ctx, in.ID, in.StateChanged, sizerapi.SourceEC2, in.StateReason); err == nil {
+				res.Closed = append(res.Closed, in.ID)
+			}
+		}
+	}
+	for _, r := range unsettled {
+		if !slices.Contains(gone, r.ID) || !r.End.IsZero() {
+			continue
+		}
+		l.o.Logger.Warn("ledger: EC2 no longer lists an instance it never saw end; closing it now", "instance_id", r.ID, "launched", r.Launched)
+		if _, err := l.o.Store.RecordEnd(ctx, r.ID, now, sizerapi.SourceMissing, ""); err != nil {
+			*errs = append(*errs, err)
+			continue
+		}
+		res.Missing = append(res.Missing, r.ID)
+	}
 }
 
 // ended: EC2 shows the instance shutting down or terminated.

@@ -223,18 +223,50 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 			LeadTime:      c.Duration("warm-lead"),
 		},
 	}
-	switch z := c.Int("zones"); {
-	case z < 1 || z > 26:
-		errs = append(errs, fmt.Errorf("--zones %d: want 1 to 26", z))
-	case z > 1:
-		for i := range z {
-			o.Zones = append(o.Zones, catalog.PriceRegion+string(rune('a'+i)))
-		}
+	zones, err := zonesFromFlag(c.Int("zones"))
+	if err != nil {
+		errs = append(errs, err)
 	}
+	o.Zones = zones
 	if len(o.Policies) == 1 {
 		o.Policies = splitList(o.Policies[0])
 	}
-	// Flags say 0 for "none"/"fixed"; Options use negatives for that.
+	noneFromZero(&o)
+	errs = append(errs, rangeProblems(c, o)...)
+	ck, err := ParseCheckpoint(c.String("checkpoint"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--checkpoint: %w", err))
+	}
+	o.Checkpoint = ck
+	im, err := ParseInterruptions(c.String("interruptions"), openFile)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--interruptions: %w", err))
+	}
+	o.Interruptions = im
+	errs = append(errs, reservedProblems(c)...)
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// zonesFromFlag is --zones as the zones burst launches in (nil for one).
+func zonesFromFlag(z int) ([]string, error) {
+	if z < 1 || z > 26 {
+		return nil, fmt.Errorf("--zones %d: want 1 to 26", z)
+	}
+	var zones []string
+	if z > 1 {
+		for i := range z {
+			zones = append(zones, catalog.PriceRegion+string(rune('a'+i)))
+		}
+	}
+	return zones, nil
+}
+
+// noneFromZero: flags say 0 for "none"/"fixed"; Options use negatives for
+// that.
+func noneFromZero(o *Options) {
 	if o.BootSigma == 0 {
 		o.BootSigma = -1
 	}
@@ -253,6 +285,11 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 	if o.Warm.CapUSDPerDay == 0 {
 		o.Warm.CapUSDPerDay = -1
 	}
+}
+
+// rangeProblems are the times, probabilities and prices out of range.
+func rangeProblems(c *cli.Context, o Options) []error {
+	var errs []error
 	if c.Duration("sched-delay") < 0 {
 		errs = append(errs, fmt.Errorf("--sched-delay %v: want a duration >= 0", c.Duration("sched-delay")))
 	}
@@ -286,16 +323,12 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 	if o.SpotDryProb < -1 {
 		errs = append(errs, fmt.Errorf("--spot-dry %g: want a probability in [0,1]", c.Float64("spot-dry")))
 	}
-	ck, err := ParseCheckpoint(c.String("checkpoint"))
-	if err != nil {
-		errs = append(errs, fmt.Errorf("--checkpoint: %w", err))
-	}
-	o.Checkpoint = ck
-	im, err := ParseInterruptions(c.String("interruptions"), openFile)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("--interruptions: %w", err))
-	}
-	o.Interruptions = im
+	return errs
+}
+
+// reservedProblems are --reserved's and --max-spot-interruptions' problems.
+func reservedProblems(c *cli.Context) []error {
+	var errs []error
 	if n := c.Int("reserved"); n < 0 {
 		errs = append(errs, fmt.Errorf("--reserved %d: want a number of nodes >= 0", n))
 	}
@@ -305,10 +338,7 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 	if c.Int("max-spot-interruptions") == 0 {
 		errs = append(errs, errors.New("--max-spot-interruptions 0: use 1 or more, or -1 for never"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return o, err
-	}
-	return o, nil
+	return errs
 }
 
 func sweepFromFlags(c *cli.Context) (SweepSpec, error) {

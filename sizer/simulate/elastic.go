@@ -143,6 +143,28 @@ type classPool struct {
 }
 
 func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t0 time.Time, span float64) (*tally, error) {
+	e := newElastic(o, name, len(jobs), t0, span)
+	states := newJobStates(o, jobs, t0)
+	if err := e.replay(ctx, states); err != nil {
+		return nil, err
+	}
+	e.tl.finish(e.end)
+	if e.res != nil {
+		e.res.close(e.tl, e.end)
+	}
+	for i := range states {
+		if states[i].firstStart < 0 {
+			return nil, fmt.Errorf("simulating %s: job %s never started (simulator bug)", name, states[i].job.ID)
+		}
+		e.tl.waits = append(e.tl.waits, states[i].firstStart-states[i].submit)
+	}
+	return e.tl, nil
+}
+
+// newElastic is the policy's simulation: burst (with or without the
+// reservation) uses spot, its warm window and its warm pool; idle-timeout
+// only its timeout.
+func newElastic(o Options, name string, jobs int, t0 time.Time, span float64) *elastic {
 	burstLike := name == PolicyBurst || name == PolicyBurstReserved
 	salt := name
 	if burstLike {
@@ -152,7 +174,7 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 		o:         o,
 		policy:    name,
 		rng:       rand.New(rand.NewPCG(o.Seed, seedSalt(salt))),
-		tl:        newTally(span, o.SeriesPoints, len(jobs)),
+		tl:        newTally(span, o.SeriesPoints, jobs),
 		t0:        t0,
 		classes:   map[string]*classPool{},
 		allowSpot: burstLike,
@@ -168,6 +190,12 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 		e.wp = o.Warm.params(o)
 	}
 	e.c.q = make(eventQueue, 0, 1024)
+	return e
+}
+
+// newJobStates is each job's state before it is submitted: its GPU model,
+// work and checkpoint interval (its metadata's, else Options.Checkpoint).
+func newJobStates(o Options, jobs []trace.Job, t0 time.Time) []jobState {
 	states := make([]jobState, len(jobs))
 	for i := range jobs {
 		js := &states[i]
@@ -189,10 +217,17 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 			}
 		}
 	}
+	return states
+}
+
+// replay runs the event loop until nothing is left: arrivals (merged with
+// the heap, not pushed), boots, ends, timers, interruptions and warm-pool
+// ticks.
+func (e *elastic) replay(ctx context.Context, states []jobState) error {
 	if e.warmOn && len(states) > 0 {
 		e.c.at(states[0].submit, event{kind: evWarmTick})
 	}
-	next := 0 // next arrival; arrivals are merged with the heap, not pushed
+	next := 0 // next arrival
 	for n := 0; ; n++ {
 		var at float64
 		if next < len(states) {
@@ -200,7 +235,7 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 		}
 		ev, arrival, ok := e.c.nextOr(at, next < len(states))
 		if !ok {
-			break
+			return nil
 		}
 		if arrival {
 			ev = event{t: at, kind: evSubmit, job: &states[next]}
@@ -209,63 +244,62 @@ func runElastic(ctx context.Context, o Options, name string, jobs []trace.Job, t
 		}
 		if n&0xffff == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("simulating %s: %w", name, err)
+				return fmt.Errorf("simulating %s: %w", e.policy, err)
 			}
 		}
-		// Stale events (a job's end after it was interrupted, an idle
-		// timer of a reused node, an interruption of a released node) are
-		// dropped before they move the chart's clock.
-		switch ev.kind {
-		case evJobEnd:
-			if ev.gen != ev.job.gen || !ev.job.running {
-				continue
-			}
-		case evIdleEnd:
-			if ev.node.state != nodeIdle || ev.node.gen != ev.gen || ev.node.pool {
-				continue
-			}
-		case evInterrupt:
-			if ev.node.state == nodeGone {
-				continue
-			}
+		if stale(ev) {
+			continue
 		}
 		e.tl.advance(ev.t)
-		switch ev.kind {
-		case evSubmit:
-			e.place(ev.job)
-		case evNodeReady:
-			e.nodeReady(ev.node)
-		case evJobEnd:
-			e.jobEnd(ev.job)
-		case evIdleEnd:
-			e.windowEnd(ev.node)
-		case evInterrupt:
-			e.interrupt(ev.node)
-		case evWarmTick:
-			if !e.tick() {
-				if next < len(states) || len(e.c.q) > 0 || e.poolLeft() {
-					e.c.at(e.c.now+e.o.Warm.Interval.Seconds(), event{kind: evWarmTick})
-				}
-				continue // nothing changed: the chart's clock stays
-			}
-			e.c.at(e.c.now+e.o.Warm.Interval.Seconds(), event{kind: evWarmTick})
+		if !e.handle(ev, next < len(states)) {
+			continue // nothing changed: the chart's clock stays
 		}
 		e.end = ev.t
 		if e.err != nil {
-			return nil, e.err
+			return e.err
 		}
 	}
-	e.tl.finish(e.end)
-	if e.res != nil {
-		e.res.close(e.tl, e.end)
+}
+
+// stale: a job's end after it was interrupted, an idle timer of a reused
+// node, an interruption of a released node. Stale events are dropped
+// before they move the chart's clock.
+func stale(ev event) bool {
+	switch ev.kind {
+	case evJobEnd:
+		return ev.gen != ev.job.gen || !ev.job.running
+	case evIdleEnd:
+		return ev.node.state != nodeIdle || ev.node.gen != ev.gen || ev.node.pool
+	case evInterrupt:
+		return ev.node.state == nodeGone
 	}
-	for i := range states {
-		if states[i].firstStart < 0 {
-			return nil, fmt.Errorf("simulating %s: job %s never started (simulator bug)", name, states[i].job.ID)
+	return false
+}
+
+// handle acts on one event; false when a warm-pool tick changed nothing.
+// arrivalsLeft: jobs are still to arrive.
+func (e *elastic) handle(ev event, arrivalsLeft bool) bool {
+	switch ev.kind {
+	case evSubmit:
+		e.place(ev.job)
+	case evNodeReady:
+		e.nodeReady(ev.node)
+	case evJobEnd:
+		e.jobEnd(ev.job)
+	case evIdleEnd:
+		e.windowEnd(ev.node)
+	case evInterrupt:
+		e.interrupt(ev.node)
+	case evWarmTick:
+		if !e.tick() {
+			if arrivalsLeft || len(e.c.q) > 0 || e.poolLeft() {
+				e.c.at(e.c.now+e.o.Warm.Interval.Seconds(), event{kind: evWarmTick})
+			}
+			return false
 		}
-		e.tl.waits = append(e.tl.waits, states[i].firstStart-states[i].submit)
+		e.c.at(e.c.now+e.o.Warm.Interval.Seconds(), event{kind: evWarmTick})
 	}
-	return e.tl, nil
+	return true
 }
 
 func seedSalt(policy string) uint64 {

@@ -43,21 +43,9 @@ func (e *elastic) place(js *jobState) {
 		Zones:         e.o.Zones,
 		Checkpoint:    e.o.Checkpoint,
 	}
-	offs, err := e.o.Sizer.Offerings(req)
-	if err != nil {
-		e.err = fmt.Errorf("simulating %s: sizing job %s (%d GPUs, %s): %w", e.policy, js.job.ID, js.job.GPUs, js.model, err)
+	offs, ok := e.offerings(js, req)
+	if !ok {
 		return
-	}
-	if len(offs) == 0 {
-		e.err = fmt.Errorf("simulating %s: the sizer offers nothing for job %s (%d GPUs, %s)", e.policy, js.job.ID, js.job.GPUs, js.model)
-		return
-	}
-	for i := range offs {
-		o := &offs[i]
-		if o.Nodes < 1 || o.Nodes*o.Type.GPUs < js.job.GPUs {
-			e.err = fmt.Errorf("simulating %s: the sizer offered %d x %s (%d GPUs each) for job %s needing %d GPUs", e.policy, o.Nodes, o.Type.Name, o.Type.GPUs, js.job.ID, js.job.GPUs)
-			return
-		}
 	}
 	js.avoidSpot = nil
 	spotOK := false // may the job run on spot nodes (the sizer offers spot)
@@ -89,55 +77,13 @@ func (e *elastic) place(js *jobState) {
 	}
 	var off *Plan
 	if cl.avail(spotOK) < need {
-		for i := range offs {
-			o := &offs[i]
-			if o.Spot && !req.AllowSpot {
-				continue
-			}
-			if o.Spot && e.o.SpotDryProb > 0 && e.rng.Float64() < e.o.SpotDryProb {
-				e.tl.dry++
-				continue
-			}
-			off = o
-			break
-		}
-		if off == nil {
+		if off = e.launchOffering(offs, req.AllowSpot); off == nil {
 			// Every offering was a dry spot pool: Slurm's next resume attempt.
 			e.c.at(e.c.now+60, event{kind: evSubmit, job: js})
 			return
 		}
 	}
-	js.nodes = js.nodes[:0]
-	js.pending = 0
-	// idle nodes, newest first
-	for i := len(cl.idle) - 1; i >= 0 && len(js.nodes) < need; i-- {
-		x := cl.idle[i]
-		n := x.n
-		if !x.live() || !fits(n, spotOK) {
-			continue
-		}
-		e.leaveIdle(n)
-		n.state, n.job = nodeBusy, js
-		n.gen++
-		js.nodes = append(js.nodes, n)
-	}
-	cl.compactIdle()
-	warmNodes := len(js.nodes)
-	// booting-ahead nodes, earliest launched first (they are up soonest)
-	for _, n := range cl.ahead {
-		if len(js.nodes) >= need {
-			break
-		}
-		if !n.ahead || n.state != nodeBooting || !fits(n, spotOK) {
-			continue
-		}
-		e.leaveAhead(n)
-		n.job = js
-		js.nodes = append(js.nodes, n)
-		js.pending++
-	}
-	cl.compactAhead()
-	claimed := len(js.nodes) - warmNodes
+	claimed := e.claimNodes(js, cl, need, spotOK)
 	launched := 0
 	for len(js.nodes) < need {
 		n := e.launch(*off, cl)
@@ -162,6 +108,81 @@ func (e *elastic) place(js *jobState) {
 		e.start(js)
 	}
 	e.evalPool(cl)
+}
+
+// offerings asks the sizer for the job's offerings, best first; false (with
+// e.err set) when it fails, offers nothing, or offers too few GPUs.
+func (e *elastic) offerings(js *jobState, req Request) ([]Plan, bool) {
+	offs, err := e.o.Sizer.Offerings(req)
+	if err != nil {
+		e.err = fmt.Errorf("simulating %s: sizing job %s (%d GPUs, %s): %w", e.policy, js.job.ID, js.job.GPUs, js.model, err)
+		return nil, false
+	}
+	if len(offs) == 0 {
+		e.err = fmt.Errorf("simulating %s: the sizer offers nothing for job %s (%d GPUs, %s)", e.policy, js.job.ID, js.job.GPUs, js.model)
+		return nil, false
+	}
+	for i := range offs {
+		o := &offs[i]
+		if o.Nodes < 1 || o.Nodes*o.Type.GPUs < js.job.GPUs {
+			e.err = fmt.Errorf("simulating %s: the sizer offered %d x %s (%d GPUs each) for job %s needing %d GPUs", e.policy, o.Nodes, o.Type.Name, o.Type.GPUs, js.job.ID, js.job.GPUs)
+			return nil, false
+		}
+	}
+	return offs, true
+}
+
+// launchOffering is the first offering a launch gets: spot only where
+// allowed, and a spot pool may be dry (Options.SpotDryProb, counted). nil
+// when every one was dry.
+func (e *elastic) launchOffering(offs []Plan, allowSpot bool) *Plan {
+	for i := range offs {
+		o := &offs[i]
+		if o.Spot && !allowSpot {
+			continue
+		}
+		if o.Spot && e.o.SpotDryProb > 0 && e.rng.Float64() < e.o.SpotDryProb {
+			e.tl.dry++
+			continue
+		}
+		return o
+	}
+	return nil
+}
+
+// claimNodes gives the job up to need of its class's nodes: idle ones,
+// newest first, then booting-ahead ones, earliest launched first (they are
+// up soonest). It returns how many booting-ahead nodes it took.
+func (e *elastic) claimNodes(js *jobState, cl *classPool, need int, spotOK bool) int {
+	js.nodes = js.nodes[:0]
+	js.pending = 0
+	for i := len(cl.idle) - 1; i >= 0 && len(js.nodes) < need; i-- {
+		x := cl.idle[i]
+		n := x.n
+		if !x.live() || !fits(n, spotOK) {
+			continue
+		}
+		e.leaveIdle(n)
+		n.state, n.job = nodeBusy, js
+		n.gen++
+		js.nodes = append(js.nodes, n)
+	}
+	cl.compactIdle()
+	warm := len(js.nodes)
+	for _, n := range cl.ahead {
+		if len(js.nodes) >= need {
+			break
+		}
+		if !n.ahead || n.state != nodeBooting || !fits(n, spotOK) {
+			continue
+		}
+		e.leaveAhead(n)
+		n.job = js
+		js.nodes = append(js.nodes, n)
+		js.pending++
+	}
+	cl.compactAhead()
+	return len(js.nodes) - warm
 }
 
 func (e *elastic) launch(off Plan, cl *classPool) *node {

@@ -87,135 +87,185 @@ func SimulateLearning(jobs []trace.Job, cat *catalog.Catalog, gpuModel string, m
 	if err != nil {
 		return LearningReport{}, err
 	}
-	rep := LearningReport{Jobs: len(jobs), Model: m, LearnAfterRuns: params.DownsizeMinJobs}
+	l := &learner{pol: pol, cat: cat, m: m, fams: map[string]*family{}, cache: map[learnCacheKey]sizing.Decision{},
+		rep: LearningReport{Jobs: len(jobs), Model: m, LearnAfterRuns: params.DownsizeMinJobs}}
 	sorted := append([]trace.Job(nil), jobs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Submit.Before(sorted[j].Submit) })
-	fams := map[string]*family{}
-	type cacheKey struct {
-		model      string
-		nodes, gpn int
-		h          sizing.History
-		oom        bool
-	}
-	cache := map[cacheKey]sizing.Decision{}
-	decide := func(model string, nodes, gpn int, h sizing.History, explicit bool) (sizing.Decision, error) {
-		k := cacheKey{model, nodes, gpn, h, h.LastOOM != nil}
-		k.h.LastOOM = nil
-		if !explicit {
-			if d, ok := cache[k]; ok {
-				return d, nil
-			}
-		}
-		r := sizing.Request{GPUModel: model, GPUsPerNode: gpn, Nodes: nodes, Metadata: jobmeta.Metadata{Checkpoint: DefaultCheckpoint}}
-		if explicit {
-			r.Explicit = sizing.Explicit{GPUs: true, Nodes: true}
-		}
-		d, err := pol.Route(sizing.RouteInput{Request: r, History: h})
-		if err == nil && !explicit {
-			cache[k] = d
-		}
-		return d, err
-	}
 	for _, j := range sorted {
 		model := j.GPUModel
 		if model == "" {
 			model = gpuModel
 		}
-		mp := maxNVIDIAPerNode(cat, model)
-		nodes, gpn := NodeShape(j.GPUs, mp)
-		key := familyKey(j)
-		f := fams[key]
-		if f == nil {
-			u := unitHash(key)
-			f = &family{underuse: u < m.UnderuseShare && j.GPUs > 1, oom: u >= 1-m.OOMShare}
-			fams[key] = f
-			rep.RecurringJobs++
-			if f.underuse {
-				rep.Underusing++
-			}
-			if f.oom {
-				rep.OOMing++
-			}
+		r := learnRun{job: j, model: model, maxPerNode: maxNVIDIAPerNode(cat, model), hours: j.Duration.Hours(), f: l.family(j)}
+		r.nodes, r.gpn = NodeShape(j.GPUs, r.maxPerNode)
+		if err := l.requestAlone(r); err != nil {
+			return l.rep, err
 		}
-		hours := j.Duration.Hours()
-		// sized from the request alone
-		asked, err := decide(model, nodes, gpn, sizing.History{}, false)
-		if err != nil {
-			return rep, fmt.Errorf("job %s: %w", j.ID, err)
+		if err := l.withHistory(r); err != nil {
+			return l.rep, err
 		}
-		reqUSD := asked.HourlyUSD * hours
-		reqGPUh := float64(asked.Nodes*asked.GPUsPerNode) * hours
-		if f.oom {
-			// fails a tenth of the way in, resubmitted by hand on twice the GPUs
-			n2, g2 := doubled(nodes, gpn, mp)
-			twice, err := decide(model, n2, g2, sizing.History{}, true)
-			if err != nil {
-				return rep, fmt.Errorf("job %s resubmitted: %w", j.ID, err)
-			}
-			rep.OOMFailures++
-			reqUSD = asked.HourlyUSD*hours*m.OOMFailAt + twice.HourlyUSD*hours
-			reqGPUh = float64(asked.Nodes*asked.GPUsPerNode)*hours*m.OOMFailAt + float64(twice.Nodes*twice.GPUsPerNode)*hours
-		}
-		rep.RequestUSD += reqUSD
-		rep.RequestGPUHours += reqGPUh
+	}
+	if l.rep.RequestUSD > 0 {
+		l.rep.SavedPct = 100 * (1 - l.rep.LearningUSD/l.rep.RequestUSD)
+	}
+	return l.rep, nil
+}
 
-		// with the recurring job's history
-		h := sizing.History{}
-		if f.runs > 0 {
-			h = sizing.History{Jobs: f.runs, GPUsAllocated: f.allocGPN, NodesAllocated: f.allocNodes, GPUMemoryMiBAllocated: f.allocGPN * f.memMiB,
-				GPUsUsed: f.busyPerNode, PeakGPUMemoryMiB: f.busyPerNode * f.peakPerGPU, PeakPerGPUMiB: f.peakPerGPU,
-				PeakJobGPUMemoryMiB: f.busyPerNode * f.peakPerGPU * f.allocNodes, JobGPUMemoryMiB: f.allocGPN * f.memMiB * f.allocNodes}
+// learner is one SimulateLearning replay: the policy, the recurring jobs
+// seen so far, the decisions already made, the report.
+type learner struct {
+	pol   *sizing.Policy
+	cat   *catalog.Catalog
+	m     LearningModel
+	fams  map[string]*family
+	cache map[learnCacheKey]sizing.Decision
+	rep   LearningReport
+}
+
+type learnCacheKey struct {
+	model      string
+	nodes, gpn int
+	h          sizing.History
+	oom        bool
+}
+
+// learnRun is one trace job as the replay sees it.
+type learnRun struct {
+	job        trace.Job
+	model      string
+	maxPerNode int
+	nodes, gpn int
+	hours      float64
+	f          *family
+}
+
+// decide routes a request through the policy; a request the user did not
+// pin (explicit false) is decided once per shape and history.
+func (l *learner) decide(model string, nodes, gpn int, h sizing.History, explicit bool) (sizing.Decision, error) {
+	k := learnCacheKey{model, nodes, gpn, h, h.LastOOM != nil}
+	k.h.LastOOM = nil
+	if !explicit {
+		if d, ok := l.cache[k]; ok {
+			return d, nil
 		}
-		h.LastOOM = f.lastOOM
-		d, err := decide(model, nodes, gpn, h, false)
+	}
+	r := sizing.Request{GPUModel: model, GPUsPerNode: gpn, Nodes: nodes, Metadata: jobmeta.Metadata{Checkpoint: DefaultCheckpoint}}
+	if explicit {
+		r.Explicit = sizing.Explicit{GPUs: true, Nodes: true}
+	}
+	d, err := l.pol.Route(sizing.RouteInput{Request: r, History: h})
+	if err == nil && !explicit {
+		l.cache[k] = d
+	}
+	return d, err
+}
+
+// family is the job's recurring job, new ones drawn by the model (by a
+// hash of their key) as underusing, running out of memory, or neither.
+func (l *learner) family(j trace.Job) *family {
+	key := familyKey(j)
+	f := l.fams[key]
+	if f != nil {
+		return f
+	}
+	u := unitHash(key)
+	f = &family{underuse: u < l.m.UnderuseShare && j.GPUs > 1, oom: u >= 1-l.m.OOMShare}
+	l.fams[key] = f
+	l.rep.RecurringJobs++
+	if f.underuse {
+		l.rep.Underusing++
+	}
+	if f.oom {
+		l.rep.OOMing++
+	}
+	return f
+}
+
+// requestAlone prices the run sized from the request alone: a run that
+// runs out of memory fails a tenth of the way in and is resubmitted by
+// hand on twice the GPUs.
+func (l *learner) requestAlone(r learnRun) error {
+	asked, err := l.decide(r.model, r.nodes, r.gpn, sizing.History{}, false)
+	if err != nil {
+		return fmt.Errorf("job %s: %w", r.job.ID, err)
+	}
+	reqUSD := asked.HourlyUSD * r.hours
+	reqGPUh := float64(asked.Nodes*asked.GPUsPerNode) * r.hours
+	if r.f.oom {
+		n2, g2 := doubled(r.nodes, r.gpn, r.maxPerNode)
+		twice, err := l.decide(r.model, n2, g2, sizing.History{}, true)
 		if err != nil {
-			return rep, fmt.Errorf("job %s with history: %w", j.ID, err)
+			return fmt.Errorf("job %s resubmitted: %w", r.job.ID, err)
 		}
-		if d.Downsized {
-			rep.RunsDownsized++
-		}
-		if d.Upsized {
-			rep.RunsUpsized++
-		}
-		learnUSD := d.HourlyUSD * hours
-		learnGPUh := float64(d.Nodes*d.GPUsPerNode) * hours
-		mem := memOf(cat, d.InstanceTypes)
-		failed := false
-		if f.oom && !d.Upsized {
-			failed = true
-			// the run sized from the request fails; the history records it
-			rep.OOMFailuresLearn++
-			learnUSD = d.HourlyUSD * hours * m.OOMFailAt
-			learnGPUh *= m.OOMFailAt
-			f.lastOOM = &sizing.OOMRun{JobID: j.ID, Class: d.Class, Nodes: d.Nodes, GPUsPerNode: d.GPUsPerNode, GPUMemoryMiB: mem, Evidence: "synthetic OOM"}
-			// ... and its user resubmits on twice the GPUs, as without learning
-			n2, g2 := doubled(nodes, gpn, mp)
-			if twice, err := decide(model, n2, g2, sizing.History{}, true); err == nil {
-				learnUSD += twice.HourlyUSD * hours
-				learnGPUh += float64(twice.Nodes*twice.GPUsPerNode) * hours
-			}
-		}
-		rep.LearningUSD += learnUSD
-		rep.LearningGPUHours += learnGPUh
-		// what the agents measure of this run (the OOM stays in its history)
-		if !failed {
-			busy := d.GPUsPerNode
-			if f.underuse {
-				busy = max(1, int(math.Ceil(float64(gpn)*m.UnderuseFraction)))
-				busy = min(busy, d.GPUsPerNode)
-			}
-			f.runs++
-			f.busyPerNode, f.allocGPN, f.allocNodes, f.memMiB = busy, d.GPUsPerNode, d.Nodes, mem
-			f.peakPerGPU = int(float64(mem) * m.PeakMemoryFraction)
-			if !f.underuse {
-				f.peakPerGPU = int(float64(mem) * 0.9)
-			}
+		l.rep.OOMFailures++
+		reqUSD = asked.HourlyUSD*r.hours*l.m.OOMFailAt + twice.HourlyUSD*r.hours
+		reqGPUh = float64(asked.Nodes*asked.GPUsPerNode)*r.hours*l.m.OOMFailAt + float64(twice.Nodes*twice.GPUsPerNode)*r.hours
+	}
+	l.rep.RequestUSD += reqUSD
+	l.rep.RequestGPUHours += reqGPUh
+	return nil
+}
+
+// withHistory prices the run sized with its recurring job's history, and
+// records what the agents measure of it (an out-of-memory run stays in the
+// history as such).
+func (l *learner) withHistory(r learnRun) error {
+	f := r.f
+	h := sizing.History{}
+	if f.runs > 0 {
+		h = sizing.History{Jobs: f.runs, GPUsAllocated: f.allocGPN, NodesAllocated: f.allocNodes, GPUMemoryMiBAllocated: f.allocGPN * f.memMiB,
+			GPUsUsed: f.busyPerNode, PeakGPUMemoryMiB: f.busyPerNode * f.peakPerGPU, PeakPerGPUMiB: f.peakPerGPU,
+			PeakJobGPUMemoryMiB: f.busyPerNode * f.peakPerGPU * f.allocNodes, JobGPUMemoryMiB: f.allocGPN * f.memMiB * f.allocNodes}
+	}
+	h.LastOOM = f.lastOOM
+	d, err := l.decide(r.model, r.nodes, r.gpn, h, false)
+	if err != nil {
+		return fmt.Errorf("job %s with history: %w", r.job.ID, err)
+	}
+	if d.Downsized {
+		l.rep.RunsDownsized++
+	}
+	if d.Upsized {
+		l.rep.RunsUpsized++
+	}
+	learnUSD := d.HourlyUSD * r.hours
+	learnGPUh := float64(d.Nodes*d.GPUsPerNode) * r.hours
+	mem := memOf(l.cat, d.InstanceTypes)
+	failed := f.oom && !d.Upsized
+	if failed {
+		// the run sized from the request fails; the history records it
+		l.rep.OOMFailuresLearn++
+		learnUSD = d.HourlyUSD * r.hours * l.m.OOMFailAt
+		learnGPUh *= l.m.OOMFailAt
+		f.lastOOM = &sizing.OOMRun{JobID: r.job.ID, Class: d.Class, Nodes: d.Nodes, GPUsPerNode: d.GPUsPerNode, GPUMemoryMiB: mem, Evidence: "synthetic OOM"}
+		// ... and its user resubmits on twice the GPUs, as without learning
+		n2, g2 := doubled(r.nodes, r.gpn, r.maxPerNode)
+		if twice, err := l.decide(r.model, n2, g2, sizing.History{}, true); err == nil {
+			learnUSD += twice.HourlyUSD * r.hours
+			learnGPUh += float64(twice.Nodes*twice.GPUsPerNode) * r.hours
 		}
 	}
-	if rep.RequestUSD > 0 {
-		rep.SavedPct = 100 * (1 - rep.LearningUSD/rep.RequestUSD)
+	l.rep.LearningUSD += learnUSD
+	l.rep.LearningGPUHours += learnGPUh
+	if !failed {
+		l.measure(f, d, r.gpn, mem)
 	}
-	return rep, nil
+	return nil
+}
+
+// measure records what the agents measure of a run that did not fail.
+func (l *learner) measure(f *family, d sizing.Decision, gpn, mem int) {
+	busy := d.GPUsPerNode
+	if f.underuse {
+		busy = max(1, int(math.Ceil(float64(gpn)*l.m.UnderuseFraction)))
+		busy = min(busy, d.GPUsPerNode)
+	}
+	f.runs++
+	f.busyPerNode, f.allocGPN, f.allocNodes, f.memMiB = busy, d.GPUsPerNode, d.Nodes, mem
+	f.peakPerGPU = int(float64(mem) * l.m.PeakMemoryFraction)
+	if !f.underuse {
+		f.peakPerGPU = int(float64(mem) * 0.9)
+	}
 }
 
 // maxNVIDIAPerNode is the most GPUs of a model (any NVIDIA model for "")

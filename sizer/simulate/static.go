@@ -173,57 +173,64 @@ func runStatic(o Options, jobs []trace.Job, t0 time.Time, span float64) (*tally,
 		return nil, 0, typ, fmt.Errorf("simulating static: %w", err)
 	}
 	gpn := typ.GPUs
+	nodes := staticNodes(o, jobs, t0, gpn)
+	q := &staticQueue{cl: newStaticCluster(nodes, gpn), jobs: jobs, sj: make([]staticJob, len(jobs)), lookahead: o.StaticLookahead}
+	for i := range jobs {
+		q.sj[i] = staticJob{submit: jobs[i].Submit.Sub(t0).Seconds(), start: -1}
+	}
+	end, used := q.replay()
+	if len(q.queue) > 0 {
+		return nil, 0, typ, fmt.Errorf("simulating static: %d jobs never started (simulator bug)", len(q.queue))
+	}
+	tl := newTally(span, o.SeriesPoints, len(jobs))
+	end = math.Max(end, span)
+	rate := float64(nodes) * typ.OnDemandUSD / 3600
+	tl.rate = rate
+	tl.gpusBilled = nodes * gpn
+	tl.finish(end)
+	tl.cost = rate * end
+	tl.gpuSecBilled = float64(nodes*gpn) * end
+	tl.gpuSecUsed = used
+	tl.launches = nodes
+	for i := range q.sj {
+		tl.waits = append(tl.waits, q.sj[i].start-q.sj[i].submit+o.schedDelay())
+	}
+	return tl, nodes, typ, nil
+}
+
+// staticNodes sizes the static cluster: the demand percentile's nodes, and
+// at least the largest job's.
+func staticNodes(o Options, jobs []trace.Job, t0 time.Time, gpn int) int {
 	demand := demandPercentile(jobs, t0, o.StaticPercentile)
 	nodes := (demand + gpn - 1) / gpn
 	for _, j := range jobs {
 		nodes = max(nodes, (j.GPUs+gpn-1)/gpn)
 	}
-	nodes = max(nodes, 1)
-	cl := newStaticCluster(nodes, gpn)
-	var c clock
-	sj := make([]staticJob, len(jobs))
-	for i := range jobs {
-		sj[i] = staticJob{submit: jobs[i].Submit.Sub(t0).Seconds(), start: -1}
-	}
-	// Jobs are referenced by index through event.gen (the static loop has
-	// no generations), so the queue stays a slice of ints.
-	var queue []int
-	tl := newTally(span, o.SeriesPoints, len(jobs))
-	used := 0.0
-	schedule := func() {
-		if len(queue) == 0 || cl.total == 0 {
-			return
-		}
-		limit := min(len(queue), o.StaticLookahead)
-		kept := queue[:0:0]
-		for qi := 0; qi < limit; qi++ {
-			i := queue[qi]
-			if cl.total == 0 {
-				kept = append(kept, queue[qi:limit]...)
-				break
-			}
-			a := cl.fit(jobs[i].GPUs)
-			if a == nil {
-				kept = append(kept, i)
-				continue
-			}
-			sj[i].alloc = a
-			sj[i].start = c.now
-			c.at(c.now+jobs[i].Duration.Seconds(), event{kind: evStaticEnd, gen: uint32(i)})
-		}
-		if len(kept) == limit {
-			return // nothing started; queue unchanged
-		}
-		queue = append(kept, queue[limit:]...)
-	}
-	end := 0.0
+	return max(nodes, 1)
+}
+
+// staticQueue replays the trace on the static cluster. Jobs are referenced
+// by index through event.gen (the static loop has no generations), so the
+// queue stays a slice of ints.
+type staticQueue struct {
+	cl        *staticCluster
+	c         clock
+	jobs      []trace.Job
+	sj        []staticJob
+	queue     []int
+	lookahead int
+}
+
+// replay runs every arrival and completion and returns when the last job
+// ended and the GPU-seconds used.
+func (q *staticQueue) replay() (end, used float64) {
 	next := 0
 	for {
 		at := 0.0
-		if next < len(sj) {
-			at = sj[next].submit
+		if next < len(q.sj) {
+			at = q.sj[next].submit
 		}
-		ev, arrival, ok := c.nextOr(at, next < len(sj))
+		ev, arrival, ok := q.c.nextOr(at, next < len(q.sj))
 		if !ok {
 			break
 		}
@@ -234,28 +241,42 @@ func runStatic(o Options, jobs []trace.Job, t0 time.Time, span float64) (*tally,
 		i := int(ev.gen)
 		switch ev.kind {
 		case evSubmit:
-			queue = append(queue, i)
+			q.queue = append(q.queue, i)
 		case evStaticEnd:
-			cl.releaseAlloc(sj[i].alloc)
-			used += float64(jobs[i].GPUs) * jobs[i].Duration.Seconds()
-			end = c.now
+			q.cl.releaseAlloc(q.sj[i].alloc)
+			used += float64(q.jobs[i].GPUs) * q.jobs[i].Duration.Seconds()
+			end = q.c.now
 		}
-		schedule()
+		q.schedule()
 	}
-	if len(queue) > 0 {
-		return nil, 0, typ, fmt.Errorf("simulating static: %d jobs never started (simulator bug)", len(queue))
+	return end, used
+}
+
+// schedule starts every job in the first lookahead of the queue that fits
+// now (FIFO with greedy backfill).
+func (q *staticQueue) schedule() {
+	if len(q.queue) == 0 || q.cl.total == 0 {
+		return
 	}
-	end = math.Max(end, span)
-	rate := float64(nodes) * typ.OnDemandUSD / 3600
-	tl.rate = rate
-	tl.gpusBilled = nodes * gpn
-	tl.finish(end)
-	tl.cost = rate * end
-	tl.gpuSecBilled = float64(nodes*gpn) * end
-	tl.gpuSecUsed = used
-	tl.launches = nodes
-	for i := range sj {
-		tl.waits = append(tl.waits, sj[i].start-sj[i].submit+o.schedDelay())
+	limit := min(len(q.queue), q.lookahead)
+	kept := q.queue[:0:0]
+	for qi := 0; qi < limit; qi++ {
+		i := q.queue[qi]
+		if q.cl.total == 0 {
+			kept = append(kept, q.queue[qi:limit]...)
+			break
+		}
+		a := q.cl.fit(q.jobs[i].GPUs)
+		if a == nil {
+			kept = append(kept, i)
+			continue
+		}
+		q.sj[i].alloc = a
+		q.sj[i].start = q.c.now
+		q.c.at(q.c.now+q.jobs[i].Duration.Seconds(), event{kind: evStaticEnd, gen: uint32(i)})
 	}
-	return tl, nodes, typ, nil
+	if len(kept) == limit {
+		return // nothing started; queue unchanged
+	}
+	q.queue = append(kept, q.queue[limit:]...)
 }

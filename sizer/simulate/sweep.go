@@ -68,16 +68,35 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 		}
 		base.Sizer = s
 	}
-	type task struct {
-		idx  int
-		opts Options
-	}
-	var tasks []task
+	tasks, rows := sweepTasks(base, spec)
 	nb := len(spec.BootMedians)
+	idle := make([]PolicyResult, nb)
+	if err := runSweep(ctx, jobs, tasks, rows, idle, spec.Progress); err != nil {
+		return nil, fmt.Errorf("sweeping: %w", err)
+	}
+	per := len(rows) / max(1, nb)
+	for i := range rows {
+		rows[i].compare(idle[i/per])
+	}
+	return rows, nil
+}
+
+// sweepTask is one run of the sweep: idx is its row, or -1-i for the i-th
+// boot median's idle-timeout run.
+type sweepTask struct {
+	idx  int
+	opts Options
+}
+
+// sweepTasks lists the sweep's runs and its rows: idle-timeout once per
+// boot median, then burst for every combination (one quantile only
+// without a warm pool).
+func sweepTasks(base Options, spec SweepSpec) ([]sweepTask, []SweepRow) {
+	var tasks []sweepTask
 	for bi, b := range spec.BootMedians {
 		o := base
 		o.BootMedian, o.Policies = b, []string{PolicyIdleTimeout}
-		tasks = append(tasks, task{-1 - bi, o})
+		tasks = append(tasks, sweepTask{-1 - bi, o})
 	}
 	caps, qs := spec.WarmCaps, spec.WarmQuantiles
 	if len(caps) == 0 {
@@ -111,21 +130,26 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 						} else {
 							row.WarmQuantile = o.Warm.params(o.withDefaults()).Quantile
 						}
-						tasks = append(tasks, task{len(rows), o})
+						tasks = append(tasks, sweepTask{len(rows), o})
 						rows = append(rows, row)
 					}
 				}
 			}
 		}
 	}
-	idle := make([]PolicyResult, nb)
+	return tasks, rows
+}
+
+// runSweep runs the tasks on all CPUs, filling burst's rows and each boot
+// median's idle-timeout result; the first error is returned.
+func runSweep(ctx context.Context, jobs []trace.Job, tasks []sweepTask, rows []SweepRow, idle []PolicyResult, progress func(done, total int)) error {
 	var (
 		mu       sync.Mutex
 		firstErr error
 		wg       sync.WaitGroup
 		done     int
 	)
-	ch := make(chan task)
+	ch := make(chan sweepTask)
 	for range max(1, runtime.GOMAXPROCS(0)) {
 		wg.Add(1)
 		go func() {
@@ -134,27 +158,18 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 				r, err := Run(ctx, t.opts, jobs)
 				mu.Lock()
 				done++
-				if spec.Progress != nil {
-					spec.Progress(done, len(tasks))
+				if progress != nil {
+					progress(done, len(tasks))
 				}
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if err == nil {
-					p := r.Policies[0]
-					if t.idx < 0 {
-						idle[-1-t.idx] = p
-					} else {
-						row := &rows[t.idx]
-						row.BurstCostUSD, row.BurstWaitP50S, row.BurstWaitP95S, row.BurstLostGPUHours, row.BurstInterruptions = p.CostUSD, p.WaitP50S, p.WaitP95S, p.LostGPUHours, p.Interruptions
-						if p.GPUHoursBilled > 0 {
-							row.BurstSpotShare = p.SpotGPUHours / p.GPUHoursBilled
-						}
-						if n := p.WarmStarts + p.AheadStarts + p.ColdStarts; n > 0 {
-							row.BurstWarmStarts = float64(p.WarmStarts) / float64(n)
-						}
-						row.BurstPoolCostUSD = p.PoolCostUSD
+				switch {
+				case err != nil:
+					if firstErr == nil {
+						firstErr = err
 					}
+				case t.idx < 0:
+					idle[-1-t.idx] = r.Policies[0]
+				default:
+					rows[t.idx].fill(r.Policies[0])
 				}
 				mu.Unlock()
 			}
@@ -165,20 +180,30 @@ func Sweep(ctx context.Context, base Options, jobs []trace.Job, spec SweepSpec) 
 	}
 	close(ch)
 	wg.Wait()
-	if firstErr != nil {
-		return nil, fmt.Errorf("sweeping: %w", firstErr)
+	return firstErr
+}
+
+// fill sets the row's burst figures from its run.
+func (row *SweepRow) fill(p PolicyResult) {
+	row.BurstCostUSD, row.BurstWaitP50S, row.BurstWaitP95S, row.BurstLostGPUHours, row.BurstInterruptions = p.CostUSD, p.WaitP50S, p.WaitP95S, p.LostGPUHours, p.Interruptions
+	if p.GPUHoursBilled > 0 {
+		row.BurstSpotShare = p.SpotGPUHours / p.GPUHoursBilled
 	}
-	per := len(rows) / max(1, nb)
-	for i := range rows {
-		it := idle[i/per]
-		rows[i].IdleTimeoutCostUSD, rows[i].IdleWaitP50S, rows[i].IdleWaitP95S = it.CostUSD, it.WaitP50S, it.WaitP95S
-		if it.CostUSD > 0 {
-			rows[i].SavingsPct = 100 * (it.CostUSD - rows[i].BurstCostUSD) / it.CostUSD
-		}
-		rows[i].BurstWins = rows[i].BurstCostUSD < it.CostUSD
-		rows[i].BurstWaitsNoLonger = rows[i].BurstWaitP50S <= it.WaitP50S && rows[i].BurstWaitP95S <= it.WaitP95S
+	if n := p.WarmStarts + p.AheadStarts + p.ColdStarts; n > 0 {
+		row.BurstWarmStarts = float64(p.WarmStarts) / float64(n)
 	}
-	return rows, nil
+	row.BurstPoolCostUSD = p.PoolCostUSD
+}
+
+// compare sets the row's idle-timeout figures (its boot median's run) and
+// how burst compares.
+func (row *SweepRow) compare(it PolicyResult) {
+	row.IdleTimeoutCostUSD, row.IdleWaitP50S, row.IdleWaitP95S = it.CostUSD, it.WaitP50S, it.WaitP95S
+	if it.CostUSD > 0 {
+		row.SavingsPct = 100 * (it.CostUSD - row.BurstCostUSD) / it.CostUSD
+	}
+	row.BurstWins = row.BurstCostUSD < it.CostUSD
+	row.BurstWaitsNoLonger = row.BurstWaitP50S <= it.WaitP50S && row.BurstWaitP95S <= it.WaitP95S
 }
 
 // WriteSweep prints the sweep as a table.

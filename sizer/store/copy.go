@@ -103,12 +103,8 @@ func copyTable(ctx context.Context, src *Store, tx *Tx, table string) error {
 	}
 	ins := `INSERT INTO "` + table + `"(` + strings.Join(quoted, ",") + `) VALUES(?` + strings.Repeat(",?", len(cols)-1) + `)`
 	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := scanAny(rows, len(cols))
+		if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, ins, vals...); err != nil {
@@ -116,6 +112,16 @@ func copyTable(ctx context.Context, src *Store, tx *Tx, table string) error {
 		}
 	}
 	return rows.Err()
+}
+
+// scanAny scans the current row's n columns as the driver gives them.
+func scanAny(rows *sql.Rows, n int) ([]any, error) {
+	vals := make([]any, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	return vals, rows.Scan(ptrs...)
 }
 
 // changeLogTable is the ledger's change log: derived, the copy's own writes

@@ -51,6 +51,18 @@ func forDrivers(t *testing.T, f func(t *testing.T, d driverCase)) {
 	}
 }
 
+// benchDrivers runs a benchmark on a fresh store on SQLite, then
+// PostgreSQL.
+func benchDrivers(b *testing.B, f func(b *testing.B, s *Store)) {
+	b.Run("sqlite", func(b *testing.B) {
+		f(b, target{Config{Driver: DriverSQLite, Dir: filepath.Join(b.TempDir(), "s")}}.open(b))
+	})
+	b.Run("postgres", func(b *testing.B) {
+		srv := pgtest.Start(b)
+		f(b, target{Config{Driver: DriverPostgres, Postgres: Postgres{URL: srv.NewDatabase(b)}}}.open(b))
+	})
+}
+
 // A read-only open (the local paths with the daemon down) reads what the
 // daemon wrote and refuses writes, on both drivers.
 func TestOpenReadOnlyConfig(t *testing.T) { forDrivers(t, testOpenReadOnlyConfig) }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"strconv"
 	"strings"
@@ -60,14 +59,7 @@ func TestFenceDeposedLeaderPostgres(t *testing.T) {
 	if err := a.RecordIntent(actx, intent("burst-a1")); err != nil {
 		t.Fatalf("the leader's write under its own term: %v", err)
 	}
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted`); err != nil {
-		t.Fatal(err)
-	}
+	endLeaderSessions(t, adminDB(t, dsn))
 	bctx, bterm := leadOnce(t, b, "b", 100*time.Millisecond)
 	if bterm.Epoch != aterm.Epoch+1 {
 		t.Fatalf("b leads with epoch %d, want %d", bterm.Epoch, aterm.Epoch+1)
@@ -75,7 +67,7 @@ func TestFenceDeposedLeaderPostgres(t *testing.T) {
 	if actx.Err() != nil {
 		t.Fatal("a's term ended before its write: the test does not model a paused leader")
 	}
-	err = a.RecordIntent(actx, intent("burst-a2"))
+	err := a.RecordIntent(actx, intent("burst-a2"))
 	if !errors.Is(err, ErrDeposed) {
 		t.Fatalf("the deposed leader's write: %v, want ErrDeposed", err)
 	}

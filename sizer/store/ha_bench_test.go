@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -18,13 +16,7 @@ import (
 // and the release of its reservation, on SQLite, then PostgreSQL; p50 and
 // p99 of the decision.
 func BenchmarkBudgetCheck(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		benchBudgetCheck(b, target{Config{Driver: DriverSQLite, Dir: filepath.Join(b.TempDir(), "s")}}.open(b))
-	})
-	b.Run("postgres", func(b *testing.B) {
-		srv := pgtest.Start(b)
-		benchBudgetCheck(b, target{Config{Driver: DriverPostgres, Postgres: Postgres{URL: srv.NewDatabase(b)}}}.open(b))
-	})
+	benchDrivers(b, benchBudgetCheck)
 }
 
 func benchBudgetCheck(b *testing.B, s *Store) {
@@ -66,11 +58,7 @@ func BenchmarkFailover(b *testing.B) {
 	srv := pgtest.Start(b)
 	dsn := srv.NewDatabase(b)
 	tg := target{Config{Driver: DriverPostgres, Postgres: Postgres{URL: dsn}}}
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer admin.Close()
+	admin := adminDB(b, dsn)
 	terms := make(chan string, 64)
 	for _, who := range []string{"a", "b"} {
 		s := tg.open(b)
@@ -82,9 +70,7 @@ func BenchmarkFailover(b *testing.B) {
 	var worst, total time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted`); err != nil {
-			b.Fatal(err)
-		}
+		endLeaderSessions(b, admin)
 		select {
 		case <-terms:
 		case <-time.After(time.Minute):

@@ -60,14 +60,7 @@ func TestLeaderFailover(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 	// a's session dies
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted`); err != nil {
-		t.Fatal(err)
-	}
+	endLeaderSessions(t, adminDB(t, dsn))
 	got := map[string]termEvent{}
 	for range 2 {
 		e := next("failover")
@@ -186,5 +179,26 @@ func testMigrateLeadershipPerCluster(t *testing.T, d driverCase) {
 	var holder string
 	if err := s.w.QueryRowContext(ctx, `SELECT epoch, holder FROM leadership WHERE id = 1`).Scan(&epoch, &holder); err != nil || epoch != 8 || holder != "new pid 2" {
 		t.Errorf("after rolling back: epoch %d holder %q %v, want 8 new pid 2", epoch, holder, err)
+	}
+}
+
+// adminDB is a second connection to the test's PostgreSQL database, closed
+// when the test ends.
+func adminDB(tb testing.TB, dsn string) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+// endLeaderSessions ends every session holding an advisory lock, as when
+// the leader's process dies.
+func endLeaderSessions(tb testing.TB, admin *sql.DB) {
+	tb.Helper()
+	if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted`); err != nil {
+		tb.Fatal(err)
 	}
 }

@@ -3,11 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/pgtest"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/billing"
 )
@@ -16,13 +14,7 @@ import (
 // each, one job run each): reading the ledger and splitting every bill,
 // what every budget check and report does; on SQLite, then PostgreSQL.
 func BenchmarkLedgerMonth(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		benchLedgerMonth(b, target{Config{Driver: DriverSQLite, Dir: filepath.Join(b.TempDir(), "s")}}.open(b))
-	})
-	b.Run("postgres", func(b *testing.B) {
-		srv := pgtest.Start(b)
-		benchLedgerMonth(b, target{Config{Driver: DriverPostgres, Postgres: Postgres{URL: srv.NewDatabase(b)}}}.open(b))
-	})
+	benchDrivers(b, benchLedgerMonth)
 }
 
 func benchLedgerMonth(b *testing.B, s *Store) {

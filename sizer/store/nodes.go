@@ -186,12 +186,8 @@ func (s *Store) Dump(ctx context.Context) (map[string][]string, error) {
 		cols, _ := rs.Columns()
 		out[t] = []string{}
 		for rs.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rs.Scan(ptrs...); err != nil {
+			vals, err := scanAny(rs, len(cols))
+			if err != nil {
 				rs.Close()
 				return nil, err
 			}

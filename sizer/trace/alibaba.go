@@ -49,31 +49,15 @@ func openBRow(line int, rec []string) (Job, bool, error) {
 	if err != nil {
 		return Job{}, false, badRow(line, "gpu_milli %q: %v", rec[4], err)
 	}
-	created, err := offsetSeconds(rec[8], false)
+	t, err := offsetColumns(line, rec, OpenBColumns, offsetCol{8, false}, offsetCol{9, false}, offsetCol{10, true})
 	if err != nil {
-		return Job{}, false, badRow(line, "creation_time %q: %v", rec[8], err)
+		return Job{}, false, err
 	}
-	deleted, err := offsetSeconds(rec[9], false)
-	if err != nil {
-		return Job{}, false, badRow(line, "deletion_time %q: %v", rec[9], err)
-	}
-	sched, err := offsetSeconds(rec[10], true)
-	if err != nil {
-		return Job{}, false, badRow(line, "scheduled_time %q: %v", rec[10], err)
-	}
+	created, deleted, sched := t[0], t[1], t[2]
 	if gpus == 0 || sched < 0 {
 		return Job{}, false, nil // CPU-only, or never scheduled
 	}
-	if sched < created || deleted < sched {
-		return Job{}, false, badRow(line, "times out of order: created %g, scheduled %g, deleted %g; want created <= scheduled <= deleted", created, sched, deleted)
-	}
-	return Job{
-		ID:       strings.TrimSpace(rec[0]),
-		Submit:   offsetTime(created),
-		Duration: secondsDur(deleted - sched),
-		GPUs:     int(gpus),
-		Metadata: fmt.Sprintf("qos=%s gpu_milli=%d", strings.TrimSpace(rec[6]), milli),
-	}, true, nil
+	return servedJob(line, rec[0], created, sched, deleted, gpus, fmt.Sprintf("qos=%s gpu_milli=%d", strings.TrimSpace(rec[6]), milli))
 }
 
 // ReadDLRM parses the GPU-disaggregated DLRM serving trace. Each HN
@@ -96,30 +80,49 @@ func dlrmRow(line int, rec []string) (Job, bool, error) {
 	if err != nil {
 		return Job{}, false, badRow(line, "gpu_request %q: %v", rec[5], err)
 	}
-	created, err := offsetSeconds(rec[14], true)
+	t, err := offsetColumns(line, rec, DLRMColumns, offsetCol{14, true}, offsetCol{15, true}, offsetCol{16, true})
 	if err != nil {
-		return Job{}, false, badRow(line, "creation_time %q: %v", rec[14], err)
+		return Job{}, false, err
 	}
-	sched, err := offsetSeconds(rec[15], true)
-	if err != nil {
-		return Job{}, false, badRow(line, "scheduled_time %q: %v", rec[15], err)
-	}
-	deleted, err := offsetSeconds(rec[16], true)
-	if err != nil {
-		return Job{}, false, badRow(line, "deletion_time %q: %v", rec[16], err)
-	}
+	created, sched, deleted := t[0], t[1], t[2]
 	if role != "HN" || gpus == 0 || created < 0 || sched < 0 || deleted < 0 {
 		return Job{}, false, nil // CPU node, or not wholly inside the trace
 	}
+	return servedJob(line, rec[0], created, sched, deleted, gpus, "app="+strings.TrimSpace(rec[2]))
+}
+
+// offsetCol is a column of trace offsets; an empty one is -1 when emptyOK.
+type offsetCol struct {
+	i       int
+	emptyOK bool
+}
+
+// offsetColumns reads the columns' offsets in the order given; the first
+// bad one is the error, named by its column.
+func offsetColumns(line int, rec, names []string, cols ...offsetCol) ([]float64, error) {
+	out := make([]float64, len(cols))
+	for k, c := range cols {
+		v, err := offsetSeconds(rec[c.i], c.emptyOK)
+		if err != nil {
+			return nil, badRow(line, "%s %q: %v", names[c.i], rec[c.i], err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// servedJob is a pod or instance that ran from sched to deleted, submitted
+// at created.
+func servedJob(line int, id string, created, sched, deleted float64, gpus int64, metadata string) (Job, bool, error) {
 	if sched < created || deleted < sched {
 		return Job{}, false, badRow(line, "times out of order: created %g, scheduled %g, deleted %g; want created <= scheduled <= deleted", created, sched, deleted)
 	}
 	return Job{
-		ID:       strings.TrimSpace(rec[0]),
+		ID:       strings.TrimSpace(id),
 		Submit:   offsetTime(created),
 		Duration: secondsDur(deleted - sched),
 		GPUs:     int(gpus),
-		Metadata: "app=" + strings.TrimSpace(rec[2]),
+		Metadata: metadata,
 	}, true, nil
 }
 

@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"bytes"
 	"io"
 	"strings"
 	"testing"
@@ -49,14 +48,7 @@ func FuzzReadCSV(f *testing.F) {
 			return
 		}
 		checkJobs(t, jobs)
-		var b bytes.Buffer
-		if err := WriteCSV(&b, jobs); err != nil {
-			t.Fatal(err)
-		}
-		back, _, err := ReadCSV(&b, ReadOptions{})
-		if err != nil {
-			t.Fatalf("reading back %q: %v", b.String(), err)
-		}
+		back := roundTrip(t, jobs)
 		if len(back) != len(jobs) {
 			t.Fatalf("round trip: %d jobs, want %d", len(back), len(jobs))
 		}

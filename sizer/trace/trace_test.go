@@ -141,14 +141,7 @@ func TestCSVRoundTrip(t *testing.T) {
 		{Submit: utc("2026-01-01T00:00:00Z"), Duration: 1500 * time.Millisecond, GPUs: 1},
 		{Submit: utc("2026-01-01T01:00:00Z"), Duration: time.Hour, GPUs: 16, GPUModel: "h100", Metadata: "burst: params=70B, checkpoint=30m"},
 	}
-	var b bytes.Buffer
-	if err := WriteCSV(&b, jobs); err != nil {
-		t.Fatal(err)
-	}
-	back, _, err := ReadCSV(&b, ReadOptions{})
-	if err != nil {
-		t.Fatalf("reading back %q: %v", b.String(), err)
-	}
+	back := roundTrip(t, jobs)
 	for i := range jobs {
 		back[i].ID = ""
 		if !back[i].Submit.Equal(jobs[i].Submit) {
@@ -358,4 +351,18 @@ func TestRealData(t *testing.T) {
 			t.Errorf("bamboo %s: %.3f removals/node-h, README says %.2f (%v)", name, r, want, err)
 		}
 	}
+}
+
+// roundTrip writes jobs with WriteCSV and reads them back with ReadCSV.
+func roundTrip(t *testing.T, jobs []Job) []Job {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteCSV(&b, jobs); err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := ReadCSV(&b, ReadOptions{})
+	if err != nil {
+		t.Fatalf("reading back %q: %v", b.String(), err)
+	}
+	return back
 }

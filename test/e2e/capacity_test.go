@@ -79,12 +79,7 @@ func TestCapacityReservationFullFallsBack(t *testing.T) {
 	versionBlind(t)
 	s := start(t, stack.Options{})
 	cr := reserveL4(t, s, 1)
-	long := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 300")
-	waitJob(t, s, long, 90*time.Second, "RUNNING")
-	t.Cleanup(func() { s.Cluster.Run(context.Background(), "scancel", long) })
-	if in := jobInstance(t, s, long); in.CapacityReservation != cr {
-		t.Fatalf("the first job's instance %s is in reservation %q, want %s", in.ID, in.CapacityReservation, cr)
-	}
+	long := fillReservation(t, s, cr)
 	next := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 1")
 	waitJob(t, s, next, 90*time.Second, "COMPLETED")
 	in := jobInstance(t, s, next)
@@ -115,12 +110,7 @@ func TestCapacityReservationOnlyWaits(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	long := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 300")
-	waitJob(t, s, long, 90*time.Second, "RUNNING")
-	t.Cleanup(func() { s.Cluster.Run(context.Background(), "scancel", long) })
-	if in := jobInstance(t, s, long); in.CapacityReservation != cr {
-		t.Fatalf("the first job's instance %s is in reservation %q, want %s", in.ID, in.CapacityReservation, cr)
-	}
+	fillReservation(t, s, cr)
 	next := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 1")
 	t.Cleanup(func() { s.Cluster.Run(context.Background(), "scancel", next) })
 	var reason string
@@ -142,4 +132,18 @@ func TestCapacityReservationOnlyWaits(t *testing.T) {
 		t.Errorf("the second job is %s, want PENDING (waiting for the reservation)", st)
 	}
 	t.Logf("node reason: %s", reason)
+}
+
+// fillReservation runs a long job on the class l4 and checks its instance
+// is in reservation cr; it returns the job's id (cancelled when the test
+// ends).
+func fillReservation(t *testing.T, s *stack.Stack, cr string) string {
+	t.Helper()
+	long := sbatch(t, s, "--gres=gpu:1", "--constraint=l4", "--wrap", "sleep 300")
+	waitJob(t, s, long, 90*time.Second, "RUNNING")
+	t.Cleanup(func() { s.Cluster.Run(context.Background(), "scancel", long) })
+	if in := jobInstance(t, s, long); in.CapacityReservation != cr {
+		t.Fatalf("the first job's instance %s is in reservation %q, want %s", in.ID, in.CapacityReservation, cr)
+	}
+	return long
 }

@@ -20,26 +20,7 @@ import (
 // the ledger equals the emulator's bill.
 func TestHALeaderKilledDuringResume(t *testing.T) {
 	versionBlind(t)
-	pg := pgtest.Start(t)
-	dsn := pg.NewDatabase(t)
-	var replica *stack.Replica
-	t.Cleanup(func() { // after the stack's own clean-up and ledger check
-		if replica != nil {
-			replica.Stop()
-		}
-	})
-	s := start(t, stack.Options{Configure: func(c *config.Config) {
-		c.Sizer.Store = config.SizerStore{Driver: "postgres", URL: dsn}
-		c.Sizer.ReconcileInterval = config.D(5 * time.Second)
-	}})
-	ctx := context.Background()
-	var err error
-	if replica, err = s.StartReplica(ctx); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, "the first sizer leading and the second standing by", func() bool {
-		return strings.Contains(readFile(s.SizerLogPath()), "leading the sizers") && strings.Contains(readFile(replica.Log), "standing by")
-	})
+	s, replica := startHA(t, stack.Options{})
 	id := sbatch(t, s, "--nodes=3", "--gres=gpu:1", "--constraint=a10g", "--account=demo", "--time=10", "--wrap", "sleep 5")
 	eventually(t, time.Minute, "the resume launching", func() bool { return len(s.Emu.Instances()) > 0 })
 	t0 := time.Now()
@@ -61,28 +42,8 @@ func TestHALeaderKilledDuringResume(t *testing.T) {
 // leader) the ledger equals the emulator's bill.
 func TestHALeaderKilledDuringSpotNotice(t *testing.T) {
 	versionBlind(t)
-	pg := pgtest.Start(t)
-	dsn := pg.NewDatabase(t)
-	var replica *stack.Replica
-	t.Cleanup(func() {
-		if replica != nil {
-			replica.Stop()
-		}
-	})
-	s := start(t, stack.Options{
-		Emulator: ec2emu.Options{NoticePeriod: 30 * time.Second},
-		Configure: func(c *config.Config) {
-			c.Sizer.Store = config.SizerStore{Driver: "postgres", URL: dsn}
-			c.Sizer.ReconcileInterval = config.D(5 * time.Second)
-		}})
+	s, replica := startHA(t, stack.Options{Emulator: ec2emu.Options{NoticePeriod: 30 * time.Second}})
 	ctx := context.Background()
-	var err error
-	if replica, err = s.StartReplica(ctx); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, "the first sizer leading and the second standing by", func() bool {
-		return strings.Contains(readFile(s.SizerLogPath()), "leading the sizers") && strings.Contains(readFile(replica.Log), "standing by")
-	})
 	id := sbatch(t, s, "--requeue", "--gres=gpu:1", "--constraint=a10g", "--account=demo", "--time=10", "--wrap", "trap '' USR1; sleep 20") // ignores the checkpoint signal: the agent requeues it after its wait
 	waitJob(t, s, id, 90*time.Second, "RUNNING")
 	live := liveInstances(s)
@@ -106,4 +67,33 @@ func TestHALeaderKilledDuringSpotNotice(t *testing.T) {
 		t.Errorf("the interrupted instance %s is %s", live[0].ID, in.State)
 	}
 	eventually(t, time.Minute, "every instance released", func() bool { return len(liveInstances(s)) == 0 })
+}
+
+// startHA starts the stack with its sizer on a throwaway PostgreSQL and a
+// second sizer beside it, and waits until the first leads and the second
+// stands by. The replica stops after the stack's own clean-up and ledger
+// check.
+func startHA(t *testing.T, o stack.Options) (*stack.Stack, *stack.Replica) {
+	t.Helper()
+	pg := pgtest.Start(t)
+	dsn := pg.NewDatabase(t)
+	var replica *stack.Replica
+	t.Cleanup(func() {
+		if replica != nil {
+			replica.Stop()
+		}
+	})
+	o.Configure = func(c *config.Config) {
+		c.Sizer.Store = config.SizerStore{Driver: "postgres", URL: dsn}
+		c.Sizer.ReconcileInterval = config.D(5 * time.Second)
+	}
+	s := start(t, o)
+	var err error
+	if replica, err = s.StartReplica(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the first sizer leading and the second standing by", func() bool {
+		return strings.Contains(readFile(s.SizerLogPath()), "leading the sizers") && strings.Contains(readFile(replica.Log), "standing by")
+	})
+	return s, replica
 }

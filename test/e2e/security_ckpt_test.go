@@ -43,14 +43,7 @@ func ownerMode(t *testing.T, p string) (uint32, os.FileMode) {
 // own directory nor move the victim's job directory away and plant a
 // symlink; the victim's job gets its own 0700 directory under root's.
 func TestSecurityCheckpointAncestorSwap(t *testing.T) {
-	atk, err := harness.EnsureUser("burstatk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vic, err := harness.EnsureUser("burstvic")
-	if err != nil {
-		t.Fatal(err)
-	}
+	atk, vic := attackerAndVictim(t)
 	s := start(t, stack.Options{Configure: func(c *config.Config) {
 		c.FSx.CheckpointDir = "burst/checkpoints"
 	}})

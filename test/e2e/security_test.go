@@ -125,14 +125,7 @@ func userData(t *testing.T, s *stack.Stack, id string) string {
 // are moved aside. The sizer's store is compared table by table, row by
 // row, before and after.
 func TestSecurity(t *testing.T) {
-	atk, err := harness.EnsureUser("burstatk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vic, err := harness.EnsureUser("burstvic")
-	if err != nil {
-		t.Fatal(err)
-	}
+	atk, vic := attackerAndVictim(t)
 	s := start(t, stack.Options{Configure: func(c *config.Config) {
 		// nothing writes the store during the attack window but the attacks
 		c.Agent.ReportInterval = config.D(time.Hour)
@@ -427,4 +420,18 @@ func TestDeadManSwitchPowersOff(t *testing.T) {
 	if cur.ShutdownBehavior != "terminate" {
 		t.Errorf("shutdown behaviour %q", cur.ShutdownBehavior)
 	}
+}
+
+// attackerAndVictim are the security tests' two ordinary users: burstatk
+// attacks, burstvic's jobs are the target.
+func attackerAndVictim(t *testing.T) (atk, vic harness.User) {
+	t.Helper()
+	var err error
+	if atk, err = harness.EnsureUser("burstatk"); err != nil {
+		t.Fatal(err)
+	}
+	if vic, err = harness.EnsureUser("burstvic"); err != nil {
+		t.Fatal(err)
+	}
+	return atk, vic
 }

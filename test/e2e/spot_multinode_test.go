@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/interruption/interruptiontest"
 	"github.com/burst-hpc/burst/test/ec2emu"
+	"github.com/burst-hpc/burst/test/harness"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
@@ -39,18 +39,6 @@ func torchArgs() []string {
 		"--timeout", "120"}
 }
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // referenceRun trains the example uninterrupted with the same seed, on two
 // local "nodes" (two torchruns on 127.0.0.1, gloo), as examples/train's
 // own tests do, where the cluster's jobs run (the same torch); wait returns
@@ -58,7 +46,7 @@ func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 func referenceRun(t *testing.T, s *stack.Stack, py, here, dir string) (wait func() string) {
 	t.Helper()
 	port := strconv.Itoa(torchenv.FreePort(t))
-	out := &lockedBuf{}
+	out := &harness.SyncBuffer{}
 	var cmds []*exec.Cmd
 	for node := 0; node < 2; node++ {
 		var env []string

@@ -71,7 +71,7 @@ func (c *Cluster) startRest(ctx context.Context) error {
 	argv = append(argv, "unix:"+c.restSocket)
 	if c.opts.RestJWT {
 		var err error
-		if c.restPort, err = freePort(); err != nil {
+		if c.restPort, err = FreePort(""); err != nil {
 			return err
 		}
 		argv = append(argv, net.JoinHostPort(c.net.Gateway.String(), fmt.Sprint(c.restPort)))

@@ -324,10 +324,10 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.setupBridge(ctx); err != nil {
 		return err
 	}
-	if c.ctldPort, err = freePort(); err != nil {
+	if c.ctldPort, err = FreePort(""); err != nil {
 		return err
 	}
-	if c.slurmdPort, err = freePort(); err != nil {
+	if c.slurmdPort, err = FreePort(""); err != nil {
 		return err
 	}
 	if c.opts.Prepare != nil {
@@ -456,8 +456,10 @@ func devNum(major, minor uint32) uint64 {
 	return uint64(minor&0xff) | uint64(major&0xfff)<<8 | uint64(minor&^0xff)<<12 | uint64(major&^0xfff)<<32
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", ":0")
+// FreePort asks the kernel for a free TCP port on host ("" for every
+// address); it is free when asked: bind it soon.
+func FreePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("finding a free TCP port: %w", err)
 	}

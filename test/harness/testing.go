@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -55,4 +56,35 @@ func New(t testing.TB, opts Options) *Cluster {
 		}
 	})
 	return c
+}
+
+// LocalPort is a free TCP port on 127.0.0.1 (free when asked: bind it
+// soon).
+func LocalPort(t testing.TB) int {
+	t.Helper()
+	port, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// SyncBuffer is a bytes.Buffer safe for one writer (a process's output)
+// and readers at the same time.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

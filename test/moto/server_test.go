@@ -1,44 +1,25 @@
 package moto_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/burst-hpc/burst/test/harness"
 )
 
 // motoServer is one moto server process (python3 -m moto.server) on a free
 // loopback port, killed when the test ends.
 type motoServer struct {
 	URL string
-	out *lockedBuffer
-}
-
-// lockedBuffer collects the server's output for failure messages.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	out *harness.SyncBuffer
 }
 
 // python is the interpreter that holds moto: $BURST_PYTHON, else python3
@@ -70,17 +51,6 @@ func requireMoto(t *testing.T) {
 	t.Skip("SKIPPING: " + msg + "; set BURST_REQUIRE_TOOLS=1 to make this a failure")
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startMoto runs a moto server whose IAM enforcement begins after
 // noAuthActions unauthenticated actions (INITIAL_NO_AUTH_ACTION_COUNT),
 // waits until it answers, and stops it (the whole process group) when the
@@ -88,10 +58,10 @@ func freePort(t *testing.T) int {
 func startMoto(t *testing.T, noAuthActions int) *motoServer {
 	t.Helper()
 	requireMoto(t)
-	port := freePort(t)
+	port := harness.LocalPort(t)
 	cmd := exec.Command(python(), "-m", "moto.server", "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 	cmd.Env = append(os.Environ(), "INITIAL_NO_AUTH_ACTION_COUNT="+strconv.Itoa(noAuthActions), "MOTO_ALLOW_NONEXISTENT_REGION=false")
-	s := &motoServer{URL: fmt.Sprintf("http://127.0.0.1:%d", port), out: &lockedBuffer{}}
+	s := &motoServer{URL: fmt.Sprintf("http://127.0.0.1:%d", port), out: &harness.SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	// its own process group (killed whole at cleanup), and killed with the
 	// test binary should that die first (a go test timeout skips cleanups)

@@ -54,7 +54,7 @@ func (s *Stack) prepare(c *harness.Cluster) error {
 	s.Cfg.Slurm.MungeKeySource = "file://" + key
 	s.Cfg.Slurm.MungeKeyPath = key
 	s.Cfg.Slurm.MungeSocket = c.MungeSocket()
-	port, err := freePort(c.ControllerAddr().String())
+	port, err := harness.FreePort(c.ControllerAddr().String())
 	if err != nil {
 		return err
 	}
@@ -115,13 +115,4 @@ func (s *Stack) UpdateConfig(f func(*config.Config)) error {
 	defer s.mu.Unlock()
 	f(s.Cfg)
 	return s.writeConfig()
-}
-
-func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

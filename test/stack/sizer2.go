@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/test/harness"
 )
 
 // Replica is a second `burst-sizer serve` on the stack's PostgreSQL store
@@ -36,7 +37,7 @@ func (s *Stack) StartReplica(ctx context.Context) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort(host)
+	port, err := harness.FreePort(host)
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,19 @@ func entryKey(typ, zone, capacity string) string { return typ + "/" + zone + "/"
 
 // Snapshot returns the pools unavailable now, keyed by Offering.Key.
 func (c *UnavailableCache) Snapshot() (map[string]string, error) {
+	entries, err := c.live()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for k, e := range entries {
+		out[k] = e.Code
+	}
+	return out, nil
+}
+
+// live returns the entries still unavailable now, by key.
+func (c *UnavailableCache) live() (map[string]unavailableEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	entries := c.mem
@@ -65,10 +78,10 @@ func (c *UnavailableCache) Snapshot() (map[string]string, error) {
 		}
 	}
 	now := c.now()
-	out := map[string]string{}
+	out := map[string]unavailableEntry{}
 	for k, e := range entries {
 		if now.Before(e.Until) {
-			out[k] = e.Code
+			out[k] = e
 		}
 	}
 	return out, nil
@@ -147,21 +160,13 @@ type UnavailablePool struct {
 // Pools returns the pools unavailable now (for the dashboard), soonest
 // available first.
 func (c *UnavailableCache) Pools() ([]UnavailablePool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	entries := c.mem
-	if c.path != "" {
-		var err error
-		if entries, err = c.read(); err != nil {
-			return nil, err
-		}
+	entries, err := c.live()
+	if err != nil {
+		return nil, err
 	}
-	now := c.now()
 	var out []UnavailablePool
 	for _, e := range entries {
-		if now.Before(e.Until) {
-			out = append(out, UnavailablePool(e))
-		}
+		out = append(out, UnavailablePool(e))
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Until.Equal(out[j].Until) {
