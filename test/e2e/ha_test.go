@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,13 +14,16 @@ import (
 )
 
 // TestHALeaderKilledDuringResume: two sizers on one PostgreSQL (a
-// throwaway server); the first leads, the second stands by. A three-node
-// job's resume is under way when the leader is SIGKILLed: the standby
-// leads, resume and the rest fail over to it, the job completes, no node
-// got two instances, and (the end-of-test check, through the new leader)
-// the ledger equals the emulator's bill.
+// throwaway server); the first leads, the second stands by. A 20-node
+// job's resume is under way (its instances launching and booting, each a
+// node namespace with burst's bootstrap and slurmd) when the leader is
+// SIGKILLed: the standby leads, resume, the booting nodes and the rest
+// fail over to it, the job completes, every node got exactly one
+// instance, every instance was terminated once, and (the end-of-test
+// check, through the new leader) the ledger equals the emulator's bill.
 func TestHALeaderKilledDuringResume(t *testing.T) {
 	versionBlind(t)
+	const nodes = 20
 	pg := pgtest.Start(t)
 	dsn := pg.NewDatabase(t)
 	var replica *stack.Replica
@@ -31,6 +35,10 @@ func TestHALeaderKilledDuringResume(t *testing.T) {
 	s := start(t, stack.Options{Configure: func(c *config.Config) {
 		c.Sizer.Store = config.SizerStore{Driver: "postgres", URL: dsn}
 		c.Sizer.ReconcileInterval = config.D(5 * time.Second)
+		c.Classes[1].MaxNodes = nodes // a10g
+		// 20 nodes boot on this machine's 2 shared cores: Slurm waits for
+		// them as a site waits for its slowest boot
+		c.Slurm.ResumeTimeout = config.D(5 * time.Minute)
 	}})
 	ctx := context.Background()
 	var err error
@@ -40,16 +48,45 @@ func TestHALeaderKilledDuringResume(t *testing.T) {
 	eventually(t, time.Minute, "the first sizer leading and the second standing by", func() bool {
 		return strings.Contains(readFile(s.SizerLogPath()), "leading the sizers") && strings.Contains(readFile(replica.Log), "standing by")
 	})
-	id := sbatch(t, s, "--nodes=3", "--gres=gpu:1", "--constraint=a10g", "--account=demo", "--time=10", "--wrap", "sleep 5")
-	eventually(t, time.Minute, "the resume launching", func() bool { return len(s.Emu.Instances()) > 0 })
 	t0 := time.Now()
+	id := sbatch(t, s, fmt.Sprintf("--nodes=%d", nodes), "--gres=gpu:1", "--constraint=a10g", "--account=demo", "--time=10", "--wrap", "sleep 5")
+	eventually(t, time.Minute, "the resume launching", func() bool { return len(s.Emu.Instances()) > 0 })
+	tk := time.Now()
 	s.KillSizer()
 	eventually(t, time.Minute, "the standby leading", func() bool { return strings.Contains(readFile(replica.Log), "leading the sizers") })
-	t.Logf("the standby led %.1f s after the leader was killed", time.Since(t0).Seconds())
+	t.Logf("the standby led %.1f s after the leader was killed, %d of %d instances launched then", time.Since(tk).Seconds(), len(s.Emu.Instances()), nodes)
+	waitJob(t, s, id, 8*time.Minute, "RUNNING", "COMPLETED")
+	t.Logf("the %d-node job started %.0f s after it was submitted", nodes, time.Since(t0).Seconds())
 	waitJob(t, s, id, 3*time.Minute, "COMPLETED")
 	assertNoDoubleLaunch(t, s)
-	if n := len(s.Emu.Instances()); n != 3 {
-		t.Errorf("%d instances launched for a three-node job, want 3", n)
+	if n := len(s.Emu.Instances()); n != nodes {
+		t.Errorf("%d instances launched for a %d-node job, want %d", n, nodes, nodes)
+	}
+	eventually(t, 3*time.Minute, "every instance released", func() bool { return len(liveInstances(s)) == 0 })
+	assertTerminatedOnce(t, s)
+}
+
+// assertTerminatedOnce: no instance was named by more than one successful
+// TerminateInstances call (one instance ended once, by one owner).
+func assertTerminatedOnce(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	calls := map[string]int{}
+	for _, c := range s.Emu.Calls() {
+		if c.Action != "TerminateInstances" || c.Code != "" {
+			continue
+		}
+		for k, v := range c.Params {
+			if strings.HasPrefix(k, "InstanceId.") {
+				for _, id := range v {
+					calls[id]++
+				}
+			}
+		}
+	}
+	for id, n := range calls {
+		if n > 1 {
+			t.Errorf("instance %s terminated by %d calls", id, n)
+		}
 	}
 }
 
