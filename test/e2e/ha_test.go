@@ -3,12 +3,17 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/admit"
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/pgtest"
+	"github.com/burst-hpc/burst/sizer/spend"
+	"github.com/burst-hpc/burst/sizer/store"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -143,4 +148,64 @@ func TestHALeaderKilledDuringSpotNotice(t *testing.T) {
 		t.Errorf("the interrupted instance %s is %s", live[0].ID, in.State)
 	}
 	eventually(t, time.Minute, "every instance released", func() bool { return len(liveInstances(s)) == 0 })
+}
+
+// TestHANoStoreIsSQLite: with no sizer.store in burst.yaml, burst runs as
+// it did before PostgreSQL: one sizer on SQLite in sizer.state_dir,
+// leading at once with no election to wait for (its SQS consumer records
+// the instance's start from EC2's event, its ledger sync answers), budget
+// admissions decided in the admissions file beside it, and (the end-of-test
+// check) the ledger equals the emulator's bill.
+func TestHANoStoreIsSQLite(t *testing.T) {
+	versionBlind(t)
+	s := start(t, stack.Options{Configure: func(c *config.Config) {
+		c.Sizer.ReconcileInterval = config.D(5 * time.Second)
+		c.Budgets = append(c.Budgets, config.Budget{Account: "capped", MonthlyUSD: 50})
+	}})
+	cfg, err := config.Load(s.CfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sizer.Store != (config.SizerStore{}) {
+		t.Fatalf("burst.yaml configures a store: %+v", cfg.Sizer.Store)
+	}
+	id := sbatch(t, s, "--account=capped", "--gres=gpu:1", "--constraint=l4", "--time=10", "--wrap", "sleep 2")
+	waitJob(t, s, id, 3*time.Minute, "COMPLETED")
+	if _, err := os.Stat(filepath.Join(s.Cfg.Sizer.StateDir, admit.FileName)); err != nil {
+		t.Errorf("the capped job was not admitted through the admissions file: %v", err)
+	}
+	if log := readFile(s.SizerLogPath()); strings.Contains(log, "standing by") || strings.Contains(strings.ToLower(log), "postgres") {
+		t.Errorf("the only sizer stood by or spoke of PostgreSQL:\n%s", log)
+	}
+	c, err := s.SizerClient(s.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LedgerSync(context.Background()); err != nil {
+		t.Errorf("the only sizer does not run the ledger: %v", err)
+	}
+	st, err := store.OpenReadOnly(s.Cfg.Sizer.StateDir) // the SQLite file, read as `report --local` does
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.Driver() != store.DriverSQLite {
+		t.Errorf("the state directory's store is %s", st.Driver())
+	}
+	l, err := spend.Ledger(context.Background(), st, s.Cfg.Accounting.IdleOwner, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, in := range l.Instances {
+		if in.JobID == id {
+			found = true
+			if in.Account != "capped" || in.StartSource != "ec2-event" {
+				t.Errorf("the job's instance in SQLite: account %q, start from %q; want capped, from EC2's event (the SQS consumer)", in.Account, in.StartSource)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the job's instance is not in %s: %+v", st.Path(), l.Instances)
+	}
 }
