@@ -142,6 +142,10 @@ type Options struct {
 	// they are pruned against this cluster's Slurm jobs; other clusters'
 	// entries count against the budgets and limits they share.
 	Cluster string
+	// Home is this cluster's cluster.name, the ledger's name for the
+	// jobs of entries without a Cluster (the admissions file one cluster
+	// keeps): what each job was charged is read by sizerapi.JobKey.
+	Home    string
 	Budgets map[string]Budget
 	Limits  []Limit
 	// DefaultTimeLimit is the reservation's time for a job without a time

@@ -115,7 +115,7 @@ func (c *Controller) fits(e Entry, others []Entry, jobs []slurm.Job, spends map[
 		why := fmt.Sprintf("%sthe spend of account %s cannot be known now (%v); its jobs wait until it can (budgets[].on_unknown: %s)", HeldPrefix, e.Account, trim(sp.err.Error(), 160), orHold(b.OnUnknown))
 		return b.OnUnknown == "allow", why, true
 	}
-	committed := sp.s.SpentUSD + reserved(e.Account, others, sp.s.Jobs)
+	committed := sp.s.SpentUSD + reserved(e.Account, others, sp.s.Jobs, c.o.Home)
 	if committed+e.ReserveUSD > b.CapUSD+1e-9 {
 		return false, fmt.Sprintf("%saccount %s has $%.2f of its $%.2f monthly budget spent or reserved; this job reserves $%.2f ($%.4f/h x %s); it starts when the budget allows",
 			HeldPrefix, e.Account, committed, b.CapUSD, e.ReserveUSD, e.PriceUSD, hoursText(e.Hours)), false
@@ -124,14 +124,19 @@ func (c *Controller) fits(e Entry, others []Entry, jobs []slurm.Job, spends map[
 }
 
 // reserved is what is left of the reservations of an account's admitted
-// and released jobs, given what each was charged so far.
-func reserved(account string, es []Entry, charged map[string]float64) float64 {
+// and released jobs, given what each was charged so far (by
+// sizerapi.JobKey; home is the cluster of entries without one).
+func reserved(account string, es []Entry, charged map[string]float64, home string) float64 {
 	t := 0.0
 	for _, x := range es {
 		if x.Account != account || x.State == StateHeld {
 			continue
 		}
-		t += math.Max(x.ReserveUSD-charged[fmt.Sprint(x.JobID)], 0)
+		cl := x.Cluster
+		if cl == "" {
+			cl = home
+		}
+		t += math.Max(x.ReserveUSD-charged[sizerapi.JobKey(cl, fmt.Sprint(x.JobID))], 0)
 	}
 	return t
 }

@@ -51,9 +51,10 @@ func (c *Controller) Reservations() ([]Entry, error) {
 	return slices.DeleteFunc(es, func(e Entry) bool { return e.State == StateHeld }), nil
 }
 
-// Reserved sums what is left of an account's reservations (see Admit).
-func Reserved(es []Entry, account string, charged map[string]float64) float64 {
-	return reserved(account, es, charged)
+// Reserved sums what is left of an account's reservations (see Admit);
+// charged is by sizerapi.JobKey, home the cluster of entries without one.
+func Reserved(es []Entry, account string, charged map[string]float64, home string) float64 {
+	return reserved(account, es, charged, home)
 }
 
 func (c *Controller) read() ([]Entry, error) {

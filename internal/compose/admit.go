@@ -33,7 +33,7 @@ func SharedAdmissions(cfg *config.Config) bool { return cfg.Sizer.Store.Driver =
 // AdmissionOn is Admission over shared admissions (nil: the file), whose
 // entries are this cluster's (cluster.name).
 func AdmissionOn(cfg *config.Config, spend admit.SpendFunc, log *slog.Logger, shared admit.Shared) *admit.Controller {
-	o := admit.Options{Dir: cfg.Sizer.StateDir, Shared: shared, Budgets: map[string]admit.Budget{}, DefaultTimeLimit: cfg.Accounting.DefaultTimeLimit.Duration,
+	o := admit.Options{Dir: cfg.Sizer.StateDir, Shared: shared, Home: cfg.Cluster.Name, Budgets: map[string]admit.Budget{}, DefaultTimeLimit: cfg.Accounting.DefaultTimeLimit.Duration,
 		Spend: spend, Log: log, Owned: func(n string) bool { _, ok := cfg.ClassOfNode(n); return ok }}
 	for _, b := range cfg.Budgets {
 		ob := b.OnUnknown
@@ -78,7 +78,7 @@ func (s *Stack) Spend(ctx context.Context, account string) (sizerapi.AccountSpen
 					if sp.Jobs == nil {
 						sp.Jobs = map[string]float64{}
 					}
-					sp.Jobs[j] += v
+					sp.Jobs[sizerapi.JobKey(s.Cfg.Cluster.Name, j)] += v // this cluster's launches
 				}
 				return sp, nil
 			}

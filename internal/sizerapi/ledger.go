@@ -64,13 +64,24 @@ type JobRun struct {
 // AccountSpend is an account's spend this month as admission control needs
 // it: the total and what each job was charged so far.
 type AccountSpend struct {
-	Account  string             `json:"account"`
-	SpentUSD float64            `json:"spent_usd"`
-	Jobs     map[string]float64 `json:"jobs,omitempty"`
+	Account  string  `json:"account"`
+	SpentUSD float64 `json:"spent_usd"`
+	// Jobs is what each job was charged, by JobKey: clusters sharing a
+	// budget number their jobs each from 1.
+	Jobs map[string]float64 `json:"jobs,omitempty"`
 	// BurnUSDPerHour is what the account's running instances cost per hour now.
 	BurnUSDPerHour float64   `json:"burn_usd_per_hour"`
 	AsOf           time.Time `json:"as_of"`
 	Source         string    `json:"source"` // "sizer" or "local" (state database read-only + journal)
+}
+
+// JobKey names a job of a cluster (cluster.name) in AccountSpend.Jobs:
+// "cluster/id", or the id alone for a ledger row that has no cluster.
+func JobKey(cluster, jobID string) string {
+	if cluster == "" {
+		return jobID
+	}
+	return cluster + "/" + jobID
 }
 
 // LedgerInstance is one instance's bill as burst computes it, the way EC2

@@ -71,7 +71,7 @@ func settingsFrom(cfg *config.Config, cat *catalog.Catalog) *settings {
 }
 
 func (s *settings) budgetOptions() spend.BudgetOptions {
-	return spend.BudgetOptions{Caps: s.budgets, OnUnknown: s.onUnknown, IdleOwner: s.cfg.Accounting.IdleOwner, StateDir: s.cfg.Sizer.StateDir}
+	return spend.BudgetOptions{Caps: s.budgets, OnUnknown: s.onUnknown, IdleOwner: s.cfg.Accounting.IdleOwner, StateDir: s.cfg.Sizer.StateDir, Cluster: s.cfg.Cluster.Name}
 }
 
 func (s *settings) policy() (*sizing.Policy, error) { return compose.Policy(s.cfg) }

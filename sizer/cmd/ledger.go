@@ -84,7 +84,7 @@ func localSpend(ctx context.Context, st *settings, account string, now time.Time
 	extra, jobs := journal.Spend(p.Entries(), account, now, billing.MonthStart(now))
 	sp.SpentUSD += extra
 	for j, v := range jobs {
-		sp.Jobs[j] += v
+		sp.Jobs[sizerapi.JobKey(st.cfg.Cluster.Name, j)] += v // this cluster's launches
 	}
 	sp.Source = "local"
 	return sp, nil

@@ -81,6 +81,8 @@ type Options struct {
 	// StateDir holds the launch breaker's and the unavailable-offerings
 	// state files (burst-resume writes them); "" shows neither.
 	StateDir string
+	// Cluster is this cluster's cluster.name (budgets' reservations).
+	Cluster string
 	// Slurm gives node and job states; nil shows what the sizer recorded only.
 	Slurm SlurmReader
 	// Peers lists the callers of another burst version (the server's

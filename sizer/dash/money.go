@@ -63,7 +63,7 @@ func (s *Source) caps(sc Scope) map[string]float64 {
 // budgets is the standing of the accounts the scope may see.
 func (s *Source) budgets(m spend.Month, sc Scope) []sizerapi.BudgetStatus {
 	var out []sizerapi.BudgetStatus
-	for _, b := range m.Budgets(spend.BudgetOptions{Caps: s.caps(sc), OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir}) {
+	for _, b := range m.Budgets(spend.BudgetOptions{Caps: s.caps(sc), OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir, Cluster: s.o.Cluster}.On(s.o.Store)) {
 		if sc.All() || b.Account == sc.Account {
 			out = append(out, b)
 		}

@@ -17,11 +17,8 @@ import (
 )
 
 func (s *Server) budgetOptions() spend.BudgetOptions {
-	o := spend.BudgetOptions{Caps: s.o.Budgets, OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir, Log: s.log}
-	if s.st.Driver() == store.DriverPostgres { // reservations of every sizer and cluster
-		o.Shared = s.st
-	}
-	return o
+	o := spend.BudgetOptions{Caps: s.o.Budgets, OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir, Cluster: s.o.Cluster, Log: s.log}
+	return o.On(s.st) // reservations of every sizer and cluster on PostgreSQL
 }
 
 func (s *Server) month(ctx context.Context) (spend.Month, error) {

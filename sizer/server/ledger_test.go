@@ -48,15 +48,33 @@ func TestLedgerAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	// nlp pays job 7's 10 minutes and the 30 idle ones ($0.06/min): $2.40; burning $3.60/h (nobody on it)
-	if math.Abs(sp.SpentUSD-2.4) > 1e-6 || math.Abs(sp.Jobs["7"]-2.4) > 1e-6 || sp.BurnUSDPerHour != 3.6 || sp.Source != "sizer" {
+	if math.Abs(sp.SpentUSD-2.4) > 1e-6 || math.Abs(sp.Jobs[sizerapi.JobKey("test", "7")]-2.4) > 1e-6 || sp.BurnUSDPerHour != 3.6 || sp.Source != "sizer" {
 		t.Fatalf("spend %+v", sp)
 	}
 	// an admitted job of nlp reserved $5: it counts until it ends
-	ac := admit.New(admit.Options{Dir: f.dir, Budgets: map[string]admit.Budget{"nlp": {CapUSD: 10}}, Now: f.clk.Now,
+	ac := admit.New(admit.Options{Dir: f.dir, Home: "test", Budgets: map[string]admit.Budget{"nlp": {CapUSD: 10}}, Now: f.clk.Now,
 		Spend: func(context.Context, string) (sizerapi.AccountSpend, error) { return sp, nil }})
 	if d, err := ac.Admit(ctx, admit.Need{JobID: 9, Account: "nlp", GPUs: 1, Nodes: 1, PriceUSD: 1.25, TimeLimit: 4 * time.Hour},
 		[]slurm.Job{{ID: 9, State: "CONFIGURING", Account: "nlp"}}); err != nil || !d.Admitted {
 		t.Fatalf("admit %+v %v", d, err)
+	}
+	// job 7's reservation of $2.50 (the file's entry, this cluster's)
+	// counts what its $2.40 charged leaves: $0.10; then it ends
+	if d, err := ac.Admit(ctx, admit.Need{JobID: 7, Account: "nlp", GPUs: 1, Nodes: 1, PriceUSD: 0.625, TimeLimit: 4 * time.Hour},
+		[]slurm.Job{{ID: 7, State: "RUNNING", Account: "nlp"}}); err != nil || !d.Admitted {
+		t.Fatalf("admit job 7 %+v %v", d, err)
+	}
+	if bs, err := c.Budgets(ctx); err != nil || len(bs) == 0 {
+		t.Fatalf("budgets %+v %v", bs, err)
+	} else {
+		for _, b := range bs {
+			if b.Account == "nlp" && math.Abs(b.ReservedUSD-5.1) > 1e-6 {
+				t.Fatalf("nlp reserved $%.4f, want $5 of job 9 and $0.10 left of job 7's", b.ReservedUSD)
+			}
+		}
+	}
+	if err := ac.Forget(7); err != nil {
+		t.Fatal(err)
 	}
 	bs, err := c.Budgets(ctx)
 	if err != nil {

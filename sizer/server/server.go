@@ -169,6 +169,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if scfg.Dir == "" {
 		scfg.Dir = o.StateDir
 	}
+	if scfg.Cluster == "" {
+		scfg.Cluster = o.Cluster // the ledger records this cluster's launches and runs
+	}
 	st, err := store.OpenConfig(ctx, scfg, sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting sizer: %w", err)
@@ -184,7 +187,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	if s.dash, err = dash.New(dash.Options{Store: st, Spend: s.months, Policy: pol, Budgets: o.Budgets, OnUnknown: o.OnUnknown, IdleOwner: o.IdleOwner, StateDir: o.StateDir, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now, Peers: s.peers.list, Logger: o.Logger}); err != nil {
+	if s.dash, err = dash.New(dash.Options{Store: st, Spend: s.months, Policy: pol, Budgets: o.Budgets, OnUnknown: o.OnUnknown, IdleOwner: o.IdleOwner, StateDir: o.StateDir, Cluster: o.Cluster, Slurm: o.Slurm, IdleTimeout: o.IdleTimeout, Now: o.Now, Peers: s.peers.list, Logger: o.Logger}); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("starting sizer: %w", err)
 	}

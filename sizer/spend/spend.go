@@ -62,12 +62,16 @@ func ReadPriced(ctx context.Context, st *store.Store, owner string, now time.Tim
 	return r.assemble(now), nil
 }
 
-// Spend is an account's figure for admission control.
+// Spend is an account's figure for admission control; its jobs' charges
+// are keyed by their cluster's name and id (sizerapi.JobKey: a job runs
+// only on its own cluster's instances).
 func (m Month) Spend(account string) sizerapi.AccountSpend {
 	out := sizerapi.AccountSpend{Account: account, SpentUSD: m.ByAccount[account], Jobs: map[string]float64{}, BurnUSDPerHour: m.Burn[account], AsOf: m.Now}
-	for _, c := range m.Charges {
-		if c.Account == account && c.JobID != "" {
-			out.Jobs[c.JobID] += c.USD
+	for i, r := range m.Rows {
+		for _, c := range m.charges[i] {
+			if c.Account == account && c.JobID != "" {
+				out.Jobs[sizerapi.JobKey(r.Cluster, c.JobID)] += c.USD
+			}
 		}
 	}
 	return out
@@ -104,9 +108,22 @@ type BudgetOptions struct {
 	OnUnknown map[string]string
 	IdleOwner string
 	StateDir  string // the admissions file (reservations)
-	// Shared, when set, holds the admissions instead (sizer.store postgres).
+	// Shared, when set, holds the admissions instead (sizer.store
+	// postgres; see On).
 	Shared admit.Shared
-	Log    *slog.Logger
+	// Cluster is this cluster's cluster.name (the file's entries are its).
+	Cluster string
+	Log     *slog.Logger
+}
+
+// On is o reading the reservations where st keeps them: the shared
+// admissions document of every sizer and cluster on PostgreSQL, the
+// admissions file in StateDir on SQLite.
+func (o BudgetOptions) On(st *store.Store) BudgetOptions {
+	if st != nil && st.Driver() == store.DriverPostgres {
+		o.Shared = st
+	}
+	return o
 }
 
 // Budgets is every account's standing in the month: capped accounts and
@@ -131,7 +148,7 @@ func (m Month) Budgets(o BudgetOptions) []sizerapi.BudgetStatus {
 	for a := range names {
 		b := sizerapi.BudgetStatus{Account: a, MonthlyUSD: o.Caps[a], SpentUSD: m.ByAccount[a], Since: m.From,
 			BurnUSDPerHour: m.Burn[a], OnDemandUSD: m.OnDemand[a], SavingUSD: m.OnDemand[a] - m.ByAccount[a], OnUnknown: o.OnUnknown[a]}
-		b.ReservedUSD = admit.Reserved(res, a, m.Spend(a).Jobs)
+		b.ReservedUSD = admit.Reserved(res, a, m.Spend(a).Jobs, o.Cluster)
 		if b.MonthlyUSD > 0 {
 			b.RemainingUSD = max(b.MonthlyUSD-b.SpentUSD-b.ReservedUSD, 0)
 			b.Over = b.SpentUSD >= b.MonthlyUSD
@@ -151,7 +168,7 @@ func BudgetStatuses(ctx context.Context, st *store.Store, o BudgetOptions, now t
 	if err != nil {
 		return nil, err
 	}
-	return m.Budgets(o), nil
+	return m.Budgets(o.On(st)), nil
 }
 
 // Ledger lists every instance the store has (all time) with its bill, and

@@ -173,9 +173,9 @@ func assertClean(t *testing.T, s *stack.Stack, limit time.Duration) {
 
 func assertNoDoubleLaunch(t *testing.T, s *stack.Stack) {
 	t.Helper()
-	perJob := map[string][]string{}   // node/job -> instance ids
-	perToken := map[string][]string{} // node/client token -> instance ids
-	for _, in := range s.Emu.Instances() {
+	perJob := map[string][]string{}    // node/job -> instance ids
+	perToken := map[string][]string{}  // node/client token -> instance ids
+	for _, in := range s.Instances() { // of this stack's cluster
 		node := ec2p.NodeOf(in.Tags)
 		job := in.Tags[ec2p.TagJobID]
 		if job != "" {

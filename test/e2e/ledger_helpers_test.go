@@ -12,6 +12,7 @@ import (
 	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/internal/lifecycle"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -23,44 +24,41 @@ import (
 // reclaimed by EC2 in its first hour waived: burst models the waiver, as
 // AWS bills it, so the check compares what is charged): within 1 s and
 // the dollars of 1 s for every instance, every instance in both, no
-// interval left open.
-func ledgerCheck(t *testing.T, s *stack.Stack) {
+// interval left open. Several stacks share one emulator and one store
+// (startStacks): every cluster is drained and its leader settles its own
+// instances, and the one ledger is checked against the whole bill.
+func ledgerCheck(t *testing.T, stacks ...*stack.Stack) {
 	t.Helper()
 	ctx := context.Background()
 	t0 := time.Now()
-	if s.Cfg.Warm.Enabled {
-		// the warm pool would power nodes up again as fast as they go
-		s.StopSizer()
-		if err := s.UpdateConfig(func(c *config.Config) { c.Warm.Enabled = false }); err != nil {
-			t.Errorf("ledger check: turning the warm pool off: %v", err)
-		}
-	}
-	drain(t, s)
-	if s.SizerStopped() {
-		if err := s.StartSizer(ctx); err != nil {
-			t.Errorf("ledger check: starting the sizer: %v", err)
+	var clients []*sizerclient.Client
+	for _, s := range stacks {
+		c, err := settle(t, s)
+		if err != nil {
+			t.Errorf("ledger check (cluster %s): %v", s.Cfg.Cluster.Name, err)
 			return
 		}
+		clients = append(clients, c)
 	}
-	c, err := s.SizerClient(s.Token)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	// what resume and suspend journaled while the sizer was away
-	rec := &lifecycle.JournalRecorder{Sizer: c, Dir: s.Cfg.Sizer.StateDir}
-	if _, err := rec.Flush(ctx); err != nil {
-		t.Errorf("ledger check: replaying the journal: %v", err)
-	}
+	s := stacks[0] // the emulator is every stack's, and so is the store
 	var l sizerapi.Ledger
-	var lastSync sizerapi.LedgerSync
+	var lastSync []sizerapi.LedgerSync
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		lastSync, err = c.LedgerSync(ctx)
-		if err == nil {
-			l, err = c.Ledger(ctx)
+		var err error
+		open := 0
+		lastSync = lastSync[:0]
+		for _, c := range clients { // each cluster's leader settles its own instances
+			var ls sizerapi.LedgerSync
+			if ls, err = c.LedgerSync(ctx); err != nil {
+				break
+			}
+			lastSync, open = append(lastSync, ls), open+ls.Open
 		}
-		if err == nil && lastSync.Open == 0 && emuSettled(s) {
+		if err == nil {
+			l, err = clients[0].Ledger(ctx)
+		}
+		if err == nil && open == 0 && emuSettled(stacks...) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -196,17 +194,51 @@ func waived(b sizerapi.LedgerInstance) string {
 	return ""
 }
 
-// emuSettled: every instance the emulator ever had is terminated and its
-// bill closed.
-func emuSettled(s *stack.Stack) bool {
-	for _, in := range s.Emu.Instances() {
-		if in.State != "terminated" {
-			return false
+// settle ends a stack's jobs and releases its nodes (drain), starts its
+// sizer again if a test stopped it, and replays what resume and suspend
+// journaled while the sizer was away; it returns a client of the sizer.
+func settle(t *testing.T, s *stack.Stack) (*sizerclient.Client, error) {
+	t.Helper()
+	ctx := context.Background()
+	if s.Cfg.Warm.Enabled {
+		// the warm pool would power nodes up again as fast as they go
+		s.StopSizer()
+		if err := s.UpdateConfig(func(c *config.Config) { c.Warm.Enabled = false }); err != nil {
+			t.Errorf("ledger check: turning the warm pool off: %v", err)
 		}
 	}
-	for _, b := range s.Emu.Bill() {
-		if b.Open {
-			return false
+	drain(t, s)
+	if s.SizerStopped() {
+		if err := s.StartSizer(ctx); err != nil {
+			return nil, fmt.Errorf("starting the sizer: %w", err)
+		}
+	}
+	c, err := s.SizerClient(s.Token)
+	if err != nil {
+		return nil, err
+	}
+	rec := &lifecycle.JournalRecorder{Sizer: c, Dir: s.Cfg.Sizer.StateDir}
+	if _, err := rec.Flush(ctx); err != nil {
+		t.Errorf("ledger check: replaying the journal: %v", err)
+	}
+	return c, nil
+}
+
+// emuSettled: every instance of the stacks' clusters is terminated and its
+// bill closed.
+func emuSettled(stacks ...*stack.Stack) bool {
+	for _, s := range stacks {
+		mine := map[string]bool{}
+		for _, in := range s.Instances() {
+			if in.State != "terminated" {
+				return false
+			}
+			mine[in.ID] = true
+		}
+		for _, b := range s.Emu.Bill() {
+			if b.Open && mine[b.InstanceID] {
+				return false
+			}
 		}
 	}
 	return true

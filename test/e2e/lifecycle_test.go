@@ -12,10 +12,11 @@ import (
 	"github.com/burst-hpc/burst/test/stack"
 )
 
-// liveInstances returns the emulator's pending or running instances.
+// liveInstances returns the pending or running instances of the stack's
+// cluster.
 func liveInstances(s *stack.Stack) []ec2emu.Instance {
 	var out []ec2emu.Instance
-	for _, in := range s.Emu.Instances() {
+	for _, in := range s.Instances() { // of this stack's cluster
 		if in.State == "pending" || in.State == "running" {
 			out = append(out, in)
 		}

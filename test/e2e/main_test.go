@@ -64,38 +64,65 @@ func TestMain(m *testing.M) {
 // start brings up a stack for one test and stops it when the test ends.
 func start(t *testing.T, o stack.Options) *stack.Stack {
 	t.Helper()
-	if o.BinDir == "" {
-		o.BinDir = binDir
+	return startStacks(t, o)[0]
+}
+
+// startStacks brings up one stack per Options for one test and stops them
+// when it ends. Several stacks share one EC2 emulator (stack.NewCloud,
+// with the first Options' Emulator): one AWS account and region, each
+// cluster with its own cluster.name; the test's end checks the ledger
+// against the emulator's bill for all of them together.
+func startStacks(t *testing.T, opts ...stack.Options) []*stack.Stack {
+	t.Helper()
+	eo := opts[0].Emulator
+	if eo.BootDelay == 0 {
+		eo.BootDelay = time.Second
 	}
-	o.KeepDir = o.KeepDir || os.Getenv("BURST_KEEP") == "1"
-	if o.Emulator.BootDelay == 0 {
-		o.Emulator.BootDelay = time.Second
+	if eo.ShutdownDelay == 0 {
+		eo.ShutdownDelay = time.Second
 	}
-	if o.Emulator.ShutdownDelay == 0 {
-		o.Emulator.ShutdownDelay = time.Second
+	var cloud *stack.Cloud
+	if len(opts) > 1 {
+		cloud = stack.NewCloud(eo)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := stack.Start(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s, slurm.api %s (cluster %s, run dir %s)", s.Cluster.Slurm(), s.Cfg.Slurm.API, s.Cluster.Name(), s.Cluster.Dir())
+	var stacks []*stack.Stack
+	ledger := true
 	t.Cleanup(func() {
-		if !o.NoLedgerCheck {
-			ledgerCheck(t, s)
+		if ledger && len(stacks) == len(opts) {
+			ledgerCheck(t, stacks...)
 		}
-		if t.Failed() {
-			dumpLogs(t, s)
+		for i, s := range stacks {
+			if t.Failed() {
+				dumpLogs(t, s)
+			}
+			checkBackend(t, s)
+			if v := s.ModelViolations(); v != "" && i == 0 { // one emulator
+				t.Errorf("the EC2 emulator's responses break AWS's API model (botocore's service-2.json; fix test/ec2emu):\n%s", v)
+			}
+			checkJobOwners(t, s)
+			s.Stop()
 		}
-		checkBackend(t, s)
-		if v := s.ModelViolations(); v != "" {
-			t.Errorf("the EC2 emulator's responses break AWS's API model (botocore's service-2.json; fix test/ec2emu):\n%s", v)
+		if cloud != nil {
+			cloud.Close()
 		}
-		checkJobOwners(t, s)
-		s.Stop()
 	})
-	return s
+	for _, o := range opts {
+		if o.BinDir == "" {
+			o.BinDir = binDir
+		}
+		o.KeepDir = o.KeepDir || os.Getenv("BURST_KEEP") == "1"
+		o.Emulator, o.Cloud = eo, cloud
+		ledger = ledger && !o.NoLedgerCheck
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		s, err := stack.Start(ctx, o)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s, slurm.api %s (cluster %s, burst cluster.name %s, run dir %s)", s.Cluster.Slurm(), s.Cfg.Slurm.API, s.Cluster.Name(), s.Cfg.Cluster.Name, s.Cluster.Dir())
+		stacks = append(stacks, s)
+	}
+	return stacks
 }
 
 func dumpLogs(t *testing.T, s *stack.Stack) {

@@ -92,7 +92,8 @@
 //
 // # Instance metadata
 //
-// Each instance has its own IMDS listener on 127.0.0.1 (a separate port, so
+// Each instance has its own IMDS listener on 127.0.0.1, IMDSHost or the
+// address IMDSHostFor gives it (a separate port, so
 // the SDK's imds client works unchanged: it always requests absolute paths
 // such as /latest/api/token); with Options.IMDSFromInstanceOnly it answers
 // only connections from the instance's private IP. The listener starts when first asked for with

@@ -36,6 +36,9 @@ func (s *Server) startIMDS(in *instance) (string, error) {
 		return "", fmt.Errorf("metadata endpoint for %s: instance is terminated", in.ID)
 	}
 	host := s.opts.IMDSHost
+	if s.opts.IMDSHostFor != nil {
+		host = s.opts.IMDSHostFor(in.snapshot())
+	}
 	if host == "" {
 		host = "127.0.0.1"
 	}

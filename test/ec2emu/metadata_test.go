@@ -199,3 +199,31 @@ func TestFleetLaunchIndexModes(t *testing.T) {
 		t.Errorf("unknown mode: %d", st)
 	}
 }
+
+// TestIMDSHostPerInstance: with IMDSHostFor, each instance's metadata
+// listener binds the address chosen for it (instances on different
+// networks), and answers there.
+func TestIMDSHostPerInstance(t *testing.T) {
+	s, c := start(t, ec2emu.Options{BootDelay: -1, IMDSHostFor: func(in ec2emu.Instance) string {
+		if in.Tags["net"] == "b" {
+			return "127.0.0.2"
+		}
+		return "127.0.0.1"
+	}})
+	for _, net := range []string{"a", "b"} {
+		id := launch1(t, c, false, func(in *ec2.RunInstancesInput) {
+			in.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: []types.Tag{{Key: aws.String("net"), Value: aws.String(net)}}}}
+		})
+		u, err := s.IMDSURL(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"a": "http://127.0.0.1:", "b": "http://127.0.0.2:"}[net]
+		if !strings.HasPrefix(u, want) {
+			t.Errorf("instance on network %s: metadata at %s, want %s...", net, u, want)
+		}
+		if v, st := imdsGet(t, imdsClient(t, s, id), "instance-id"); st != 200 || v != id {
+			t.Errorf("instance on network %s: instance-id %d %q", net, st, v)
+		}
+	}
+}

@@ -90,6 +90,11 @@ type Options struct {
 	// 127.0.0.1); the end-to-end harness uses its bridge address so agents
 	// inside node network namespaces reach their metadata.
 	IMDSHost string
+	// IMDSHostFor, when set, is the address each instance's metadata
+	// listener binds, instead of IMDSHost: instances on several networks
+	// (test/stack's clusters sharing one emulator). It is called with the
+	// emulator's lock held and must not call the emulator.
+	IMDSHostFor func(Instance) string
 	// IMDSFromInstanceOnly answers an instance's metadata only to
 	// connections from its own private IP, as EC2's link-local IMDS is
 	// reachable from the instance alone (others get 403); the harness,

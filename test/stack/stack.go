@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +30,6 @@ import (
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurmconf"
 	"github.com/burst-hpc/burst/test/ec2emu"
-	"github.com/burst-hpc/burst/test/ec2emu/awsmodel"
 	"github.com/burst-hpc/burst/test/harness"
 )
 
@@ -49,6 +47,10 @@ type Options struct {
 	Configure func(*config.Config)
 	// Emulator options (IP allocation, hooks and IMDS address are set by the stack).
 	Emulator ec2emu.Options
+	// Cloud, when set, is an EC2 emulator this stack shares with others
+	// (NewCloud: one AWS account and region for several clusters, each
+	// with its own cluster.name); Emulator is then unused.
+	Cloud *Cloud
 	// NoSizer leaves burst-sizer stopped (resume then ranks in-process).
 	NoSizer bool
 	// EventRule is the EventBridge rule that delivers the emulator's EC2
@@ -117,8 +119,9 @@ type Stack struct {
 	Cfg     *config.Config
 	CfgPath string
 	Cluster *harness.Cluster
-	Emu     *ec2emu.Server
+	Emu     *ec2emu.Server // the cloud's (shared with other stacks with Options.Cloud)
 	Token   string
+	cloud   *Cloud
 
 	sizer    *exec.Cmd
 	sizerLog string
@@ -293,48 +296,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.Cfg.Slurm.Rest.JWTKeyFile = s.Cluster.JWTKeyPath()
 	}
 
-	eo := opts.Emulator
-	eo.Region = cfg.Cluster.Region
-	eo.Subnets = map[string]string{}
-	for z, sn := range cfg.Network.Subnets {
-		eo.Subnets[sn] = z
+	cloud := opts.Cloud
+	if cloud == nil {
+		cloud = NewCloud(opts.Emulator)
+		cloud.private = s
 	}
-	// the security groups and AMI of burst.yaml exist (burst-sizer doctor describes them)
-	if eo.SecurityGroups == nil {
-		eo.SecurityGroups = cfg.Network.SecurityGroups
+	if err := cloud.join(s); err != nil {
+		return nil, err
 	}
-	if eo.Images == nil && cfg.Image.AMI != "" {
-		eo.Images = []string{cfg.Image.AMI}
-	}
-	eo.IMDSHost = s.Cluster.ControllerAddr().String()
-	eo.AllocateIP = func(ec2emu.Instance) (string, error) {
-		ip, err := s.Cluster.AllocIP()
-		return ip.String(), err
-	}
-	eo.ReleaseIP = func(in ec2emu.Instance) {
-		if ip, err := netip.ParseAddr(in.PrivateIP); err == nil {
-			s.Cluster.ReleaseIP(ip)
-		}
-	}
-	eo.IMDSFromInstanceOnly = true // as EC2's: an instance's metadata is for that instance only
-	eo.OnStart = s.onStart
-	eo.OnStop = s.onStop
-	if eo.Logger == nil {
-		eo.Logger = log
-	}
-	if eo.Models == nil {
-		// every EC2 and SQS answer is checked against AWS's API models
-		// (botocore's); the test reads ModelViolations at its end
-		models, err := awsmodel.Default()
-		if err != nil {
-			return nil, fmt.Errorf("stack: loading AWS's API models to check the emulator's responses against (scripts/install-deps.sh checks for them): %w", err)
-		}
-		eo.Models = models
-	}
-	s.Emu = ec2emu.New(eo)
-	if err := s.Emu.Start(); err != nil {
-		return nil, fmt.Errorf("stack: starting the EC2 emulator: %w", err)
-	}
+	s.cloud, s.Emu = cloud, cloud.Emu
 	s.Cfg.Cluster.EC2Endpoint = s.Emu.URL()
 	s.Cfg.Cluster.EC2StaticCredentials = true // the emulator checks no credentials
 	if err := s.eventRule(); err != nil {
@@ -399,8 +369,8 @@ func (s *Stack) Stop() {
 	if s.shutdown != nil {
 		s.shutdown.Close()
 	}
-	if s.Emu != nil {
-		s.Emu.Close()
+	if s.cloud != nil {
+		s.cloud.leave(s)
 	}
 	if s.Cluster != nil {
 		s.Cluster.Stop()

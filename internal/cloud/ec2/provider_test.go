@@ -461,6 +461,35 @@ func TestEnsuredLaunchTemplate(t *testing.T) {
 	}
 }
 
+// TestTwoClustersOneAccountTemplates: two clusters in one account and
+// region with the same settings each ensure a launch template of their own
+// and launch from it: EC2's client tokens are per account and region, so
+// a token without the cluster would be the other cluster's, with other
+// parameters (IdempotentParameterMismatch).
+func TestTwoClustersOneAccountTemplates(t *testing.T) {
+	po := Options{ImageID: "ami-0abc", InstanceProfile: "burst-node", SecurityGroupIDs: []string{"sg-1"}, UserData: "#!/bin/sh\necho hi\n"}
+	e := newEnv(t, ec2emu.Options{}, po)
+	offs := []cloud.Offering{spot("g5.xlarge", "us-east-1a")}
+	for _, cl := range []string{"east", "west"} {
+		o := po
+		o.Cluster, o.Subnets = cl, testSubnets
+		p, err := New(e.client, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.Launch(ctx(t), cloud.LaunchRequest{Cluster: cl, Nodes: nodes(1, "gpu-1"), Offerings: offs, Attempt: 1})
+		if err != nil {
+			t.Fatalf("cluster %s: %v", cl, err)
+		}
+		if len(r.Instances) != 1 || r.Instances[0].Tags[TagCluster] != cl {
+			t.Errorf("cluster %s launched %+v", cl, r.Instances)
+		}
+	}
+	if n := e.srv.CallCount("CreateLaunchTemplate"); n != 2 {
+		t.Errorf("%d CreateLaunchTemplate calls, want one per cluster", n)
+	}
+}
+
 func TestLaunchRejectsBadRequests(t *testing.T) {
 	e := newEnv(t, ec2emu.Options{}, Options{})
 	cases := map[string]cloud.LaunchRequest{

@@ -47,11 +47,14 @@ func (p *Provider) ensureTemplate(ctx context.Context, efa int) (string, error) 
 	fmt.Fprintf(h, "%s %q %q %q %q", templateRevision, p.opts.ImageID, p.opts.InstanceProfile, p.opts.SecurityGroupIDs, p.opts.UserData)
 	sum := hex.EncodeToString(h.Sum(nil))
 	name := "burst-" + p.opts.Cluster + "-" + sum[:12]
-	token := sum[:32]
 	if efa > 0 {
 		name += fmt.Sprintf("-efa%d", efa)
-		token = fmt.Sprintf("%s-efa%d", sum[:27], efa)
 	}
+	// EC2's client tokens are per account and region: the token is the
+	// name's, so another cluster's template of the same settings never
+	// shares it (IdempotentParameterMismatch)
+	ts := sha256.Sum256([]byte(name))
+	token := hex.EncodeToString(ts[:])[:32]
 	_, err := p.api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
 	if err == nil {
 		return name, nil
