@@ -213,6 +213,9 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 	if idle > 0 {
 		v.SavedVsIdlePct = round1(100 * (idle - total) / idle)
 	}
+	if v.Reservations, err = s.reservationMoney(ctx, sc, m); err != nil {
+		return sizerapi.MoneyView{}, err
+	}
 	return v, nil
 }
 
