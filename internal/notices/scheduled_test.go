@@ -3,12 +3,10 @@ package notices
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/ec2events"
-	"github.com/burst-hpc/burst/internal/interruption"
 )
 
 func retirement(ids ...string) ec2events.Event {
@@ -24,14 +22,7 @@ func retirement(ids ...string) ec2events.Event {
 // a node, or whose window has passed, is left alone.
 func TestScheduledRetirement(t *testing.T) {
 	r := newRig(t)
-	go func() {
-		for !has(r.sl.Calls(), "signal 7 USR1 batch") {
-			time.Sleep(time.Millisecond)
-		}
-		os.MkdirAll(interruption.CheckpointDir(r.root, 7), 0o755)
-		os.WriteFile(interruption.MarkerPath(interruption.CheckpointDir(r.root, 7), 0), []byte("step=3\n"), 0o644)
-		os.Chtimes(interruption.MarkerPath(interruption.CheckpointDir(r.root, 7), 0), r.cl.Now(), r.cl.Now())
-	}()
+	go r.checkpointOnSignal()
 	ev := retirement(inst)
 	out, err := r.c.Handle(context.Background(), ev)
 	if err != nil || out != OutcomeHandled {
@@ -88,14 +79,7 @@ func (s *statusList) ScheduledEvents(context.Context) ([]ec2events.StatusEvent, 
 // (Fence) neither lists nor acts.
 func TestPollerScheduled(t *testing.T) {
 	r := newRig(t)
-	go func() {
-		for !has(r.sl.Calls(), "signal 7 USR1 batch") {
-			time.Sleep(time.Millisecond)
-		}
-		os.MkdirAll(interruption.CheckpointDir(r.root, 7), 0o755)
-		os.WriteFile(interruption.MarkerPath(interruption.CheckpointDir(r.root, 7), 0), []byte("step=3\n"), 0o644)
-		os.Chtimes(interruption.MarkerPath(interruption.CheckpointDir(r.root, 7), 0), r.cl.Now(), r.cl.Now())
-	}()
+	go r.checkpointOnSignal()
 	health := retirement(inst)
 	ret := ec2events.StatusEvent{InstanceID: inst, EventID: "instance-event-0123456789abcdef0", Code: health.Code,
 		Description: "The instance is running on degraded hardware", NotBefore: health.NotBefore, NotAfter: health.NotAfter}
