@@ -491,6 +491,6 @@ func Default() *Config {
 		Accounting: Accounting{IdleOwner: "launching-job", DefaultTimeLimit: D(4 * time.Hour)},
 		Log:        Log{File: "/var/log/burst/burst.log", Level: "info"},
 
-		Interruptions: Interruptions{AgentWait: D(10 * time.Second)},
+		Interruptions: Interruptions{AgentWait: D(10 * time.Second), ScheduledPoll: D(5 * time.Minute)},
 	}
 }

@@ -28,7 +28,18 @@ type Interruptions struct {
 	// agent, which announces it to the sizer as soon as IMDS shows it, before
 	// acting itself.
 	AgentWait Duration `yaml:"agent_wait"`
+	// ScheduledPoll is how often the leading burst-sizer asks EC2 for its
+	// scheduled events (DescribeInstanceStatus), with or without the
+	// queue: a retirement or a reboot is acted on even when no EventBridge
+	// rule delivers AWS Health's event. 0 turns the poll off.
+	ScheduledPoll Duration `yaml:"scheduled_poll"`
 }
+
+// Bounds of interruptions.scheduled_poll (when on).
+const (
+	MinScheduledPoll = time.Second
+	MaxScheduledPoll = time.Hour
+)
 
 var (
 	sqsHostRe = regexp.MustCompile(`^sqs\.([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?$`)
@@ -78,6 +89,9 @@ func (i Interruptions) Queue() (Queue, bool) {
 
 func (v *validator) interruptions() {
 	in := v.c.Interruptions
+	if p := in.ScheduledPoll.Duration; p != 0 && (p < MinScheduledPoll || p > MaxScheduledPoll) {
+		v.add("interruptions.scheduled_poll", "%s: poll EC2's scheduled events every %s to %s, or write 0 to turn the poll off", p, MinScheduledPoll, MaxScheduledPoll)
+	}
 	if in.QueueURL == "" {
 		if in.SQSEndpoint != "" {
 			v.add("interruptions.sqs_endpoint", "set without interruptions.queue_url: name the queue, or remove the endpoint")

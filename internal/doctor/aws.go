@@ -24,6 +24,7 @@ type EC2 interface {
 	DescribeSpotPriceHistory(ctx context.Context, in *ec2.DescribeSpotPriceHistoryInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
 	DescribeLaunchTemplates(ctx context.Context, in *ec2.DescribeLaunchTemplatesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error)
 	DescribeCapacityReservations(ctx context.Context, in *ec2.DescribeCapacityReservationsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error)
+	DescribeInstanceStatus(ctx context.Context, in *ec2.DescribeInstanceStatusInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error)
 	DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
 	DescribeSecurityGroups(ctx context.Context, in *ec2.DescribeSecurityGroupsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
 	DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
@@ -113,6 +114,10 @@ func dryRuns(e Env) []struct {
 		}},
 		{"DescribeCapacityReservations", func(ctx context.Context) error {
 			_, err := api.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{DryRun: dry})
+			return err
+		}},
+		{"DescribeInstanceStatus", func(ctx context.Context) error {
+			_, err := api.DescribeInstanceStatus(ctx, &ec2.DescribeInstanceStatusInput{DryRun: dry})
 			return err
 		}},
 	}

@@ -56,6 +56,9 @@ func (f *fakeEC2) DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPri
 func (f *fakeEC2) DescribeCapacityReservations(context.Context, *ec2.DescribeCapacityReservationsInput, ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error) {
 	return nil, f.dry("DescribeCapacityReservations")
 }
+func (f *fakeEC2) DescribeInstanceStatus(context.Context, *ec2.DescribeInstanceStatusInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error) {
+	return nil, f.dry("DescribeInstanceStatus")
+}
 func (f *fakeEC2) DescribeLaunchTemplates(context.Context, *ec2.DescribeLaunchTemplatesInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
 	return nil, f.dry("DescribeLaunchTemplates")
 }

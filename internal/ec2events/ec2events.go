@@ -60,6 +60,10 @@ type Event struct {
 	Code                string
 	NotBefore, NotAfter time.Time
 	Instances           []string
+	// Closed: the scheduled event is over, completed or canceled (AWS
+	// Health's statusCode closed; DescribeInstanceStatus's description
+	// beginning [Completed] or [Canceled]): nothing to act on.
+	Closed bool
 }
 
 // Expect is what an event must match to be the cluster's.

@@ -75,11 +75,68 @@ func TestParseHealth(t *testing.T) {
 		"another account":     edit(func(m, _ map[string]any) { m["account"] = "999999999999" }),
 		"another region":      edit(func(m, _ map[string]any) { m["region"] = "eu-west-1" }),
 		"another detail type": edit(func(m, _ map[string]any) { m["detail-type"] = "AWS Health Abuse Event" }),
+		"unknown status":      edit(func(_, d map[string]any) { d["statusCode"] = "done" }),
 	} {
 		if ev, err := Parse(body, cluster); err == nil {
 			t.Errorf("%s: accepted as %+v", name, ev)
 		}
 	}
+	for status, closed := range map[string]bool{"upcoming": false, "open": false, "closed": true} {
+		ev, err := Parse(edit(func(_, d map[string]any) { d["statusCode"] = status }), cluster)
+		if err != nil || ev.Closed != closed {
+			t.Errorf("statusCode %s: Closed %v, %v; want %v", status, ev.Closed, err, closed)
+		}
+	}
+}
+
+// TestFromStatus: DescribeInstanceStatus's form of a scheduled event is
+// the Event of its AWS Health form (same kind, code and window, so the two
+// are de-duplicated alike); completed and canceled ones are Closed; a bad
+// instance id, an unknown code or a missing start is refused.
+func TestFromStatus(t *testing.T) {
+	nb, na := time.Date(2026, 12, 14, 8, 0, 0, 0, time.UTC), time.Date(2026, 12, 14, 10, 0, 0, 0, time.UTC)
+	se := StatusEvent{InstanceID: "i-abcd1111", EventID: "instance-event-0d59937288b749b32", Code: "instance-retirement",
+		Description: "The instance is running on degraded hardware", NotBefore: nb, NotAfter: na}
+	ev, err := FromStatus(se)
+	if err != nil {
+		t.Fatal(err)
+	}
+	health, err := Parse(mustRead(t, "testdata/scheduled-retirement.json"), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Kind != health.Kind || ev.Code != health.Code || !ev.NotBefore.Equal(health.NotBefore) || !ev.NotAfter.Equal(health.NotAfter) ||
+		ev.InstanceID != health.InstanceID || len(ev.Instances) != 1 || ev.Closed || ev.ID != se.EventID {
+		t.Errorf("FromStatus = %+v\nthe AWS Health form %+v", ev, health)
+	}
+	for desc, closed := range map[string]bool{"[Completed] The instance is running on degraded hardware": true, "[Canceled] The instance is scheduled for a reboot": true,
+		"The instance is scheduled for a reboot": false} {
+		se.Description = desc
+		if ev, err := FromStatus(se); err != nil || ev.Closed != closed {
+			t.Errorf("%q: Closed %v, %v; want %v", desc, ev.Closed, err, closed)
+		}
+	}
+	for name, edit := range map[string]func(*StatusEvent){
+		"instance id": func(s *StatusEvent) { s.InstanceID = "i-../../x" },
+		"code":        func(s *StatusEvent) { s.Code = "instance-explode" },
+		"no start":    func(s *StatusEvent) { s.NotBefore = time.Time{} },
+		"event id":    func(s *StatusEvent) { s.EventID = "a b" },
+	} {
+		bad := se
+		edit(&bad)
+		if ev, err := FromStatus(bad); err == nil {
+			t.Errorf("%s: accepted as %+v", name, ev)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestParse(t *testing.T) {

@@ -2,6 +2,7 @@ package ec2events
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -32,6 +33,7 @@ type rawHealth struct {
 	EventTypeCategory *string `json:"eventTypeCategory"`
 	StartTime         *string `json:"startTime"`
 	EndTime           *string `json:"endTime"`
+	StatusCode        *string `json:"statusCode"`
 	AffectedEntities  []struct {
 		EntityValue *string `json:"entityValue"`
 	} `json:"affectedEntities"`
@@ -74,6 +76,17 @@ func parseHealthDetail(raw rawEvent, ev *Event) error {
 			return err
 		}
 	}
+	if d.StatusCode != nil {
+		// AWS Health's event status: upcoming, open or closed (AWS Health
+		// API Reference, EventStatusCode); closed is an event that is over
+		switch *d.StatusCode {
+		case "upcoming", "open":
+		case "closed":
+			ev.Closed = true
+		default:
+			return bad("detail.statusCode", "%q, want upcoming, open or closed", clip(*d.StatusCode))
+		}
+	}
 	if len(d.AffectedEntities) == 0 || len(d.AffectedEntities) > maxEntities {
 		return bad("detail.affectedEntities", "%d entries; want the instances (1 to %d)", len(d.AffectedEntities), maxEntities)
 	}
@@ -110,4 +123,41 @@ func healthTime(field string, p *string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, bad(field, "%q is neither an RFC 1123 nor an RFC 3339 time", clip(*p))
+}
+
+// StatusEvent is one of an instance's scheduled events as
+// DescribeInstanceStatus lists them (InstanceStatusEvent).
+type StatusEvent struct {
+	InstanceID          string
+	EventID             string // instance-event-...
+	Code                string // instance-retirement, instance-stop, instance-reboot, system-reboot, system-maintenance
+	Description         string
+	NotBefore, NotAfter time.Time
+}
+
+// statusCodes are the event codes DescribeInstanceStatus gives EC2's
+// scheduled events (EC2 API Reference, InstanceStatusEvent).
+var statusCodes = map[string]bool{"instance-retirement": true, "instance-stop": true, "instance-reboot": true, "system-reboot": true, "system-maintenance": true}
+
+// FromStatus is a DescribeInstanceStatus event as the Event its AWS Health
+// form parses to (Kind Scheduled, the same code and window), so both
+// sources are acted on, and de-duplicated, alike. An event whose
+// description begins "[Completed]" (EC2 keeps a completed event listed
+// for up to a week: EC2 API Reference, InstanceStatusEvent) or
+// "[Canceled]" is Closed.
+func FromStatus(se StatusEvent) (Event, error) {
+	switch {
+	case !instanceRe.MatchString(se.InstanceID):
+		return Event{}, bad("InstanceId", "%q is not an instance id", clip(se.InstanceID))
+	case !statusCodes[se.Code]:
+		return Event{}, bad("Events.Code", "%q is not one of EC2's scheduled events burst acts on", clip(se.Code))
+	case se.NotBefore.IsZero():
+		return Event{}, bad("Events.NotBefore", "missing")
+	case se.EventID != "" && !idRe.MatchString(se.EventID):
+		return Event{}, bad("Events.InstanceEventId", "%q is not an event id", clip(se.EventID))
+	}
+	d := strings.TrimSpace(se.Description)
+	return Event{ID: se.EventID, Kind: Scheduled, InstanceID: se.InstanceID, Instances: []string{se.InstanceID}, Code: se.Code,
+		NotBefore: se.NotBefore.UTC(), NotAfter: se.NotAfter.UTC(),
+		Closed: strings.HasPrefix(d, "[Completed]") || strings.HasPrefix(d, "[Canceled]")}, nil
 }

@@ -45,6 +45,7 @@ var Actions = []string{
 	"ec2:CreatePlacementGroup",
 	"ec2:CreateTags",
 	"ec2:DescribeCapacityReservations",
+	"ec2:DescribeInstanceStatus",
 	"ec2:DescribeInstanceTypes",
 	"ec2:DescribeInstances",
 	"ec2:DescribeLaunchTemplates",
@@ -171,8 +172,8 @@ func Build(clusterTagKey, clusterName string, opts Options) (Document, error) {
 		{Sid: "BurstTerminateClusterInstances", Effect: "Allow", Action: []string{"ec2:TerminateInstances"},
 			Resource: arn("instance"), Condition: resource},
 		{Sid: "BurstReadOnly", Effect: "Allow",
-			Action: []string{"ec2:DescribeCapacityReservations", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
-				"ec2:DescribeSpotPriceHistory"},
+			Action: []string{"ec2:DescribeCapacityReservations", "ec2:DescribeInstanceStatus", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances",
+				"ec2:DescribeLaunchTemplates", "ec2:DescribeSpotPriceHistory"},
 			Resource: []string{"*"}},
 	}}
 	if opts.Region != "" {

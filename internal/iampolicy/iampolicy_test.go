@@ -94,6 +94,8 @@ func TestPolicyCoversExactlyRecordedActions(t *testing.T) {
 			return err
 		},
 		func() error { _, err := p.List(ctx); return err },
+		// burst-sizer's poll of EC2's scheduled events
+		func() error { _, err := p.ScheduledEvents(ctx); return err },
 		func() error { _, err := p.ListAll(ctx); return err },
 		func() error { _, _, err := p.SpotPrice(ctx, "g5.xlarge", "us-east-1b", time.Now()); return err },
 		func() error { _, err := p.Terminate(ctx, []string{"gpu-1"}); return err },

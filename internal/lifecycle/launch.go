@@ -288,7 +288,7 @@ func (r *Resumer) intentFor(jr sizerapi.JobRequest, g group, now func() time.Tim
 // sizer's ledger.
 func (r *Resumer) recordLaunch(ctx context.Context, log *slog.Logger, in cloud.Instance, jr sizerapi.JobRequest, g group, offers []cloud.Offering, attempt int, now func() time.Time) {
 	ev := sizerapi.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone,
-		Capacity: string(in.Capacity), Account: jr.Account, User: jr.User, Time: in.LaunchTime}
+		Capacity: string(in.Capacity), Reservation: in.Reservation, Account: jr.Account, User: jr.User, Time: in.LaunchTime}
 	if jr.JobID != "" {
 		// what the job asked for: the sizer sets it against what the
 		// agents measure (requested vs used) and charges the spend to it

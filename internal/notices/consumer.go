@@ -90,6 +90,10 @@ type Options struct {
 	// (sizer/store's Fence: whether this sizer still leads); on an error
 	// the message stays in the queue for the leader.
 	Fence func(ctx context.Context) error
+	// Scheduled acts on EC2's scheduled events; nil: one of the
+	// Consumer's own (the sizer shares one with its DescribeInstanceStatus
+	// Poller, so an event both report is acted on once).
+	Scheduled *Scheduled
 	// Poll is how often the agent's announcement is looked for; default 500 ms.
 	Poll       time.Duration
 	Now        func() time.Time
@@ -105,6 +109,7 @@ type Consumer struct {
 	st    Store
 	h     *interruption.Handler
 	ops   interruption.SlurmOps
+	sched *Scheduled
 	o     Options
 	log   *slog.Logger
 	count *prometheus.CounterVec
@@ -156,7 +161,13 @@ func New(q SQS, inst Instances, st Store, h *interruption.Handler, ops interrupt
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Consumer{q: q, inst: inst, st: st, h: h, ops: ops, o: o, log: o.Logger.With("component", "eventbridge"), seen: map[string]time.Time{}}
+	c := &Consumer{q: q, inst: inst, st: st, h: h, ops: ops, sched: o.Scheduled, o: o, log: o.Logger.With("component", "eventbridge"), seen: map[string]time.Time{}}
+	if c.sched == nil {
+		var err error
+		if c.sched, err = NewScheduled(inst, h, ops, o.Now, o.Logger); err != nil {
+			return nil, err
+		}
+	}
 	c.count = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "burst_sizer_ec2_events_total",
 		Help: "EC2 EventBridge events read from the interruption queue, by kind and what burst-sizer did (agent: left to the node's agent)."}, []string{"kind", "outcome"})
 	if o.Registerer != nil {

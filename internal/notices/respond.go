@@ -49,7 +49,7 @@ func (c *Consumer) Handle(ctx context.Context, ev ec2events.Event) (string, erro
 		return c.stateChange(ctx, ev, log)
 	}
 	if ev.Kind == ec2events.Scheduled {
-		return c.scheduled(ctx, ev)
+		return c.sched.Handle(ctx, ev)
 	}
 	// a warning older than its own deadline (a message that waited in the
 	// queue while the sizer was down, or a replay) or from the future is

@@ -229,6 +229,33 @@ type MoneyView struct {
 	Instances      int           `json:"instances"`
 	InstanceHours  float64       `json:"instance_hours"`
 	ForecastMethod string        `json:"forecast_method"`
+	// Reservations are the cluster's capacity reservations this month
+	// (every account's scope only: a reservation is no account's).
+	Reservations []ReservationMoney `json:"reservations"`
+}
+
+// ReservationMoney is a capacity reservation's month so far: what its
+// reserved instance-hours cost (EC2 bills an On-Demand Capacity
+// Reservation per reserved instance-hour at the on-demand rate, used or
+// not; a Capacity Block's prepaid price is spread over its window), how
+// many of them the cluster's instances ran in it, and what the rest cost.
+type ReservationMoney struct {
+	ReservationID string  `json:"reservation_id"`
+	Kind          string  `json:"kind"` // "capacity-block" or "odcr"
+	Match         string  `json:"match"`
+	InstanceType  string  `json:"instance_type"`
+	Zone          string  `json:"zone"`
+	Count         int     `json:"count"`
+	State         string  `json:"state"`
+	PriceUSD      float64 `json:"price_usd"` // per reserved instance-hour
+	// ReservedHours: Count x its time within the month so far.
+	ReservedHours float64 `json:"reserved_hours"`
+	// UsedHours: its instances' running time in it within that span.
+	UsedHours float64 `json:"used_hours"`
+	UsedPct   float64 `json:"used_pct"`
+	Instances int     `json:"instances"` // instances that ran in it
+	CostUSD   float64 `json:"cost_usd"`  // ReservedHours x PriceUSD
+	IdleUSD   float64 `json:"idle_usd"`  // (ReservedHours - UsedHours) x PriceUSD
 }
 
 // AccountMoney is an account's month: spend, cap, and a forecast at the

@@ -62,4 +62,7 @@ type InstanceEvent struct {
 	Source string `json:"source,omitempty"`
 	// Reason is EC2's StateReason code of a termination, when known.
 	Reason string `json:"reason,omitempty"`
+	// Reservation is the capacity reservation (an On-Demand Capacity
+	// Reservation or a Capacity Block, its cr- id) a launch runs in.
+	Reservation string `json:"reservation,omitempty"`
 }

@@ -90,7 +90,7 @@ func serveCommand() *cli.Command {
 						return err
 					}, fence, log)
 				}
-				startNotices(lctx, st, srv.Store(), spool.Record, kick, reg, log)
+				startEvents(lctx, st, srv.Store(), spool.Record, kick, reg, log)
 				startBlockWatch(lctx, st, fence, log)
 				startWarmPool(lctx, st, reg, fence, log)
 				sync.lead(ledgerSync)

@@ -90,6 +90,9 @@ func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error
 	v.Users = moneyUsers(charges)
 	v.Days = moneyDays(m, sc, now)
 	s.savings(&v, m, charges, now)
+	if v.Reservations, err = s.reservationMoney(ctx, sc, m); err != nil {
+		return sizerapi.MoneyView{}, err
+	}
 	return v, nil
 }
 

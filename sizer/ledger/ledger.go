@@ -151,6 +151,9 @@ func (l *Ledger) backfillUnknown(ctx context.Context, insts []cloud.Instance, re
 	if err := l.syncReservations(ctx, insts); err != nil {
 		*errs = append(*errs, err)
 	}
+	if err := l.noteReservations(ctx, insts, known); err != nil {
+		*errs = append(*errs, err)
+	}
 	for _, in := range insts {
 		if !known[in.ID] {
 			if err := l.backfill(ctx, in); err != nil {
@@ -240,7 +243,7 @@ func ended(in cloud.Instance) bool { return in.State == "shutting-down" || in.St
 // tags and the launch intent burst-resume journaled before CreateFleet.
 func (l *Ledger) backfill(ctx context.Context, in cloud.Instance) error {
 	ev := sizerapi.InstanceEvent{InstanceID: in.ID, Node: in.Node, InstanceType: in.InstanceType, Zone: in.Zone, Capacity: string(in.Capacity),
-		Account: in.Tags[ec2p.TagAccount], User: in.Tags[ec2p.TagUser], Time: in.LaunchTime}
+		Reservation: in.Reservation, Account: in.Tags[ec2p.TagAccount], User: in.Tags[ec2p.TagUser], Time: in.LaunchTime}
 	class := in.Tags[ec2p.TagClass]
 	jobID := in.Tags[ec2p.TagJobID]
 	intent, ok, err := l.o.Store.IntentFor(ctx, in.ClientToken, in.Node, in.LaunchTime)

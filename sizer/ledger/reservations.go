@@ -82,7 +82,7 @@ func (l *Ledger) syncReservations(ctx context.Context, insts []cloud.Instance) e
 			continue
 		}
 		rec := store.Reservation{ID: r.ID, InstanceType: r.InstanceType, Zone: r.Zone, Count: r.Total, PriceUSD: t.OnDemandUSD,
-			Start: r.Start, State: r.State, Match: r.Match, Seen: now}
+			Start: r.Start, State: r.State, Match: r.Match, Seen: now, Type: r.Type}
 		if r.State != "active" {
 			rec.End = r.End
 			if rec.End.IsZero() || rec.End.After(now) {
@@ -131,6 +131,24 @@ func (l *Ledger) recordBlock(ctx context.Context, r cloud.Reservation, now time.
 		return fmt.Errorf("ledger: capacity block %s: EC2 describes no window (start %v, end %v) or count (%d); not billed", r.ID, r.Start, r.End, r.Total)
 	}
 	rec := store.Reservation{ID: r.ID, InstanceType: r.InstanceType, Zone: r.Zone, Count: r.Total, PriceUSD: price * 3600 / secs / float64(r.Total),
-		Start: r.Start, End: r.End, State: r.State, Match: r.Match, Seen: now}
+		Start: r.Start, End: r.End, State: r.State, Match: r.Match, Seen: now, Type: r.Type}
 	return l.o.Store.RecordReservation(ctx, rec)
+}
+
+// noteReservations records on the ledger's rows the reservation each
+// known instance runs in, as EC2 describes it (CapacityReservationId): an
+// open reservation takes matching on-demand launches burst did not aim at
+// it, and rows from before burst-resume sent the reservation have none. A
+// row that has one keeps it.
+func (l *Ledger) noteReservations(ctx context.Context, insts []cloud.Instance, known map[string]bool) error {
+	in := map[string]string{}
+	for _, x := range insts {
+		if x.Reservation != "" && known[x.ID] {
+			in[x.ID] = x.Reservation
+		}
+	}
+	if len(in) == 0 {
+		return nil
+	}
+	return l.o.Store.NoteReservations(ctx, in)
 }

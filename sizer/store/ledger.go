@@ -78,10 +78,11 @@ func (s *Store) RecordInstance(ctx context.Context, l Launch) error {
 		if l.User == "" {
 			l.User = ev.User
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO instances(instance_id, node, instance_type, zone, capacity, price, account, job_id, launched, user, class, client_token, od_price, price_source, source, cluster)
-VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO instances(instance_id, node, instance_type, zone, capacity, price, account, job_id, launched, user, class, client_token, od_price, price_source, source, cluster, reservation_id)
+VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(instance_id) DO UPDATE SET
  cluster = CASE WHEN cluster = '' THEN excluded.cluster ELSE cluster END,
+ reservation_id = CASE WHEN excluded.reservation_id != '' THEN excluded.reservation_id ELSE reservation_id END,
  node = CASE WHEN excluded.source='resume' OR node='' OR node IS NULL THEN excluded.node ELSE node END,
  instance_type = coalesce(nullif(excluded.instance_type,''), instance_type),
  zone = coalesce(nullif(excluded.zone,''), zone),
@@ -97,7 +98,7 @@ ON CONFLICT(instance_id) DO UPDATE SET
  launched = min(launched, excluded.launched),
  source = CASE WHEN excluded.source='resume' THEN 'resume' ELSE source END`,
 			ev.InstanceID, ev.Node, ev.InstanceType, ev.Zone, ev.Capacity, l.PriceUSD, ev.Account, jobID, ms(ev.Time),
-			l.User, l.Class, l.ClientToken, l.OnDemandUSD, l.PriceSource, l.Source, s.cluster)
+			l.User, l.Class, l.ClientToken, l.OnDemandUSD, l.PriceSource, l.Source, s.cluster, ev.Reservation)
 		return err
 	})
 	if err != nil {
@@ -305,6 +306,9 @@ type Row struct {
 	EndSource   string
 	ClientToken string
 	Cluster     string // cluster.name of the sizer that recorded the launch ("" before it was kept)
+	// Reservation is the capacity reservation (ODCR or Capacity Block)
+	// the instance ran in; "" for none.
+	Reservation string
 }
 
 // Rows returns the instances alive at some point in [from, to) (all when
@@ -371,7 +375,7 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 // instanceRows reads the instances of a ledger read, in launch order.
 func (s *Store) instanceRows(ctx context.Context, from, to time.Time, of *rowsOf) ([]Row, error) {
 	q := `SELECT instance_id, coalesce(node,''), coalesce(instance_type,''), coalesce(zone,''), coalesce(capacity,''), price, od_price, coalesce(account,''), user, coalesce(job_id,''), class,
- launched, terminated, end_source, end_reason, price_source, source, client_token, cluster FROM instances`
+ launched, terminated, end_source, end_reason, price_source, source, client_token, cluster, reservation_id FROM instances`
 	var args []any
 	var where []string
 	if !to.IsZero() {
@@ -390,7 +394,7 @@ func (s *Store) instanceRows(ctx context.Context, from, to time.Time, of *rowsOf
 		var r Row
 		var l, t sql.NullInt64
 		if err := rows.Scan(&r.ID, &r.Node, &r.InstanceType, &r.Zone, &r.Capacity, &r.PriceUSD, &r.OnDemandUSD, &r.Account, &r.User, &r.JobID, &r.Class,
-			&l, &t, &r.EndSource, &r.EndReason, &r.PriceSource, &r.Source, &r.ClientToken, &r.Cluster); err != nil {
+			&l, &t, &r.EndSource, &r.EndReason, &r.PriceSource, &r.Source, &r.ClientToken, &r.Cluster, &r.Reservation); err != nil {
 			return err
 		}
 		r.Launched, r.End = fromMS(l), fromMS(t)

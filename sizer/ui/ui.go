@@ -59,6 +59,9 @@ type UI struct {
 // script of any kind, no framing.
 const CSP = "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
+// partials are the templates a page includes beside its own.
+var partials = map[string][]string{"money": {"templates/reservations.html"}}
+
 // New parses the templates.
 func New(o Options) (*UI, error) {
 	if o.Source == nil || o.Verify == nil {
@@ -83,7 +86,7 @@ func New(o Options) (*UI, error) {
 	}
 	u.static = st
 	for _, p := range []string{"login", "fleet", "jobs", "job", "money", "rightsizing", "error"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+p+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, append([]string{"templates/layout.html", "templates/" + p + ".html"}, partials[p]...)...)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: parsing the %s page: %w", p, err)
 		}

@@ -54,6 +54,7 @@ func newRig(t *testing.T, tls bool) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addReservation(t, ctx, st, now)
 	pol, err := sizing.New(catalog.Default(), "us-east-1", dashtest.Classes(), sizing.Params{})
 	if err != nil {
 		t.Fatal(err)

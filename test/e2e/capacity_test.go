@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/test/ec2emu"
 	"github.com/burst-hpc/burst/test/stack"
 )
@@ -69,6 +71,74 @@ func TestCapacityReservationBeforeSpot(t *testing.T) {
 	}
 	if rb := s.Emu.ReservationBill(); len(rb) != 1 || rb[0].USD <= 0 {
 		t.Errorf("reservation bill %+v; want %s billed, used or not", rb, cr)
+	}
+	reservationMoneyCheck(t, s, cr, in.ID)
+}
+
+// reservationMoneyCheck: the Money view's line for reservation cr (after a
+// ledger sync has described it) against the emulator's own records: its
+// reserved hours are count x its time this month (the emulator's
+// reservation bill, read before and after the view), its used hours the
+// running time of instance id (the emulator's bill: it ran in cr and
+// ended), and its cost and idle cost those hours at the reservation's
+// on-demand rate.
+func reservationMoneyCheck(t *testing.T, s *stack.Stack, cr, id string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := s.SizerClient(s.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LedgerSync(ctx); err != nil {
+		t.Fatalf("ledger sync: %v", err)
+	}
+	used := 0.0
+	for _, b := range s.Emu.BillFor(id) {
+		if b.Reservation != cr || b.Open {
+			t.Fatalf("EC2 bill of %s: %+v; want its closed segments in %s", id, b, cr)
+		}
+		used += b.End.Sub(b.Start).Seconds()
+	}
+	reserved := func() (secs, rate float64) {
+		for _, b := range s.Emu.ReservationBill() {
+			if b.ReservationID == cr {
+				from := b.Start
+				if m := time.Date(time.Now().UTC().Year(), time.Now().UTC().Month(), 1, 0, 0, 0, 0, time.UTC); m.After(from) {
+					from = m // the view is this month's
+				}
+				end := b.End
+				if b.Open {
+					end = s.Emu.Now()
+				}
+				return float64(b.Count) * end.Sub(from).Seconds(), b.USDPerHour / float64(b.Count)
+			}
+		}
+		t.Fatalf("the emulator has no reservation %s", cr)
+		return 0, 0
+	}
+	lo, rate := reserved()
+	var v sizerapi.MoneyView
+	if err := s.View(sizerapi.PathMoney, &v); err != nil {
+		t.Fatal(err)
+	}
+	hi, _ := reserved()
+	lo, hi = lo-2, hi+2 // whole seconds on either side
+	if len(v.Reservations) != 1 || v.Reservations[0].ReservationID != cr {
+		t.Fatalf("the Money view's reservations %+v, want %s alone", v.Reservations, cr)
+	}
+	r := v.Reservations[0]
+	t.Logf("Money view: %+v; EC2: %.0f-%.0f reserved s, %.0f s used at $%.4f/h", r, lo, hi, used, rate)
+	within := func(name string, got, a, b float64) {
+		if got < a || got > b {
+			t.Errorf("Money view %s = %.4f, want %.4f to %.4f (from EC2's records)", name, got, a, b)
+		}
+	}
+	within("reserved_hours", r.ReservedHours, lo/3600-5e-5, hi/3600+5e-5)
+	within("used_hours", r.UsedHours, (used-2)/3600-5e-5, (used+2)/3600+5e-5)
+	within("cost_usd", r.CostUSD, lo/3600*rate-5e-5, hi/3600*rate+5e-5)
+	within("idle_usd", r.IdleUSD, (lo-used-2)/3600*rate-5e-5, (hi-used+2)/3600*rate+5e-5)
+	if r.Kind != "odcr" || r.Count != 1 || r.Instances != 1 || math.Abs(r.PriceUSD-rate) > 1e-4 {
+		t.Errorf("Money view %+v: want an ODCR of 1 at $%.4f/h with 1 instance", r, rate)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	ec2p "github.com/burst-hpc/burst/internal/cloud/ec2"
+	"github.com/burst-hpc/burst/internal/config"
 	"github.com/burst-hpc/burst/test/stack"
 )
 
@@ -20,8 +21,32 @@ import (
 // on a fresh instance. The ledger check follows (start's cleanup).
 func TestScheduledRetirement(t *testing.T) {
 	versionBlind(t)
-	const every = 5
 	s := start(t, stack.Options{})
+	retiredAndReplaced(t, s, `burst_sizer_ec2_events_total{kind="scheduled",outcome="handled"}`)
+}
+
+// TestScheduledRetirementPolled: the same retirement with no EventBridge
+// rule and no queue at all: burst-sizer finds it by polling
+// DescribeInstanceStatus (interruptions.scheduled_poll) and drains,
+// checkpoints, requeues and replaces as for AWS Health's event, once
+// (a later poll may see the event again while the instance lives).
+func TestScheduledRetirementPolled(t *testing.T) {
+	versionBlind(t)
+	s := start(t, stack.Options{NoEvents: true, Configure: func(c *config.Config) { c.Interruptions.ScheduledPoll = config.D(2 * time.Second) }})
+	if s.Cfg.Interruptions.QueueURL != "" {
+		t.Fatalf("the stack has an interruption queue (%s); this test is about none", s.Cfg.Interruptions.QueueURL)
+	}
+	retiredAndReplaced(t, s, `burst_sizer_scheduled_events_polled_total{outcome="handled"}`)
+}
+
+// retiredAndReplaced schedules the retirement of a checkpointing job's
+// instance and checks burst's answer: the node drained naming the event,
+// the job requeued once from its checkpoint, the instance terminated by
+// burst before EC2 retires it, the job finished on a new instance, and the
+// sizer's counter handled (one event acted on).
+func retiredAndReplaced(t *testing.T, s *stack.Stack, handled string) {
+	t.Helper()
+	const every = 5
 	tr := trainingRunning(t, s, 30, every)
 	id, logPath, node, first := tr.id, tr.log, tr.node, tr.instance
 	notBefore := s.Emu.Now().Add(10 * time.Minute)
@@ -55,8 +80,11 @@ func TestScheduledRetirement(t *testing.T) {
 	if second := nodeInstanceOfJob(s, id, first.ID); second == "" {
 		t.Errorf("job %s finished without a new instance", id)
 	}
-	if v := metric(t, s, `burst_sizer_ec2_events_total{kind="scheduled",outcome="handled"}`); v != 1 {
-		t.Errorf("sizer handled %v scheduled events, want 1", v)
+	if rc := jobNow(t, s, id).RestartCount; rc != 1 {
+		t.Errorf("job %s requeued %d times, want once", id, rc)
+	}
+	if v := metric(t, s, handled); v != 1 {
+		t.Errorf("%s = %v, want 1", handled, v)
 	}
 	t.Logf("node reason: %s", reason)
 }

@@ -161,3 +161,36 @@ func TestEFARulesInFleet(t *testing.T) {
 		t.Errorf("launched %+v; want one p4d.24xlarge with 4 interfaces on subnet-b", live)
 	}
 }
+
+// TestEFATemplateBesideSubnet: RunInstances from a launch template with
+// network interfaces takes the subnet on the interfaces; an instance-level
+// SubnetId beside them is refused, as EC2 does, and the same launch with
+// the interfaces (and their subnet) in the request goes ahead.
+func TestEFATemplateBesideSubnet(t *testing.T) {
+	s, c := start(t, ec2emu.Options{})
+	ctx := context.Background()
+	nics := make([]types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, 4)
+	for i := range nics {
+		nics[i] = types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{NetworkCardIndex: aws.Int32(int32(i)), DeviceIndex: aws.Int32(min(int32(i), 1)), InterfaceType: aws.String("efa")}
+	}
+	if _, err := c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("efa4"),
+		LaunchTemplateData: &types.RequestLaunchTemplateData{ImageId: aws.String("ami-1"), NetworkInterfaces: nics}}); err != nil {
+		t.Fatal(err)
+	}
+	in := &ec2.RunInstancesInput{MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: "p4d.24xlarge", SubnetId: aws.String("subnet-b"),
+		LaunchTemplate: &types.LaunchTemplateSpecification{LaunchTemplateName: aws.String("efa4")}}
+	if _, err := c.RunInstances(ctx, in); code(err) != "InvalidParameterCombination" {
+		t.Errorf("a template with interfaces and an instance-level subnet: err %v, want InvalidParameterCombination", err)
+	}
+	in.SubnetId = nil
+	for _, n := range nics {
+		in.NetworkInterfaces = append(in.NetworkInterfaces, types.InstanceNetworkInterfaceSpecification{NetworkCardIndex: n.NetworkCardIndex,
+			DeviceIndex: n.DeviceIndex, InterfaceType: n.InterfaceType, SubnetId: aws.String("subnet-b")})
+	}
+	if _, err := c.RunInstances(ctx, in); err != nil {
+		t.Fatalf("the interfaces with their subnet in the request: %v", err)
+	}
+	if live := s.Live(); len(live) != 1 || live[0].SubnetID != "subnet-b" || len(live[0].NetworkInterfaces) != 4 {
+		t.Errorf("launched %+v; want one instance on subnet-b with 4 interfaces", live)
+	}
+}

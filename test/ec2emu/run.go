@@ -36,6 +36,13 @@ func (s *Server) runInstances(q query, token string) (any, *apiError) {
 			return nil, errf(400, "InvalidParameterCombination", "Network interfaces and an instance-level subnet ID may not be specified on the same request")
 		}
 		subnet = q.get("NetworkInterface.1.SubnetId")
+	} else if lt != nil && len(lt.NICs) > 0 && subnet != "" {
+		// the template's interfaces stand for the request's: EC2 takes the
+		// subnet on them, not beside them (RunInstances' SubnetId: "If you
+		// specify a network interface, you must specify any subnets as part
+		// of the network interface"; terraform-provider-aws issue 33536
+		// shows EC2's answer to a template with interfaces)
+		return nil, errf(400, "InvalidParameterCombination", "Network interfaces and an instance-level subnet ID may not be specified on the same request")
 	}
 	if subnet != "" {
 		z, ok := s.zoneOf(subnet)

@@ -66,12 +66,44 @@ func (s *Server) ScheduleEvent(id, code string, notBefore time.Time) (string, er
 		if s.closed || !in.live() {
 			return
 		}
-		in.scheduled = slices.DeleteFunc(in.scheduled, func(e ScheduledEvent) bool { return e.ID == ev.ID })
+		i := slices.IndexFunc(in.scheduled, func(e ScheduledEvent) bool { return e.ID == ev.ID })
+		if i < 0 || strings.HasPrefix(in.scheduled[i].Description, canceledPrefix) {
+			return
+		}
+		// a completed event stays described (EC2 API Reference,
+		// InstanceStatusEvent: "for up to a week"), its description
+		// beginning [Completed]
+		in.scheduled[i].Description = completedPrefix + in.scheduled[i].Description
 		if code == "instance-retirement" || code == "instance-stop" {
 			s.terminate(in, byScheduledEvent)
 		}
 	})
 	return ev.ID, nil
+}
+
+// The description prefixes of a completed and a canceled event.
+const (
+	completedPrefix = "[Completed] "
+	canceledPrefix  = "[Canceled] "
+)
+
+// CancelScheduledEvent cancels an event before it begins: it stays
+// described, its description beginning [Canceled], and nothing happens to
+// the instance at its NotBefore (AWS Health sends nothing for it here).
+func (s *Server) CancelScheduledEvent(id, eventID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.lookup(id)
+	if in == nil {
+		return fmt.Errorf("canceling event %s: no instance %s", eventID, id)
+	}
+	for i, e := range in.scheduled {
+		if e.ID == eventID && !strings.HasPrefix(e.Description, completedPrefix) && !strings.HasPrefix(e.Description, canceledPrefix) {
+			in.scheduled[i].Description = canceledPrefix + e.Description
+			return nil
+		}
+	}
+	return fmt.Errorf("canceling event %s: %s has no such event to come", eventID, id)
 }
 
 // emitHealth sends AWS Health's EventBridge event for ev; s.mu held.
@@ -147,6 +179,12 @@ type xInstanceStatus struct {
 func (s *Server) describeInstanceStatus(q query, _ string) (any, *apiError) {
 	ids := q.strings("InstanceId")
 	all := q.get("IncludeAllInstances") == "true"
+	fs := q.filters()
+	for _, f := range fs {
+		if !statusFilters[f.name] {
+			return nil, errf(400, "InvalidParameterValue", "The filter '%s' is invalid", f.name)
+		}
+	}
 	var list []*instance
 	if len(ids) > 0 {
 		for _, id := range ids {
@@ -169,6 +207,9 @@ func (s *Server) describeInstanceStatus(q query, _ string) (any, *apiError) {
 		if !all && in.State != "running" {
 			continue
 		}
+		if !statusMatches(in, fs) {
+			continue
+		}
 		ok := xStatusSummary{Status: "ok", Details: xItems[xStatusDetail]{[]xStatusDetail{{"reachability", "passed"}}}}
 		x := xInstanceStatus{InstanceID: in.ID, AvailabilityZone: in.Zone, InstanceState: stateOf(in.State), SystemStatus: ok, InstanceStatus: ok}
 		if len(in.scheduled) > 0 {
@@ -186,7 +227,35 @@ func (s *Server) describeInstanceStatus(q query, _ string) (any, *apiError) {
 	}{InstanceStatusSet: xItems[xInstanceStatus]{out}}, nil
 }
 
-// Scheduled returns an instance's scheduled events still to come (tests).
+// statusFilters are the DescribeInstanceStatus filters the emulator
+// models (EC2 API Reference, DescribeInstanceStatus: event.code,
+// event.instance-event-id, instance-id, availability-zone).
+var statusFilters = map[string]bool{"event.code": true, "event.instance-event-id": true, "instance-id": true, "availability-zone": true}
+
+// statusMatches: in passes every filter (an event filter needs one of its
+// events to match).
+func statusMatches(in *instance, fs []filter) bool {
+	for _, f := range fs {
+		var ok bool
+		switch f.name {
+		case "event.code":
+			ok = slices.ContainsFunc(in.scheduled, func(e ScheduledEvent) bool { return f.match(e.Code) })
+		case "event.instance-event-id":
+			ok = slices.ContainsFunc(in.scheduled, func(e ScheduledEvent) bool { return f.match(e.ID) })
+		case "instance-id":
+			ok = f.match(in.ID)
+		case "availability-zone":
+			ok = f.match(in.Zone)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Scheduled returns an instance's scheduled events, completed and
+// canceled ones too (tests).
 func (s *Server) Scheduled(id string) []ScheduledEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()

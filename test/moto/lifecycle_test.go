@@ -179,6 +179,17 @@ func TestLifecycleOnMoto(t *testing.T) {
 		}
 	})
 
+	t.Run("scheduled events poll under the printed policy", func(t *testing.T) {
+		// DescribeInstanceStatus filtered by event code, as burst-sizer
+		// polls it: moto schedules no event, so none comes back, but the
+		// call is allowed by iam-policy's statements and moto takes the
+		// filter
+		evs, err := prov.ScheduledEvents(ctx)
+		if err != nil || len(evs) != 0 {
+			t.Fatalf("scheduled events %+v, %v; want none and no error", evs, err)
+		}
+	})
+
 	t.Run("EventBridge rule to SQS to burst-sizer's reader", func(t *testing.T) {
 		if single.ID == "" {
 			t.Skip("needs the one-GPU job's instance")

@@ -21,7 +21,7 @@ import (
 // it, or turns the queue off with NoEvents.
 func (s *Stack) eventRule() error {
 	if s.opts.NoEvents {
-		s.Cfg.Interruptions = config.Interruptions{AgentWait: s.Cfg.Interruptions.AgentWait}
+		s.Cfg.Interruptions = config.Interruptions{AgentWait: s.Cfg.Interruptions.AgentWait, ScheduledPoll: s.Cfg.Interruptions.ScheduledPoll}
 		return nil
 	}
 	q, ok := s.Cfg.Interruptions.Queue()

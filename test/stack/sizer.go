@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -74,23 +75,43 @@ func (s *Stack) SizerClient(token string) (*sizerclient.Client, error) {
 // Metrics scrapes the sizer's /metrics over HTTPS with the read-only
 // credential.
 func (s *Stack) Metrics() (string, error) {
+	b, err := s.ReadOnlyGet("/metrics")
+	return string(b), err
+}
+
+// View decodes one of the sizer's read-only JSON views (/v1/money, ...),
+// read with the read-only credential.
+func (s *Stack) View(path string, out any) error {
+	b, err := s.ReadOnlyGet(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decoding GET %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadOnlyGet GETs path from the sizer over HTTPS with the read-only
+// credential; an answer other than 200 is an error.
+func (s *Stack) ReadOnlyGet(path string) ([]byte, error) {
 	hc, err := tlspin.LoadHTTPClient(s.Cfg.Sizer.TLS.CAFile, 10*time.Second)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	req, err := http.NewRequest(http.MethodGet, s.Cfg.Sizer.URL+"/metrics", nil)
+	req, err := http.NewRequest(http.MethodGet, s.Cfg.Sizer.URL+path, nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+auth.ReadOnlyToken(s.Token))
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 {
-		return "", fmt.Errorf("GET /metrics: %s: %s", resp.Status, b)
+		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
 	}
-	return string(b), err
+	return b, err
 }

@@ -50,6 +50,17 @@ func efaInterfaces(n int, groups []string) []types.LaunchTemplateInstanceNetwork
 	return out
 }
 
+// efaRunInterfaces are RunInstances' network interfaces for n EFA
+// interfaces in subnet, laid out as efaInterfaces.
+func efaRunInterfaces(n int, subnet string, groups []string) []types.InstanceNetworkInterfaceSpecification {
+	out := make([]types.InstanceNetworkInterfaceSpecification, n)
+	for i, t := range efaInterfaces(n, groups) {
+		out[i] = types.InstanceNetworkInterfaceSpecification{NetworkCardIndex: t.NetworkCardIndex, DeviceIndex: t.DeviceIndex, InterfaceType: t.InterfaceType,
+			Groups: t.Groups, DeleteOnTermination: t.DeleteOnTermination, SubnetId: aws.String(subnet)}
+	}
+	return out
+}
+
 // efaTemplate returns the launch template with n EFA interfaces.
 func (p *Provider) efaTemplate(ctx context.Context, n int) (string, error) {
 	p.ltMu.Lock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/cloud"
 	"github.com/burst-hpc/burst/test/ec2emu"
@@ -120,6 +121,61 @@ func TestNamedPlacementGroupEnsured(t *testing.T) {
 	for _, in := range e.srv.Live() {
 		if in.PlacementGroup != "h100-pg" || layout(in) != wantEFA(1) {
 			t.Errorf("%s: group %q interfaces %q, want h100-pg and %q", in.ID, in.PlacementGroup, layout(in), wantEFA(1))
+		}
+	}
+}
+
+// TestEFAIntoReservation: a two-node p5.48xlarge job launched into an
+// On-Demand Capacity Reservation gets the fleet path's 32 EFA interfaces
+// per instance, each in the offering's subnet with the security groups
+// (EC2 takes no instance-level subnet beside them: the emulator refuses
+// it), in burst's placement group for the zone; into a Capacity Block it
+// gets the interfaces and no placement group of burst's.
+func TestEFAIntoReservation(t *testing.T) {
+	e := newEnv(t, ec2emu.Options{}, Options{ImageID: "ami-0abc", SecurityGroupIDs: []string{"sg-efa"}})
+	cr := e.srv.AddCapacityReservation(ec2emu.CapacityReservationSpec{InstanceType: "p5.48xlarge", Zone: "us-east-1a", Count: 2, Match: "targeted"})
+	res, err := e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(9, "p5-1", "p5-2"), AllOrNothing: true, Attempt: 1,
+		Offerings: []cloud.Offering{reservedOff("p5.48xlarge", "us-east-1a", cr)}})
+	if err != nil || len(res.Instances) != 2 {
+		t.Fatalf("launching into the reservation: %+v %v", res, err)
+	}
+	runs := callsOf(e.srv, "RunInstances")
+	if len(runs) != 1 {
+		t.Fatalf("%d RunInstances calls, want 1", len(runs))
+	}
+	if p := runs[0].Params; p.Get("SubnetId") != "" || p.Get("NetworkInterface.32.SubnetId") != "subnet-a" || p.Get("NetworkInterface.33.DeviceIndex") != "" {
+		t.Errorf("RunInstances SubnetId %q, interface 32's subnet %q, a 33rd interface %q; want the subnet on each of 32 interfaces only",
+			p.Get("SubnetId"), p.Get("NetworkInterface.32.SubnetId"), p.Get("NetworkInterface.33.DeviceIndex"))
+	}
+	for _, in := range e.srv.Live() {
+		if in.CapacityReservation != cr || layout(in) != wantEFA(32) || in.PlacementGroup != "burst-test-us-east-1a" {
+			t.Errorf("%s: reservation %q interfaces %q group %q; want %s, %q, burst-test-us-east-1a", in.ID, in.CapacityReservation, layout(in), in.PlacementGroup, cr, wantEFA(32))
+		}
+		for _, ni := range in.NetworkInterfaces {
+			if ni.SubnetID != "subnet-a" || len(ni.Groups) != 1 || ni.Groups[0] != "sg-efa" {
+				t.Errorf("%s interface %v: subnet %s groups %v, want subnet-a and sg-efa", in.ID, ni, ni.SubnetID, ni.Groups)
+				break
+			}
+		}
+	}
+
+	now := e.srv.Now()
+	cb, err := e.srv.AddCapacityBlock(ec2emu.CapacityBlockSpec{InstanceType: "p5.48xlarge", Zone: "us-east-1b", Count: 2, Start: now.Add(-time.Minute), End: now.Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := reservedOff("p5.48xlarge", "us-east-1b", cb)
+	block.BlockEnd = now.Add(24 * time.Hour).Truncate(time.Second)
+	res, err = e.prov.Launch(ctx(t), cloud.LaunchRequest{Nodes: nodes(10, "p5-3", "p5-4"), AllOrNothing: true, Attempt: 1, Offerings: []cloud.Offering{block}})
+	if err != nil || len(res.Instances) != 2 {
+		t.Fatalf("launching into the block: %+v %v", res, err)
+	}
+	for _, in := range e.srv.Live() {
+		if in.CapacityReservation != cb {
+			continue
+		}
+		if layout(in) != wantEFA(32) || in.PlacementGroup != "" || in.NetworkInterfaces[0].SubnetID != "subnet-b" {
+			t.Errorf("%s in the block: interfaces %q group %q subnet %s; want %q, none, subnet-b", in.ID, layout(in), in.PlacementGroup, in.NetworkInterfaces[0].SubnetID, wantEFA(32))
 		}
 	}
 }

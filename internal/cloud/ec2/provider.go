@@ -94,6 +94,8 @@ type EC2API interface {
 	// CreatePlacementGroup ensures its cluster placement group (efa.go).
 	DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
 	CreatePlacementGroup(ctx context.Context, in *ec2.CreatePlacementGroupInput, optFns ...func(*ec2.Options)) (*ec2.CreatePlacementGroupOutput, error)
+	// DescribeInstanceStatus lists EC2's scheduled events (status.go).
+	DescribeInstanceStatus(ctx context.Context, in *ec2.DescribeInstanceStatusInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error)
 }
 
 // Options configures the provider. main programs map burst.yaml onto it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -102,14 +103,52 @@ func (p *Provider) reservedInput(ctx context.Context, lt string, req cloud.Launc
 	if req.UserData != "" {
 		in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(req.UserData)))
 	}
-	if req.PlacementGroup != "" && len(nodes) > 1 {
-		g, err := p.placementGroup(ctx, req, o.Zone, false) // ensured as for a fleet (efa.go)
-		if err != nil {
+	if len(nodes) > 1 {
+		if err := p.reservedNetwork(ctx, req, o, in); err != nil {
 			return nil, err
 		}
-		in.Placement = &types.Placement{GroupName: aws.String(g)}
 	}
 	return in, nil
+}
+
+// reservedNetwork gives a multi-node reserved launch what a fleet's gets
+// (efa.go): on an EFA-capable type (and burst's own launch template), one
+// EFA interface per network card, from burst's EFA template with the
+// interfaces in the request itself, each in the offering's subnet (EC2
+// takes no instance-level subnet beside network interfaces, and the
+// template's interfaces have none), and the nodes in a cluster placement
+// group: the class's, or for an On-Demand Capacity Reservation with EFA
+// burst's own for the zone (a reservation's capacity is used by a
+// matching instance in a placement group too: EC2 User Guide, "Placement
+// group rules and limitations"). A Capacity Block gets the class's group
+// only: EC2 places a block's instances itself.
+func (p *Provider) reservedNetwork(ctx context.Context, req cloud.LaunchRequest, o cloud.Offering, in *ec2.RunInstancesInput) error {
+	efa := 0
+	if p.opts.LaunchTemplateName == "" {
+		net, err := p.Network(ctx, []string{o.InstanceType})
+		if err != nil {
+			return err
+		}
+		efa = net[o.InstanceType].EFAInterfaces()
+	}
+	if efa > 0 {
+		name, err := p.efaTemplate(ctx, efa)
+		if err != nil {
+			return err
+		}
+		in.LaunchTemplate = &types.LaunchTemplateSpecification{LaunchTemplateName: aws.String(name), Version: aws.String("$Default")}
+		in.NetworkInterfaces = efaRunInterfaces(efa, o.SubnetID, p.opts.SecurityGroupIDs)
+		in.SubnetId = nil
+		p.log.Info("multi-node launch with EFA interfaces", "types", fmt.Sprintf("%s:%d", o.InstanceType, efa), "reservation", o.Reservation)
+	}
+	g, err := p.placementGroup(ctx, req, o.Zone, efa > 0 && o.BlockEnd.IsZero())
+	if err != nil {
+		return err
+	}
+	if g != "" {
+		in.Placement = &types.Placement{GroupName: aws.String(g)}
+	}
+	return nil
 }
 
 // settleReserved confirms the launched instances (described, or
