@@ -82,6 +82,7 @@ func (e *elastic) place(js *jobState) {
 		if js.firstStart < 0 && !js.counted {
 			js.counted = true
 			e.tl.warmStarts++
+			e.outcome(cl, true)
 		}
 		e.start(js)
 		e.evalPool(cl)
@@ -157,11 +158,20 @@ func (e *elastic) place(js *jobState) {
 		default:
 			e.tl.warmStarts++
 		}
+		e.outcome(cl, launched == 0 && claimed == 0)
 	}
 	if js.pending == 0 {
 		e.start(js)
 	}
 	e.evalPool(cl)
+}
+
+// outcome tells the class's forecast whether a job's first start found
+// every node warm (the miss feedback of internal/warmpool/forecast).
+func (e *elastic) outcome(cl *classPool, warm bool) {
+	if e.warmOn && cl.fc != nil {
+		cl.fc.Outcome(warm)
+	}
 }
 
 func (e *elastic) launch(off Plan, cl *classPool) *node {
