@@ -44,7 +44,7 @@ func (c *Controller) ReleaseHeld(ctx context.Context, jobs []slurm.Job, sl Slurm
 	}
 	var release []uint32
 	err := c.update(ctx, func(es, foreign []Entry, now time.Time) ([]Entry, bool) {
-		es = c.prune(es, jobs, now)
+		es = c.prune(es, jobs, now, true)
 		byID := map[uint32]int{}
 		for i, e := range es {
 			byID[e.JobID] = i
