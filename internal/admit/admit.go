@@ -238,7 +238,8 @@ func (c *Controller) hours(tl time.Duration) float64 {
 
 // Admit decides whether the job may run now and records it: admitted
 // (with its reservation) or held (with what it needs). jobs is Slurm's
-// view of every job, taken before the call. A job already admitted is
+// view taken before the call: View's (the job, the jobs holding burst
+// nodes, the admissions' jobs), or every job. A job already admitted is
 // admitted again without a second reservation.
 func (c *Controller) Admit(ctx context.Context, need Need, jobs []slurm.Job) (Decision, error) {
 	if !c.Applies(need.Account, need.User) {
