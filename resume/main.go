@@ -79,7 +79,9 @@ func prolog(ctx context.Context, st *compose.Stack, getenv compose.Getenv) {
 	hooks := st.Hooks()
 	gpus := 0
 	if hooks.Admit.Configured() {
-		jobs, err := st.Slurm.Jobs(ctx)
+		// the job, and what admission counts: the jobs on burst nodes and
+		// its entries' (not the queue)
+		jobs, err := hooks.Admit.View(ctx, st.Slurm, false, jobID)
 		if err != nil {
 			st.Log.Warn("prolog: listing jobs for admission control; the job's resume decided", "err", err)
 		} else if !hooks.Prolog(ctx, jobID, nodes, jobs) {

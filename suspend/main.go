@@ -84,7 +84,10 @@ func epilog(ctx context.Context, st *compose.Stack, getenv compose.Getenv, env [
 	// may take it
 	jobs, err := func() ([]slurm.Job, error) {
 		if h := st.Hooks(); h.Admit != nil && h.Admit.Configured() {
-			return st.Slurm.Jobs(ctx) // admission control releases the held jobs that fit
+			// admission control releases the held jobs that fit: the job,
+			// the jobs on burst nodes and the admissions' jobs, held ones
+			// too (admit.View; not the queue)
+			return h.Admit.View(ctx, st.Slurm, true, job)
 		}
 		return st.Slurm.Jobs(ctx, job) // the ended job alone, however long the queue
 	}()

@@ -154,6 +154,10 @@ type Options struct {
 	Spend            SpendFunc
 	// Owned says whether a node is a burst node (jobs on others never count).
 	Owned func(node string) bool
+	// Nodes are burst's nodes (plain names, every class's): View reads the
+	// jobs holding them. None: View reads only the jobs it is given and the
+	// entries'.
+	Nodes []string
 	// Grace: an entry whose job Slurm does not show running stays this
 	// long after it was written (default 1 minute). ReleasedTTL bounds a
 	// released entry whose job did not start (default 5 minutes).
@@ -238,7 +242,8 @@ func (c *Controller) hours(tl time.Duration) float64 {
 
 // Admit decides whether the job may run now and records it: admitted
 // (with its reservation) or held (with what it needs). jobs is Slurm's
-// view of every job, taken before the call. A job already admitted is
+// view taken before the call: View's (the job, the jobs holding burst
+// nodes, the admissions' jobs), or every job. A job already admitted is
 // admitted again without a second reservation.
 func (c *Controller) Admit(ctx context.Context, need Need, jobs []slurm.Job) (Decision, error) {
 	if !c.Applies(need.Account, need.User) {
@@ -255,7 +260,7 @@ func (c *Controller) Admit(ctx context.Context, need Need, jobs []slurm.Job) (De
 		spends = map[string]spendResult{need.Account: c.spend(ctx, need.Account)}
 	}
 	err := c.update(ctx, func(es, foreign []Entry, now time.Time) ([]Entry, bool) {
-		es = c.prune(es, jobs, now)
+		es = c.prune(es, jobs, now, false)
 		if i := slices.IndexFunc(es, func(x Entry) bool { return x.JobID == need.JobID && x.State == StateAdmitted }); i >= 0 {
 			d = Decision{Admitted: true, ReserveUSD: es[i].ReserveUSD}
 			return es, false

@@ -20,8 +20,9 @@ type Slurm interface {
 
 // ReleaseHeld releases the jobs burst holds that fit now, oldest hold
 // first, counting each one released against the caps before the next (so
-// one freed GPU releases one job, not all of them). jobs is Slurm's view
-// of every job. A held job with no entry (the file was lost) is released:
+// one freed GPU releases one job, not all of them). jobs is Slurm's view:
+// View's with its held entries' jobs (plus HeldWithoutEntry's in the sizer),
+// or every job. A held job with no entry (the file was lost) is released:
 // its resume decides again. Released jobs are made eligible at once
 // (Slurm's requeue delay would hold them for two more minutes).
 func (c *Controller) ReleaseHeld(ctx context.Context, jobs []slurm.Job, sl Slurm) ([]uint32, error) {
@@ -44,7 +45,7 @@ func (c *Controller) ReleaseHeld(ctx context.Context, jobs []slurm.Job, sl Slurm
 	}
 	var release []uint32
 	err := c.update(ctx, func(es, foreign []Entry, now time.Time) ([]Entry, bool) {
-		es = c.prune(es, jobs, now)
+		es = c.prune(es, jobs, now, true)
 		byID := map[uint32]int{}
 		for i, e := range es {
 			byID[e.JobID] = i

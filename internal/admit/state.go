@@ -15,8 +15,11 @@ import (
 
 // prune drops entries whose jobs Slurm no longer runs (past the grace
 // period), released entries past their TTL, and held entries whose job is
-// no longer held pending (cancelled, or released by someone else).
-func (c *Controller) prune(es []Entry, jobs []slurm.Job, now time.Time) []Entry {
+// no longer held pending (cancelled, or released by someone else). jobs
+// holds the held entries' jobs only when heldRead (View's withHeld): else a
+// held entry whose job is not in jobs stays (held entries count against
+// nothing; the next release pass prunes it).
+func (c *Controller) prune(es []Entry, jobs []slurm.Job, now time.Time, heldRead bool) []Entry {
 	byID := map[uint32]slurm.Job{}
 	for _, j := range jobs {
 		byID[j.ID] = j
@@ -25,7 +28,7 @@ func (c *Controller) prune(es []Entry, jobs []slurm.Job, now time.Time) []Entry 
 		j, known := byID[e.JobID]
 		switch e.State {
 		case StateHeld:
-			return now.Sub(e.At) > c.o.Grace && (!known || !heldByBurst(j))
+			return now.Sub(e.At) > c.o.Grace && (!known && heldRead || known && !heldByBurst(j))
 		case StateReleased:
 			if known && running(j.State) {
 				return false
@@ -38,7 +41,20 @@ func (c *Controller) prune(es []Entry, jobs []slurm.Job, now time.Time) []Entry 
 
 // heldByBurst: the job is pending on a hold burst placed.
 func heldByBurst(j slurm.Job) bool {
-	return j.State == "PENDING" && strings.HasPrefix(j.Reason, "JobHeld") && strings.HasPrefix(j.AdminComment, HeldPrefix)
+	return j.State == "PENDING" && onHold(j.Reason) && strings.HasPrefix(j.AdminComment, HeldPrefix)
+}
+
+// requeuedHeld is the description Slurm gives a job after `scontrol
+// requeuehold` (burst's prolog holds a job that way).
+const requeuedHeld = "job_requeued_in_held_state"
+
+// onHold says whether a pending job's reason is a hold. squeue --json and
+// slurmrestd give the reason's name (JobHeldAdmin, JobHeldUser); squeue's
+// plain text (22.05's jobs by ID, every release's job states) and scontrol
+// give the description Slurm set instead when there is one: "job requeued
+// in held state" (underscores for spaces in scontrol).
+func onHold(reason string) bool {
+	return strings.HasPrefix(reason, "JobHeld") || strings.ReplaceAll(strings.TrimSpace(reason), " ", "_") == requeuedHeld
 }
 
 // Reservations returns the admitted and released entries (what counts

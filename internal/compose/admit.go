@@ -14,6 +14,7 @@ import (
 
 	"github.com/burst-hpc/burst/internal/admit"
 	"github.com/burst-hpc/burst/internal/config"
+	"github.com/burst-hpc/burst/internal/hostlist"
 	"github.com/burst-hpc/burst/internal/journal"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 )
@@ -25,6 +26,18 @@ func Admission(cfg *config.Config, spend admit.SpendFunc, log *slog.Logger) *adm
 	return AdmissionOn(cfg, spend, log, nil)
 }
 
+// burstNodes are the plain names of every class's nodes.
+func burstNodes(cfg *config.Config) []string {
+	var out []string
+	for _, cl := range cfg.Classes {
+		ns, err := hostlist.Expand(cl.NodeNames())
+		if err == nil {
+			out = append(out, ns...)
+		}
+	}
+	return out
+}
+
 // SharedAdmissions says whether admissions live in the sizer's database
 // (sizer.store.driver postgres: several sizers and clusters decide against
 // one document) rather than in the admissions file.
@@ -34,7 +47,7 @@ func SharedAdmissions(cfg *config.Config) bool { return cfg.Sizer.Store.Driver =
 // entries are this cluster's (cluster.name).
 func AdmissionOn(cfg *config.Config, spend admit.SpendFunc, log *slog.Logger, shared admit.Shared) *admit.Controller {
 	o := admit.Options{Dir: cfg.Sizer.StateDir, Shared: shared, Home: cfg.Cluster.Name, Budgets: map[string]admit.Budget{}, DefaultTimeLimit: cfg.Accounting.DefaultTimeLimit.Duration,
-		Spend: spend, Log: log, Owned: func(n string) bool { _, ok := cfg.ClassOfNode(n); return ok }}
+		Spend: spend, Log: log, Owned: func(n string) bool { _, ok := cfg.ClassOfNode(n); return ok }, Nodes: burstNodes(cfg)}
 	for _, b := range cfg.Budgets {
 		ob := b.OnUnknown
 		if ob == "" {

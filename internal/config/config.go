@@ -412,6 +412,10 @@ type Warm struct {
 	Interval Duration `yaml:"interval"`
 	// Quantile of one lead time's Poisson node demand kept warm.
 	Quantile float64 `yaml:"quantile"`
+	// FixedQuantile keeps Quantile whatever the pool misses; by default a
+	// class whose jobs find no warm node more often than 1-quantile has its
+	// quantile raised by that factor (internal/warmpool/forecast).
+	FixedQuantile bool `yaml:"fixed_quantile"`
 	// HalfLife of the recent arrival rate.
 	HalfLife Duration `yaml:"half_life"`
 	// ProfileWeight of the hour-of-week profile against the recent rate

@@ -114,7 +114,11 @@ func TestPrologAdmitsWarmReuse(t *testing.T) {
 	warm := l4Job(6, "l4-2", 1)
 	g.slurm.SetJobs(running, warm)
 	h := &lifecycle.Hooks{Cfg: g.cfg, Slurm: g.slurm, Admit: ac, Now: time.Now}
-	jobs, _ := g.slurm.Jobs(context.Background())
+	// what burst-resume's prolog reads: the job, and the jobs on burst nodes
+	jobs, err := ac.View(context.Background(), g.slurm, false, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if h.Prolog(context.Background(), 6, "l4-2", jobs) {
 		t.Fatal("admitted over the limit")
 	}
@@ -122,16 +126,21 @@ func TestPrologAdmitsWarmReuse(t *testing.T) {
 	if j.State != "PENDING" || j.Reason != "JobHeldAdmin" || j.AdminComment != "burst: held: account nlp holds 1 of its 1 GPUs, this job needs 1; it starts when others end" {
 		t.Fatalf("held job %+v", j)
 	}
-	jobs, _ = g.slurm.Jobs(context.Background())
+	// the epilog's: the ended job, the jobs on burst nodes, the held entries'
+	g.slurm.SetJobs(slurm.Job{ID: 5, State: "COMPLETED", Account: "nlp", Nodes: "l4-1"}, j)
+	if jobs, err = ac.View(context.Background(), g.slurm, true, 5); err != nil {
+		t.Fatal(err)
+	}
 	h.Epilog(context.Background(), 5, "l4-1", jobs)
 	if j, _ := g.slurm.Job(6); j.Reason == "JobHeldAdmin" {
 		t.Fatalf("not released at the other job's end: %+v (calls %v)", j, g.slurm.Calls())
 	}
 }
 
-// TestResumeReadsOnlyItsJobs: without admission control a resume reads
-// only the jobs of its resume file (a small answer however long the
-// queue); with it, every job (admission counts what the others hold).
+// TestResumeReadsOnlyItsJobs: a resume reads only the jobs of its resume
+// file (a small answer however long the queue); with admission control
+// also the jobs holding burst nodes and its admissions' (admit.View), here
+// none but job 7: never the queue.
 func TestResumeReadsOnlyItsJobs(t *testing.T) {
 	queue := []slurm.Job{l4Job(7, "l4-1", 1)}
 	for id := uint32(100); id < 600; id++ {
@@ -144,9 +153,12 @@ func TestResumeReadsOnlyItsJobs(t *testing.T) {
 	if r := g.slurm.JobReads(); len(r) != 1 || !slices.Equal(r[0], []uint32{7}) {
 		t.Errorf("Jobs calls %v, want one for job 7", r)
 	}
-	g = admitRig(t, nil, func(c *config.Config) { c.Budgets = []config.Budget{{Account: "nlp", MonthlyUSD: 1000}} }, queue...)
-	g.resume(t, "l4-1", rf7)
-	if r := g.slurm.JobReads(); len(r) == 0 || r[0] != nil {
-		t.Errorf("Jobs calls %v with a budget, want every job first", r)
+	zero := func(context.Context, string) (sizerapi.AccountSpend, error) { return sizerapi.AccountSpend{}, nil }
+	g = admitRig(t, zero, func(c *config.Config) { c.Budgets = []config.Budget{{Account: "nlp", MonthlyUSD: 1000}} }, queue...)
+	if out := g.resume(t, "l4-1", rf7); len(out.Launched) != 1 {
+		t.Fatalf("with a budget: outcome %+v", out)
+	}
+	if r := g.slurm.JobReads(); len(r) != 1 || !slices.Equal(r[0], []uint32{7}) {
+		t.Errorf("Jobs calls %v with a budget, want one for job 7", r)
 	}
 }

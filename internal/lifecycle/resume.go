@@ -40,13 +40,14 @@ type Resumer struct {
 	// Intents journals a launch intent before each CreateFleet (may be nil).
 	Intents func(sizerapi.LaunchIntent) error
 
-	jobs    []slurm.Job // Slurm's view of every job, read once per resume
+	jobs    []slurm.Job // Slurm's view of the jobs resumed for (and admission's: admit.View), read once per resume
 	jobsErr error
 }
 
 // Admitter is admission control as the lifecycle uses it (*admit.Controller).
 type Admitter interface {
 	Admit(ctx context.Context, need admit.Need, jobs []slurm.Job) (admit.Decision, error)
+	View(ctx context.Context, sl admit.Reader, withHeld bool, ids ...uint32) ([]slurm.Job, error)
 	Adjust(jobID uint32, priceUSD float64) error
 	Forget(jobID uint32) error
 	Applies(account, user string) bool
@@ -166,8 +167,9 @@ func (r *Resumer) plan(ctx context.Context, nodes []string, rf *slurm.ResumeFile
 	jobs := map[uint32]*slurm.Job{}
 	if len(ids) > 0 {
 		if r.Admit != nil && r.Admit.Configured() {
-			// every job: admission control counts what the others hold
-			r.jobs, r.jobsErr = r.Slurm.Jobs(ctx)
+			// and what admission control counts: the jobs on burst nodes
+			// and its entries' (admit.View), not the queue
+			r.jobs, r.jobsErr = r.Admit.View(ctx, r.Slurm, false, ids...)
 		} else {
 			// only the jobs resumed for: a small answer however long the queue
 			r.jobs, r.jobsErr = r.Slurm.Jobs(ctx, ids...)

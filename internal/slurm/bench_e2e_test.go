@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/admit"
 	"github.com/burst-hpc/burst/internal/slurm"
 	"github.com/burst-hpc/burst/internal/slurm/rest"
 	"github.com/burst-hpc/burst/test/harness"
@@ -119,11 +121,13 @@ func benchSizes(b *testing.B) []int {
 
 // benchPerResumedNode measures the Slurm calls burst makes for one resumed
 // node (resume's job lookup, the prolog wait, the release at job end with
-// its warm-reuse scan) and for one spot notice (the jobs on the node),
-// through each backend, at each queue length of benchSizes on the same
-// cluster in the same run (the queue grows between them; each size has a
-// job of its own on a node of its own), and the old client's way at the
-// first size. Each burst hook is its own process, so each detects the
+// its warm-reuse scan), the same with admission control configured
+// (admit.View in each hook, resumed-node-admission, and the way it read
+// before, every job in each hook, resumed-node-admission-every-job) and
+// for one spot notice (the jobs on the node), through each backend, at
+// each queue length of benchSizes on the same cluster in the same run (the
+// queue grows between them; each size has a job of its own on a node of
+// its own), and the old client's way at the first size. Each burst hook is its own process, so each detects the
 // version (scontrol --version; slurmrestd's ping), counted. Node updates
 // and the spot notice's signal and requeue are left out. Prints one
 // slurm-traffic line per figure, with ratios against the first size.
@@ -140,15 +144,21 @@ func benchPerResumedNode(b *testing.B, c *harness.Cluster, bin, release, version
 		if i == 0 {
 			benchOld(b, c, bin, release, id)
 		}
+		ac := benchAdmission(b, id)
 		for _, backend := range backends {
-			for _, what := range []string{"resumed-node", "spot-notice"} {
+			for _, what := range []string{"resumed-node", "resumed-node-admission", "resumed-node-admission-every-job", "spot-notice"} {
 				var t tally
 				b.Run(fmt.Sprintf("%s/queued=%d/%s/%s", release, n, what, backend), func(b *testing.B) {
 					t = tally{}
 					for range b.N {
-						if what == "resumed-node" {
-							resumedNode(b, c, backend, id, node, &t)
-						} else {
+						switch what {
+						case "resumed-node":
+							resumedNode(b, c, backend, id, node, nil, false, &t)
+						case "resumed-node-admission":
+							resumedNode(b, c, backend, id, node, ac, false, &t)
+						case "resumed-node-admission-every-job":
+							resumedNode(b, c, backend, id, node, ac, true, &t)
+						default:
 							spotNotice(b, c, backend, id, node, &t)
 						}
 					}
@@ -241,21 +251,66 @@ func benchOld(b *testing.B, c *harness.Cluster, bin, release string, id uint32) 
 	})
 }
 
+// benchAdmission is admission control as compose wires it for the
+// cluster's nodes (gpu-[1-6], big-1), a GPU limit on the benchmark's
+// account, and an admissions file in which the running job is admitted.
+func benchAdmission(b *testing.B, id uint32) *admit.Controller {
+	dir := b.TempDir()
+	doc := fmt.Sprintf(`{"version":1,"entries":[{"job_id":%d,"account":"root","user":"root","gpus":1,"nodes":1,"state":"admitted","at":%q}]}`,
+		id, time.Now().UTC().Format(time.RFC3339))
+	if err := os.WriteFile(filepath.Join(dir, admit.FileName), []byte(doc), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	nodes := []string{"big-1"}
+	for i := 1; i <= 6; i++ {
+		nodes = append(nodes, fmt.Sprintf("gpu-%d", i))
+	}
+	return admit.New(admit.Options{Dir: dir, Limits: []admit.Limit{{Account: "root", MaxGPUs: 64}}, Nodes: nodes,
+		Owned: func(n string) bool { return strings.HasPrefix(n, "gpu-") || n == "big-1" }})
+}
+
 // resumedNode makes the calls of one resumed node through backend, each
 // hook its own process: burst-resume's job lookup, the prolog wait
 // (prologPolls node polls, the job checked every 5th), burst-suspend as
 // EpilogSlurmctld (the node, then lifecycle.waitingJobs' warm-reuse scan).
-func resumedNode(b *testing.B, c *harness.Cluster, backend string, id uint32, node string, t *tally) {
+// With admission control (ac), burst-resume, the prolog and the epilog each
+// read admission's view (admit.View; the epilog's with the held entries'
+// jobs), or every job with everyJob (what they read before).
+func resumedNode(b *testing.B, c *harness.Cluster, backend string, id uint32, node string, ac *admit.Controller, everyJob bool, t *tally) {
 	ctx := context.Background()
 	process := func() slurm.Client { // each burst hook is its own process
 		slurm.ForgetVersion()
 		return newBackendDetecting(b, c, backend, t.add, &rest.Detections{})
 	}
+	view := func(cl slurm.Client, withHeld bool) {
+		var js []slurm.Job
+		var err error
+		if everyJob {
+			js, err = cl.Jobs(ctx)
+		} else {
+			js, err = ac.View(ctx, cl, withHeld, id)
+		}
+		if err != nil || !slices.ContainsFunc(js, func(j slurm.Job) bool { return j.ID == id }) {
+			b.Fatalf("admission's view (every job: %v) = %d jobs without job %d, %v", everyJob, len(js), id, err)
+		}
+		if !everyJob {
+			var in []string
+			for _, j := range js {
+				in = append(in, fmt.Sprintf("%d:%s", j.ID, j.State))
+			}
+			b.Logf("admission's view (with held entries: %v): %s", withHeld, strings.Join(in, " "))
+		}
+	}
 	cl := process() // burst-resume
-	if js, err := cl.Jobs(ctx, id); err != nil || len(js) != 1 {
+	if ac != nil {
+		view(cl, false)
+	} else if js, err := cl.Jobs(ctx, id); err != nil || len(js) != 1 {
 		b.Fatalf("Jobs(%d) = %v, %v", id, js, err)
 	}
 	cl = process() // burst-resume as PrologSlurmctld
+	if ac != nil {
+		view(cl, false)
+	}
 	for i := range prologPolls {
 		if i%5 == 4 {
 			if _, err := cl.JobStates(ctx, slurm.JobFilter{IDs: []uint32{id}}); err != nil {
@@ -267,6 +322,9 @@ func resumedNode(b *testing.B, c *harness.Cluster, backend string, id uint32, no
 		}
 	}
 	cl = process() // burst-suspend as EpilogSlurmctld
+	if ac != nil {
+		view(cl, true)
+	}
 	if _, err := cl.Nodes(ctx, node); err != nil {
 		b.Fatal(err)
 	}

@@ -57,16 +57,14 @@ func (p *Pool) observe(jobs []slurm.Job, now time.Time) int {
 	return n
 }
 
-// noteStarts tells Options.Started of the jobs seen started for the first
-// time (p.mu held). A start is warm when no node of the job booted for it:
+// noteStarts tells the class's forecast (its miss feedback) and
+// Options.Started of the jobs seen started for the first time (p.mu held).
+// A start is warm when no node of the job booted for it:
 // each node's slurmd started before the job was submitted, or in the same
 // second (Slurm's slurmd_start_time and submit_time, whole seconds), or, where Slurm does not say, the node
 // was seen up and idle at a pass between one interval before the
 // submission and the start.
 func (p *Pool) noteStarts(jobs []slurm.Job, now time.Time) {
-	if p.o.Started == nil {
-		return
-	}
 	listed := map[uint32]bool{}
 	for _, j := range jobs {
 		listed[j.ID] = true
@@ -102,7 +100,12 @@ func (p *Pool) noteStarts(jobs []slurm.Job, now time.Time) {
 			evidence = append(evidence, fmt.Sprintf("%s:slurmd_start=%s,last_idle=%s", n, p.slurmdStart[n].Format(time.TimeOnly), p.lastIdle[n].Format(time.TimeOnly)))
 		}
 		p.log().Debug("job start", "job", j.ID, "class", cl.Name, "warm", warmStart, "submit", j.SubmitTime, "start", j.StartTime, "nodes", strings.Join(evidence, " "))
-		p.o.Started(cl.Name, warmStart, max(0, j.StartTime.Sub(j.SubmitTime)))
+		if f := p.fc[cl.Name]; f != nil {
+			f.Outcome(warmStart)
+		}
+		if p.o.Started != nil {
+			p.o.Started(cl.Name, warmStart, max(0, j.StartTime.Sub(j.SubmitTime)))
+		}
 	}
 	for id, at := range p.started {
 		if !listed[id] && now.Sub(at) > 24*time.Hour {

@@ -125,7 +125,7 @@ func (p *Pool) planClass(ctx context.Context, cl *config.Class, nodes []slurm.No
 
 	p.powerUp(ctx, &cp, down, now)
 	p.powerDown(ctx, &cp)
-	p.log().Info("warm pool", "class", cl.Name, "rate_per_h", cp.Plan.RatePerHour, "want", cp.Plan.Want, "cap_nodes", cp.Plan.CapNodes,
+	p.log().Info("warm pool", "class", cl.Name, "rate_per_h", cp.Plan.RatePerHour, "quantile", cp.Plan.Quantile, "miss_rate", cp.Plan.MissRate, "want", cp.Plan.Want, "cap_nodes", cp.Plan.CapNodes,
 		"target", cp.Plan.Target, "warm", len(cp.Warm), "booting", len(cp.Booting), "lingering", len(cp.Lingering), "taken", strings.Join(cp.Taken, ","), "adopted", strings.Join(cp.Adopted, ","), "dropped", strings.Join(cp.Dropped, ","), "powered_up", strings.Join(cp.PoweredUp, ","),
 		"powered_down", strings.Join(cp.PoweredDown, ","), "price_usd_h", price, "cap_usd_day", cl.WarmUSDPerDay, "err", cp.Err)
 	return cp

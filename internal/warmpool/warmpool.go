@@ -54,7 +54,7 @@ type Options struct {
 	Log       *slog.Logger
 	Now       func() time.Time
 	// Started, when set, is told of each job seen running for the first
-	// time: its class, whether every node it runs on was up and idle at the
+	// time (the class's forecast is told too, for its miss feedback): its class, whether every node it runs on was up and idle at the
 	// pass before (a warm start: the wait is Slurm's scheduling), and its
 	// wait (start - submit, whole seconds as Slurm records them).
 	Started func(class string, warm bool, wait time.Duration)
@@ -115,7 +115,7 @@ func New(o Options) (*Pool, error) {
 	}
 	w := o.Config.Warm
 	p := &Pool{o: o, fc: map[string]*forecast.Forecast{}, seen: map[uint32]time.Time{}, idleSince: map[string]time.Time{}, owned: map[string]time.Time{}, lastIdle: map[string]time.Time{}, slurmdStart: map[string]time.Time{}, started: map[uint32]time.Time{},
-		params: forecast.Params{HalfLife: w.HalfLife.Duration, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: w.LeadTime.Duration}.WithDefaults()}
+		params: forecast.Params{HalfLife: w.HalfLife.Duration, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, FixedQuantile: w.FixedQuantile, LeadTime: w.LeadTime.Duration}.WithDefaults()}
 	if w.ProfileWeight == 0 {
 		p.params.ProfileWeight = 0 // burst.yaml's 0 means recent rate only (Params' zero means its default)
 	}

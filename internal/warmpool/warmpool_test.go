@@ -334,6 +334,11 @@ func TestPoolReportsStarts(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("starts %+v, want %+v", got, want)
 	}
+	// the forecast's miss feedback heard the same starts: a warm one, then
+	// a cold one, each weighing (1 - 0.95) / 10 = 0.005: 0.005 x 1
+	if m := p.Plans()[0].Plan.MissRate; math.Abs(m-0.005) > 1e-12 {
+		t.Errorf("miss rate after a warm and a cold start %g, want 0.005", m)
+	}
 	// where Slurm gives slurmd's start time it decides: a3's slurmd started
 	// in job 4's submission second (warm), a4's 20 s after job 5's (cold)
 	got = nil
@@ -345,6 +350,10 @@ func TestPoolReportsStarts(t *testing.T) {
 	p.Tick(context.Background())
 	if want := []start{{"a10", true, time.Second}, {"a10", false, 21 * time.Second}}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("starts by slurmd start %+v, want %+v", got, want)
+	}
+	// warm: 0.005 x 0.995 = 0.004975; cold: 0.004975 + 0.005 x 0.995025 = 0.009950125
+	if m := p.Plans()[0].Plan.MissRate; math.Abs(m-0.009950125) > 1e-12 {
+		t.Errorf("miss rate after four starts %g, want 0.009950125", m)
 	}
 }
 

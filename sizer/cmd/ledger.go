@@ -241,9 +241,15 @@ func releaseLoop(ctx context.Context, st *settings, srv *server.Server, interval
 		}
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := srv.Store().Fence(pctx) // releasing is leader-only work
-		var jobs []slurm.Job
+		var jobs, lost []slurm.Job
 		if err == nil {
-			jobs, err = sl.Jobs(pctx)
+			// the held jobs of the admissions, and the jobs holding burst
+			// nodes (admit.View); then the held jobs without an entry
+			jobs, err = ac.View(pctx, sl, true)
+		}
+		if err == nil {
+			lost, err = ac.HeldWithoutEntry(pctx, sl)
+			jobs = append(jobs, lost...)
 		}
 		if err == nil {
 			_, err = ac.ReleaseHeld(pctx, jobs, sl)

@@ -92,7 +92,9 @@ var (
 	warmSpendDesc  = prometheus.NewDesc("burst_warm_spend_rate_usd_per_day", "What the class's idle warm nodes cost a day at the pool's price (at most warm_usd_per_day).", []string{"class"}, nil)
 	warmCapUSDDesc = prometheus.NewDesc("burst_warm_cap_usd_per_day", "The class's warm_usd_per_day.", []string{"class"}, nil)
 	warmErrorsDesc = prometheus.NewDesc("burst_warm_plan_error", "1 when the class's last pass failed (see the log).", []string{"class"}, nil)
-	warmAllDescs   = []*prometheus.Desc{warmTargetDesc, warmWantDesc, warmCapDesc, warmIdleDesc, warmBootDesc, warmRateDesc, warmPriceDesc, warmSpendDesc, warmCapUSDDesc, warmErrorsDesc}
+	warmQDesc      = prometheus.NewDesc("burst_warm_quantile", "The quantile of one boot's demand the class's target keeps (warm.quantile, raised while more of its jobs than 1-quantile find no warm node).", []string{"class"}, nil)
+	warmMissDesc   = prometheus.NewDesc("burst_warm_miss_rate", "The class's recent share of jobs that found no warm node (EWMA over about 10/(1-quantile) jobs).", []string{"class"}, nil)
+	warmAllDescs   = []*prometheus.Desc{warmTargetDesc, warmWantDesc, warmCapDesc, warmIdleDesc, warmBootDesc, warmRateDesc, warmPriceDesc, warmSpendDesc, warmCapUSDDesc, warmErrorsDesc, warmQDesc, warmMissDesc}
 )
 
 type warmCollector struct{ p *warmpool.Pool }
@@ -114,6 +116,8 @@ func (c warmCollector) Collect(ch chan<- prometheus.Metric) {
 		g(warmIdleDesc, float64(len(cp.Warm)))
 		g(warmBootDesc, float64(len(cp.Booting)))
 		g(warmRateDesc, cp.Plan.RatePerHour)
+		g(warmQDesc, cp.Plan.Quantile)
+		g(warmMissDesc, cp.Plan.MissRate)
 		g(warmPriceDesc, cp.PriceUSD)
 		g(warmSpendDesc, 24*cp.PriceUSD*float64(len(cp.Warm)+len(cp.Booting)))
 		g(warmCapUSDDesc, cp.CapUSDPerDay)

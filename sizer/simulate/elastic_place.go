@@ -70,6 +70,7 @@ func (e *elastic) place(js *jobState) {
 		if js.firstStart < 0 && !js.counted {
 			js.counted = true
 			e.tl.warmStarts++
+			e.outcome(cl, true)
 		}
 		e.start(js)
 		e.evalPool(cl)
@@ -103,6 +104,7 @@ func (e *elastic) place(js *jobState) {
 		default:
 			e.tl.warmStarts++
 		}
+		e.outcome(cl, launched == 0 && claimed == 0)
 	}
 	if js.pending == 0 {
 		e.start(js)
@@ -183,6 +185,14 @@ func (e *elastic) claimNodes(js *jobState, cl *classPool, need int, spotOK bool)
 	}
 	cl.compactAhead()
 	return len(js.nodes) - warm
+}
+
+// outcome tells the class's forecast whether a job's first start found
+// every node warm (the miss feedback of internal/warmpool/forecast).
+func (e *elastic) outcome(cl *classPool, warm bool) {
+	if e.warmOn && cl.fc != nil {
+		cl.fc.Outcome(warm)
+	}
 }
 
 func (e *elastic) launch(off Plan, cl *classPool) *node {

@@ -32,7 +32,7 @@ func ExampleCommand() {
 	//          burst    $11.09         19.76       18.50        1.26        0.00      2.0m  2.0m  2.0m           0%         6        100%           0          $0.22     +83.0%           +71.4%
 	//
 	// 4 jobs over 0.2 days; GPU model a10g; boot fixed 2.0m; idle timeout 10.0m; warm window 2.0m; checkpoint 30.0m (on notice: false); interruptions advisor; spot dry 0% per pool, 1 zone(s); on-demand after 3 interruptions without progress; avoid interrupted pool false; seed 1
-	// burst warm pool: 0.95-quantile of Poisson node demand in one 2.0m lead time; rate = 0.50 x hour-of-week profile + 0.50 x recent rate (half-life 30.0m); cap $100 per class per day; scheduling delay 2s
+	// burst warm pool: 0.95-quantile (raised while a class's misses exceed 0.05) of Poisson node demand in one 2.0m lead time; rate = 0.50 x hour-of-week profile + 0.50 x recent rate (half-life 30.0m); cap $100 per class per day; scheduling delay 2s
 	// static cluster: 1 x g5.48xlarge (95%-ile of concurrent GPU demand), FIFO with greedy backfill
 	// error: <nil>
 }

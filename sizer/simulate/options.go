@@ -204,6 +204,7 @@ func (o Options) withDefaults() Options {
 type WarmOptions struct {
 	Disabled      bool          // no warm pool: the reuse window only (burst before issue 19)
 	Quantile      float64       // q: share of one boot's node demand kept warm (0.95)
+	FixedQuantile bool          // no miss feedback: the target is always the q-quantile
 	HalfLife      time.Duration // recent-rate half-life (30 min)
 	ProfileWeight float64       // weight of the hour-of-week profile (0.5); negative means 0
 	CapUSDPerDay  float64       // per-class hard cap on the pool's spend; negative means 0 (no pool)
@@ -216,7 +217,7 @@ func (w WarmOptions) params(o Options) forecast.Params {
 	if lead == 0 {
 		lead = o.BootMedian
 	}
-	return forecast.Params{HalfLife: w.HalfLife, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, LeadTime: lead}.WithDefaults()
+	return forecast.Params{HalfLife: w.HalfLife, ProfileWeight: w.ProfileWeight, Quantile: w.Quantile, FixedQuantile: w.FixedQuantile, LeadTime: lead}.WithDefaults()
 }
 
 func (o Options) schedDelay() float64 { return max(o.SchedDelay, 0).Seconds() }

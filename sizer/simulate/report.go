@@ -36,8 +36,12 @@ func WriteTable(w io.Writer, r Result) error {
 		r.Jobs, r.SpanHours/24, a.GPUModel, boot, dur(a.IdleTimeoutS), dur(a.WarmWindowS), ckptText(a.CheckpointS), a.CheckpointOnNotice,
 		a.Interruptions, 100*a.SpotDryProb, a.Zones, a.MaxSpotInterruptions, a.AvoidInterruptedPool, a.Seed)
 	if a.WarmPool {
-		fmt.Fprintf(w, "burst warm pool: %.2f-quantile of Poisson node demand in one %s lead time; rate = %.2f x hour-of-week profile + %.2f x recent rate (half-life %s); cap $%s per class per day; scheduling delay %s\n",
-			a.WarmQuantile, dur(a.WarmLeadTimeS), a.WarmProfileWeight, 1-a.WarmProfileWeight, dur(a.WarmHalfLifeS), num(a.WarmCapUSDPerDay), dur(a.SchedDelayS))
+		fb := "fixed"
+		if a.WarmMissFeedback {
+			fb = "raised while a class's misses exceed " + fmt.Sprintf("%.2f", 1-a.WarmQuantile)
+		}
+		fmt.Fprintf(w, "burst warm pool: %.2f-quantile (%s) of Poisson node demand in one %s lead time; rate = %.2f x hour-of-week profile + %.2f x recent rate (half-life %s); cap $%s per class per day; scheduling delay %s\n",
+			a.WarmQuantile, fb, dur(a.WarmLeadTimeS), a.WarmProfileWeight, 1-a.WarmProfileWeight, dur(a.WarmHalfLifeS), num(a.WarmCapUSDPerDay), dur(a.SchedDelayS))
 	} else {
 		fmt.Fprintf(w, "burst warm pool: off; scheduling delay %s\n", dur(a.SchedDelayS))
 	}

@@ -97,6 +97,7 @@ type Assumptions struct {
 	SchedDelayS          float64 `json:"sched_delay_s"`
 	WarmPool             bool    `json:"warm_pool"`
 	WarmQuantile         float64 `json:"warm_quantile"`
+	WarmMissFeedback     bool    `json:"warm_miss_feedback"` // the quantile is raised while a class's misses exceed 1-q
 	WarmHalfLifeS        float64 `json:"warm_half_life_s"`
 	WarmProfileWeight    float64 `json:"warm_profile_weight"`
 	WarmLeadTimeS        float64 `json:"warm_lead_time_s"`
@@ -150,6 +151,7 @@ func Run(ctx context.Context, opts Options, jobs []trace.Job) (Result, error) {
 	if !o.Warm.Disabled {
 		wp := o.Warm.params(o)
 		res.Assumptions.WarmPool, res.Assumptions.WarmQuantile, res.Assumptions.WarmHalfLifeS = true, wp.Quantile, wp.HalfLife.Seconds()
+		res.Assumptions.WarmMissFeedback = !wp.FixedQuantile
 		res.Assumptions.WarmProfileWeight, res.Assumptions.WarmLeadTimeS, res.Assumptions.WarmCapUSDPerDay = wp.ProfileWeight, wp.LeadTime.Seconds(), o.Warm.capUSD()
 	}
 	policies := o.Policies

@@ -44,13 +44,15 @@ type SweepRow struct {
 	IdleWaitP50S       float64 `json:"idle_timeout_wait_p50_s"`
 	BurstWaitP95S      float64 `json:"burst_wait_p95_s"`
 	IdleWaitP95S       float64 `json:"idle_timeout_wait_p95_s"`
+	BurstWaitP99S      float64 `json:"burst_wait_p99_s"`
+	IdleWaitP99S       float64 `json:"idle_timeout_wait_p99_s"`
 	BurstWarmStarts    float64 `json:"burst_warm_start_share"`
 	BurstPoolCostUSD   float64 `json:"burst_warm_pool_cost_usd"`
 	BurstLostGPUHours  float64 `json:"burst_lost_gpu_hours"`
 	BurstInterruptions int     `json:"burst_interruptions"`
 	BurstSpotShare     float64 `json:"burst_spot_gpu_hour_share"` // of billed GPU-hours
 	BurstWins          bool    `json:"burst_cheaper"`
-	// BurstWaitsNoLonger: burst's p50 and p95 waits are at most
+	// BurstWaitsNoLonger: burst's p50, p95 and p99 waits are each at most
 	// idle-timeout's.
 	BurstWaitsNoLonger bool `json:"burst_waits_no_longer"`
 }
@@ -185,7 +187,8 @@ func runSweep(ctx context.Context, jobs []trace.Job, tasks []sweepTask, rows []S
 
 // fill sets the row's burst figures from its run.
 func (row *SweepRow) fill(p PolicyResult) {
-	row.BurstCostUSD, row.BurstWaitP50S, row.BurstWaitP95S, row.BurstLostGPUHours, row.BurstInterruptions = p.CostUSD, p.WaitP50S, p.WaitP95S, p.LostGPUHours, p.Interruptions
+	row.BurstCostUSD, row.BurstLostGPUHours, row.BurstInterruptions = p.CostUSD, p.LostGPUHours, p.Interruptions
+	row.BurstWaitP50S, row.BurstWaitP95S, row.BurstWaitP99S = p.WaitP50S, p.WaitP95S, p.WaitP99S
 	if p.GPUHoursBilled > 0 {
 		row.BurstSpotShare = p.SpotGPUHours / p.GPUHoursBilled
 	}
@@ -198,18 +201,19 @@ func (row *SweepRow) fill(p PolicyResult) {
 // compare sets the row's idle-timeout figures (its boot median's run) and
 // how burst compares.
 func (row *SweepRow) compare(it PolicyResult) {
-	row.IdleTimeoutCostUSD, row.IdleWaitP50S, row.IdleWaitP95S = it.CostUSD, it.WaitP50S, it.WaitP95S
+	row.IdleTimeoutCostUSD = it.CostUSD
+	row.IdleWaitP50S, row.IdleWaitP95S, row.IdleWaitP99S = it.WaitP50S, it.WaitP95S, it.WaitP99S
 	if it.CostUSD > 0 {
 		row.SavingsPct = 100 * (it.CostUSD - row.BurstCostUSD) / it.CostUSD
 	}
 	row.BurstWins = row.BurstCostUSD < it.CostUSD
-	row.BurstWaitsNoLonger = row.BurstWaitP50S <= it.WaitP50S && row.BurstWaitP95S <= it.WaitP95S
+	row.BurstWaitsNoLonger = row.BurstWaitP50S <= it.WaitP50S && row.BurstWaitP95S <= it.WaitP95S && row.BurstWaitP99S <= it.WaitP99S
 }
 
 // WriteSweep prints the sweep as a table.
 func WriteSweep(w io.Writer, rows []SweepRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "boot\tinterruptions\tcheckpoint\twarm cap/day\twarm q\tburst USD\tidle-timeout USD\tsavings\tburst wait p50\tp95\tidle-timeout p50\tp95\twarm starts\twarm pool USD\tlost GPU-h\tinterrupts\tspot GPU-h\tcheaper\twaits\t")
+	fmt.Fprintln(tw, "boot\tinterruptions\tcheckpoint\twarm cap/day\twarm q\tburst USD\tidle-timeout USD\tsavings\tburst wait p50\tp95\tp99\tidle-timeout p50\tp95\tp99\twarm starts\twarm pool USD\tlost GPU-h\tinterrupts\tspot GPU-h\tcheaper\twaits\t")
 	for _, r := range rows {
 		win := "burst"
 		if !r.BurstWins {
@@ -223,8 +227,8 @@ func WriteSweep(w io.Writer, rows []SweepRow) error {
 		if r.WarmCapUSDPerDay >= 0 {
 			wc, wq = money(r.WarmCapUSDPerDay), fmt.Sprintf("%.2f", r.WarmQuantile)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f%%\t%s\t%s\t%s\t%s\t%.0f%%\t%s\t%s\t%d\t%.0f%%\t%s\t%s\t\n", dur(r.BootMedianS), r.Interruptions, ckptText(r.CheckpointS), wc, wq,
-			money(r.BurstCostUSD), money(r.IdleTimeoutCostUSD), r.SavingsPct, dur(r.BurstWaitP50S), dur(r.BurstWaitP95S), dur(r.IdleWaitP50S), dur(r.IdleWaitP95S),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%s\t%s\t%d\t%.0f%%\t%s\t%s\t\n", dur(r.BootMedianS), r.Interruptions, ckptText(r.CheckpointS), wc, wq,
+			money(r.BurstCostUSD), money(r.IdleTimeoutCostUSD), r.SavingsPct, dur(r.BurstWaitP50S), dur(r.BurstWaitP95S), dur(r.BurstWaitP99S), dur(r.IdleWaitP50S), dur(r.IdleWaitP95S), dur(r.IdleWaitP99S),
 			100*r.BurstWarmStarts, money(r.BurstPoolCostUSD), num(r.BurstLostGPUHours), r.BurstInterruptions, 100*r.BurstSpotShare, win, waits)
 	}
 	if err := tw.Flush(); err != nil {

@@ -148,3 +148,44 @@ func TestWarmPoolSpendWithinCap(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmPoolMissFeedback works the miss feedback by hand (forecast's
+// equations; each first start weighs a = (1 - 0.95) / 10 = 0.005 in the
+// miss rate m, and once m > 0.05 the quantile kept is 1 - 0.0025 / m; the
+// target is 1 when the mean of one 2-minute boot exceeds -ln q).
+//
+//   - Jobs 1-12 come alone, 10 hours apart: each finds r = 2 ln 2 = 1.386
+//     nodes/h (mean 0.0462, below -ln 0.95 = 0.0513 and, after 11 misses,
+//     below -ln 0.953398 = 0.0477): target 0, all cold. Job 12's miss
+//     makes m = 1 - 0.995^12 = 0.058378, quantile 0.957175, threshold
+//     0.043769, below its mean: the pool launches a node, which nobody
+//     takes (the mean falls below the threshold 2.3 minutes later; it is
+//     released after 2 idle minutes). With a fixed 0.95 nothing is
+//     launched.
+//   - Job 13 comes 2 h after job 12: r = 1.386 (1 + 2^-4) = 1.4729 (mean
+//     0.049096). It launches its own node (its 13th miss: m = 0.063086,
+//     quantile 0.960371, threshold 0.040435): the feedback's target is 1
+//     and the pool launches a node, up 2 min later; it stays while the
+//     mean is above 0.040435, for 8.4 minutes. With a fixed 0.95 the
+//     target stays 0.
+//   - Job 14, 3 minutes after job 13, takes that node: a warm start. With
+//     the quantile fixed it launches (cold, 120 s). It is the last
+//     submission: the pool drains and launches no replacement.
+func TestWarmPoolMissFeedback(t *testing.T) {
+	var jobs []trace.Job
+	for i := range 12 {
+		jobs = append(jobs, job(float64(i)*36000, 600, 1))
+	}
+	t13 := 11*36000.0 + 7200
+	jobs = append(jobs, job(t13, 600, 1), job(t13+180, 600, 1))
+	o := warmOptions(t)
+	b := run(t, o, jobs...)[PolicyBurst]
+	if b.WarmStarts != 1 || b.ColdStarts != 13 || b.PoolLaunches != 2 {
+		t.Errorf("with the feedback: warm %d cold %d pool launches %d; want 1, 13, 2", b.WarmStarts, b.ColdStarts, b.PoolLaunches)
+	}
+	o.Warm.FixedQuantile = true
+	b = run(t, o, jobs...)[PolicyBurst]
+	if b.WarmStarts != 0 || b.ColdStarts != 14 || b.PoolLaunches != 0 {
+		t.Errorf("quantile fixed: warm %d cold %d pool launches %d; want 0, 14, 0", b.WarmStarts, b.ColdStarts, b.PoolLaunches)
+	}
+}

@@ -32,8 +32,8 @@
 //	JobStates(node)  GET jobs, filtered            GET jobs/state/, then        same
 //	                                               GET job/{id} of non-pending
 //	JobStates(state) GET jobs, filtered            GET jobs/, filtered          same
-//	JobStates(node or Max, no ids): the fallback when configured (squeue filters
-//	                 and bounds them; slurmrestd would send every job), else as above
+//	JobStates(node, state or Max, no ids): the fallback when configured (squeue
+//	                 filters and bounds them; slurmrestd would send every job), else as above
 //	Nodes(names)     GET node/{name} each          GET node/{name} each         same
 //	UpdateNodes      none: fallback                POST node/{name}, nodes/     same
 //	Requeue          none: fallback                none: fallback               GET job/{id}/requeue

@@ -59,9 +59,9 @@ func (c *Client) jobsByID(ctx context.Context, a *api, ids []uint32) ([]slurm.Jo
 }
 
 // JobStates implements slurm.Client. slurmrestd filters jobs by nothing but
-// ID, so without IDs a node filter or Max goes to the command-line fallback
-// when one is configured (squeue filters and sorts: a small answer however
-// long the queue); otherwise:
+// ID, so without IDs a node or state filter or Max goes to the command-line
+// fallback when one is configured (squeue filters and sorts: a small answer
+// however long the queue); otherwise:
 //   - with IDs: GET job/{id} per id;
 //   - with a node filter (24.05+): GET jobs/state/ names the jobs past
 //     PENDING (a pending job has no nodes), then GET job/{id} for each of
@@ -74,11 +74,11 @@ func (c *Client) JobStates(ctx context.Context, f slurm.JobFilter) ([]slurm.JobS
 	if err != nil {
 		return nil, fmt.Errorf("reading job states: %w", err)
 	}
-	if len(f.IDs) == 0 && (f.Max > 0 || len(f.Nodes) > 0) && c.o.Fallback != nil {
+	if len(f.IDs) == 0 && (f.Max > 0 || len(f.Nodes) > 0 || len(f.States) > 0) && c.o.Fallback != nil {
 		// slurmrestd answers these only with every job (or, for a node,
 		// every job's state): squeue filters and bounds them
 		var out []slurm.JobState
-		err := c.fallback("reading job states by node or the highest priority", a, "filters jobs by nothing but ID",
+		err := c.fallback("reading job states by node, state or the highest priority", a, "filters jobs by nothing but ID",
 			func(fb slurm.Client) (err error) { out, err = fb.JobStates(ctx, f); return err })
 		return out, err
 	}

@@ -89,6 +89,8 @@ type State struct {
 // Plan is one decision for one class.
 type Plan struct {
 	RatePerHour float64  // the forecast lambda (nodes per hour)
+	Quantile    float64  // the quantile kept (Forecast.Quantile: q, raised while jobs are missed)
+	MissRate    float64  // the class's recent share of jobs that found no warm node
 	Want        int      // Poisson quantile before the cap
 	CapNodes    int      // the cap in nodes
 	Target      int      // min(Want, CapNodes)
@@ -105,8 +107,8 @@ type Plan struct {
 // cancels booting) pool nodes above the cap at once. capNodes is CapNodes of
 // the class's cap and price.
 func Decide(f *Forecast, now time.Time, capNodes int, s State) Plan {
-	p := Plan{RatePerHour: f.Rate(now), CapNodes: max(capNodes, 0)}
-	p.Want = PoissonQuantile(p.RatePerHour*f.p.LeadTime.Hours(), f.p.Quantile)
+	p := Plan{RatePerHour: f.Rate(now), Quantile: f.Quantile(), MissRate: f.MissRate(), CapNodes: max(capNodes, 0)}
+	p.Want = PoissonQuantile(p.RatePerHour*f.p.LeadTime.Hours(), p.Quantile)
 	p.Target = min(p.Want, p.CapNodes)
 	p.Capped = p.Want > p.CapNodes
 	booting := max(s.Booting, 0)

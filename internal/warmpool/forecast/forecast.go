@@ -15,6 +15,9 @@
 //	              bin(t) has been seen once)
 //	target        S = min { s : P(N <= s) >= q },  N ~ Poisson(lambda(t) * L)
 //	              (q = Quantile, L = LeadTime: one boot)
+//	miss feedback m <- m + a (x - m) per job's first start (x = 1 when it found no warm
+//	              node), a = (1-q)/10; while m > 1-q the target keeps q' = 1 - (1-q)^2/m
+//	              instead of q (Outcome, Quantile)
 //	cap           S <= floor(cap_usd_per_day / (24 h * price per node-hour))
 //
 // S is the q-quantile of the nodes the class will be asked for during one
@@ -53,6 +56,9 @@ type Params struct {
 	// LeadTime is L, how long a replacement takes to come up: one boot
 	// (default 2 min).
 	LeadTime time.Duration
+	// FixedQuantile turns the miss feedback off: the target is always the
+	// Quantile of the Poisson demand, however many jobs the pool misses.
+	FixedQuantile bool
 	// MinIdle is how long a warm node stays up at least before it may be
 	// released when the forecast drops (default LeadTime, and never below
 	// EC2's 60 s billing minimum): it keeps the pool from churning on the
@@ -128,6 +134,10 @@ type Forecast struct {
 	v    float64
 	last time.Time
 	init bool
+
+	// miss feedback: the EWMA of the share of jobs that found no warm node
+	// (Outcome), over about missWindow outcomes; 0 until the first one
+	miss float64
 
 	// hour-of-week profile (nodes per hour), learned at hour rollovers
 	prof    [hoursPerWeek]float64
@@ -265,9 +275,47 @@ func (f *Forecast) Rate(t time.Time) float64 {
 }
 
 // Target is the number of nodes to keep warm at t, before any cap: the
-// Quantile of Poisson(Rate(t) x LeadTime).
+// Quantile() of Poisson(Rate(t) x LeadTime).
 func (f *Forecast) Target(t time.Time) int {
-	return PoissonQuantile(f.Rate(t)*f.p.LeadTime.Hours(), f.p.Quantile)
+	return PoissonQuantile(f.Rate(t)*f.p.LeadTime.Hours(), f.Quantile())
+}
+
+// missWindow is how many outcomes the miss rate is averaged over, in units
+// of 1/(1-q): at q = 0.95 about 200 jobs, among which 10 misses are what
+// the pool aims at, enough to tell a miss rate of 1-q from one twice it.
+const missWindow = 10
+
+// Outcome records whether a job of the class found every node it asked for
+// warm (up and idle: it waited only for Slurm's scheduling) or had to wait
+// for at least part of a boot (a miss).
+func (f *Forecast) Outcome(warm bool) {
+	a := (1 - f.p.Quantile) / missWindow
+	x := 0.0
+	if !warm {
+		x = 1
+	}
+	f.miss += a * (x - f.miss)
+}
+
+// MissRate is the recent share of the class's jobs that found no warm node
+// (the EWMA of Outcome's misses; 0 before the first outcome).
+func (f *Forecast) MissRate() float64 { return f.miss }
+
+// Quantile is the quantile the target keeps: Params.Quantile q while the
+// jobs the pool misses are no more than the 1-q it aims at, and above q by
+// the factor the misses exceed it: 1 - (1-q) x (1-q)/m for a miss rate m,
+// at most 1 - (1-q)^2 (m = 1). The Poisson model assumes arrivals
+// independent at the forecast rate; a class whose jobs come in bursts
+// (several within one boot) is missed more often than 1-q, and the
+// feedback widens its target until its misses come down (the cap still
+// bounds what that costs). With FixedQuantile it is always q.
+func (f *Forecast) Quantile() float64 {
+	q := f.p.Quantile
+	tail := 1 - q
+	if f.p.FixedQuantile || f.miss <= tail {
+		return q
+	}
+	return 1 - tail*tail/f.miss
 }
 
 // Snapshot is a forecast's learned state, for keeping it across restarts.
@@ -279,12 +327,13 @@ type Snapshot struct {
 	Hour     int64     `json:"hour"`  // absolute hour being counted (Unix seconds / 3600)
 	Count    float64   `json:"count"` // nodes asked for in it so far
 	Observed bool      `json:"observed"`
+	MissRate float64   `json:"miss_rate"` // Outcome's EWMA of misses (0 in a file from before the feedback)
 }
 
 // Snapshot returns the forecast's state.
 func (f *Forecast) Snapshot() Snapshot {
 	return Snapshot{Rate: f.v, Last: f.last, Profile: append([]float64(nil), f.prof[:]...), Seen: append([]bool(nil), f.seen[:]...),
-		Hour: f.hour, Count: f.count, Observed: f.init && f.started}
+		Hour: f.hour, Count: f.count, Observed: f.init && f.started, MissRate: f.miss}
 }
 
 // Restore replaces the forecast's state (its parameters stay). A state
@@ -300,7 +349,10 @@ func (f *Forecast) Restore(s Snapshot) error {
 			return fmt.Errorf("restoring a forecast: value %d is %g", i, v)
 		}
 	}
-	f.v, f.last, f.hour, f.count = s.Rate, s.Last, s.Hour, s.Count
+	if !(s.MissRate >= 0 && s.MissRate <= 1) {
+		return fmt.Errorf("restoring a forecast: miss rate %g is not a share in [0,1]", s.MissRate)
+	}
+	f.v, f.last, f.hour, f.count, f.miss = s.Rate, s.Last, s.Hour, s.Count, s.MissRate
 	copy(f.prof[:], s.Profile)
 	copy(f.seen[:], s.Seen)
 	f.init, f.started = s.Observed, s.Observed

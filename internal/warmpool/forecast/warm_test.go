@@ -2,6 +2,7 @@ package forecast
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -265,5 +266,93 @@ func TestStateRoundTrip(t *testing.T) {
 	bad.Profile[3] = math.NaN()
 	if err := g.Restore(bad); err == nil {
 		t.Error("NaN restored")
+	}
+}
+
+// The miss feedback, with expectations worked by hand: each outcome weighs
+// a = (1 - q) / 10 = 0.005 at q = 0.95, so after n misses from none the
+// rate is 1 - 0.995^n, and the quantile kept is 1 - 0.05^2 / m once m
+// passes 0.05.
+func TestMissFeedback(t *testing.T) {
+	f := NewForecast(Params{Quantile: 0.95})
+	if q := f.Quantile(); q != 0.95 {
+		t.Fatalf("quantile before any outcome %g, want 0.95", q)
+	}
+	for range 10 {
+		f.Outcome(false)
+	}
+	// 1 - 0.995^10 = 0.048890: not yet above 1 - q
+	near(t, "miss rate after 10 misses", f.MissRate(), 0.0488899, 1e-6)
+	if q := f.Quantile(); q != 0.95 {
+		t.Errorf("quantile at a miss rate below 0.05: %g, want 0.95", q)
+	}
+	f.Outcome(false)
+	// 1 - 0.995^11 = 0.0536458; 1 - 0.0025 / 0.0536458 = 0.953398
+	near(t, "miss rate after 11 misses", f.MissRate(), 0.0536458, 1e-6)
+	near(t, "quantile after 11 misses", f.Quantile(), 0.953398, 1e-6)
+	for range 2000 {
+		f.Outcome(false)
+	}
+	// m = 1 - 0.995^2011 = 0.999958: the quantile nears 1 - 0.05^2 = 0.9975
+	near(t, "quantile when every job is missed", f.Quantile(), 0.9974999, 1e-6)
+	g := NewForecast(Params{Quantile: 0.95, HalfLife: time.Hour, ProfileWeight: -1, LeadTime: time.Hour})
+	g.Observe(monday, 1) // r = 1 / tau = ln 2 per hour
+	at := monday
+	mean := g.Rate(at) * 1 // lead time 1 h
+	near(t, "mean", mean, math.Ln2, 1e-9)
+	// ln 2 = 0.6931: P(0) = 0.5, P(<=1) = 0.8466, P(<=2) = 0.9667, P(<=3) = 0.99443, P(<=4) = 0.99924
+	if got := g.Target(at); got != 2 {
+		t.Errorf("target at q 0.95 and mean ln 2: %d, want 2", got)
+	}
+	for range 2011 {
+		g.Outcome(false)
+	}
+	if got := g.Target(at); got != 4 {
+		t.Errorf("target at q 0.9975 and mean ln 2: %d, want 4", got)
+	}
+	if p := Decide(g, at, 10, State{}); p.Want != 4 || math.Abs(p.Quantile-0.9974999) > 1e-6 || p.Launch != 4 {
+		t.Errorf("plan %+v, want 4 wanted and launched at quantile 0.9975", p)
+	}
+	// hits bring it back: m = 0.999958 x 0.995^n falls to 0.05 after
+	// ln(0.05 / 0.999958) / ln 0.995 = 597.6 outcomes
+	for range 597 {
+		g.Outcome(true)
+	}
+	if q := g.Quantile(); q == 0.95 {
+		t.Errorf("quantile back to 0.95 after 597 hits (miss rate %g, want just above 0.05)", g.MissRate())
+	}
+	g.Outcome(true)
+	if q := g.Quantile(); q != 0.95 {
+		t.Errorf("quantile after 598 hits %g (miss rate %g), want 0.95", q, g.MissRate())
+	}
+	// FixedQuantile: misses change nothing
+	h := NewForecast(Params{Quantile: 0.95, FixedQuantile: true})
+	for range 500 {
+		h.Outcome(false)
+	}
+	if q := h.Quantile(); q != 0.95 || h.MissRate() < 0.9 {
+		t.Errorf("fixed quantile %g (miss rate %g), want 0.95", q, h.MissRate())
+	}
+}
+
+func TestMissRateSnapshot(t *testing.T) {
+	f := NewForecast(Params{})
+	f.Observe(monday, 1)
+	for range 30 {
+		f.Outcome(false)
+	}
+	s := f.Snapshot()
+	g := NewForecast(Params{})
+	if err := g.Restore(s); err != nil {
+		t.Fatal(err)
+	}
+	if g.MissRate() != f.MissRate() || g.Quantile() != f.Quantile() {
+		t.Errorf("restored miss rate %g / quantile %g, want %g / %g", g.MissRate(), g.Quantile(), f.MissRate(), f.Quantile())
+	}
+	for _, bad := range []float64{-0.1, 1.5, math.NaN()} {
+		s.MissRate = bad
+		if err := g.Restore(s); err == nil || !strings.Contains(err.Error(), "miss rate") {
+			t.Errorf("restoring miss rate %g: %v, want an error naming it", bad, err)
+		}
 	}
 }
