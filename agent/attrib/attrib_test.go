@@ -1,6 +1,7 @@
 package attrib
 
 import (
+	"bufio"
 	"errors"
 	"os"
 	"os/exec"
@@ -111,12 +112,26 @@ func FuzzParseEnviron(f *testing.F) {
 // no job's by default (the claim is forgeable: an attack on the usage
 // figures of another user's job) and that job's only with AllowEnviron.
 func TestResolverRealProcess(t *testing.T) {
-	cmd := exec.Command("sleep", "30")
+	// The child says when it runs and then blocks reading its stdin, with
+	// no further exec: until a forked child's exec, its environ is the
+	// test's own, and during an exec it reads empty (both flaked under load).
+	cmd := exec.Command("sh", "-c", "echo ready; read x")
 	cmd.Env = append(os.Environ(), "SLURM_JOB_ID=4242")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("waiting for the child to start: %v", err)
+	}
 	var strict Resolver
 	if got, err := strict.JobOf(cmd.Process.Pid); !errors.Is(err, ErrNoJob) {
 		t.Fatalf("cgroup only: JobOf(child claiming job 4242) = %d, %v; want ErrNoJob", got, err)
