@@ -118,18 +118,6 @@ func newRig(t *testing.T, nodeFlags ...string) *rig {
 
 type nopSQS struct{ SQS }
 
-// checkpointOnSignal is job 7 answering its checkpoint signal: once the
-// handler has signalled it, its marker appears, dated now.
-func (r *rig) checkpointOnSignal() {
-	for !has(r.sl.Calls(), "signal 7 USR1 batch") {
-		time.Sleep(time.Millisecond)
-	}
-	dir := interruption.CheckpointDir(r.root, 7)
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(interruption.MarkerPath(dir, 0), []byte("step=3\n"), 0o644)
-	os.Chtimes(interruption.MarkerPath(dir, 0), r.cl.Now(), r.cl.Now())
-}
-
 func spot(id string) ec2events.Event {
 	return ec2events.Event{ID: "e-1", Kind: ec2events.SpotInterruption, Account: "123456789012", Region: "us-east-1", Time: t0, InstanceID: id, Action: "terminate"}
 }

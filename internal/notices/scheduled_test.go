@@ -79,7 +79,7 @@ func (s *statusList) ScheduledEvents(context.Context) ([]ec2events.StatusEvent, 
 // (Fence) neither lists nor acts.
 func TestPollerScheduled(t *testing.T) {
 	r := newRig(t)
-	go r.checkpointOnSignal()
+	r.checkpointWhenSignalled()
 	health := retirement(inst)
 	ret := ec2events.StatusEvent{InstanceID: inst, EventID: "instance-event-0123456789abcdef0", Code: health.Code,
 		Description: "The instance is running on degraded hardware", NotBefore: health.NotBefore, NotAfter: health.NotAfter}
