@@ -2,6 +2,7 @@ package ec2events
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 )
@@ -135,9 +136,10 @@ type StatusEvent struct {
 	NotBefore, NotAfter time.Time
 }
 
-// statusCodes are the event codes DescribeInstanceStatus gives EC2's
-// scheduled events (EC2 API Reference, InstanceStatusEvent).
-var statusCodes = map[string]bool{"instance-retirement": true, "instance-stop": true, "instance-reboot": true, "system-reboot": true, "system-maintenance": true}
+// StatusCodes are the event codes DescribeInstanceStatus gives EC2's
+// scheduled events (EC2 API Reference, InstanceStatusEvent): the EC2
+// provider asks for these, FromStatus accepts only these.
+var StatusCodes = []string{"instance-reboot", "instance-retirement", "instance-stop", "system-maintenance", "system-reboot"}
 
 // FromStatus is a DescribeInstanceStatus event as the Event its AWS Health
 // form parses to (Kind Scheduled, the same code and window), so both
@@ -149,7 +151,7 @@ func FromStatus(se StatusEvent) (Event, error) {
 	switch {
 	case !instanceRe.MatchString(se.InstanceID):
 		return Event{}, bad("InstanceId", "%q is not an instance id", clip(se.InstanceID))
-	case !statusCodes[se.Code]:
+	case !slices.Contains(StatusCodes, se.Code):
 		return Event{}, bad("Events.Code", "%q is not one of EC2's scheduled events burst acts on", clip(se.Code))
 	case se.NotBefore.IsZero():
 		return Event{}, bad("Events.NotBefore", "missing")

@@ -10,10 +10,6 @@ import (
 	"github.com/burst-hpc/burst/internal/ec2events"
 )
 
-// scheduledCodes are the event codes of EC2's scheduled events (EC2 API
-// Reference, InstanceStatusEvent).
-var scheduledCodes = []string{"instance-reboot", "instance-retirement", "instance-stop", "system-maintenance", "system-reboot"}
-
 // ScheduledEvents lists the scheduled events of the account's running
 // instances in the region (DescribeInstanceStatus filtered by event code,
 // so only instances with one come back, whatever the fleet's size); the
@@ -21,7 +17,7 @@ var scheduledCodes = []string{"instance-reboot", "instance-retirement", "instanc
 // too (their descriptions say so: ec2events.FromStatus).
 func (p *Provider) ScheduledEvents(ctx context.Context) ([]ec2events.StatusEvent, error) {
 	pg := ec2.NewDescribeInstanceStatusPaginator(p.api, &ec2.DescribeInstanceStatusInput{
-		Filters: []types.Filter{{Name: aws.String("event.code"), Values: scheduledCodes}}})
+		Filters: []types.Filter{{Name: aws.String("event.code"), Values: ec2events.StatusCodes}}})
 	var out []ec2events.StatusEvent
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
