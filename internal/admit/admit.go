@@ -138,14 +138,13 @@ type Options struct {
 	Dir string // state directory
 	// Shared, when set, holds the admissions instead of the file in Dir.
 	Shared Shared
-	// Cluster names this cluster's entries in a Shared document: only
-	// they are pruned against this cluster's Slurm jobs; other clusters'
-	// entries count against the budgets and limits they share.
+	// Cluster is this cluster's cluster.name. In a Shared document it
+	// names this cluster's entries: only they are pruned against this
+	// cluster's Slurm jobs; other clusters' entries count against the
+	// budgets and limits they share. The admissions file (one cluster's)
+	// names none. What each job was charged is read by
+	// sizerapi.JobKey(cluster, job).
 	Cluster string
-	// Home is this cluster's cluster.name, the ledger's name for the
-	// jobs of entries without a Cluster (the admissions file one cluster
-	// keeps): what each job was charged is read by sizerapi.JobKey.
-	Home    string
 	Budgets map[string]Budget
 	Limits  []Limit
 	// DefaultTimeLimit is the reservation's time for a job without a time
@@ -250,7 +249,7 @@ func (c *Controller) Admit(ctx context.Context, need Need, jobs []slurm.Job) (De
 		return Decision{Admitted: true}, nil
 	}
 	hours := c.hours(need.TimeLimit)
-	e := Entry{Cluster: c.o.Cluster, JobID: need.JobID, Account: need.Account, User: need.User, GPUs: need.GPUs, Nodes: need.Nodes,
+	e := Entry{Cluster: c.mine(), JobID: need.JobID, Account: need.Account, User: need.User, GPUs: need.GPUs, Nodes: need.Nodes,
 		PriceUSD: need.PriceUSD, Hours: hours, ReserveUSD: need.PriceUSD * hours}
 	var d Decision
 	var spends map[string]spendResult

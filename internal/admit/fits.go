@@ -32,7 +32,7 @@ func (c *Controller) usage(l Limit, es []Entry, jobs []slurm.Job) (gpus, nodes i
 		if e.State == StateHeld || !l.matches(e.Account, e.User) {
 			continue
 		}
-		if e.Cluster == c.o.Cluster { // another cluster's job ids are not Slurm's here
+		if e.Cluster == c.mine() { // another cluster's job ids are not Slurm's here
 			have[e.JobID] = true
 		}
 		gpus += e.GPUs
@@ -115,7 +115,7 @@ func (c *Controller) fits(e Entry, others []Entry, jobs []slurm.Job, spends map[
 		why := fmt.Sprintf("%sthe spend of account %s cannot be known now (%v); its jobs wait until it can (budgets[].on_unknown: %s)", HeldPrefix, e.Account, trim(sp.err.Error(), 160), orHold(b.OnUnknown))
 		return b.OnUnknown == "allow", why, true
 	}
-	committed := sp.s.SpentUSD + reserved(e.Account, others, sp.s.Jobs, c.o.Home)
+	committed := sp.s.SpentUSD + reserved(e.Account, others, sp.s.Jobs, c.o.Cluster)
 	if committed+e.ReserveUSD > b.CapUSD+1e-9 {
 		return false, fmt.Sprintf("%saccount %s has $%.2f of its $%.2f monthly budget spent or reserved; this job reserves $%.2f ($%.4f/h x %s); it starts when the budget allows",
 			HeldPrefix, e.Account, committed, b.CapUSD, e.ReserveUSD, e.PriceUSD, hoursText(e.Hours)), false

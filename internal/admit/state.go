@@ -73,6 +73,15 @@ func Reserved(es []Entry, account string, charged map[string]float64, home strin
 	return reserved(account, es, charged, home)
 }
 
+// mine is the Cluster of this cluster's entries: its name in a Shared
+// document, none in the admissions file.
+func (c *Controller) mine() string {
+	if c.o.Shared == nil {
+		return ""
+	}
+	return c.o.Cluster
+}
+
 func (c *Controller) read() ([]Entry, error) {
 	if c.o.Shared != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -110,7 +119,7 @@ func (c *Controller) update(ctx context.Context, f func(es, foreign []Entry, now
 	apply := func(old []byte) ([]byte, bool, error) {
 		var mine, foreign []Entry
 		for _, e := range decode(old) {
-			if e.Cluster == c.o.Cluster {
+			if e.Cluster == c.mine() {
 				mine = append(mine, e)
 			} else {
 				foreign = append(foreign, e)

@@ -44,7 +44,7 @@ func (c *Controller) View(ctx context.Context, sl Reader, withHeld bool, ids ...
 	}
 	mine := map[uint32]Entry{}
 	for _, e := range es {
-		if e.Cluster == c.o.Cluster {
+		if e.Cluster == c.mine() {
 			mine[e.JobID] = e
 		}
 	}
@@ -106,7 +106,7 @@ func (c *Controller) HeldWithoutEntry(ctx context.Context, sl Reader) ([]slurm.J
 	}
 	entered := map[uint32]bool{}
 	for _, e := range es {
-		if e.Cluster == c.o.Cluster {
+		if e.Cluster == c.mine() {
 			entered[e.JobID] = true
 		}
 	}

@@ -46,7 +46,7 @@ func SharedAdmissions(cfg *config.Config) bool { return cfg.Sizer.Store.Driver =
 // AdmissionOn is Admission over shared admissions (nil: the file), whose
 // entries are this cluster's (cluster.name).
 func AdmissionOn(cfg *config.Config, spend admit.SpendFunc, log *slog.Logger, shared admit.Shared) *admit.Controller {
-	o := admit.Options{Dir: cfg.Sizer.StateDir, Shared: shared, Home: cfg.Cluster.Name, Budgets: map[string]admit.Budget{}, DefaultTimeLimit: cfg.Accounting.DefaultTimeLimit.Duration,
+	o := admit.Options{Dir: cfg.Sizer.StateDir, Shared: shared, Cluster: cfg.Cluster.Name, Budgets: map[string]admit.Budget{}, DefaultTimeLimit: cfg.Accounting.DefaultTimeLimit.Duration,
 		Spend: spend, Log: log, Owned: func(n string) bool { _, ok := cfg.ClassOfNode(n); return ok }, Nodes: burstNodes(cfg)}
 	for _, b := range cfg.Budgets {
 		ob := b.OnUnknown
@@ -54,9 +54,6 @@ func AdmissionOn(cfg *config.Config, spend admit.SpendFunc, log *slog.Logger, sh
 			ob = config.OnUnknownHold
 		}
 		o.Budgets[b.Account] = admit.Budget{CapUSD: b.MonthlyUSD, OnUnknown: ob}
-	}
-	if shared != nil {
-		o.Cluster = cfg.Cluster.Name
 	}
 	for _, l := range cfg.Limits {
 		o.Limits = append(o.Limits, admit.Limit{Account: l.Account, User: l.User, MaxGPUs: l.MaxGPUs, MaxNodes: l.MaxNodes})

@@ -52,7 +52,7 @@ func TestLedgerAPI(t *testing.T) {
 		t.Fatalf("spend %+v", sp)
 	}
 	// an admitted job of nlp reserved $5: it counts until it ends
-	ac := admit.New(admit.Options{Dir: f.dir, Home: "test", Budgets: map[string]admit.Budget{"nlp": {CapUSD: 10}}, Now: f.clk.Now,
+	ac := admit.New(admit.Options{Dir: f.dir, Cluster: "test", Budgets: map[string]admit.Budget{"nlp": {CapUSD: 10}}, Now: f.clk.Now,
 		Spend: func(context.Context, string) (sizerapi.AccountSpend, error) { return sp, nil }})
 	if d, err := ac.Admit(ctx, admit.Need{JobID: 9, Account: "nlp", GPUs: 1, Nodes: 1, PriceUSD: 1.25, TimeLimit: 4 * time.Hour},
 		[]slurm.Job{{ID: 9, State: "CONFIGURING", Account: "nlp"}}); err != nil || !d.Admitted {

@@ -68,7 +68,7 @@ func TestTwoClustersJobsChargedApart(t *testing.T) {
 	// third job's $8 does not fit
 	clock := func() time.Time { return now }
 	ctl := func(st *store.Store, cluster string, spent sizerapi.AccountSpend) *admit.Controller {
-		return admit.New(admit.Options{Shared: st, Cluster: cluster, Home: cluster, Now: clock, Budgets: map[string]admit.Budget{"nlp": {CapUSD: 23}},
+		return admit.New(admit.Options{Shared: st, Cluster: cluster, Now: clock, Budgets: map[string]admit.Budget{"nlp": {CapUSD: 23}},
 			Spend: func(context.Context, string) (sizerapi.AccountSpend, error) { return spent, nil }})
 	}
 	need := func(id uint32) admit.Need {
