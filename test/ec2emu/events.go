@@ -76,6 +76,9 @@ type EventRecord struct {
 	Status    string // "unmatched", "pending", "delivered", "dropped", "no-queue"
 	Copies    int    // messages delivered (2 for a duplicate)
 	DeliverAt time.Time
+	// Deliveries holds when each copy is (or was) due, one entry per
+	// copy; with Jitter each copy has its own time.
+	Deliveries []time.Time
 }
 
 // AddEventRule adds a rule; the returned func removes it. Several rules may
@@ -123,6 +126,7 @@ func (s *Server) Events() []EventRecord {
 	for _, e := range s.events {
 		c := *e
 		c.Event.Resources = slices.Clone(e.Event.Resources)
+		c.Deliveries = slices.Clone(e.Deliveries)
 		out = append(out, c)
 	}
 	return out
@@ -199,6 +203,7 @@ func (s *Server) route(e Event, body string, now time.Time) {
 			for range copies {
 				d := delay + jitter(s.rng, r.Jitter)
 				rec.DeliverAt = now.Add(d)
+				rec.Deliveries = append(rec.Deliveries, rec.DeliverAt)
 				s.after(d, func() {
 					s.mu.Lock()
 					defer s.mu.Unlock()
@@ -208,6 +213,9 @@ func (s *Server) route(e Event, body string, now time.Time) {
 				})
 			}
 			continue
+		}
+		for range copies {
+			rec.Deliveries = append(rec.Deliveries, rec.DeliverAt)
 		}
 		if r.Delay <= 0 {
 			s.deliver(rec, copies)

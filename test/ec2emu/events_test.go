@@ -202,3 +202,34 @@ func TestEventRulesDelayDropDuplicateAndFilter(t *testing.T) {
 		t.Errorf("%d events dropped, want the 4 state changes", dropped)
 	}
 }
+
+// A jittered duplicate records each copy's own due time, within the jitter
+// after the event: the record of what EventBridge did, which fault tests
+// read to show that a later event overtook an earlier one.
+func TestEventRuleJitterRecordsEveryCopy(t *testing.T) {
+	s, c := start(t, ec2emu.Options{TimeScale: 1000, BootDelay: -1, ShutdownDelay: -1})
+	if _, err := s.AddEventRule(ec2emu.EventRule{Name: "j", Queue: "j", DuplicateFraction: 1, Jitter: 20 * time.Second, DetailTypes: []string{ec2emu.DetailStateChange}}); err != nil {
+		t.Fatal(err)
+	}
+	id := launch1(t, c, false)
+	waitState(t, c, id, "running")
+	n := 0
+	for _, e := range s.Events() {
+		if e.Rule != "j" {
+			continue
+		}
+		n++
+		at, _ := time.Parse(time.RFC3339, e.Event.Time)
+		if len(e.Deliveries) != 2 {
+			t.Fatalf("%s: %d delivery times recorded, want one per copy (2)", e.Event.Detail.State, len(e.Deliveries))
+		}
+		for _, d := range e.Deliveries {
+			if d.Before(at.Add(-time.Second)) || d.After(at.Add(21*time.Second)) {
+				t.Errorf("%s happened %v, copy due %v: outside the 20 s jitter", e.Event.Detail.State, at, d)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no state change reached the rule")
+	}
+}
