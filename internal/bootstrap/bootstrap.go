@@ -44,6 +44,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/statefile"
 	"github.com/burst-hpc/burst/internal/userdata"
 )
@@ -66,8 +67,8 @@ const (
 	StepMunge          = "munge"
 	StepMount          = "mount"
 	StepCheckpointRoot = "checkpoint-root"
-	StepSlurmd         = "slurmd"
-	StepRegister       = "register"
+	StepSlurmd         = sizerapi.PhaseSlurmd
+	StepRegister       = sizerapi.PhaseRegister
 	StepAgent          = "agent"
 )
 

@@ -54,7 +54,7 @@ func RecordStart(ctx context.Context, cfg *config.Config, sl Slurm, rec HistoryR
 	j := js[0]
 	run := sizerapi.JobStart{Job: sizerapi.Job{JobID: fmt.Sprint(jobID), JobName: j.Name, User: j.User, Account: j.Account, Class: cl.Name,
 		GPUModel: cl.GPUModel, GPUsPerNode: cl.GPUsPerNode, Nodes: len(nodes), Comment: jobmeta.Combine(j.Comment, j.Extra)},
-		NodeList: nodelist, Start: now, Restarts: int(j.RestartCount)}
+		NodeList: nodelist, Start: now, Restarts: int(j.RestartCount), Submit: j.SubmitTime}
 	if n := j.GPUsPerNode(); n > 0 {
 		run.GPUsPerNode = int(n)
 	}

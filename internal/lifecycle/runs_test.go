@@ -1,14 +1,18 @@
 package lifecycle
 
 import (
+	"context"
 	"os"
 	"os/user"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/slurm"
+	"github.com/burst-hpc/burst/internal/slurm/slurmfake"
 )
 
 func TestOutputPaths(t *testing.T) {
@@ -65,5 +69,32 @@ func TestFindMarker(t *testing.T) {
 		if _, err := findMarker(out, "root"); err == nil || !strings.Contains(err.Error(), "owned by uid 12345") {
 			t.Errorf("read another user's file: %v", err)
 		}
+	}
+}
+
+// startRecorder keeps what RecordStart sends.
+type startRecorder struct{ starts []sizerapi.JobStart }
+
+func (r *startRecorder) JobStarted(_ context.Context, s sizerapi.JobStart) error {
+	r.starts = append(r.starts, s)
+	return nil
+}
+func (r *startRecorder) JobEnded(context.Context, sizerapi.JobEnd) error { return nil }
+
+// TestRecordStartSendsSubmitTime: the job's start carries Slurm's submit
+// time (the start of its wait on the dashboard) and the prolog's now.
+func TestRecordStartSendsSubmitTime(t *testing.T) {
+	cfg := demoConfig(t)
+	node := cfg.Classes[0].Name + "-1"
+	submit := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	now := submit.Add(97 * time.Second)
+	sl := slurmfake.New([]slurm.Job{{ID: 42, Name: "ft", User: "ann", Account: "nlp", State: "CONFIGURING", Nodes: node, SubmitTime: submit}}, nil)
+	rec := &startRecorder{}
+	RecordStart(context.Background(), cfg, sl, rec, 42, node, now, nil)
+	if len(rec.starts) != 1 {
+		t.Fatalf("starts sent: %+v", rec.starts)
+	}
+	if s := rec.starts[0]; !s.Submit.Equal(submit) || !s.Start.Equal(now) || s.JobID != "42" {
+		t.Errorf("start sent: submit %v start %v job %s; want %v, %v, 42", s.Submit, s.Start, s.JobID, submit, now)
 	}
 }

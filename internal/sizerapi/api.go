@@ -15,7 +15,7 @@
 //	POST /v1/route                  route     RouteRequest -> sizing.Decision
 //	POST /v1/reports                node      ReportBatch -> ReportResult (idempotent by instance+node+seq)
 //	POST /v1/interruptions          node      Interruption -> {}
-//	POST /v1/boots                  node      BootReport -> {} (metrics only)
+//	POST /v1/boots                  node      BootReport -> {} (metrics; the boot's times split the jobs' waits)
 //	POST /v1/instances/launch       admin     InstanceEvent -> {}
 //	POST /v1/instances/terminate    admin     InstanceEvent (instance_id, time) -> {}
 //	POST /v1/jobs/start             admin     JobStart -> {} (every job that starts on a burst node: PrologSlurmctld)

@@ -14,6 +14,10 @@ const (
 	PhaseEC2 = "ec2-pending-to-bootstrap"
 	// PhaseTotal is the bootstrap from start to end.
 	PhaseTotal = "bootstrap-total"
+	// PhaseSlurmd ends when slurmd has started (after the boot guard);
+	// PhaseRegister ends when slurmctld sees the node registered.
+	PhaseSlurmd   = "slurmd"
+	PhaseRegister = "register"
 )
 
 // BootReport is how one node booted, phase by phase; burst-agent bootstrap
@@ -34,4 +38,24 @@ type BootPhase struct {
 	Seconds float64 `json:"seconds"`
 	Skipped bool    `json:"skipped,omitempty"`
 	Failed  bool    `json:"failed,omitempty"`
+}
+
+// End is when the named bootstrap step ended, on the node's clock: Started
+// plus the steps up to and including it (they run one after another); false
+// when the report has no such step or it failed or was skipped.
+func (b BootReport) End(step string) (time.Time, bool) {
+	if b.Started.IsZero() {
+		return time.Time{}, false
+	}
+	t := b.Started
+	for _, ph := range b.Phases {
+		if ph.Name == PhaseEC2 || ph.Name == PhaseTotal {
+			continue // not steps: before the start, and the whole
+		}
+		t = t.Add(time.Duration(ph.Seconds * float64(time.Second)))
+		if ph.Name == step {
+			return t, !ph.Failed && !ph.Skipped
+		}
+	}
+	return time.Time{}, false
 }

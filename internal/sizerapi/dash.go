@@ -68,6 +68,9 @@ type FleetClass struct {
 	// and nothing wrong: the Fleet page counts them rather than list them.
 	PoweredDown int         `json:"powered_down"`
 	Nodes       []FleetNode `json:"nodes"`
+	// Waits are the waits of the class's jobs (in scope) that started in
+	// the last day, as users felt them (JobWait.TotalS).
+	Waits WaitStats `json:"waits"`
 }
 
 // FleetStateCount is how many of a class's nodes are in one Slurm state.
@@ -204,6 +207,41 @@ type JobRow struct {
 	Checkpoints      int               `json:"checkpoints"`
 	Decision         *JobDecision      `json:"decision,omitempty"`
 	InterruptionList []JobInterruption `json:"interruption_list,omitempty"`
+	// Wait is what the job waited from its submission to its start (its
+	// latest attempt's); nil until burst recorded both.
+	Wait *JobWait `json:"wait,omitempty"`
+}
+
+// JobWait is a job's wait from Slurm's submit time to the start burst
+// recorded (PrologSlurmctld, once its nodes are ready), split by what the
+// job waited for: Queue is the time no node of its was booting (Slurm's
+// queue, burst's launch, and from the node's registration to the start),
+// Boot the time the node it waited for last was booting (from its launch
+// to slurmd's start) and Registration the time slurmd took to register
+// with slurmctld. The three add up to the total. The node waited for is
+// the one that registered last; without its boot report (BootReport
+// false) Boot runs from its launch to the start and holds the
+// registration.
+type JobWait struct {
+	Submitted     time.Time `json:"submitted"`
+	Started       time.Time `json:"started"`
+	TotalS        float64   `json:"total_s"`
+	QueueS        float64   `json:"queue_s"`
+	BootS         float64   `json:"boot_s"`
+	RegistrationS float64   `json:"registration_s"`
+	// Node is the node waited for last ("" when none of its nodes had an
+	// instance of burst's recorded: the whole wait is queue).
+	Node       string `json:"node,omitempty"`
+	BootReport bool   `json:"boot_report"`
+}
+
+// WaitStats are the submit-to-start waits of a class's jobs that started
+// since Since (nearest-rank percentiles; Jobs 0: none started).
+type WaitStats struct {
+	Since time.Time `json:"since"`
+	Jobs  int       `json:"jobs"`
+	P50S  float64   `json:"p50_s"`
+	P95S  float64   `json:"p95_s"`
 }
 
 // MoneyView is this month's spend against budgets, per user and per day,

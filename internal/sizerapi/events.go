@@ -31,6 +31,9 @@ type JobStart struct {
 	NodeList string    `json:"node_list,omitempty"` // Slurm hostlist
 	Start    time.Time `json:"start"`
 	Restarts int       `json:"restarts,omitempty"`
+	// Submit is Slurm's submit time of the attempt that starts (Slurm
+	// gives a requeued job a new one): the start of the job's wait.
+	Submit time.Time `json:"submit,omitzero"`
 }
 
 // JobEnd is how a job ended (EpilogSlurmctld).

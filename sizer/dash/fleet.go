@@ -80,6 +80,9 @@ func (s *Source) Fleet(ctx context.Context, sc Scope) (sizerapi.FleetView, error
 		v.Classes = append(v.Classes, fc)
 	}
 	v.HourlyUSD = round4(v.HourlyUSD)
+	if err := s.addWaits(ctx, sc, now, &v); err != nil {
+		return v, err
+	}
 	ints, err := s.o.Store.InterruptionsOf(ctx, now.Add(-24*time.Hour), sc.Account)
 	if err != nil {
 		return v, err

@@ -111,13 +111,17 @@ func (s *Source) rows(ctx context.Context, us []sizerapi.JobUsage, detail bool) 
 	if err != nil {
 		return nil, err
 	}
+	waits, err := s.jobWaits(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	sn := s.slurmState(ctx)
 	out := make([]sizerapi.JobRow, 0, len(us))
 	for _, u := range us {
 		r := sizerapi.JobRow{JobID: u.JobID, JobName: u.JobName, User: u.User, Account: u.Account, Class: u.Class, GPUModel: u.GPUModel,
 			Nodes: u.Nodes, GPUsPerNode: u.GPUsPerNode, Reported: u.Reported, GPUsUsed: u.GPUsUsed,
 			GPUMemReqGiB: round1(float64(u.AllocatedMemMiB()) / 1024), GPUMemUsedGiB: round1(float64(u.PeakMemMiB) / 1024), MeanUtilPct: round1(u.MeanUtilPct),
-			SpendUSD: round4(spend[u.JobID])}
+			SpendUSD: round4(spend[u.JobID]), Wait: waits[u.JobID]}
 		if jr := runs[u.JobID]; jr != nil {
 			r.Instances, r.Started, r.Ended, r.Running = jr.Instances, jr.First, jr.Last, jr.Live > 0
 			r.Requeues = max(jr.Attempts-1, 0)

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/burst-hpc/burst/internal/auth"
 	"github.com/burst-hpc/burst/internal/sizerapi"
+	"github.com/burst-hpc/burst/sizer/store"
 )
 
 // phaseRe bounds the phase label: the bootstrap's step names and the
@@ -17,8 +20,29 @@ var phaseRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
 // maxPhases bounds a report.
 const maxPhases = 32
 
+// maxBootSkew is how far ahead of the sizer's clock a node's may run.
+const maxBootSkew = 5 * time.Minute
+
+// recordBoot stores when a node's bootstrap started, slurmd started and
+// the node registered (the jobs' waits split by them), for a report with a
+// start time from a node credential (its instance).
+func (s *Server) recordBoot(r *http.Request, b sizerapi.BootReport) error {
+	if b.InstanceID == "" || b.Started.IsZero() {
+		return nil
+	}
+	bt := store.Boot{InstanceID: b.InstanceID, Node: b.Node, Started: b.Started}
+	if t, ok := b.End(sizerapi.PhaseSlurmd); ok {
+		bt.Slurmd = t
+		if t, ok := b.End(sizerapi.PhaseRegister); ok {
+			bt.Registered = t
+		}
+	}
+	return s.st.RecordBoot(context.WithoutCancel(r.Context()), bt)
+}
+
 // boot records a node's boot phases (burst_boot_phase_seconds) and logs
-// them, one field per phase.
+// them, one field per phase; a report from a node's credential also
+// stores its boot's times (recordBoot).
 func (s *Server) boot(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
 	var b sizerapi.BootReport
 	if err := decode(r, &b); err != nil {
@@ -47,6 +71,13 @@ func (s *Server) boot(w http.ResponseWriter, r *http.Request, p auth.Principal) 
 		if ph.Seconds < 0 || math.IsNaN(ph.Seconds) || ph.Seconds > 86400 {
 			return nil, badRequest("boot phase %s: %g seconds is not between 0 and a day", ph.Name, ph.Seconds)
 		}
+	}
+	if b.Started.After(s.now().Add(maxBootSkew)) {
+		return nil, badRequest("boot report: the bootstrap started at %s, more than %s after the sizer's clock (%s); is the node's clock synchronised?",
+			b.Started.UTC().Format(time.RFC3339), maxBootSkew, s.now().UTC().Format(time.RFC3339))
+	}
+	if err := s.recordBoot(r, b); err != nil {
+		return nil, err
 	}
 	class := classOfNode(b.Node)
 	attrs := []any{"node", b.Node, "class", class, "instance_id", b.InstanceID, "instance_type", b.InstanceType, "ok", b.OK}

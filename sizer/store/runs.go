@@ -25,17 +25,29 @@ func (s *Store) StartRun(ctx context.Context, key string, r sizerapi.JobStart) e
 		return errors.New("storing job start: job id and key are required")
 	}
 	err := s.tx(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO jobs(cluster, job_id, job_key, user, job_name, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, started) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)
+		// submitted goes with the latest start: a start without one (a
+		// launch for a new attempt) clears it until that attempt's start
+		// is recorded
+		_, err := tx.ExecContext(ctx, `INSERT INTO jobs(cluster, job_id, job_key, user, job_name, account, class, gpu_model, gpus_per_node, nodes, gpu_mem_mib, started, submitted) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(cluster, job_id) DO UPDATE SET job_key=excluded.job_key, user=excluded.user, job_name=excluded.job_name, account=excluded.account,
 class=coalesce(excluded.class, class), gpu_model=coalesce(excluded.gpu_model, gpu_model), gpus_per_node=max(gpus_per_node, excluded.gpus_per_node),
-nodes=max(nodes, excluded.nodes), gpu_mem_mib=max(gpu_mem_mib, excluded.gpu_mem_mib), started=max(coalesce(started, 0), excluded.started)`,
-			s.cluster, r.JobID, key, r.User, r.JobName, r.Account, nullStr(r.Class), nullStr(r.GPUModel), r.GPUsPerNode, max(r.Nodes, 1), r.GPUMemoryMiB, ms(r.Start))
+nodes=max(nodes, excluded.nodes), gpu_mem_mib=max(gpu_mem_mib, excluded.gpu_mem_mib), started=max(coalesce(started, 0), excluded.started),
+submitted=CASE WHEN excluded.started >= coalesce(started, 0) THEN excluded.submitted ELSE submitted END`,
+			s.cluster, r.JobID, key, r.User, r.JobName, r.Account, nullStr(r.Class), nullStr(r.GPUModel), r.GPUsPerNode, max(r.Nodes, 1), r.GPUMemoryMiB, ms(r.Start), nullMS(r.Submit))
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("storing start of job %s: %w", r.JobID, err)
 	}
 	return nil
+}
+
+// nullMS is t in milliseconds, NULL when zero.
+func nullMS(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return ms(t)
 }
 
 func nullStr(s string) any {

@@ -34,7 +34,7 @@ func TestFleetPageGroups(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	now := time.Now().UTC()
-	if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 20, Now: now, Live: 2}); err != nil {
+	if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 20, Now: now, Live: 2, Waits: true}); err != nil {
 		t.Fatal(err)
 	}
 	var nodes []slurm.Node

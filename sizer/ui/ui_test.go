@@ -50,7 +50,7 @@ func newRig(t *testing.T, tls bool) *rig {
 	}
 	t.Cleanup(func() { st.Close() })
 	now := time.Now().UTC()
-	byAcct, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 40, Now: now, Live: 3, JobName: xssName, Comment: xssComment})
+	byAcct, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 40, Now: now, Live: 3, JobName: xssName, Comment: xssComment, Waits: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +201,13 @@ func TestLoginAndPagesMatchTheViews(t *testing.T) {
 		}
 		for _, bad := range uitest.Compare(js, figs) {
 			t.Errorf("%s: %s", p, bad)
+		}
+		// each job's wait, split, and each class's waits are shown
+		for page, key := range map[string]string{"/ui/jobs": `^jobs/\d+/wait/(total|queue|boot|registration)_s$`, "/ui/jobs/1003": `^wait/(total|queue|boot|registration)_s$`,
+			"/ui/fleet": `^classes/\d+/waits/(p50_s|p95_s|jobs)$`} {
+			if p == page && uitest.Count(figs, key) < 3 {
+				t.Errorf("%s shows %d figures of %s", p, uitest.Count(figs, key), key)
+			}
 		}
 		// the XSS attempts render inert: escaped, never as markup
 		for _, evil := range []string{"<script", "<img"} {

@@ -106,6 +106,12 @@ func TestDashboard(t *testing.T) {
 	for _, id := range []string{evalA, evalB, xss, train} {
 		waitJob(t, s, id, 4*time.Minute, "COMPLETED")
 	}
+	// Slurm's submit times (the requeued job's is its last attempt's),
+	// while slurmctld still holds the jobs
+	submits := map[string]time.Time{}
+	for _, id := range []string{evalA, evalB, xss, train} {
+		submits[id] = showJob(t, s, id).Submit
+	}
 	waitJob(t, s, long, time.Minute, "RUNNING")
 	// only the long job's instance is left
 	var longInst ec2emu.Instance
@@ -297,6 +303,7 @@ func TestDashboard(t *testing.T) {
 		if !found {
 			t.Errorf("the fleet view has no node %s", node)
 		}
+		checkClassWaits(t, v, figs)
 		shot(t, "dash-fleet.png")
 	})
 
@@ -340,6 +347,7 @@ func TestDashboard(t *testing.T) {
 		if j := rows[xss]; j == nil || j["job_name"] != xssJobName {
 			t.Errorf("the XSS job: %v", j)
 		}
+		checkJobWaits(t, rows, figs, submits, evalA, evalB)
 		if d, ok := rows[evalA]["decision"].(map[string]any); !ok || d["instance_type"] != "g6.12xlarge" || d["reason"] == "" {
 			t.Errorf("job %s's decision: %v", evalA, rows[evalA]["decision"])
 		}

@@ -35,6 +35,9 @@ type Spec struct {
 	// JobName, when set, names every 7th job (an XSS attempt, say);
 	// Comment is every job's decision comment.
 	JobName, Comment string
+	// Waits adds what a job's wait is split by: its node's boot report,
+	// its run on the node and its start with Slurm's submit time (waits).
+	Waits bool
 }
 
 // Fill writes the data and returns the job ids by account.
@@ -77,13 +80,19 @@ func Fill(ctx context.Context, st *store.Store, sp Spec) (map[string][]string, e
 		}
 		node := fmt.Sprintf("%s-%d", class, 1+i%4)
 		inst := fmt.Sprintf("i-%08x", i)
+		job := sizerapi.Job{JobID: id, JobName: name, User: user, Account: acct, Class: class, GPUModel: "l4", GPUsPerNode: gpus, Nodes: 1, GPUMemoryMiB: 22888, Attempt: 1 + i%11/10}
 		err := st.RecordLaunch(ctx, sizerapi.InstanceEvent{InstanceID: inst, Node: node, InstanceType: typ, Zone: "us-east-1a", Capacity: capacity, Account: acct, Time: start,
-			Job: &sizerapi.Job{JobID: id, JobName: name, User: user, Account: acct, Class: class, GPUModel: "l4", GPUsPerNode: gpus, Nodes: 1, GPUMemoryMiB: 22888, Attempt: 1 + i%11/10}}, price)
+			Job: &job}, price)
 		if err != nil {
 			return nil, err
 		}
 		if !live {
 			if _, err := st.RecordTerminate(ctx, inst, start.Add(dur)); err != nil {
+				return nil, err
+			}
+		}
+		if sp.Waits {
+			if err := waits(ctx, st, i, job, inst, node, start, dur, live); err != nil {
 				return nil, err
 			}
 		}
@@ -117,4 +126,31 @@ func Fill(ctx context.Context, st *store.Store, sp Spec) (map[string][]string, e
 		out[acct] = append(out[acct], id)
 	}
 	return out, nil
+}
+
+// waits records job i's wait: submitted 2-41 s before its instance's
+// launch (start), the node's bootstrap from 30 s after it, slurmd up 45-64 s
+// after it, registered 2 s later, the job started 1 s after that and run
+// to the end of the instance's life (dur) unless live.
+func waits(ctx context.Context, st *store.Store, i int, j sizerapi.Job, inst, node string, start time.Time, dur time.Duration, live bool) error {
+	slurmd := start.Add(time.Duration(45+i%20) * time.Second)
+	registered := slurmd.Add(2 * time.Second)
+	begin := registered.Add(time.Second)
+	if !live && !begin.Before(start.Add(dur)) {
+		return nil
+	}
+	if err := st.RecordBoot(ctx, store.Boot{InstanceID: inst, Node: node, Started: start.Add(30 * time.Second), Slurmd: slurmd, Registered: registered}); err != nil {
+		return err
+	}
+	run := sizerapi.JobRun{JobID: j.JobID, Account: j.Account, User: j.User, Nodes: []string{node}, GPUsPerNode: j.GPUsPerNode, Start: begin}
+	if err := st.RecordRun(ctx, run); err != nil {
+		return err
+	}
+	if !live {
+		run.End = start.Add(dur)
+		if err := st.RecordRun(ctx, run); err != nil {
+			return err
+		}
+	}
+	return st.StartRun(ctx, "dashtest", sizerapi.JobStart{Job: j, Start: begin, Submit: start.Add(-time.Duration(2+i%40) * time.Second)})
 }
