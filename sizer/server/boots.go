@@ -76,8 +76,10 @@ func (s *Server) boot(w http.ResponseWriter, r *http.Request, p auth.Principal) 
 		return nil, badRequest("boot report: the bootstrap started at %s, more than %s after the sizer's clock (%s); is the node's clock synchronised?",
 			b.Started.UTC().Format(time.RFC3339), maxBootSkew, s.now().UTC().Format(time.RFC3339))
 	}
-	if err := s.recordBoot(r, b); err != nil {
-		return nil, err
+	if p.Node != "" { // only a node's own credential says when its instance booted
+		if err := s.recordBoot(r, b); err != nil {
+			return nil, err
+		}
 	}
 	class := classOfNode(b.Node)
 	attrs := []any{"node", b.Node, "class", class, "instance_id", b.InstanceID, "instance_type", b.InstanceType, "ok", b.OK}
