@@ -27,6 +27,7 @@ import (
 	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
+	"github.com/burst-hpc/burst/sizer/usage"
 )
 
 // Scope is whose figures a view holds.
@@ -71,7 +72,10 @@ type Options struct {
 	Store *store.Store
 	// Spend reads the month's ledger (nil: a Reader of its own over Store,
 	// pricing on demand from Policy); the server shares its budgets' one.
-	Spend   *spend.Reader
+	Spend *spend.Reader
+	// Usage keeps the month's per-job usage (nil: a Reader of its own
+	// over Store).
+	Usage   *usage.Reader
 	Policy  *sizing.Policy     // classes and prices
 	Budgets map[string]float64 // account -> monthly cap (USD)
 	// OnUnknown and IdleOwner are budgets[].on_unknown and
@@ -159,6 +163,9 @@ func New(o Options) (*Source, error) {
 	}
 	if o.Spend == nil {
 		o.Spend = spend.NewReader(o.Store, func(typ string) (float64, bool) { return o.Policy.HourlyPrice(typ, capacity.OnDemand) })
+	}
+	if o.Usage == nil {
+		o.Usage = usage.NewReader(o.Store)
 	}
 	return &Source{o: o}, nil
 }

@@ -60,8 +60,14 @@ func (s *Source) caps(sc Scope) map[string]float64 {
 	return out
 }
 
+// budgeted is a month's figures (spend.Month, spend.Tally) that give the
+// budgets' standing.
+type budgeted interface {
+	Budgets(spend.BudgetOptions) []sizerapi.BudgetStatus
+}
+
 // budgets is the standing of the accounts the scope may see.
-func (s *Source) budgets(m spend.Month, sc Scope) []sizerapi.BudgetStatus {
+func (s *Source) budgets(m budgeted, sc Scope) []sizerapi.BudgetStatus {
 	var out []sizerapi.BudgetStatus
 	for _, b := range m.Budgets(spend.BudgetOptions{Caps: s.caps(sc), OnUnknown: s.o.OnUnknown, IdleOwner: s.o.IdleOwner, StateDir: s.o.StateDir, Cluster: s.o.Cluster}.On(s.o.Store)) {
 		if sc.All() || b.Account == sc.Account {
@@ -73,52 +79,70 @@ func (s *Source) budgets(m spend.Month, sc Scope) []sizerapi.BudgetStatus {
 
 // Money is this month's spend per account against its budget (with a
 // forecast), per user and per UTC day, and what it saved against the same
-// instances on demand and against the idle-timeout counterfactual.
+// instances on demand and against the idle-timeout counterfactual. Its
+// figures come from the Reader's tally (spend.Tally): sums kept by day,
+// the running instances priced at now.
 func (s *Source) Money(ctx context.Context, sc Scope) (sizerapi.MoneyView, error) {
 	now := s.o.Now()
-	m, err := s.month(ctx, now)
+	from := billing.MonthStart(now)
+	// the forecast extrapolates from the last whole minute, so that every
+	// reader within a minute (the page, the API, a script) gets the same
+	// forecast instead of one that moves with each second of the window
+	fnow := now.Truncate(time.Minute)
+	if fnow.Before(from) {
+		fnow = now
+	}
+	winFrom := billing.Later(fnow.Add(-ForecastWindow), from)
+	days := dayWindows(from, now)
+	t, err := s.o.Spend.Tally(ctx, s.o.IdleOwner, now, spend.TallyOptions{Windows: append(days, spend.Window{From: winFrom, To: fnow}, spend.Window{From: from, To: fnow})})
 	if err != nil {
 		return sizerapi.MoneyView{}, err
 	}
-	from := m.From
 	v := sizerapi.MoneyView{At: now, Account: sc.Account, From: from, Accounts: []sizerapi.AccountMoney{}, Users: []sizerapi.UserMoney{}, Days: []sizerapi.DayMoney{},
 		IdleTimeout: s.o.IdleTimeout,
 		ForecastMethod: fmt.Sprintf("spent so far + the average hourly spend of the last %s (or of the month, if shorter) x the hours left in the month",
 			shortDur(ForecastWindow))}
-	charges := scoped(m.Charges, sc)
-	v.Accounts = s.moneyAccounts(m, sc, now)
-	v.Users = moneyUsers(charges)
-	v.Days = moneyDays(m, sc, now)
-	s.savings(&v, m, charges, now)
-	if v.Reservations, err = s.reservationMoney(ctx, sc, m); err != nil {
+	recent, upToF := t.Windows[len(days)], t.Windows[len(days)+1]
+	v.Accounts = s.accountMoney(t, sc, fnow, winFrom, recent, upToF)
+	v.Users = userMoney(t, sc)
+	for i, w := range days {
+		day := sizerapi.DayMoney{Day: w.From.Format("2006-01-02"), ByAccount: map[string]float64{}}
+		for a, c := range t.Windows[i] {
+			if c > 0 && (sc.All() || a == sc.Account) {
+				day.ByAccount[a] = round4(c)
+				day.SpentUSD += c
+			}
+		}
+		day.SpentUSD = round4(day.SpentUSD)
+		v.Days = append(v.Days, day)
+	}
+	s.savings(&v, t, sc)
+	if v.Reservations, err = s.reservationMoney(ctx, sc, t); err != nil {
 		return sizerapi.MoneyView{}, err
 	}
 	return v, nil
 }
 
-// moneyAccounts is each account's spend against its cap (the budgets' own
-// figures), with its forecast for the month.
-func (s *Source) moneyAccounts(m spend.Month, sc Scope, now time.Time) []sizerapi.AccountMoney {
-	from := m.From
+// dayWindows are the UTC days from the month's first to now's, the last
+// up to now.
+func dayWindows(from, now time.Time) []spend.Window {
+	var out []spend.Window
+	for d := from; d.Before(now); d = d.AddDate(0, 0, 1) {
+		out = append(out, spend.Window{From: d, To: billing.Earlier(d.AddDate(0, 0, 1), now)})
+	}
+	return out
+}
+
+// accountMoney is each account's spend against its cap (the budgets' own
+// figures) with the forecast: what was spent by fnow plus the average rate
+// since winFrom (recent) over the hours left.
+func (s *Source) accountMoney(t spend.Tally, sc Scope, fnow, winFrom time.Time, recent, upToF map[string]float64) []sizerapi.AccountMoney {
 	out := []sizerapi.AccountMoney{}
-	// The forecast extrapolates from the last whole minute, so that every
-	// reader within a minute (the page, the API, a script) gets the same
-	// forecast instead of one that moves with each second of the window.
-	fnow := now.Truncate(time.Minute)
-	if fnow.Before(from) {
-		fnow = now
-	}
-	winFrom := fnow.Add(-ForecastWindow)
-	if winFrom.Before(from) {
-		winFrom = from
-	}
-	recent := m.Within(winFrom, fnow)
-	upToF := m.Within(from, fnow)
-	monthEnd := from.AddDate(0, 1, 0)
+	monthEnd := t.From.AddDate(0, 1, 0)
 	left := monthEnd.Sub(fnow).Hours()
-	for _, st := range s.budgets(m, sc) {
+	for _, st := range s.budgets(t, sc) {
 		a := sizerapi.AccountMoney{Account: st.Account, SpentUSD: round4(st.SpentUSD), BudgetUSD: st.MonthlyUSD, RemainingUSD: round4(st.RemainingUSD),
-			Over: st.Over, HourlyUSD: round4(m.Burn[st.Account])}
+			Over: st.Over, HourlyUSD: round4(t.Burn[st.Account])}
 		rate := 0.0
 		if h := fnow.Sub(winFrom).Hours(); h > 0 {
 			rate = recent[st.Account] / h
@@ -139,29 +163,13 @@ func (s *Source) moneyAccounts(m spend.Month, sc Scope, now time.Time) []sizerap
 	return out
 }
 
-// moneyUsers is each user's spend and jobs, the largest spend first.
-func moneyUsers(charges []billing.Charge) []sizerapi.UserMoney {
+// userMoney is each user's spend and jobs in the scope, the largest first.
+func userMoney(t spend.Tally, sc Scope) []sizerapi.UserMoney {
 	out := []sizerapi.UserMoney{}
-	type uk struct{ account, user string }
-	users := map[uk]*sizerapi.UserMoney{}
-	jobs := map[uk]map[string]bool{}
-	for _, c := range charges {
-		k := uk{c.Account, c.User}
-		u := users[k]
-		if u == nil {
-			u = &sizerapi.UserMoney{Account: c.Account, User: c.User}
-			users[k] = u
-			jobs[k] = map[string]bool{}
+	for k, u := range t.Users {
+		if sc.All() || k.Account == sc.Account {
+			out = append(out, sizerapi.UserMoney{Account: k.Account, User: k.User, SpentUSD: round4(u.USD), Jobs: u.Jobs})
 		}
-		u.SpentUSD += c.USD
-		if c.JobID != "" {
-			jobs[k][c.JobID] = true
-		}
-	}
-	for k, u := range users {
-		u.SpentUSD = round4(u.SpentUSD)
-		u.Jobs = len(jobs[k])
-		out = append(out, *u)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].SpentUSD != out[j].SpentUSD {
@@ -175,61 +183,27 @@ func moneyUsers(charges []billing.Charge) []sizerapi.UserMoney {
 	return out
 }
 
-// moneyDays is each UTC day's spend, from the month's first day to today.
-func moneyDays(m spend.Month, sc Scope, now time.Time) []sizerapi.DayMoney {
-	out := []sizerapi.DayMoney{}
-	for d := m.From; d.Before(now); d = d.AddDate(0, 0, 1) {
-		end := d.AddDate(0, 0, 1)
-		if end.After(now) {
-			end = now
+// savings are the same billed seconds on demand, and the idle-timeout
+// counterfactual (each instance on demand for the time charged plus the
+// idle timeout after it, once it ended).
+func (s *Source) savings(v *sizerapi.MoneyView, t spend.Tally, sc Scope) {
+	var sum spend.AccountTally
+	for a, x := range t.Accounts {
+		if sc.All() || a == sc.Account {
+			sum.USD += x.USD
+			sum.OnDemandUSD += x.OnDemandUSD
+			sum.Seconds += x.Seconds
+			sum.InstanceOnDemandUSD += x.InstanceOnDemandUSD
+			sum.InstanceTally = x.InstanceTally
 		}
-		day := sizerapi.DayMoney{Day: d.Format("2006-01-02"), ByAccount: map[string]float64{}}
-		for a, c := range m.Within(d, end) {
-			if c > 0 && (sc.All() || a == sc.Account) {
-				day.ByAccount[a] = round4(c)
-				day.SpentUSD += c
-			}
-		}
-		day.SpentUSD = round4(day.SpentUSD)
-		out = append(out, day)
 	}
-	return out
-}
-
-// savings sets the view's instance figures and what they saved: the same
-// billed seconds on demand, and the idle-timeout counterfactual (each
-// instance on demand for its life plus the idle timeout after it).
-func (s *Source) savings(v *sizerapi.MoneyView, m spend.Month, charges []billing.Charge, now time.Time) {
-	type perInstance struct{ usd, od, secs float64 }
-	byInst := map[string]*perInstance{}
-	for _, c := range charges {
-		p := byInst[c.InstanceID]
-		if p == nil {
-			p = &perInstance{}
-			byInst[c.InstanceID] = p
-		}
-		p.usd += c.USD
-		p.od += c.OnDemandUSD
-		p.secs += c.Seconds
+	if sc.All() {
+		sum.InstanceTally = t.All
 	}
-	var total, od, idle, hours float64
-	for _, r := range m.Rows {
-		p := byInst[r.ID]
-		if p == nil {
-			continue
-		}
-		v.Instances++
-		h := p.secs / 3600
-		total += p.usd
-		hours += h
-		od += p.od
-		tail := 0.0
-		if !r.End.IsZero() && r.End.Before(now) {
-			tail = s.o.IdleTimeout.Hours()
-		}
-		idle += r.OnDemandUSD * (h + tail)
-	}
-	v.InstanceHours = round4(hours)
+	total, od := sum.USD, sum.OnDemandUSD
+	idle := sum.InstanceOnDemandUSD + sum.EndedOnDemandUSD*s.o.IdleTimeout.Hours()
+	v.Instances = sum.Instances
+	v.InstanceHours = round4(sum.Seconds / 3600)
 	v.TotalUSD = round4(total)
 	v.OnDemandUSD = round4(od)
 	v.SavedVsOnDemandUSD = round4(od - total)

@@ -24,7 +24,7 @@ import (
 // reservationMoney is the month's figures of the cluster's capacity
 // reservations for every account's scope; an account's scope gets none
 // (a reservation is the cluster's, no account's).
-func (s *Source) reservationMoney(ctx context.Context, sc Scope, m spend.Month) ([]sizerapi.ReservationMoney, error) {
+func (s *Source) reservationMoney(ctx context.Context, sc Scope, t spend.Tally) ([]sizerapi.ReservationMoney, error) {
 	out := []sizerapi.ReservationMoney{}
 	if !sc.All() {
 		return out, nil
@@ -33,7 +33,7 @@ func (s *Source) reservationMoney(ctx context.Context, sc Scope, m spend.Month) 
 	if err != nil {
 		return nil, err
 	}
-	return append(out, ReservationUse(rs, m.Rows, m.From, m.Now)...), nil
+	return append(out, ReservationUse(rs, t.Reserved, t.From, t.Now)...), nil
 }
 
 // ReservationUse is each reservation's use and idle cost within [from,

@@ -11,6 +11,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/report"
+	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -51,29 +52,47 @@ func (s *Source) report(ctx context.Context, sc Scope) (sizerapi.UsageReport, []
 // RightSizing is the report's advice (recurring jobs that used at most
 // half of the GPUs they asked for), each with the cheapest configured
 // class that holds what the jobs used and what moving there would save a
-// month at this month's pace.
+// month at this month's pace. The jobs' usage comes from the usage Reader
+// (kept in memory), their spend and their instances' bills from the spend
+// Reader's tally.
 func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizingView, error) {
 	now := s.o.Now()
-	rep, jobs, ins, err := s.report(ctx, sc)
+	from := billing.MonthStart(now)
+	month, err := s.o.Usage.Month(ctx, now)
 	if err != nil {
 		return sizerapi.RightSizingView{}, err
 	}
-	m, err := s.month(ctx, now)
+	jobs := month // newest first
+	if !sc.All() {
+		jobs = nil
+		for _, j := range month {
+			if j.Account == sc.Account {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	t, err := s.o.Spend.Tally(ctx, s.o.IdleOwner, now, spend.TallyOptions{Jobs: true})
 	if err != nil {
 		return sizerapi.RightSizingView{}, err
 	}
-	v := sizerapi.RightSizingView{At: now, Account: sc.Account, From: rep.From, UsedFraction: 0.5, Items: []sizerapi.RightSizingItem{}}
-	latestClass, prices := groupPrices(jobs, ins, scoped(m.Charges, sc))
+	jobSpend := map[string]float64{} // the scope's charges, by job
+	for k, usd := range t.Jobs {
+		if sc.All() || k.Account == sc.Account {
+			jobSpend[k.JobID] += usd
+		}
+	}
+	v := sizerapi.RightSizingView{At: now, Account: sc.Account, From: from, UsedFraction: 0.5, Items: []sizerapi.RightSizingItem{}}
+	latestClass, prices := groupPrices(jobs, t, sc)
 	// the month so far as of the last whole minute: every reader within a
 	// minute gets the same monthly extrapolation (see Money's forecast)
 	fnow := now.Truncate(time.Minute)
-	if !fnow.After(rep.From) {
+	if !fnow.After(from) {
 		fnow = now
 	}
-	elapsed := fnow.Sub(rep.From).Hours()
-	monthHours := rep.From.AddDate(0, 1, 0).Sub(rep.From).Hours()
-	for _, a := range rep.Advice {
-		k := adviceGroup{a.Account, a.User, a.JobName}
+	elapsed := fnow.Sub(from).Hours()
+	monthHours := from.AddDate(0, 1, 0).Sub(from).Hours()
+	for _, a := range report.Advise(jobs, jobSpend, now, report.Options{}) {
+		k := groupKey{a.Account, a.User, a.JobName}
 		it := sizerapi.RightSizingItem{Advice: a, Class: latestClass[k], SuggestedGPUs: max(a.UsedGPUs, 1)}
 		p := prices[k]
 		capType := capacity.OnDemand
@@ -100,35 +119,32 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 	return v, nil
 }
 
-// adviceGroup is a user's jobs of one name in an account: what advice is
-// given for.
-type adviceGroup struct{ account, user, name string }
+// groupKey names a recurring job: an account's user's jobs of one name.
+type groupKey struct{ account, user, name string }
 
-// groupPrice is what a group's instances were billed this month, and for
-// how many hours (on spot).
+// groupPrice is what a group's instances cost, and on which capacity.
 type groupPrice struct{ usd, hours, spotHours float64 }
 
-// groupPrices is each group's latest class (jobs come newest first) and
-// what its instances cost per hour, and on which capacity.
-func groupPrices(jobs []sizerapi.JobUsage, ins []store.Instance, charges []billing.Charge) (map[adviceGroup]string, map[adviceGroup]*groupPrice) {
-	billed := map[string][2]float64{} // instance -> USD, billed hours this month
-	for _, c := range charges {
-		b := billed[c.InstanceID]
-		billed[c.InstanceID] = [2]float64{b[0] + c.USD, b[1] + c.Seconds/3600}
-	}
-	latestClass := map[adviceGroup]string{}
-	jobGroup := map[string]adviceGroup{}
+// groupPrices are each group's newest class and its instances' bills (the
+// instances launched for its jobs, their charges in the scope: an
+// account's own on its own instances).
+func groupPrices(jobs []sizerapi.JobUsage, t spend.Tally, sc Scope) (map[groupKey]string, map[groupKey]*groupPrice) {
+	latestClass := map[groupKey]string{}
+	prices := map[groupKey]*groupPrice{}
 	for _, j := range jobs { // newest first
-		k := adviceGroup{j.Account, j.User, j.JobName}
+		k := groupKey{j.Account, j.User, j.JobName}
 		if _, ok := latestClass[k]; !ok {
 			latestClass[k] = j.Class
 		}
-		jobGroup[j.JobID] = k
-	}
-	prices := map[adviceGroup]*groupPrice{}
-	for _, in := range ins {
-		k, ok := jobGroup[in.JobID]
-		if !ok {
+		l, ok := t.Launched[j.JobID]
+		if !ok || !sc.All() && l.Account != sc.Account {
+			continue
+		}
+		usd, secs, spot := l.USD, l.Seconds, l.SpotSeconds
+		if !sc.All() {
+			usd, secs, spot = l.OwnUSD, l.OwnSeconds, l.OwnSpotSec
+		}
+		if secs <= 0 {
 			continue
 		}
 		p := prices[k]
@@ -136,14 +152,7 @@ func groupPrices(jobs []sizerapi.JobUsage, ins []store.Instance, charges []billi
 			p = &groupPrice{}
 			prices[k] = p
 		}
-		if b := billed[in.InstanceID]; b[1] > 0 {
-			h := b[1]
-			p.usd += b[0]
-			p.hours += h
-			if in.Capacity == string(capacity.Spot) {
-				p.spotHours += h
-			}
-		}
+		p.usd, p.hours, p.spotHours = p.usd+usd, p.hours+secs/3600, p.spotHours+spot/3600
 	}
 	return latestClass, prices
 }

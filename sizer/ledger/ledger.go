@@ -100,7 +100,7 @@ func (l *Ledger) Sync(ctx context.Context) (sizerapi.LedgerSync, error) {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := l.o.Store.PruneLedgerChanges(ctx, l.o.Now().Add(-store.LedgerChangesKept)); err != nil {
+	if _, err := l.o.Store.PruneChangeLogs(ctx, l.o.Now().Add(-store.LedgerChangesKept)); err != nil {
 		errs = append(errs, err)
 	}
 	insts, err := l.o.Cloud.ListAll(ctx)

@@ -103,14 +103,9 @@ func Build(jobs []sizerapi.JobUsage, charges []billing.Charge, budgets []sizerap
 		jobSpend[c.JobID] += c.USD
 		chargeJob(perJob, jobInst, c)
 	}
-	groups := map[gkey][]sizerapi.JobUsage{}
 	for _, j := range jobs {
 		getAcct(j.Account).add(j, 0)
 		getUser(j.Account, j.User).add(j, 0)
-		if j.Reported && j.JobName != "" {
-			k := gkey{j.Account, j.User, j.JobName}
-			groups[k] = append(groups[k], j)
-		}
 	}
 	for _, b := range budgets {
 		a := getAcct(b.Account)
@@ -126,8 +121,26 @@ func Build(jobs []sizerapi.JobUsage, charges []billing.Charge, budgets []sizerap
 	rep.SpendUSD, rep.OnDemandUSD = round4(rep.SpendUSD), round4(rep.OnDemandUSD)
 	rep.SavingUSD = round4(rep.OnDemandUSD - rep.SpendUSD)
 	sortRows(&rep)
-	rep.Advice = advice(groups, jobSpend, from, now, o)
+	rep.Advice = Advise(jobs, jobSpend, now, o)
 	return rep
+}
+
+// Advise is the report's right-sizing advice: the recurring jobs (one
+// account's user's jobs of one name, with agent reports) that used at most
+// o.UsedFraction of the GPUs they asked for, with the month's spend of
+// their jobs (jobSpend, by job id) projected to the whole month from now.
+func Advise(jobs []sizerapi.JobUsage, jobSpend map[string]float64, now time.Time, o Options) []sizerapi.Advice {
+	if o.UsedFraction <= 0 {
+		o.UsedFraction = 0.5
+	}
+	groups := map[gkey][]sizerapi.JobUsage{}
+	for _, j := range jobs {
+		if j.Reported && j.JobName != "" {
+			k := gkey{j.Account, j.User, j.JobName}
+			groups[k] = append(groups[k], j)
+		}
+	}
+	return advice(groups, jobSpend, billing.MonthStart(now), now, o)
 }
 
 // gkey names a group of jobs: an account's user's jobs of one name.

@@ -23,22 +23,16 @@ type Reader struct {
 	st *store.Store
 	od OnDemandPrice
 
-	mu sync.Mutex
-	c  *monthCache
+	mu   sync.Mutex
+	c    *monthCache
+	work Work
 }
 
-// How long a Reader keeps asking for a change-log number below its mark
-// that it has not seen (a PostgreSQL transaction that took the number and
-// has not committed; one rolled back leaves the gap for good), how many
-// such numbers it tracks before it reads the month again instead, and how
-// often a Reader reads the whole month anyway (self-healing against
+// How often a Reader reads the whole month anyway (self-healing against
 // anything the log missed). The leader's ledger sync prunes the log
-// (store.LedgerChangesKept); a Reader further behind reads the month again.
-const (
-	pendingFor    = 2 * time.Minute
-	maxPending    = 10000
-	fullReadEvery = time.Hour
-)
+// (store.LedgerChangesKept); a Reader further behind reads the month
+// again, as does one missing more than store.MaxPending numbers.
+const fullReadEvery = time.Hour
 
 // NewReader returns a Reader over st; od prices instances the ledger has no
 // on-demand price for (nil: none).
@@ -53,6 +47,7 @@ type cachedRow struct {
 	closed  bool
 	charges []billing.Charge
 	span    span
+	days    []rowDay // a closed row's charges on each day (Tally)
 }
 
 // span is an instance's billed time, [lo, hi) (each segment's start to its
@@ -65,42 +60,10 @@ type span struct {
 type monthCache struct {
 	from, to time.Time
 	owner    string
-	mark     int64               // the newest change-log entry applied
-	pending  map[int64]time.Time // numbers below mark not seen yet, since when
-	full     time.Time           // wall clock when the month was last read whole
+	log      store.Follower // the change log's entries applied
+	full     time.Time      // wall clock when the month was last read whole
 	rows     []*cachedRow
-}
-
-// track notes which numbers up to last a read saw, keeping those missing
-// (and not too old) to ask for again; false: too many, read the month.
-func (c *monthCache) track(from int64, ch store.LedgerChanges, wall time.Time) bool {
-	seen := make(map[int64]bool, len(ch.Seen))
-	for _, n := range ch.Seen {
-		seen[n] = true
-	}
-	for n, since := range c.pending {
-		if seen[n] || wall.Sub(since) > pendingFor {
-			delete(c.pending, n)
-		}
-	}
-	c.mark = max(c.mark, ch.Last)
-	for n := from + 1; n <= ch.Last; n++ {
-		if !seen[n] {
-			if len(c.pending) == maxPending {
-				return false
-			}
-			c.pending[n] = wall
-		}
-	}
-	return true
-}
-
-func (c *monthCache) pendingList() []int64 {
-	out := make([]int64, 0, len(c.pending))
-	for n := range c.pending {
-		out = append(out, n)
-	}
-	return out
+	sums     *sums // the tallies' kept sums (nil: not made yet)
 }
 
 // Month returns the ledger's view of the month containing now; owner is
@@ -121,16 +84,17 @@ func (r *Reader) refresh(ctx context.Context, from time.Time, owner string) erro
 	if c == nil || !c.from.Equal(from) || c.owner != owner || wall.Sub(c.full) > fullReadEvery {
 		return r.readWhole(ctx, from, owner, wall)
 	}
-	ch, err := r.st.LedgerChangesSince(ctx, c.mark, c.pendingList())
+	mark := c.log.Mark
+	ch, err := r.st.LedgerChangesSince(ctx, mark, c.log.Pending())
 	if err != nil {
 		return err
 	}
-	if ch.First > c.mark+1 || ch.Last < c.mark {
+	if ch.First > mark+1 || ch.Last < mark {
 		// entries past the mark were pruned (or the log was reset): the
 		// month again
 		return r.readWhole(ctx, from, owner, wall)
 	}
-	if !c.track(c.mark, ch, wall) {
+	if !c.log.Track(mark, ch.Last, ch.Seen, wall) {
 		return r.readWhole(ctx, from, owner, wall)
 	}
 	if ch.Empty() {
@@ -145,9 +109,14 @@ func (r *Reader) refresh(ctx context.Context, from time.Time, owner string) erro
 	for _, cr := range c.rows {
 		if !ids[cr.row.ID] && !(cr.row.Node != "" && nodes[cr.row.Node]) {
 			kept = append(kept, cr)
+		} else {
+			c.sums.touched(c, cr)
 		}
 	}
 	fresh := r.cache(rows, c)
+	for _, cr := range fresh {
+		c.sums.touched(c, cr)
+	}
 	sort.SliceStable(fresh, func(i, j int) bool { return less(fresh[i], fresh[j]) })
 	c.rows = merge(kept, fresh)
 	return nil
@@ -162,18 +131,17 @@ func (r *Reader) readWhole(ctx context.Context, from time.Time, owner string, wa
 	if err != nil {
 		return err
 	}
-	low := max(last-maxPending, first-1, 0) // what pruning left
+	low := max(last-store.MaxPending, first-1, 0) // what pruning left
 	recent, err := r.st.LedgerChangesSince(ctx, low, nil)
 	if err != nil {
 		return err
 	}
-	recent.Last = last
 	c, err := r.readRows(ctx, from, owner)
 	if err != nil {
 		return err
 	}
-	c.pending, c.full = map[int64]time.Time{}, wall
-	c.track(low, recent, wall)
+	c.full = wall
+	c.log.Track(low, last, recent.Seen, wall)
 	r.c = c
 	return nil
 }
@@ -208,6 +176,7 @@ func (r *Reader) cache(rows []store.Row, c *monthCache) []*cachedRow {
 			if cr.closed {
 				cr.charges = row.Charges(c.from, c.to, row.End, c.owner)
 				cr.span = billedSpan(bs)
+				cr.days = dayCharges(row, cr.span, c)
 			}
 		}
 		out[i] = cr

@@ -8,6 +8,7 @@ package spend
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -129,6 +130,12 @@ func (o BudgetOptions) On(st *store.Store) BudgetOptions {
 // Budgets is every account's standing in the month: capped accounts and
 // accounts with spend, with reservations, burn rate and forecast.
 func (m Month) Budgets(o BudgetOptions) []sizerapi.BudgetStatus {
+	return budgets(m.From, m.Now, m.ByAccount, m.OnDemand, m.Burn, func(a string) map[string]float64 { return m.Spend(a).Jobs }, o)
+}
+
+// budgets is every account's standing from the month's sums; jobsOf gives
+// an account's jobs' charges (asked for only with reservations).
+func budgets(from, now time.Time, byAccount, onDemand, burn map[string]float64, jobsOf func(string) map[string]float64, o BudgetOptions) []sizerapi.BudgetStatus {
 	var res []admit.Entry
 	if o.StateDir != "" || o.Shared != nil {
 		var err error
@@ -141,18 +148,20 @@ func (m Month) Budgets(o BudgetOptions) []sizerapi.BudgetStatus {
 	for a := range o.Caps {
 		names[a] = true
 	}
-	for a := range m.ByAccount {
+	for a := range byAccount {
 		names[a] = true
 	}
 	out := []sizerapi.BudgetStatus{}
 	for a := range names {
-		b := sizerapi.BudgetStatus{Account: a, MonthlyUSD: o.Caps[a], SpentUSD: m.ByAccount[a], Since: m.From,
-			BurnUSDPerHour: m.Burn[a], OnDemandUSD: m.OnDemand[a], SavingUSD: m.OnDemand[a] - m.ByAccount[a], OnUnknown: o.OnUnknown[a]}
-		b.ReservedUSD = admit.Reserved(res, a, m.Spend(a).Jobs, o.Cluster)
+		b := sizerapi.BudgetStatus{Account: a, MonthlyUSD: o.Caps[a], SpentUSD: byAccount[a], Since: from,
+			BurnUSDPerHour: burn[a], OnDemandUSD: onDemand[a], SavingUSD: onDemand[a] - byAccount[a], OnUnknown: o.OnUnknown[a]}
+		if slices.ContainsFunc(res, func(e admit.Entry) bool { return e.Account == a }) {
+			b.ReservedUSD = admit.Reserved(res, a, jobsOf(a), o.Cluster)
+		}
 		if b.MonthlyUSD > 0 {
 			b.RemainingUSD = max(b.MonthlyUSD-b.SpentUSD-b.ReservedUSD, 0)
 			b.Over = b.SpentUSD >= b.MonthlyUSD
-			if f := billing.Forecast(b.MonthlyUSD, b.SpentUSD, b.ReservedUSD, b.BurnUSDPerHour, m.Now); !f.IsZero() {
+			if f := billing.Forecast(b.MonthlyUSD, b.SpentUSD, b.ReservedUSD, b.BurnUSDPerHour, now); !f.IsZero() {
 				b.ForecastCapAt = &f
 			}
 		}

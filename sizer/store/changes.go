@@ -39,8 +39,10 @@ func (s *Store) LedgerChangesSince(ctx context.Context, mark int64, pending []in
 	}
 	pb, _ := json.Marshal(append([]int64{}, pending...))
 	ids, nodes := map[string]bool{}, map[string]bool{}
-	err = s.each(ctx, `SELECT seq, coalesce(instance_id,''), coalesce(node,'') FROM ledger_changes WHERE seq > ? OR seq IN (SELECT CAST(value AS BIGINT) FROM json_each(?))`,
-		[]any{mark, string(pb)}, func(r *sql.Rows) error {
+	// two lookups by number, not one OR (which reads the whole log)
+	err = s.each(ctx, `SELECT seq, coalesce(instance_id,''), coalesce(node,'') FROM ledger_changes WHERE seq > ?
+UNION ALL SELECT seq, coalesce(instance_id,''), coalesce(node,'') FROM ledger_changes WHERE seq <= ? AND seq IN (SELECT CAST(value AS BIGINT) FROM json_each(?))`,
+		[]any{mark, mark, string(pb)}, func(r *sql.Rows) error {
 			var seq int64
 			var id, node string
 			if err := r.Scan(&seq, &id, &node); err != nil {
@@ -66,15 +68,20 @@ func (s *Store) LedgerChangesSince(ctx context.Context, mark int64, pending []in
 // LedgerChangeBounds returns the oldest and newest change-log numbers kept
 // (0, 0: the log is empty).
 func (s *Store) LedgerChangeBounds(ctx context.Context) (first, last int64, err error) {
+	return s.changeBounds(ctx, "ledger_changes")
+}
+
+// changeBounds returns a change log's oldest and newest numbers kept.
+func (s *Store) changeBounds(ctx context.Context, table string) (first, last int64, err error) {
 	var f, l sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT min(seq), max(seq) FROM ledger_changes`).Scan(&f, &l); err != nil {
-		return 0, 0, fmt.Errorf("reading the ledger's change log: %w", err)
+	if err := s.r.QueryRowContext(ctx, `SELECT (SELECT min(seq) FROM `+table+`), (SELECT max(seq) FROM `+table+`)`).Scan(&f, &l); err != nil {
+		return 0, 0, fmt.Errorf("reading the change log %s: %w", table, err)
 	}
 	return f.Int64, l.Int64, nil
 }
 
-// LedgerChangesKept is how long the change log keeps an entry: the leader's
-// ledger sync prunes older ones.
+// LedgerChangesKept is how long the change logs (the ledger's and the
+// usage's) keep an entry: the leader's ledger sync prunes older ones.
 const LedgerChangesKept = 24 * time.Hour
 
 // RowsChanged is Rows narrowed to the instances a change log names: those
@@ -85,20 +92,26 @@ func (s *Store) RowsChanged(ctx context.Context, from, to time.Time, c LedgerCha
 	return s.rows(ctx, from, to, &rowsOf{ids: string(ids), nodes: string(nodes)})
 }
 
-// PruneLedgerChanges deletes the change log's entries written before
-// before; it returns how many went.
-func (s *Store) PruneLedgerChanges(ctx context.Context, before time.Time) (int64, error) {
+// PruneChangeLogs deletes the change logs' entries (the ledger's and the
+// usage's) written before before; it returns how many went.
+func (s *Store) PruneChangeLogs(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
 	err := s.tx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM ledger_changes WHERE at < ?`, ms(before))
-		if err != nil {
-			return err
+		for _, table := range changeLogTables {
+			res, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE at < ?`, ms(before))
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += k
 		}
-		n, err = res.RowsAffected()
-		return err
+		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("pruning the ledger's change log: %w", err)
+		return 0, fmt.Errorf("pruning the change logs: %w", err)
 	}
 	return n, nil
 }

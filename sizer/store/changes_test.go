@@ -48,7 +48,7 @@ func TestLedgerChangesLateCommit(t *testing.T) {
 	if ch, err = st.LedgerChangesSince(ctx, mark, []int64{mark - 1}); err != nil || !slices.Equal(ch.Instances, []string{"i-late"}) {
 		t.Fatalf("asking for the pending number: %+v, %v: want i-late", ch, err)
 	}
-	if n, err := st.PruneLedgerChanges(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
+	if n, err := st.PruneChangeLogs(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
 		t.Errorf("pruning: %d, %v: want both entries gone", n, err)
 	}
 }

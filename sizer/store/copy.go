@@ -124,12 +124,12 @@ func scanAny(rows *sql.Rows, n int) ([]any, error) {
 	return vals, rows.Scan(ptrs...)
 }
 
-// changeLogTable is the ledger's change log: derived, the copy's own writes
-// fill it.
-const changeLogTable = "ledger_changes"
+// changeLogTables are the ledger's and the usage's change logs: derived,
+// the copy's own writes fill them.
+var changeLogTables = []string{"ledger_changes", "usage_changes"}
 
 // tables are the store's tables, less the migration library's own and the
-// ledger's change log.
+// change logs.
 func (s *Store) tables(ctx context.Context) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, s.tablesQuery())
 	if err != nil {
@@ -142,7 +142,7 @@ func (s *Store) tables(ctx context.Context) ([]string, error) {
 		if err := rows.Scan(&n); err != nil {
 			return nil, err
 		}
-		if n != VersionTable && n != "sqlite_sequence" && n != changeLogTable {
+		if n != VersionTable && n != "sqlite_sequence" && !slices.Contains(changeLogTables, n) {
 			out = append(out, n)
 		}
 	}

@@ -307,18 +307,26 @@ func (s *Store) JobSpend(ctx context.Context, ids []string, owner string, since,
 		want[id] = true
 	}
 	// only the instances a job can owe for: those launched for it (their
-	// idle time) and those on its nodes while it ran there
+	// idle time) and those on its nodes while it ran there. A node holds
+	// one instance at a time: the one launched last before a run's start,
+	// and any launched during the run (each an index lookup on the node's
+	// launches, not a scan of every instance the node ever had; a
+	// candidate that did not overlap the run is charged nothing for it).
 	b, _ := json.Marshal(ids)
 	var of []string
 	err := s.each(ctx, `SELECT instance_id FROM instances WHERE cluster = ? AND job_id IN (SELECT value FROM json_each(?))
+UNION SELECT coalesce((SELECT y.instance_id FROM instances y WHERE y.cluster = r.cluster AND y.node = r.node AND y.launched <= r.start
+  ORDER BY y.launched DESC LIMIT 1), '') FROM job_runs r WHERE r.cluster = ? AND r.job_id IN (SELECT value FROM json_each(?))
 UNION SELECT i.instance_id FROM job_runs r JOIN instances i ON i.cluster = r.cluster AND i.node = r.node
-WHERE r.cluster = ? AND r.job_id IN (SELECT value FROM json_each(?)) AND i.launched <= coalesce(r."end", ?) AND (i.terminated IS NULL OR i.terminated >= r.start)`,
-		[]any{s.cluster, string(b), s.cluster, string(b), ms(now)}, func(r *sql.Rows) error {
+WHERE r.cluster = ? AND r.job_id IN (SELECT value FROM json_each(?)) AND i.launched > r.start AND i.launched <= coalesce(r."end", ?)`,
+		[]any{s.cluster, string(b), s.cluster, string(b), s.cluster, string(b), ms(now)}, func(r *sql.Rows) error {
 			var id string
 			if err := r.Scan(&id); err != nil {
 				return err
 			}
-			of = append(of, id)
+			if id != "" {
+				of = append(of, id)
+			}
 			return nil
 		})
 	if err != nil {

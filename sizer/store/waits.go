@@ -45,7 +45,8 @@ type JobWait struct {
 	Submitted time.Time
 	Started   time.Time
 	// Nodes are the nodes of the job's latest run (job_runs), each with
-	// the instance of burst's alive on it at the start, if any.
+	// the instance of burst's launched last on it before the start, if it
+	// was alive then.
 	Nodes []WaitNode
 }
 
@@ -66,14 +67,16 @@ func (s *Store) JobWaits(ctx context.Context, ids []string) (map[string]JobWait,
 	}
 	b, _ := json.Marshal(ids)
 	// the latest run's nodes (one start for all of them), and on each the
-	// instance alive at the job's start, newest first
+	// instance launched last before the job's start if it was still alive
+	// then (one index probe per node, however many instances the node had)
 	err := s.each(ctx, `SELECT j.job_id, j.submitted, j.started, coalesce(r.node, ''), coalesce(i.instance_id, ''), i.launched, b.started, b.slurmd, b.registered
 FROM jobs j
 LEFT JOIN job_runs r ON r.cluster = j.cluster AND r.job_id = j.job_id AND r.start = (SELECT max(start) FROM job_runs x WHERE x.cluster = j.cluster AND x.job_id = j.job_id)
-LEFT JOIN instances i ON i.cluster = j.cluster AND i.node = r.node AND i.launched <= j.started AND (i.terminated IS NULL OR i.terminated >= j.started)
+LEFT JOIN instances i ON i.instance_id = (SELECT y.instance_id FROM instances y WHERE y.node = r.node AND y.cluster = j.cluster AND y.launched <= j.started
+  ORDER BY y.launched DESC, y.instance_id DESC LIMIT 1) AND (i.terminated IS NULL OR i.terminated >= j.started)
 LEFT JOIN node_boots b ON b.instance_id = i.instance_id
 WHERE j.cluster = ? AND j.job_id IN (SELECT value FROM json_each(?)) AND j.submitted IS NOT NULL AND j.started IS NOT NULL
-ORDER BY j.job_id, r.node, i.launched DESC, i.instance_id`, []any{s.cluster, string(b)}, func(r *sql.Rows) error {
+ORDER BY j.job_id, r.node`, []any{s.cluster, string(b)}, func(r *sql.Rows) error {
 		var id, node, inst string
 		var sub, start, launched, bs, bd, br sql.NullInt64
 		if err := r.Scan(&id, &sub, &start, &node, &inst, &launched, &bs, &bd, &br); err != nil {
@@ -83,7 +86,7 @@ ORDER BY j.job_id, r.node, i.launched DESC, i.instance_id`, []any{s.cluster, str
 		if !ok {
 			w = JobWait{JobID: id, Submitted: fromMS(sub), Started: fromMS(start)}
 		}
-		if node != "" && (len(w.Nodes) == 0 || w.Nodes[len(w.Nodes)-1].Node != node) { // the newest instance of each node
+		if node != "" {
 			n := WaitNode{Node: node, InstanceID: inst, Launched: fromMS(launched)}
 			if bs.Valid {
 				n.Boot = &Boot{InstanceID: inst, Node: node, Started: fromMS(bs), Slurmd: fromMS(bd), Registered: fromMS(br)}

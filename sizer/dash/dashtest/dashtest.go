@@ -35,6 +35,10 @@ type Spec struct {
 	// JobName, when set, names every 7th job (an XSS attempt, say);
 	// Comment is every job's decision comment.
 	JobName, Comment string
+	// Nodes is how many nodes of each class the jobs' instances run on
+	// (default 4): one after another, so each node runs Jobs/Nodes of a
+	// class's instances in the month.
+	Nodes int
 	// Waits adds what a job's wait is split by: its node's boot report,
 	// its run on the node and its start with Slurm's submit time (waits).
 	Waits bool
@@ -50,6 +54,9 @@ func Fill(ctx context.Context, st *store.Store, sp Spec) (map[string][]string, e
 	}
 	if sp.Names <= 0 {
 		sp.Names = 5
+	}
+	if sp.Nodes <= 0 {
+		sp.Nodes = 4
 	}
 	monthStart := time.Date(sp.Now.Year(), sp.Now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	span := sp.Now.Sub(monthStart)
@@ -78,7 +85,7 @@ func Fill(ctx context.Context, st *store.Store, sp Spec) (map[string][]string, e
 		if !live && start.Add(dur).After(sp.Now) {
 			dur = sp.Now.Sub(start) / 2
 		}
-		node := fmt.Sprintf("%s-%d", class, 1+i%4)
+		node := fmt.Sprintf("%s-%d", class, 1+i%sp.Nodes)
 		inst := fmt.Sprintf("i-%08x", i)
 		job := sizerapi.Job{JobID: id, JobName: name, User: user, Account: acct, Class: class, GPUModel: "l4", GPUsPerNode: gpus, Nodes: 1, GPUMemoryMiB: 22888, Attempt: 1 + i%11/10}
 		err := st.RecordLaunch(ctx, sizerapi.InstanceEvent{InstanceID: inst, Node: node, InstanceType: typ, Zone: "us-east-1a", Capacity: capacity, Account: acct, Time: start,
