@@ -35,7 +35,16 @@ type JobQuery struct {
 
 // where is the condition selecting q's jobs of cluster.
 func (q JobQuery) where(cluster string) (string, []any) {
-	w := "cluster = ? AND updated >= ?"
+	// Which index SQLite takes (it keeps no statistics here): by job IDs
+	// the primary key (cluster, job_id), else jobs_updated for the range
+	// and its order. "+n" and "s || ''" keep a column's indexes out of
+	// the choice (and mean the same on PostgreSQL); without them
+	// jobs_started or the primary key (each led by cluster) won, and the
+	// Jobs page sorted every job of the cluster (640 ms at 100,000 jobs).
+	w := "cluster || '' = ? AND updated >= ?"
+	if q.JobIDs != nil {
+		w = "cluster = ? AND +updated >= ?"
+	}
 	args := []any{cluster, ms(q.Since)}
 	for _, f := range []struct{ col, v string }{{"account", q.Account}, {"user", q.User}, {"job_name", q.JobName}} {
 		if f.v != "" {
