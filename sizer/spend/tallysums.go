@@ -1,6 +1,8 @@
 package spend
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -24,6 +26,11 @@ type sums struct {
 	// userJobN is how many jobs each user has there.
 	userJobs map[userJob]int
 	userJobN map[UserKey]int
+	// merged is mergeJobs of the buckets in mergedOf (the same pointers:
+	// the same sums), kept for the next tally that asks for jobs
+	mergedOf       []*bucket
+	mergedJobs     map[AccountJob]float64
+	mergedLaunched map[string]Launched
 }
 
 type userJob struct {
@@ -238,7 +245,13 @@ func (s *sums) tally(c *monthCache, now time.Time, o TallyOptions) (Tally, int) 
 		}
 	}
 	if o.Jobs {
-		t.Jobs, t.Launched = mergeJobs(all)
+		if !slices.Equal(s.mergedOf, s.buckets) {
+			s.mergedJobs, s.mergedLaunched = mergeJobs(s.buckets)
+			s.mergedOf = slices.Clone(s.buckets)
+		}
+		// copies: a Tally is the caller's
+		t.Jobs, t.Launched = maps.Clone(s.mergedJobs), maps.Clone(s.mergedLaunched)
+		addJobs(t.Jobs, t.Launched, open)
 	}
 	buckets := s.buckets
 	t.jobsOf = func(account string) map[string]float64 { return jobsOf(buckets, open, account) }
@@ -302,18 +315,23 @@ func newBucket() *bucket {
 func mergeJobs(bs []*bucket) (map[AccountJob]float64, map[string]Launched) {
 	jobs, launched := map[AccountJob]float64{}, map[string]Launched{}
 	for _, b := range bs {
-		for k, v := range b.jobs {
-			jobs[k] += v
-		}
-		for k, x := range b.launched {
-			y := launched[k]
-			y.Account = x.Account
-			y.USD, y.Seconds, y.SpotSeconds = y.USD+x.USD, y.Seconds+x.Seconds, y.SpotSeconds+x.SpotSeconds
-			y.OwnUSD, y.OwnSeconds, y.OwnSpotSec = y.OwnUSD+x.OwnUSD, y.OwnSeconds+x.OwnSeconds, y.OwnSpotSec+x.OwnSpotSec
-			launched[k] = y
-		}
+		addJobs(jobs, launched, b)
 	}
 	return jobs, launched
+}
+
+// addJobs adds a bucket's job figures to jobs and launched.
+func addJobs(jobs map[AccountJob]float64, launched map[string]Launched, b *bucket) {
+	for k, v := range b.jobs {
+		jobs[k] += v
+	}
+	for k, x := range b.launched {
+		y := launched[k]
+		y.Account = x.Account
+		y.USD, y.Seconds, y.SpotSeconds = y.USD+x.USD, y.Seconds+x.Seconds, y.SpotSeconds+x.SpotSeconds
+		y.OwnUSD, y.OwnSeconds, y.OwnSpotSec = y.OwnUSD+x.OwnUSD, y.OwnSeconds+x.OwnSeconds, y.OwnSpotSec+x.OwnSpotSec
+		launched[k] = y
+	}
 }
 
 // jobsOf are one account's jobs' charges.
