@@ -75,9 +75,8 @@ type EventRecord struct {
 	Queue     string
 	Status    string // "unmatched", "pending", "delivered", "dropped", "no-queue"
 	Copies    int    // messages delivered (2 for a duplicate)
-	DeliverAt time.Time
 	// Deliveries holds when each copy is (or was) due, one entry per
-	// copy; with Jitter each copy has its own time.
+	// copy (none when dropped); with Jitter each copy has its own time.
 	Deliveries []time.Time
 }
 
@@ -187,7 +186,7 @@ func (s *Server) route(e Event, body string, now time.Time) {
 			continue
 		}
 		matched = true
-		rec := &EventRecord{Event: e, Body: body, Rule: r.Name, Queue: r.Queue, Status: "pending", DeliverAt: now.Add(max(r.Delay, 0))}
+		rec := &EventRecord{Event: e, Body: body, Rule: r.Name, Queue: r.Queue, Status: "pending"}
 		s.events = append(s.events, rec)
 		if r.DropFraction > 0 && s.rng.Float64() < r.DropFraction {
 			rec.Status = "dropped"
@@ -202,8 +201,7 @@ func (s *Server) route(e Event, body string, now time.Time) {
 			// each copy on its own: a duplicate may come before or after
 			for range copies {
 				d := delay + jitter(s.rng, r.Jitter)
-				rec.DeliverAt = now.Add(d)
-				rec.Deliveries = append(rec.Deliveries, rec.DeliverAt)
+				rec.Deliveries = append(rec.Deliveries, now.Add(d))
 				s.after(d, func() {
 					s.mu.Lock()
 					defer s.mu.Unlock()
@@ -215,7 +213,7 @@ func (s *Server) route(e Event, body string, now time.Time) {
 			continue
 		}
 		for range copies {
-			rec.Deliveries = append(rec.Deliveries, rec.DeliverAt)
+			rec.Deliveries = append(rec.Deliveries, now.Add(delay))
 		}
 		if r.Delay <= 0 {
 			s.deliver(rec, copies)
