@@ -70,8 +70,8 @@ func ReservationUse(rs []store.Reservation, rows []store.Row, from, now time.Tim
 			if end.IsZero() {
 				end = now
 			}
-			lo, hi := billing.Later(seg.Start, sp[0]), billing.Earlier(end, sp[1])
-			if !hi.After(lo) {
+			in := overlap(seg.Start, end, sp[0], sp[1])
+			if in <= 0 {
 				continue
 			}
 			u := used[row.Reservation]
@@ -79,7 +79,7 @@ func ReservationUse(rs []store.Reservation, rows []store.Row, from, now time.Tim
 				u = &use{insts: map[string]bool{}}
 				used[row.Reservation] = u
 			}
-			u.secs += hi.Sub(lo).Seconds()
+			u.secs += in.Seconds()
 			u.insts[row.ID] = true
 		}
 	}
