@@ -40,10 +40,7 @@ func (r Reservation) USD(now time.Time) (seconds int64, usd float64) {
 // RecordReservation stores (replaces) a reservation as the ledger saw it;
 // an end once recorded is kept.
 func (s *Store) RecordReservation(ctx context.Context, r Reservation) error {
-	var end any
-	if !r.End.IsZero() {
-		end = ms(r.End)
-	}
+	end := nullMS(r.End)
 	err := s.tx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO capacity_reservations(reservation_id, instance_type, zone, count, price, start, "end", state, match, seen, reservation_type) VALUES(?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(reservation_id) DO UPDATE SET instance_type=excluded.instance_type, zone=excluded.zone, count=excluded.count, price=excluded.price, start=excluded.start,
