@@ -4,15 +4,14 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/pgtest"
 	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/dash/dashtest"
 	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
+	"github.com/burst-hpc/burst/sizer/store/storetest"
 )
 
 // tallyRef is a Tally's figures worked out from a fresh read of the store,
@@ -178,18 +177,7 @@ func TestTallyMatchesFreshReads(t *testing.T) {
 	for _, driver := range []string{store.DriverSQLite, store.DriverPostgres} {
 		t.Run(driver, func(t *testing.T) {
 			ctx := context.Background()
-			var st *store.Store
-			var err error
-			if driver == store.DriverPostgres {
-				srv := pgtest.Start(t)
-				st, err = store.OpenConfig(ctx, store.Config{Driver: store.DriverPostgres, Postgres: store.Postgres{URL: srv.NewDatabase(t)}})
-			} else {
-				st, err = store.Open(ctx, filepath.Join(t.TempDir(), "state"))
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := storetest.Open(t, driver)
 			now := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC)
 			if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 300, Now: now, Live: 8, Waits: true, Nodes: 30}); err != nil {
 				t.Fatal(err)

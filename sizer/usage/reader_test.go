@@ -3,16 +3,15 @@ package usage_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
-	"github.com/burst-hpc/burst/internal/pgtest"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/dash/dashtest"
 	"github.com/burst-hpc/burst/sizer/store"
+	"github.com/burst-hpc/burst/sizer/store/storetest"
 	"github.com/burst-hpc/burst/sizer/usage"
 )
 
@@ -56,18 +55,7 @@ func TestReaderMatchesFreshReads(t *testing.T) {
 	for _, driver := range []string{store.DriverSQLite, store.DriverPostgres} {
 		t.Run(driver, func(t *testing.T) {
 			ctx := context.Background()
-			var st *store.Store
-			var err error
-			if driver == store.DriverPostgres {
-				srv := pgtest.Start(t)
-				st, err = store.OpenConfig(ctx, store.Config{Driver: store.DriverPostgres, Postgres: store.Postgres{URL: srv.NewDatabase(t)}})
-			} else {
-				st, err = store.Open(ctx, filepath.Join(t.TempDir(), "state"))
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := storetest.Open(t, driver)
 			now := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC)
 			if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 200, Now: now, Live: 5, Waits: true}); err != nil {
 				t.Fatal(err)
