@@ -158,20 +158,7 @@ func sameMoney(t *testing.T, what string, got, want sizerapi.MoneyView) {
 // ledger changes (instances launched, ended, a job run on a reused node).
 func TestMoneyMatchesFreshReads(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	clock := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC)
-	if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 250, Now: clock, Live: 6, Waits: true, Nodes: 25}); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := sizing.New(catalog.Default(), "us-east-1", dashtest.Classes(), sizing.Params{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	od := func(typ string) (float64, bool) { return pol.HourlyPrice(typ, capacity.OnDemand) }
+	st, pol, clock, od := filledMonth(t)
 	for _, owner := range []string{billing.OwnerLaunchingJob, billing.OwnerPool} {
 		src, err := New(Options{Store: st, Policy: pol, Budgets: map[string]float64{"nlp": 300, "vision": 25}, IdleOwner: owner, Now: func() time.Time { return clock }})
 		if err != nil {
@@ -206,4 +193,25 @@ func TestMoneyMatchesFreshReads(t *testing.T) {
 			}
 		}
 	}
+}
+
+// filledMonth is a SQLite store holding 250 jobs of the month up to clock
+// (dashtest), the policy of dashtest's classes and its on-demand prices:
+// what the fresh-read tests of Money and Right-sizing start from.
+func filledMonth(t *testing.T) (st *store.Store, pol *sizing.Policy, clock time.Time, od func(string) (float64, bool)) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clock = time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC)
+	if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 250, Now: clock, Live: 6, Waits: true, Nodes: 25}); err != nil {
+		t.Fatal(err)
+	}
+	if pol, err = sizing.New(catalog.Default(), "us-east-1", dashtest.Classes(), sizing.Params{}); err != nil {
+		t.Fatal(err)
+	}
+	return st, pol, clock, func(typ string) (float64, bool) { return pol.HourlyPrice(typ, capacity.OnDemand) }
 }

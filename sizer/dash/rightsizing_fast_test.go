@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/burst-hpc/burst/internal/capacity"
-	"github.com/burst-hpc/burst/internal/catalog"
 	"github.com/burst-hpc/burst/internal/sizerapi"
-	"github.com/burst-hpc/burst/internal/sizing"
 	"github.com/burst-hpc/burst/sizer/billing"
-	"github.com/burst-hpc/burst/sizer/dash/dashtest"
 	"github.com/burst-hpc/burst/sizer/report"
 	"github.com/burst-hpc/burst/sizer/spend"
 	"github.com/burst-hpc/burst/sizer/store"
@@ -97,20 +93,7 @@ func rightSizingReference(t *testing.T, s *Source, st *store.Store, sc Scope, no
 // an account, as agents report and the ledger changes.
 func TestRightSizingMatchesFreshReads(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	clock := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC)
-	if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: 250, Now: clock, Live: 6, Waits: true, Nodes: 25}); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := sizing.New(catalog.Default(), "us-east-1", dashtest.Classes(), sizing.Params{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	od := func(typ string) (float64, bool) { return pol.HourlyPrice(typ, capacity.OnDemand) }
+	st, pol, clock, od := filledMonth(t)
 	src, err := New(Options{Store: st, Policy: pol, Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)
