@@ -69,12 +69,12 @@ type eventRule struct {
 
 // EventRecord is one emitted event and what became of it.
 type EventRecord struct {
-	Event     Event
-	Body      string // the message body delivered
-	Rule      string // the rule that matched, "" when none
-	Queue     string
-	Status    string // "unmatched", "pending", "delivered", "dropped", "no-queue"
-	Copies    int    // messages delivered (2 for a duplicate)
+	Event  Event
+	Body   string // the message body delivered
+	Rule   string // the rule that matched, "" when none
+	Queue  string
+	Status string // "unmatched", "pending", "delivered", "dropped", "no-queue"
+	Copies int    // messages delivered (2 for a duplicate)
 	// Deliveries holds when each copy is (or was) due, one entry per
 	// copy (none when dropped); with Jitter each copy has its own time.
 	Deliveries []time.Time
