@@ -145,6 +145,7 @@ type Cluster struct {
 	jobs    []Job               // submitted through Sbatch*, with Slurm's owner
 	ips     map[netip.Addr]bool // allocated (AllocIP or bound)
 	bound   map[netip.Addr]bool // used by a node
+	nextIP  int                 // the host number AllocIP tries first
 	nodes   map[string]*Node
 	stopped bool
 	stopErr error

@@ -114,20 +114,30 @@ func (c *Cluster) setupBridge(ctx context.Context) error {
 	return c.ip(ctx, "link", "set", br, "up")
 }
 
-// AllocIP reserves the next free node address on the run's subnet. StartNode
-// and StartSlurmd call it when given the zero address; an external boot hook
-// (e.g. the EC2 emulator's "private IP") can call it itself and pass the
-// result on. StopNode releases the address.
+// AllocIP reserves the next free node address on the run's subnet, going
+// round the subnet from the one after the last it gave: an address just
+// released is taken again only after every other, as EC2 rarely gives a
+// new instance the address of one terminated seconds before. (Taking the
+// lowest free one gave a replacement node its dead predecessor's address
+// while slurmctld still retried the predecessor's job kill to it, and the
+// requeued job running there got the SIGTERM.) StartNode and StartSlurmd
+// call it when given the zero address; an external boot hook (e.g. the EC2
+// emulator's "private IP") can call it itself and pass the result on.
+// StopNode releases the address.
 func (c *Cluster) AllocIP() (netip.Addr, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	base := c.net.Prefix.Addr().As4()
-	for i := firstIP; i <= lastIP; i++ {
+	n := lastIP - firstIP + 1
+	start := max(c.nextIP-firstIP, 0)
+	for k := range n {
+		i := firstIP + (start+k)%n
 		a := base
 		a[3] = byte(i)
 		ip := netip.AddrFrom4(a)
 		if !c.ips[ip] {
 			c.ips[ip] = true
+			c.nextIP = i + 1
 			return ip, nil
 		}
 	}
