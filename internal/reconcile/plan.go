@@ -111,16 +111,21 @@ type Memory struct {
 	// events kick them, before Slurm's power-save pass acts on the
 	// request) do not hand the node back again for the same instance.
 	HandedBack map[string]string
+	// PoweringDownSince: when this reconciler first saw each node powering
+	// down (Slurm running burst-suspend for it). Its instance is
+	// suspend's to terminate until Grace has passed since then.
+	PoweringDownSince map[string]time.Time
 }
 
 // NewMemory returns empty memory.
 func NewMemory() *Memory {
-	return &Memory{PoweringUpSince: map[string]time.Time{}, LastInstance: map[string]string{}, HandedBack: map[string]string{}}
+	return &Memory{PoweringUpSince: map[string]time.Time{}, LastInstance: map[string]string{}, HandedBack: map[string]string{},
+		PoweringDownSince: map[string]time.Time{}}
 }
 
 // Observe records a pass's view.
 func (m *Memory) Observe(instances []cloud.Instance, nodes []slurm.Node, now time.Time) {
-	up := map[string]bool{}
+	up, down := map[string]bool{}, map[string]bool{}
 	for _, n := range nodes {
 		if n.HasFlag("POWERING_UP") {
 			up[n.Name] = true
@@ -128,10 +133,21 @@ func (m *Memory) Observe(instances []cloud.Instance, nodes []slurm.Node, now tim
 				m.PoweringUpSince[n.Name] = now
 			}
 		}
+		if poweringDown(n) {
+			down[n.Name] = true
+			if _, ok := m.PoweringDownSince[n.Name]; !ok {
+				m.PoweringDownSince[n.Name] = now
+			}
+		}
 	}
 	for n := range m.PoweringUpSince {
 		if !up[n] {
 			delete(m.PoweringUpSince, n)
+		}
+	}
+	for n := range m.PoweringDownSince {
+		if !down[n] {
+			delete(m.PoweringDownSince, n)
 		}
 	}
 	newest := map[string]cloud.Instance{}
@@ -163,6 +179,12 @@ func poweredDown(n slurm.Node) bool {
 	return (n.HasFlag("POWERED_DOWN") || n.HasFlag("POWERING_DOWN")) && !n.HasFlag("POWERING_UP")
 }
 
+// poweringDown: Slurm is running the suspend program for the node (it is
+// not yet counted powered down).
+func poweringDown(n slurm.Node) bool {
+	return n.HasFlag("POWERING_DOWN") && !n.HasFlag("POWERED_DOWN") && !n.HasFlag("POWERING_UP")
+}
+
 // wantsInstance: Slurm counts on the node having an instance: it is powering
 // up, or up (idle, allocated, mixed, completing), including nodes with a
 // power-down requested but not yet started.
@@ -186,6 +208,8 @@ func wantsInstance(n slurm.Node) bool {
 //
 //   - a live instance whose node is powered down, unknown to Slurm or not
 //     burst's, or that has no node tag, older than Grace: terminate (orphan);
+//     while the node is powering down its instance is burst-suspend's, and
+//     an orphan only once Memory has seen it powering down for Grace;
 //   - two or more live instances for one node: keep the one at Slurm's
 //     NodeAddr, else the newest; terminate the others once older than Grace;
 //   - a stopped or stopping instance: terminate;
@@ -304,6 +328,16 @@ func (p *planner) planLive(name string) {
 			return // a DOWN node is the admin's or the agent's dead-man switch's
 		}
 		why := "node is powered down in Slurm"
+		if known && poweringDown(n) {
+			// burst-suspend is terminating it: a second terminate would race
+			// it (one instance ended by two owners); Slurm counts the node
+			// powered down after SuspendTimeout even if suspend failed
+			since, seen := p.mem.PoweringDownSince[name]
+			if !seen || p.now.Sub(since) < p.opts.Grace {
+				return
+			}
+			why = fmt.Sprintf("node has been powering down for %s (burst-suspend did not terminate it)", p.now.Sub(since).Truncate(time.Second))
+		}
 		if !known {
 			why = "Slurm has no burst node of that name"
 		}

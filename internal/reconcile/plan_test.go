@@ -61,8 +61,12 @@ func TestPlan(t *testing.T) {
 			[]slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN", "POWERING_UP")}, nil, []string{}},
 		{"powering down with instance still there is fine (suspend terminates it)", []cloud.Instance{inst("i-1", "gpu-1", "running", 30*time.Second, "10.0.0.1")},
 			[]slurm.Node{node("gpu-1", "IDLE", "POWERING_DOWN")}, nil, []string{}},
-		{"powering down with an old instance: orphan", []cloud.Instance{inst("i-1", "gpu-1", "running", time.Hour, "10.0.0.1")},
-			[]slurm.Node{node("gpu-1", "IDLE", "POWERING_DOWN")}, nil, []string{"terminate/orphan/gpu-1/i-1"}},
+		{"powering down with an old instance is suspend's to terminate", []cloud.Instance{inst("i-1", "gpu-1", "running", time.Hour, "10.0.0.1")},
+			[]slurm.Node{node("gpu-1", "IDLE", "POWERING_DOWN")}, nil, []string{}},
+		{"powering down, seen so for less than grace: still suspend's", []cloud.Instance{inst("i-1", "gpu-1", "running", time.Hour, "10.0.0.1")},
+			[]slurm.Node{node("gpu-1", "IDLE", "POWERING_DOWN")}, &Memory{PoweringDownSince: map[string]time.Time{"gpu-1": t0.Add(-30 * time.Second)}}, []string{}},
+		{"powering down for longer than grace: orphan", []cloud.Instance{inst("i-1", "gpu-1", "running", time.Hour, "10.0.0.1")},
+			[]slurm.Node{node("gpu-1", "IDLE", "POWERING_DOWN")}, &Memory{PoweringDownSince: map[string]time.Time{"gpu-1": t0.Add(-2 * time.Minute)}}, []string{"terminate/orphan/gpu-1/i-1"}},
 		{"power down requested (ASAP) keeps its instance", []cloud.Instance{inst("i-1", "gpu-1", "running", time.Hour, "10.0.0.1")},
 			[]slurm.Node{node("gpu-1", "ALLOCATED", "POWER_DOWN")}, nil, []string{}},
 		{"duplicate: keep the one at NodeAddr", []cloud.Instance{
@@ -141,8 +145,17 @@ func TestMemory(t *testing.T) {
 	if m.LastInstance["gpu-1"] != "i-1" {
 		t.Fatalf("last instance %q", m.LastInstance["gpu-1"])
 	}
+	down := []slurm.Node{node("gpu-1", "IDLE", "POWERING_DOWN")}
+	m.Observe([]cloud.Instance{inst("i-1", "gpu-1", "running", 0, "")}, down, t0.Add(150*time.Second))
+	m.Observe([]cloud.Instance{inst("i-1", "gpu-1", "running", 0, "")}, down, t0.Add(160*time.Second))
+	if got := m.PoweringDownSince["gpu-1"]; !got.Equal(t0.Add(150 * time.Second)) {
+		t.Fatalf("powering down since %v, want first sighting %v", got, t0.Add(150*time.Second))
+	}
 	m.Observe(nil, []slurm.Node{node("gpu-1", "IDLE", "POWERED_DOWN")}, t0.Add(3*time.Minute))
 	if _, ok := m.LastInstance["gpu-1"]; ok {
 		t.Fatal("last instance kept after the node powered down")
+	}
+	if _, ok := m.PoweringDownSince["gpu-1"]; ok {
+		t.Fatal("still remembered as powering down after it powered down")
 	}
 }
