@@ -75,14 +75,14 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 	if err != nil {
 		return sizerapi.RightSizingView{}, err
 	}
-	jobSpend := map[string]float64{} // the scope's charges, by job
+	jobSpend := make(map[string]float64, len(t.Jobs)) // the scope's charges, by job
 	for k, usd := range t.Jobs {
 		if sc.All() || k.Account == sc.Account {
 			jobSpend[k.JobID] += usd
 		}
 	}
 	v := sizerapi.RightSizingView{At: now, Account: sc.Account, From: from, UsedFraction: 0.5, Items: []sizerapi.RightSizingItem{}}
-	latestClass, prices := groupPrices(jobs, t, sc)
+	prices := groupPrices(jobs, t, sc)
 	// the month so far as of the last whole minute: every reader within a
 	// minute gets the same monthly extrapolation (see Money's forecast)
 	fnow := now.Truncate(time.Minute)
@@ -93,8 +93,11 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 	monthHours := from.AddDate(0, 1, 0).Sub(from).Hours()
 	for _, a := range report.Advise(jobs, jobSpend, now, report.Options{}) {
 		k := groupKey{a.Account, a.User, a.JobName}
-		it := sizerapi.RightSizingItem{Advice: a, Class: latestClass[k], SuggestedGPUs: max(a.UsedGPUs, 1)}
 		p := prices[k]
+		it := sizerapi.RightSizingItem{Advice: a, SuggestedGPUs: max(a.UsedGPUs, 1)}
+		if p != nil {
+			it.Class = p.class
+		}
 		capType := capacity.OnDemand
 		if p != nil && p.hours > 0 {
 			it.CurrentUSDH = round4(p.usd / p.hours)
@@ -122,19 +125,25 @@ func (s *Source) RightSizing(ctx context.Context, sc Scope) (sizerapi.RightSizin
 // groupKey names a recurring job: an account's user's jobs of one name.
 type groupKey struct{ account, user, name string }
 
-// groupPrice is what a group's instances cost, and on which capacity.
-type groupPrice struct{ usd, hours, spotHours float64 }
+// groupPrice is a group's newest class and what its instances cost, and
+// on which capacity.
+type groupPrice struct {
+	class                 string
+	usd, hours, spotHours float64
+}
 
 // groupPrices are each group's newest class and its instances' bills (the
 // instances launched for its jobs, their charges in the scope: an
 // account's own on its own instances).
-func groupPrices(jobs []sizerapi.JobUsage, t spend.Tally, sc Scope) (map[groupKey]string, map[groupKey]*groupPrice) {
-	latestClass := map[groupKey]string{}
+func groupPrices(jobs []sizerapi.JobUsage, t spend.Tally, sc Scope) map[groupKey]*groupPrice {
 	prices := map[groupKey]*groupPrice{}
-	for _, j := range jobs { // newest first
+	for i := range jobs { // newest first
+		j := &jobs[i]
 		k := groupKey{j.Account, j.User, j.JobName}
-		if _, ok := latestClass[k]; !ok {
-			latestClass[k] = j.Class
+		p := prices[k]
+		if p == nil {
+			p = &groupPrice{class: j.Class}
+			prices[k] = p
 		}
 		l, ok := t.Launched[j.JobID]
 		if !ok || !sc.All() && l.Account != sc.Account {
@@ -147,14 +156,9 @@ func groupPrices(jobs []sizerapi.JobUsage, t spend.Tally, sc Scope) (map[groupKe
 		if secs <= 0 {
 			continue
 		}
-		p := prices[k]
-		if p == nil {
-			p = &groupPrice{}
-			prices[k] = p
-		}
 		p.usd, p.hours, p.spotHours = p.usd+usd, p.hours+secs/3600, p.spotHours+spot/3600
 	}
-	return latestClass, prices
+	return prices
 }
 
 // smallerClass is the configured class with the lowest hourly price (of

@@ -133,14 +133,37 @@ func Advise(jobs []sizerapi.JobUsage, jobSpend map[string]float64, now time.Time
 	if o.UsedFraction <= 0 {
 		o.UsedFraction = 0.5
 	}
-	groups := map[gkey][]sizerapi.JobUsage{}
-	for _, j := range jobs {
-		if j.Reported && j.JobName != "" {
-			k := gkey{j.Account, j.User, j.JobName}
-			groups[k] = append(groups[k], j)
+	groups := map[gkey]*group{}
+	for i := range jobs {
+		j := &jobs[i] // not copied: a month holds 100,000 jobs
+		if !j.Reported || j.JobName == "" {
+			continue
 		}
+		k := gkey{j.Account, j.User, j.JobName}
+		g := groups[k]
+		if g == nil {
+			g = &group{}
+			groups[k] = g
+		}
+		g.add(j, jobSpend[j.JobID])
 	}
-	return advice(groups, jobSpend, billing.MonthStart(now), now, o)
+	return advice(groups, billing.MonthStart(now), now, o)
+}
+
+// group is what advice needs of a group's jobs: their count, the most
+// they asked for and used, and their spend.
+type group struct {
+	jobs, asked, used           int
+	askedMem, usedMem, spendUSD float64
+}
+
+func (g *group) add(j *sizerapi.JobUsage, usd float64) {
+	g.jobs++
+	g.asked = max(g.asked, j.GPUsPerNode)
+	g.used = max(g.used, j.GPUsUsed)
+	g.askedMem = math.Max(g.askedMem, float64(j.AllocatedMemMiB())/1024)
+	g.usedMem = math.Max(g.usedMem, float64(j.PeakMemMiB)/1024)
+	g.spendUSD += usd
 }
 
 // gkey names a group of jobs: an account's user's jobs of one name.
@@ -197,20 +220,12 @@ func sortRows(rep *sizerapi.UsageReport) {
 
 // advice is the right-sizing advice for the groups of jobs that used at
 // most o.UsedFraction of the GPUs they asked for, the largest saving first.
-func advice(groups map[gkey][]sizerapi.JobUsage, jobSpend map[string]float64, from, now time.Time, o Options) []sizerapi.Advice {
+func advice(groups map[gkey]*group, from, now time.Time, o Options) []sizerapi.Advice {
 	var out []sizerapi.Advice
 	elapsed := now.Sub(from).Hours()
 	monthHours := from.AddDate(0, 1, 0).Sub(from).Hours()
-	for k, js := range groups {
-		var asked, used int
-		var askedMem, usedMem, spend float64
-		for _, j := range js {
-			asked = max(asked, j.GPUsPerNode)
-			used = max(used, j.GPUsUsed)
-			askedMem = math.Max(askedMem, float64(j.AllocatedMemMiB())/1024)
-			usedMem = math.Max(usedMem, float64(j.PeakMemMiB)/1024)
-			spend += jobSpend[j.JobID]
-		}
+	for k, g := range groups {
+		asked, used, askedMem, usedMem, spend := g.asked, g.used, g.askedMem, g.usedMem, g.spendUSD
 		if asked == 0 {
 			continue
 		}
@@ -223,10 +238,10 @@ func advice(groups map[gkey][]sizerapi.JobUsage, jobSpend map[string]float64, fr
 		if elapsed > 0 {
 			save *= monthHours / elapsed
 		}
-		ad := sizerapi.Advice{Account: k.account, User: k.user, JobName: k.name, Jobs: len(js), AskedGPUs: asked, UsedGPUs: used,
+		ad := sizerapi.Advice{Account: k.account, User: k.user, JobName: k.name, Jobs: g.jobs, AskedGPUs: asked, UsedGPUs: used,
 			AskedMemGiB: round1(askedMem), UsedMemGiB: round1(usedMem), SpendUSD: round2(spend), SaveUSDPerMonth: round2(save)}
 		ad.Text = fmt.Sprintf("%s's jobs named %s asked for %d GPUs and used %d: ask for %d and save about $%.2f a month (%d jobs; peak %.0f of %.0f GiB GPU memory)",
-			k.user, k.name, asked, used, ask, save, len(js), usedMem, askedMem)
+			k.user, k.name, asked, used, ask, save, g.jobs, usedMem, askedMem)
 		out = append(out, ad)
 	}
 	sort.Slice(out, func(i, j int) bool {
