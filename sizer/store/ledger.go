@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -341,15 +343,11 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 		rargs = []any{ms(to), ms(from.Add(-time.Hour))}
 	}
 	if of != nil {
-		ids, nodes := make([]string, len(out)), []string{}
+		ids := make([]string, len(out))
 		for i, r := range out {
 			ids[i] = r.ID
-			if r.Node != "" {
-				nodes = append(nodes, r.Node)
-			}
 		}
 		bi, _ := json.Marshal(ids)
-		bn, _ := json.Marshal(nodes)
 		if len(sargs) == 0 {
 			sq += ` s WHERE`
 		} else {
@@ -357,8 +355,9 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 		}
 		sq += ` s.instance_id IN (SELECT value FROM json_each(?))`
 		sargs = append(sargs, string(bi))
-		rwhere = append(rwhere, `node IN (SELECT value FROM json_each(?))`)
-		rargs = append(rargs, string(bn))
+		w, a := runsDuring(out)
+		rwhere = append(rwhere, w)
+		rargs = append(rargs, a...)
 	}
 	if len(rwhere) > 0 {
 		rq += ` WHERE ` + strings.Join(rwhere, ` AND `)
@@ -370,6 +369,51 @@ WHERE i.launched < ? AND (i.terminated IS NULL OR i.terminated >= ?)`
 		return nil, err
 	}
 	return out, nil
+}
+
+// runsDuring is a condition on job_runs for the runs that can overlap the
+// instances: on each one's node, from the first launch there to the last
+// end (none while one is open). Each term is an index range on
+// job_runs(node, start), so a page of instances on nodes with long
+// histories reads the runs of their spans, not every run the nodes had.
+func runsDuring(ins []Row) (string, []any) {
+	type span struct {
+		from, to int64
+		open     bool
+	}
+	spans := map[string]*span{}
+	for _, r := range ins {
+		if r.Node == "" {
+			continue
+		}
+		sp := spans[r.Node]
+		if sp == nil {
+			sp = &span{from: ms(r.Launched), to: ms(r.End)}
+			spans[r.Node] = sp
+		}
+		sp.from = min(sp.from, ms(r.Launched))
+		if r.End.IsZero() {
+			sp.open = true
+		} else {
+			sp.to = max(sp.to, ms(r.End))
+		}
+	}
+	if len(spans) == 0 {
+		return `0 = 1`, nil
+	}
+	var terms []string
+	var args []any
+	for _, n := range slices.Sorted(maps.Keys(spans)) {
+		sp := spans[n]
+		t := `(node = ? AND ("end" IS NULL OR "end" >= ?)`
+		args = append(args, n, sp.from)
+		if !sp.open {
+			t += ` AND start < ?`
+			args = append(args, sp.to)
+		}
+		terms = append(terms, t+`)`)
+	}
+	return `(` + strings.Join(terms, ` OR `) + `)`, args
 }
 
 // instanceRows reads the instances of a ledger read, in launch order.
