@@ -27,6 +27,13 @@ func readInterruptionQueue(t *testing.T, srv *ec2emu.Server, p *cloudec2.Provide
 	if _, err := srv.AddEventRule(ec2emu.EventRule{Queue: name}); err != nil {
 		t.Fatal(err)
 	}
+	// a state change after the rule exists, so the queue has an event
+	// whatever the steps' instances did before it (on a loaded machine
+	// and the emulator's clock at 1000x, all of them may have settled);
+	// TerminateInstances is among the recorded actions already
+	if _, err := p.Terminate(context.Background(), []string{"gpu-2"}); err != nil {
+		t.Fatal(err)
+	}
 	qurl := "https://sqs.us-east-1.amazonaws.com/" + ec2emu.DefaultAccount + "/" + name
 	q, err := config.ParseQueueURL(qurl)
 	if err != nil {
@@ -50,8 +57,7 @@ func readInterruptionQueue(t *testing.T, srv *ec2emu.Server, p *cloudec2.Provide
 	}
 	done := make(chan error)
 	go func() { done <- c.Run(ctx) }()
-	// gpu-1 was terminated by the provider steps: its state-change events
-	// (and the launches' before them) are in the queue
+	// gpu-2's state-change events are in the queue
 	giveUp := time.Now().Add(time.Minute) // hang guard only
 	for srv.CallCount("DeleteMessage") == 0 {
 		if time.Now().After(giveUp) {
