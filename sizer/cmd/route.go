@@ -247,7 +247,7 @@ func decide(ctx context.Context, st *settings, job sizerapi.JobRequest, timeout 
 		defer s.Close()
 		sto, months = s, spend.NewReader(s, nil)
 	}
-	d, err := server.Decide(ctx, p, sto, months, st.budgets, job, time.Now(), 0)
+	d, err := server.Decide(ctx, p, sto, months, st.budgets, st.cfg.Accounting.IdleOwner, job, time.Now(), 0)
 	if err == nil && sto == nil && st.budgets[job.Account] > 0 && !d.Refused {
 		// submission never decides a capped account's spend blind, and does
 		// not refuse for it either: burst-resume holds the job at start

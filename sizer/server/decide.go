@@ -26,8 +26,10 @@ const DefaultHistoryJobs = 20
 // Bad metadata refuses the job, naming at most maxShownProblems problems
 // and counting the rest.
 //
-// rd reads the month's spend for the budget (nil: none known).
-func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, rd *spend.Reader, caps map[string]float64, job sizerapi.JobRequest, now time.Time, historyJobs int) (sizing.Decision, error) {
+// rd reads the month's spend for the budget (nil: none known), with owner
+// (accounting.idle_owner) paying for idle time, as every other reader of
+// rd does.
+func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, rd *spend.Reader, caps map[string]float64, owner string, job sizerapi.JobRequest, now time.Time, historyJobs int) (sizing.Decision, error) {
 	req, mdErrs := job.Policy()
 	if len(mdErrs) > 0 {
 		var msgs []string
@@ -54,7 +56,7 @@ func Decide(ctx context.Context, p *sizing.Policy, st *store.Store, rd *spend.Re
 		in.History = h
 	}
 	in.History.Key = key
-	b, err := AccountBudget(ctx, rd, caps, "", req.Account, now)
+	b, err := AccountBudget(ctx, rd, caps, owner, req.Account, now)
 	if err != nil {
 		return sizing.Decision{}, err
 	}
@@ -69,11 +71,12 @@ func AccountBudget(ctx context.Context, rd *spend.Reader, caps map[string]float6
 	if b.CapUSD <= 0 || rd == nil {
 		return b, nil
 	}
-	m, err := rd.Month(ctx, owner, now)
+	// the kept sums (a Tally costs the running instances, not the month's)
+	t, err := rd.Tally(ctx, owner, now, spend.TallyOptions{})
 	if err != nil {
 		return b, fmt.Errorf("reading spend of account %s: %w", account, err)
 	}
-	b.SpentUSD = m.ByAccount[account]
+	b.SpentUSD = t.Accounts[account].USD
 	return b, nil
 }
 

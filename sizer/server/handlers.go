@@ -87,7 +87,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, p auth.Principal)
 		return nil, err
 	}
 	rq.Job.User = user
-	d, err := Decide(r.Context(), s.pol, s.st, s.months, s.o.Budgets, rq.Job, s.now(), s.o.HistoryJobs)
+	d, err := Decide(r.Context(), s.pol, s.st, s.months, s.o.Budgets, s.o.IdleOwner, rq.Job, s.now(), s.o.HistoryJobs)
 	if err != nil {
 		_, code := errCode(err)
 		s.decisions.WithLabelValues("route", code).Inc()

@@ -50,7 +50,7 @@ func TestRouteBodyValidated(t *testing.T) {
 func TestBadMetadataShowsTen(t *testing.T) {
 	f := start(t, nil)
 	comment := "burst:" + strings.Repeat(" nope", 40)
-	d, err := Decide(t.Context(), f.srv.pol, nil, nil, nil, sizerapi.JobRequest{GPUsPerNode: 1, Comment: comment}, f.clk.Now(), 0)
+	d, err := Decide(t.Context(), f.srv.pol, nil, nil, nil, "", sizerapi.JobRequest{GPUsPerNode: 1, Comment: comment}, f.clk.Now(), 0)
 	if err != nil || !d.Refused {
 		t.Fatalf("bad metadata: %+v %v", d, err)
 	}
