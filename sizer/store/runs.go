@@ -120,7 +120,7 @@ func (s *Store) HistoryByKey(ctx context.Context, key string, limit int) (sizing
 		limit = 20
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT job_id, coalesce(class,''), coalesce(gpu_model,''), gpus_per_node, nodes, gpu_mem_mib, started, ended, coalesce(exit_code,0), oom, coalesce(evidence,'')
-FROM jobs WHERE cluster = ? AND job_key = ? ORDER BY started DESC LIMIT ?`, s.cluster, key, limit)
+FROM jobs WHERE cluster || '' = ? AND job_key = ? ORDER BY started DESC LIMIT ?`, s.cluster, key, limit) // by jobs_key: SQLite keeps no statistics, and jobs_started(cluster, started) would have it walk every job of the cluster for a key with few
 	if err != nil {
 		return h, fmt.Errorf("reading history of %s: %w", key, err)
 	}
