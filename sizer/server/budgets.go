@@ -30,11 +30,11 @@ func (s *Server) onDemand(typ string) (float64, bool) {
 }
 
 func (s *Server) budgetStatuses(ctx context.Context) ([]sizerapi.BudgetStatus, error) {
-	m, err := s.month(ctx)
+	t, err := s.months.Tally(ctx, s.o.IdleOwner, s.now(), spend.TallyOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return m.Budgets(s.budgetOptions()), nil
+	return t.Budgets(s.budgetOptions()), nil
 }
 
 // budgets is every account's standing the principal may read: spend,

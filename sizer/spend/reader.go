@@ -63,7 +63,8 @@ type monthCache struct {
 	log      store.Follower // the change log's entries applied
 	full     time.Time      // wall clock when the month was last read whole
 	rows     []*cachedRow
-	sums     *sums // the tallies' kept sums (nil: not made yet)
+	sums     *sums      // the tallies' kept sums (nil: not made yet)
+	bounds   *rowBounds // of rows (nil: not made since rows changed)
 }
 
 // Month returns the ledger's view of the month containing now; owner is
@@ -118,7 +119,7 @@ func (r *Reader) refresh(ctx context.Context, from time.Time, owner string) erro
 		c.sums.touched(c, cr)
 	}
 	sort.SliceStable(fresh, func(i, j int) bool { return less(fresh[i], fresh[j]) })
-	c.rows = merge(kept, fresh)
+	c.rows, c.bounds = merge(kept, fresh), nil
 	return nil
 }
 
@@ -153,7 +154,7 @@ func (r *Reader) readRows(ctx context.Context, from time.Time, owner string) (*m
 	if err != nil {
 		return nil, err
 	}
-	c.rows = r.cache(rows, c)
+	c.rows, c.bounds = r.cache(rows, c), nil
 	// the store's order is its collation's (PostgreSQL's may be the
 	// locale's); merge needs one order
 	sort.SliceStable(c.rows, func(i, j int) bool { return less(c.rows[i], c.rows[j]) })

@@ -117,13 +117,41 @@ func (r *Reader) Tally(ctx context.Context, owner string, now time.Time, o Tally
 	return t, nil
 }
 
+// rowBounds is what every tally asks of the month's rows, kept until the
+// rows change: the latest launch and closed end (settled), and the rows
+// that name a capacity reservation.
+type rowBounds struct {
+	launched, closedEnd time.Time // zero: no row, no closed row
+	reserved            []*cachedRow
+}
+
+func (c *monthCache) rowBounds() *rowBounds {
+	if c.bounds != nil {
+		return c.bounds
+	}
+	b := &rowBounds{}
+	for _, cr := range c.rows { // pointers only: no pricing
+		if cr.row.Launched.After(b.launched) || b.launched.IsZero() {
+			b.launched = cr.row.Launched
+		}
+		if cr.closed && (cr.row.End.After(b.closedEnd) || b.closedEnd.IsZero()) {
+			b.closedEnd = cr.row.End
+		}
+		if cr.row.Reservation != "" {
+			b.reserved = append(b.reserved, cr)
+		}
+	}
+	c.bounds = b
+	return b
+}
+
 // reservedRows are the rows launched before now that name a capacity
-// reservation (pointers only: no pricing).
+// reservation.
 func (c *monthCache) reservedRows(now time.Time) []store.Row {
 	cut := now.Truncate(time.Millisecond)
 	var out []store.Row
-	for _, cr := range c.rows {
-		if cr.row.Reservation != "" && cr.row.Launched.Before(cut) {
+	for _, cr := range c.rowBounds().reserved {
+		if cr.row.Launched.Before(cut) {
 			out = append(out, cr.row)
 		}
 	}
@@ -138,13 +166,11 @@ type Work struct{ Priced, Fallbacks int }
 // settled says whether every row was launched before now and every closed
 // one ended before it, so the kept sums hold at now.
 func (c *monthCache) settled(now time.Time) bool {
-	cut := now.Truncate(time.Millisecond)
-	for _, cr := range c.rows { // pointers only: no pricing
-		if !cr.row.Launched.Before(cut) || cr.closed && !cr.row.End.Before(now) {
-			return false
-		}
+	if len(c.rows) == 0 {
+		return true
 	}
-	return true
+	b := c.rowBounds()
+	return b.launched.Before(now.Truncate(time.Millisecond)) && (b.closedEnd.IsZero() || b.closedEnd.Before(now))
 }
 
 // dayIndex is the day of the month t falls on (0: the first; clamped).
