@@ -3,17 +3,23 @@ package server
 import (
 	"context"
 	"fmt"
-	"github.com/burst-hpc/burst/internal/pgtest"
-	"github.com/burst-hpc/burst/sizer/store"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/burst-hpc/burst/internal/pgtest"
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
+	"github.com/burst-hpc/burst/sizer/dash/dashtest"
+	"github.com/burst-hpc/burst/sizer/store"
 )
 
 const benchWorkers = 16
@@ -79,6 +85,154 @@ func BenchmarkHTTPPostgres(b *testing.B) {
 	benchHTTP(b, func(o *Options) {
 		o.Store = store.Config{Driver: store.DriverPostgres, Postgres: store.Postgres{URL: dsn}}
 	})
+}
+
+// BenchmarkHTTPFilled is BenchmarkHTTP's rank, with route, the budgets
+// (each account's standing from the month's ledger) and the month's
+// ledger, on a store holding a month of jobs (make bench-scale: the
+// 100,000 jobs and 20,000 instances sizer/ui's BenchmarkPages fills into
+// BURST_BENCH_STATE, copied; make test's smoke run: 200 filled here), with
+// the sizer's Go heap after them against the heap before it started.
+func BenchmarkHTTPFilled(b *testing.B) {
+	ctx := context.Background()
+	jobs := 200
+	if v, err := strconv.Atoi(os.Getenv("BURST_BENCH_JOBS")); err == nil && v > 0 {
+		jobs = v
+	}
+	now := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC) // the month BenchmarkPages fills
+	dir := filepath.Join(b.TempDir(), "state")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	src := os.Getenv("BURST_BENCH_STATE")
+	if src != "" {
+		marks, _ := filepath.Glob(filepath.Join(src, fmt.Sprintf("filled-%d-jobs-*", jobs)))
+		if len(marks) == 0 {
+			b.Fatalf("BURST_BENCH_STATE=%s holds no store of %d jobs (sizer/ui's BenchmarkPages fills one)", src, jobs)
+		}
+		in, err := os.ReadFile(filepath.Join(src, store.FileName))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, store.FileName), in, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		st, err := store.Open(ctx, dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := dashtest.Fill(ctx, st, dashtest.Spec{Jobs: jobs, Now: now, Live: 20, Waits: true}); err != nil {
+			b.Fatal(err)
+		}
+		st.Close()
+	}
+	rss0 := rssMiB()                                                                // the test process, the store filled and closed
+	f := start(b, map[string]float64{"nlp": 1e6, "vision": 1e6}, func(o *Options) { // budgets checked, never reached
+		o.StateDir, o.Cluster = dir, "" // dashtest's rows name no cluster
+		o.Now = func() time.Time { return now }
+	})
+	admin, err := sizerclient.New(f.url, f.token, sizerclient.WithCAFile(f.caFile), sizerclient.WithTimeout(time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	figure := func(what string, n int, took time.Duration, p50, p99 time.Duration) {
+		fmt.Printf("sizer-scale jobs=%d what=%s calls=%d per_s=%.0f p50_ms=%.2f p99_ms=%.2f\n", jobs, what, n, float64(n)/took.Seconds(),
+			float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000)
+	}
+	serial := func(what string, n int, do func() error) {
+		var lat []time.Duration
+		t0 := time.Now()
+		for range n {
+			t := time.Now()
+			if err := do(); err != nil {
+				b.Fatalf("%s: %v", what, err)
+			}
+			lat = append(lat, time.Since(t))
+		}
+		took := time.Since(t0)
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		figure(what, n, took, lat[n/2], lat[min(n-1, n*99/100)])
+	}
+	b.ResetTimer()
+	for range b.N {
+		serial("budgets", 15, func() error { _, err := admin.Budgets(ctx); return err })
+		serial("ledger", 5, func() error { _, err := admin.Ledger(ctx); return err })
+		admins := make([]*sizerclient.Client, benchWorkers)
+		for w := range admins {
+			if admins[w], err = sizerclient.New(f.url, f.token, sizerclient.WithCAFile(f.caFile), sizerclient.WithTimeout(time.Minute)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			what string
+			do   func(w int) error
+		}{
+			{"rank", func(w int) error {
+				_, err := admins[w].Rank(ctx, sizerapi.RankRequest{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b"},
+					Job: sizerapi.JobRequest{Account: "nlp", User: "nlp-u1", JobName: "job1", Comment: "burst: params=1B checkpoint=30m"}})
+				return err
+			}},
+			{"route", func(w int) error {
+				_, err := admins[w].Route(ctx, sizerapi.JobRequest{Account: "vision", User: "vision-u2", JobName: "job3", GPUsPerNode: 1})
+				return err
+			}},
+		} {
+			n := 2000
+			if jobs > 10000 {
+				n = 200
+			}
+			var next atomic.Int64
+			lat := make([][]time.Duration, benchWorkers)
+			var wg sync.WaitGroup
+			t0 := time.Now()
+			for w := range benchWorkers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(n) {
+						t := time.Now()
+						if err := c.do(w); err != nil {
+							b.Errorf("%s: %v", c.what, err)
+							return
+						}
+						lat[w] = append(lat[w], time.Since(t))
+					}
+				}()
+			}
+			wg.Wait()
+			took := time.Since(t0)
+			var all []time.Duration
+			for _, l := range lat {
+				all = append(all, l...)
+			}
+			if len(all) == 0 {
+				b.Fatalf("%s: no call answered", c.what)
+			}
+			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+			figure(c.what+"-16-clients", len(all), took, all[len(all)/2], all[min(len(all)-1, len(all)*99/100)])
+		}
+	}
+	b.StopTimer()
+	rss := rssMiB()
+	fmt.Printf("sizer-scale jobs=%d what=memory rss_mib=%.1f before_sizer_mib=%.1f sizer_mib=%.1f\n", jobs, rss, rss0, rss-rss0)
+}
+
+// rssMiB is the process's resident memory (Go heap and SQLite's own),
+// from /proc/self/status, in MiB; 0 where there is none.
+func rssMiB() float64 {
+	runtime.GC()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
 
 func benchHTTP(b *testing.B, mod ...func(*Options)) {
