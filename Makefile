@@ -77,14 +77,18 @@ bench: deps build ## run the benchmarks and print their figures (the release ben
 	  BURST_SLURM=$$v BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=ReleaseLatency -benchtime=1x -count=1 -timeout=30m ./test/e2e | grep -E 'Benchmark|ok|FAIL|^[a-z]|^  '; \
 	done
 
+# the 100,000-job store the dashboard and HTTP benchmarks share (filled
+# once, about 15 min here; delete it to fill again)
+BENCH_STATE ?= /tmp/burst-bench-state-100k
 bench-scale: DEPS_SLURM = $(SLURM_VERSIONS)
-bench-scale: deps build ## Slurm traffic per resumed node and per spot notice at 1,000, 10,000 and 100,000 held jobs (every Slurm version, both backends), burst-resume of 10 to 10,000 nodes through the emulator's token bucket with a reconciler pass (22.05), the launch lock alone, every dashboard page at 100,000 jobs and 10,000 nodes (long: 100,000 sbatch per version)
+bench-scale: deps build ## Slurm traffic per resumed node and per spot notice at 1,000, 10,000 and 100,000 held jobs (every Slurm version, both backends), burst-resume of 10 to 10,000 nodes through the emulator's token bucket with a reconciler pass (22.05), the launch lock alone, every dashboard page at 100,000 jobs and 10,000 nodes, budgets, ledger, rank and route over HTTP and the sizer's memory at 100,000 jobs (long: 100,000 sbatch per version)
 	@for v in $(SLURM_VERSIONS); do \
 	  BURST_SLURM=$$v BURST_BENCH_QUEUED=$(or $(QUEUED),1000$(comma)10000$(comma)100000) BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=SlurmPerResumedNode -benchtime=1x -count=1 -timeout=120m ./internal/slurm | grep -E '^slurm-traffic|ok|FAIL' || exit 1; \
 	done
 	BURST_SLURM=22.05 BURST_BENCH_NODES=$(or $(NODES),10$(comma)100$(comma)1000$(comma)10000) BURST_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=ResumeScale -benchtime=1x -count=1 -timeout=60m ./test/e2e | grep -E '^resume-scale|^reconcile-scale|ok|FAIL' || exit 1
 	$(GO) test -run='^$$' -bench=LaunchLock -benchtime=1x -count=1 ./internal/cloud/ec2 | grep -E '^launch-lock|ok|FAIL' || exit 1
-	BURST_BENCH_JOBS=100000 BURST_BENCH_NODES=10000 $(GO) test -run='^$$' -bench=Pages -benchtime=1x -count=1 -timeout=60m ./sizer/ui | grep -E '^dashboard|ok|FAIL'
+	BURST_BENCH_STATE=$(BENCH_STATE) BURST_BENCH_JOBS=100000 BURST_BENCH_NODES=10000 $(GO) test -run='^$$' -bench=Pages -benchtime=1x -count=1 -timeout=60m ./sizer/ui | grep -E '^dashboard|ok|FAIL' || exit 1
+	BURST_BENCH_STATE=$(BENCH_STATE) BURST_BENCH_JOBS=100000 $(GO) test -run='^$$' -bench=HTTPFilled -benchtime=1x -count=1 -timeout=30m ./sizer/server | grep -E '^sizer-scale|ok|FAIL'
 
 demo: DEPS_SLURM = $(BURST_SLURM)
 demo: deps build ## run the local demo cluster: real Slurm (BURST_SLURM=22.05|24.11|26.05, BURST_SLURM_API=cli|rest), burst, the EC2 emulator (as root); KEEP=1 keeps it and the dashboard up until Ctrl-C
