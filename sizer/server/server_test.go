@@ -18,6 +18,7 @@ import (
 	"github.com/burst-hpc/burst/internal/sizerapi"
 	"github.com/burst-hpc/burst/internal/sizerclient"
 	"github.com/burst-hpc/burst/internal/sizing"
+	"github.com/burst-hpc/burst/sizer/billing"
 	"github.com/burst-hpc/burst/sizer/store"
 )
 
@@ -359,5 +360,40 @@ func TestJobRunsDriveLearning(t *testing.T) {
 	other.User = "bob"
 	if d, _ := admin.Route(ctx, other); d.Upsized {
 		t.Errorf("bob's job upsized from ann's run: %+v", d)
+	}
+}
+
+// TestRouteBudgetUsesIdleOwner: with accounting.idle_owner pool, an
+// instance's idle time is the pool's, so an account whose only instance
+// idled is within its budget for route as for rank (route once read
+// spend with the launching-job owner whatever was configured).
+func TestRouteBudgetUsesIdleOwner(t *testing.T) {
+	f := start(t, map[string]float64{"ml": 10}, func(o *Options) { o.IdleOwner = billing.OwnerPool })
+	ctx := context.Background()
+	admin := f.client(t, f.token)
+	// a p4d launched for ml's job 7, no job run on it: 5 idle hours on demand
+	if err := admin.Launched(ctx, sizerapi.InstanceEvent{InstanceID: "i-idle", Node: "gpu-9", InstanceType: "p4d.24xlarge", Capacity: "on-demand", Time: f.clk.Now(),
+		Job: &sizerapi.Job{JobID: "7", JobName: "train", User: "ann", Account: "ml", GPUsPerNode: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Add(5 * time.Hour)
+	if _, err := admin.Rank(ctx, sizerapi.RankRequest{Class: "l4-1x", Job: sizerapi.JobRequest{Account: "ml"}}); err != nil {
+		t.Fatalf("rank for ml, whose only instance idled (the pool's time): %v", err)
+	}
+	d, err := admin.Route(ctx, sizerapi.JobRequest{Account: "ml", GPUsPerNode: 1})
+	if err != nil || d.Refused {
+		t.Fatalf("route for ml, whose only instance idled (the pool's time): %+v %v", d, err)
+	}
+	// the same instance with the launching job paying for its idle time:
+	// over budget for both
+	g := start(t, map[string]float64{"ml": 10})
+	ga := g.client(t, g.token)
+	if err := ga.Launched(ctx, sizerapi.InstanceEvent{InstanceID: "i-idle", Node: "gpu-9", InstanceType: "p4d.24xlarge", Capacity: "on-demand", Time: g.clk.Now(),
+		Job: &sizerapi.Job{JobID: "7", JobName: "train", User: "ann", Account: "ml", GPUsPerNode: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	g.clk.Add(5 * time.Hour)
+	if d, err := ga.Route(ctx, sizerapi.JobRequest{Account: "ml", GPUsPerNode: 1}); err != nil || !d.Refused {
+		t.Fatalf("route for ml paying its instance's idle time: %+v %v", d, err)
 	}
 }
