@@ -89,23 +89,55 @@ func BenchmarkHTTPPostgres(b *testing.B) {
 
 // BenchmarkHTTPFilled is BenchmarkHTTP's rank, with route, the budgets
 // (each account's standing from the month's ledger) and the month's
-// ledger, on a store holding a month of jobs (make bench-scale: the
-// 100,000 jobs and 20,000 instances sizer/ui's BenchmarkPages fills into
-// BURST_BENCH_STATE, copied; make test's smoke run: 200 filled here), with
-// the sizer's Go heap after them against the heap before it started.
+// ledger, on a store holding a month of jobs: 200 filled here (the
+// baseline, and all of make test's smoke run), then, with
+// BURST_BENCH_JOBS, that many (make bench-scale: the 100,000 jobs and
+// 20,000 instances sizer/ui's BenchmarkPages fills into BURST_BENCH_STATE,
+// copied). Each figure is printed with its ratio to the baseline's, and
+// the process's resident memory after each size against that before its
+// sizer started (the difference: what the sizer holds).
 func BenchmarkHTTPFilled(b *testing.B) {
-	ctx := context.Background()
-	jobs := 200
-	if v, err := strconv.Atoi(os.Getenv("BURST_BENCH_JOBS")); err == nil && v > 0 {
-		jobs = v
+	sizes := []int{200}
+	if v, err := strconv.Atoi(os.Getenv("BURST_BENCH_JOBS")); err == nil && v > 200 {
+		sizes = append(sizes, v)
 	}
+	base := map[string]filledFigure{}
+	b.ResetTimer()
+	for range b.N {
+		for _, jobs := range sizes {
+			for _, f := range benchFilled(b, jobs) {
+				bf, ok := base[f.what]
+				if !ok {
+					base[f.what], bf = f, f
+				}
+				fmt.Printf("sizer-scale jobs=%d what=%s calls=%d per_s=%.0f p50_ms=%.2f p99_ms=%.2f x_per_s_vs_jobs%d=%.2f x_p50_vs_jobs%d=%.2f\n",
+					jobs, f.what, f.calls, f.perS, ms(f.p50), ms(f.p99), sizes[0], f.perS/bf.perS, sizes[0], float64(f.p50)/float64(bf.p50))
+			}
+		}
+	}
+}
+
+// filledFigure is one kind of call's figures on a filled store.
+type filledFigure struct {
+	what     string
+	calls    int
+	perS     float64
+	p50, p99 time.Duration
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// benchFilled starts a sizer on a store of jobs jobs (see
+// BenchmarkHTTPFilled) and measures budgets, the ledger (one client),
+// rank and route (benchWorkers clients); it prints the sizer's memory.
+func benchFilled(b *testing.B, jobs int) []filledFigure {
+	ctx := context.Background()
 	now := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC) // the month BenchmarkPages fills
 	dir := filepath.Join(b.TempDir(), "state")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		b.Fatal(err)
 	}
-	src := os.Getenv("BURST_BENCH_STATE")
-	if src != "" {
+	if src := os.Getenv("BURST_BENCH_STATE"); src != "" && jobs > 200 {
 		marks, _ := filepath.Glob(filepath.Join(src, fmt.Sprintf("filled-%d-jobs-*", jobs)))
 		if len(marks) == 0 {
 			b.Fatalf("BURST_BENCH_STATE=%s holds no store of %d jobs (sizer/ui's BenchmarkPages fills one)", src, jobs)
@@ -132,14 +164,16 @@ func BenchmarkHTTPFilled(b *testing.B) {
 		o.StateDir, o.Cluster = dir, "" // dashtest's rows name no cluster
 		o.Now = func() time.Time { return now }
 	})
-	admin, err := sizerclient.New(f.url, f.token, sizerclient.WithCAFile(f.caFile), sizerclient.WithTimeout(time.Minute))
-	if err != nil {
-		b.Fatal(err)
+	defer f.stop()
+	client := func() *sizerclient.Client {
+		c, err := sizerclient.New(f.url, f.token, sizerclient.WithCAFile(f.caFile), sizerclient.WithTimeout(time.Minute))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
 	}
-	figure := func(what string, n int, took time.Duration, p50, p99 time.Duration) {
-		fmt.Printf("sizer-scale jobs=%d what=%s calls=%d per_s=%.0f p50_ms=%.2f p99_ms=%.2f\n", jobs, what, n, float64(n)/took.Seconds(),
-			float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000)
-	}
+	admin := client()
+	var out []filledFigure
 	serial := func(what string, n int, do func() error) {
 		var lat []time.Duration
 		t0 := time.Now()
@@ -152,70 +186,62 @@ func BenchmarkHTTPFilled(b *testing.B) {
 		}
 		took := time.Since(t0)
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		figure(what, n, took, lat[n/2], lat[min(n-1, n*99/100)])
+		out = append(out, filledFigure{what, n, float64(n) / took.Seconds(), lat[n/2], lat[min(n-1, n*99/100)]})
 	}
-	b.ResetTimer()
-	for range b.N {
-		serial("budgets", 15, func() error { _, err := admin.Budgets(ctx); return err })
-		serial("ledger", 5, func() error { _, err := admin.Ledger(ctx); return err })
-		admins := make([]*sizerclient.Client, benchWorkers)
-		for w := range admins {
-			if admins[w], err = sizerclient.New(f.url, f.token, sizerclient.WithCAFile(f.caFile), sizerclient.WithTimeout(time.Minute)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		for _, c := range []struct {
-			what string
-			do   func(w int) error
-		}{
-			{"rank", func(w int) error {
-				_, err := admins[w].Rank(ctx, sizerapi.RankRequest{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b"},
-					Job: sizerapi.JobRequest{Account: "nlp", User: "nlp-u1", JobName: "job1", Comment: "burst: params=1B checkpoint=30m"}})
-				return err
-			}},
-			{"route", func(w int) error {
-				_, err := admins[w].Route(ctx, sizerapi.JobRequest{Account: "vision", User: "vision-u2", JobName: "job3", GPUsPerNode: 1})
-				return err
-			}},
-		} {
-			n := 2000
-			if jobs > 10000 {
-				n = 200
-			}
-			var next atomic.Int64
-			lat := make([][]time.Duration, benchWorkers)
-			var wg sync.WaitGroup
-			t0 := time.Now()
-			for w := range benchWorkers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for next.Add(1) <= int64(n) {
-						t := time.Now()
-						if err := c.do(w); err != nil {
-							b.Errorf("%s: %v", c.what, err)
-							return
-						}
-						lat[w] = append(lat[w], time.Since(t))
+	serial("budgets", 15, func() error { _, err := admin.Budgets(ctx); return err })
+	serial("ledger", 5, func() error { _, err := admin.Ledger(ctx); return err })
+	admins := make([]*sizerclient.Client, benchWorkers)
+	for w := range admins {
+		admins[w] = client()
+	}
+	for _, c := range []struct {
+		what string
+		do   func(w int) error
+	}{
+		{"rank-16-clients", func(w int) error {
+			_, err := admins[w].Rank(ctx, sizerapi.RankRequest{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b"},
+				Job: sizerapi.JobRequest{Account: "nlp", User: "nlp-u1", JobName: "job1", Comment: "burst: params=1B checkpoint=30m"}})
+			return err
+		}},
+		{"route-16-clients", func(w int) error {
+			_, err := admins[w].Route(ctx, sizerapi.JobRequest{Account: "vision", User: "vision-u2", JobName: "job3", GPUsPerNode: 1})
+			return err
+		}},
+	} {
+		const n = 400
+		var next atomic.Int64
+		lat := make([][]time.Duration, benchWorkers)
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for w := range benchWorkers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= n {
+					t := time.Now()
+					if err := c.do(w); err != nil {
+						b.Errorf("%s: %v", c.what, err)
+						return
 					}
-				}()
-			}
-			wg.Wait()
-			took := time.Since(t0)
-			var all []time.Duration
-			for _, l := range lat {
-				all = append(all, l...)
-			}
-			if len(all) == 0 {
-				b.Fatalf("%s: no call answered", c.what)
-			}
-			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-			figure(c.what+"-16-clients", len(all), took, all[len(all)/2], all[min(len(all)-1, len(all)*99/100)])
+					lat[w] = append(lat[w], time.Since(t))
+				}
+			}()
 		}
+		wg.Wait()
+		took := time.Since(t0)
+		var all []time.Duration
+		for _, l := range lat {
+			all = append(all, l...)
+		}
+		if len(all) == 0 {
+			b.Fatalf("%s: no call answered", c.what)
+		}
+		sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+		out = append(out, filledFigure{c.what, len(all), float64(len(all)) / took.Seconds(), all[len(all)/2], all[min(len(all)-1, len(all)*99/100)]})
 	}
-	b.StopTimer()
 	rss := rssMiB()
 	fmt.Printf("sizer-scale jobs=%d what=memory rss_mib=%.1f before_sizer_mib=%.1f sizer_mib=%.1f\n", jobs, rss, rss0, rss-rss0)
+	return out
 }
 
 // rssMiB is the process's resident memory (Go heap and SQLite's own),
