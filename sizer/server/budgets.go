@@ -21,10 +21,6 @@ func (s *Server) budgetOptions() spend.BudgetOptions {
 	return o.On(s.st) // reservations of every sizer and cluster on PostgreSQL
 }
 
-func (s *Server) month(ctx context.Context) (spend.Month, error) {
-	return s.months.Month(ctx, s.o.IdleOwner, s.now())
-}
-
 func (s *Server) onDemand(typ string) (float64, bool) {
 	return s.pol.HourlyPrice(typ, capacity.OnDemand)
 }

@@ -48,23 +48,18 @@ func (s *Server) spend(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 	if account == "" {
 		return nil, badRequest("spend needs ?account=")
 	}
-	m, err := s.month(r.Context())
-	if err != nil {
-		return nil, err
-	}
-	out := m.Spend(account)
-	out.Source = "sizer"
-	return out, nil
+	return s.AccountSpend(r.Context(), account)
 }
 
 // AccountSpend is an account's spend now (admission control inside the
 // sizer: the release of held jobs).
 func (s *Server) AccountSpend(ctx context.Context, account string) (sizerapi.AccountSpend, error) {
-	m, err := s.month(ctx)
+	// the kept sums (a Tally costs the running instances, not the month's)
+	t, err := s.months.Tally(ctx, s.o.IdleOwner, s.now(), spend.TallyOptions{})
 	if err != nil {
 		return sizerapi.AccountSpend{}, err
 	}
-	out := m.Spend(account)
+	out := t.Spend(account)
 	out.Source = "sizer"
 	return out, nil
 }

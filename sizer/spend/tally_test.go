@@ -161,6 +161,13 @@ func compareTally(t *testing.T, r *spend.Reader, st *store.Store, owner string, 
 			t.Errorf("at %s budget %+v, a fresh read's %+v", at, g, w)
 		}
 	}
+	for _, a := range []string{"nlp", "vision", "nobody"} {
+		g, w := tl.Spend(a), fresh.Spend(a)
+		if g.Account != w.Account || !near(g.SpentUSD, w.SpentUSD) || !near(g.BurnUSDPerHour, w.BurnUSDPerHour) || !g.AsOf.Equal(w.AsOf) {
+			t.Errorf("at %s spend of %s %+v, a fresh read's %+v", at, a, g, w)
+		}
+		sameMap(t, "spend of "+a+" by job", g.Jobs, w.Jobs)
+	}
 	for i, w := range ws {
 		sameMap(t, "window "+w.From.Format(time.DateTime)+" to "+w.To.Format(time.DateTime), tl.Windows[i], within(ref.rows, w.From, w.To, now, owner))
 	}

@@ -409,6 +409,11 @@ func (t Tally) byAccount() (usd, od map[string]float64) {
 	return usd, od
 }
 
+// Spend is an account's figure for admission control, as Month.Spend.
+func (t Tally) Spend(account string) sizerapi.AccountSpend {
+	return sizerapi.AccountSpend{Account: account, SpentUSD: t.Accounts[account].USD, Jobs: t.jobsOf(account), BurnUSDPerHour: t.Burn[account], AsOf: t.Now}
+}
+
 // Budgets is every account's standing, as Month.Budgets.
 func (t Tally) Budgets(o BudgetOptions) []sizerapi.BudgetStatus {
 	usd, od := t.byAccount()
