@@ -118,11 +118,12 @@ func (r *Reader) Tally(ctx context.Context, owner string, now time.Time, o Tally
 }
 
 // rowBounds is what every tally asks of the month's rows, kept until the
-// rows change: the latest launch and closed end (settled), and the rows
-// that name a capacity reservation.
+// rows change: the latest launch and closed end (settled), the rows that
+// name a capacity reservation, and the rows still open (in the rows'
+// order), which each tally prices at its time.
 type rowBounds struct {
 	launched, closedEnd time.Time // zero: no row, no closed row
-	reserved            []*cachedRow
+	reserved, open      []*cachedRow
 }
 
 func (c *monthCache) rowBounds() *rowBounds {
@@ -139,6 +140,9 @@ func (c *monthCache) rowBounds() *rowBounds {
 		}
 		if cr.row.Reservation != "" {
 			b.reserved = append(b.reserved, cr)
+		}
+		if !cr.closed {
+			b.open = append(b.open, cr)
 		}
 	}
 	c.bounds = b

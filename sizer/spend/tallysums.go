@@ -214,10 +214,7 @@ func (s *sums) tally(c *monthCache, now time.Time, o TallyOptions) (Tally, int) 
 	cut := now.Truncate(time.Millisecond)
 	var opens []openRow
 	var ins []billing.Instance
-	for _, cr := range c.rows {
-		if cr.closed {
-			continue
-		}
+	for _, cr := range c.rowBounds().open {
 		row := runsBefore(cr.row, cut)
 		cs := row.Charges(c.from, c.to, now, c.owner)
 		open.add(row, cs, !row.End.IsZero() && row.End.Before(now))
