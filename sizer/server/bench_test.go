@@ -92,7 +92,7 @@ func BenchmarkHTTPPostgres(b *testing.B) {
 // ledger, on a store holding a month of jobs: 200 filled here (the
 // baseline, and all of make test's smoke run), then, with
 // BURST_BENCH_JOBS, that many (make bench-scale: the 100,000 jobs and
-// 20,000 instances sizer/ui's BenchmarkPages fills into BURST_BENCH_STATE,
+// 100,000 instances sizer/ui's BenchmarkPages fills into BURST_BENCH_STATE,
 // copied). Each figure is printed with its ratio to the baseline's, and
 // the process's resident memory after each size against that before its
 // sizer started (the difference: what the sizer holds).
