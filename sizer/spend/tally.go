@@ -132,10 +132,10 @@ func (c *monthCache) rowBounds() *rowBounds {
 	}
 	b := &rowBounds{}
 	for _, cr := range c.rows { // pointers only: no pricing
-		if cr.row.Launched.After(b.launched) || b.launched.IsZero() {
+		if cr.row.Launched.After(b.launched) {
 			b.launched = cr.row.Launched
 		}
-		if cr.closed && (cr.row.End.After(b.closedEnd) || b.closedEnd.IsZero()) {
+		if cr.closed && cr.row.End.After(b.closedEnd) {
 			b.closedEnd = cr.row.End
 		}
 		if cr.row.Reservation != "" {
@@ -170,11 +170,8 @@ type Work struct{ Priced, Fallbacks int }
 // settled says whether every row was launched before now and every closed
 // one ended before it, so the kept sums hold at now.
 func (c *monthCache) settled(now time.Time) bool {
-	if len(c.rows) == 0 {
-		return true
-	}
-	b := c.rowBounds()
-	return b.launched.Before(now.Truncate(time.Millisecond)) && (b.closedEnd.IsZero() || b.closedEnd.Before(now))
+	b := c.rowBounds() // zero times: no row, no closed row
+	return b.launched.Before(now.Truncate(time.Millisecond)) && b.closedEnd.Before(now)
 }
 
 // dayIndex is the day of the month t falls on (0: the first; clamped).
