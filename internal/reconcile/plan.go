@@ -127,29 +127,11 @@ func NewMemory() *Memory {
 func (m *Memory) Observe(instances []cloud.Instance, nodes []slurm.Node, now time.Time) {
 	up, down := map[string]bool{}, map[string]bool{}
 	for _, n := range nodes {
-		if n.HasFlag("POWERING_UP") {
-			up[n.Name] = true
-			if _, ok := m.PoweringUpSince[n.Name]; !ok {
-				m.PoweringUpSince[n.Name] = now
-			}
-		}
-		if poweringDown(n) {
-			down[n.Name] = true
-			if _, ok := m.PoweringDownSince[n.Name]; !ok {
-				m.PoweringDownSince[n.Name] = now
-			}
-		}
+		up[n.Name] = n.HasFlag("POWERING_UP")
+		down[n.Name] = poweringDown(n)
 	}
-	for n := range m.PoweringUpSince {
-		if !up[n] {
-			delete(m.PoweringUpSince, n)
-		}
-	}
-	for n := range m.PoweringDownSince {
-		if !down[n] {
-			delete(m.PoweringDownSince, n)
-		}
-	}
+	firstSeen(m.PoweringUpSince, up, now)
+	firstSeen(m.PoweringDownSince, down, now)
 	newest := map[string]cloud.Instance{}
 	for _, in := range instances {
 		if in.Node != "" && in.Live() {
@@ -177,6 +159,21 @@ func (m *Memory) Observe(instances []cloud.Instance, nodes []slurm.Node, now tim
 // poweredDown: Slurm considers the node off (or going off).
 func poweredDown(n slurm.Node) bool {
 	return (n.HasFlag("POWERED_DOWN") || n.HasFlag("POWERING_DOWN")) && !n.HasFlag("POWERING_UP")
+}
+
+// firstSeen keeps since[name] at the first pass that saw name in a state
+// (is[name]) and forgets the names no longer in it.
+func firstSeen(since map[string]time.Time, is map[string]bool, now time.Time) {
+	for n, in := range is {
+		if _, ok := since[n]; in && !ok {
+			since[n] = now
+		}
+	}
+	for n := range since {
+		if !is[n] {
+			delete(since, n)
+		}
+	}
 }
 
 // poweringDown: Slurm is running the suspend program for the node (it is
