@@ -21,12 +21,18 @@ func (s *Server) budgetOptions() spend.BudgetOptions {
 	return o.On(s.st) // reservations of every sizer and cluster on PostgreSQL
 }
 
+// tally is the month's spend from the Reader's kept sums (it costs the
+// running instances, not the month's), with the configured idle owner.
+func (s *Server) tally(ctx context.Context) (spend.Tally, error) {
+	return s.months.Tally(ctx, s.o.IdleOwner, s.now(), spend.TallyOptions{})
+}
+
 func (s *Server) onDemand(typ string) (float64, bool) {
 	return s.pol.HourlyPrice(typ, capacity.OnDemand)
 }
 
 func (s *Server) budgetStatuses(ctx context.Context) ([]sizerapi.BudgetStatus, error) {
-	t, err := s.months.Tally(ctx, s.o.IdleOwner, s.now(), spend.TallyOptions{})
+	t, err := s.tally(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -54,8 +54,7 @@ func (s *Server) spend(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 // AccountSpend is an account's spend now (admission control inside the
 // sizer: the release of held jobs).
 func (s *Server) AccountSpend(ctx context.Context, account string) (sizerapi.AccountSpend, error) {
-	// the kept sums (a Tally costs the running instances, not the month's)
-	t, err := s.months.Tally(ctx, s.o.IdleOwner, s.now(), spend.TallyOptions{})
+	t, err := s.tally(ctx)
 	if err != nil {
 		return sizerapi.AccountSpend{}, err
 	}
