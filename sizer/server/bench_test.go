@@ -27,39 +27,48 @@ const benchWorkers = 16
 // loadTest runs b.N calls of do spread over benchWorkers goroutines and
 // returns the latency percentiles.
 func loadTest(b *testing.B, do func(worker, i int) error) (p50, p99 time.Duration) {
-	var next atomic.Int64
-	lat := make([][]time.Duration, benchWorkers)
-	var wg sync.WaitGroup
 	b.ResetTimer()
-	for w := 0; w < benchWorkers; w++ {
+	all, _ := spread(b, b.N, benchWorkers, do)
+	b.StopTimer()
+	if len(all) == 0 {
+		return 0, 0
+	}
+	return all[len(all)/2], all[min(len(all)-1, len(all)*99/100)]
+}
+
+// spread runs n calls of do over workers goroutines and returns their
+// latencies, sorted, and the wall time they took.
+func spread(b *testing.B, n, workers int, do func(worker, i int) error) ([]time.Duration, time.Duration) {
+	var next atomic.Int64
+	lat := make([][]time.Duration, workers)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := range workers {
 		wg.Add(1)
-		go func(w int) {
+		go func() {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= b.N {
+				if i >= n {
 					return
 				}
-				t0 := time.Now()
+				t := time.Now()
 				if err := do(w, i); err != nil {
 					b.Error(err)
 					return
 				}
-				lat[w] = append(lat[w], time.Since(t0))
+				lat[w] = append(lat[w], time.Since(t))
 			}
-		}(w)
+		}()
 	}
 	wg.Wait()
-	b.StopTimer()
+	took := time.Since(t0)
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	if len(all) == 0 {
-		return 0, 0
-	}
-	return all[len(all)/2], all[min(len(all)-1, len(all)*99/100)]
+	return all, took
 }
 
 func reportLatency(b *testing.B, p50, p99, base50 time.Duration) {
@@ -174,71 +183,28 @@ func benchFilled(b *testing.B, jobs int) []filledFigure {
 	}
 	admin := client()
 	var out []filledFigure
-	serial := func(what string, n int, do func() error) {
-		var lat []time.Duration
-		t0 := time.Now()
-		for range n {
-			t := time.Now()
-			if err := do(); err != nil {
-				b.Fatalf("%s: %v", what, err)
-			}
-			lat = append(lat, time.Since(t))
+	measure := func(what string, n, workers int, do func(w, _ int) error) {
+		all, took := spread(b, n, workers, do)
+		if len(all) < n {
+			b.Fatalf("%s: %d of %d calls answered", what, len(all), n)
 		}
-		took := time.Since(t0)
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		out = append(out, filledFigure{what, n, float64(n) / took.Seconds(), lat[n/2], lat[min(n-1, n*99/100)]})
+		out = append(out, filledFigure{what, n, float64(n) / took.Seconds(), all[n/2], all[min(n-1, n*99/100)]})
 	}
-	serial("budgets", 15, func() error { _, err := admin.Budgets(ctx); return err })
-	serial("ledger", 5, func() error { _, err := admin.Ledger(ctx); return err })
+	measure("budgets", 15, 1, func(_, _ int) error { _, err := admin.Budgets(ctx); return err })
+	measure("ledger", 5, 1, func(_, _ int) error { _, err := admin.Ledger(ctx); return err })
 	admins := make([]*sizerclient.Client, benchWorkers)
 	for w := range admins {
 		admins[w] = client()
 	}
-	for _, c := range []struct {
-		what string
-		do   func(w int) error
-	}{
-		{"rank-16-clients", func(w int) error {
-			_, err := admins[w].Rank(ctx, sizerapi.RankRequest{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b"},
-				Job: sizerapi.JobRequest{Account: "nlp", User: "nlp-u1", JobName: "job1", Comment: "burst: params=1B checkpoint=30m"}})
-			return err
-		}},
-		{"route-16-clients", func(w int) error {
-			_, err := admins[w].Route(ctx, sizerapi.JobRequest{Account: "vision", User: "vision-u2", JobName: "job3", GPUsPerNode: 1})
-			return err
-		}},
-	} {
-		const n = 400
-		var next atomic.Int64
-		lat := make([][]time.Duration, benchWorkers)
-		var wg sync.WaitGroup
-		t0 := time.Now()
-		for w := range benchWorkers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for next.Add(1) <= n {
-					t := time.Now()
-					if err := c.do(w); err != nil {
-						b.Errorf("%s: %v", c.what, err)
-						return
-					}
-					lat[w] = append(lat[w], time.Since(t))
-				}
-			}()
-		}
-		wg.Wait()
-		took := time.Since(t0)
-		var all []time.Duration
-		for _, l := range lat {
-			all = append(all, l...)
-		}
-		if len(all) == 0 {
-			b.Fatalf("%s: no call answered", c.what)
-		}
-		sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-		out = append(out, filledFigure{c.what, len(all), float64(len(all)) / took.Seconds(), all[len(all)/2], all[min(len(all)-1, len(all)*99/100)]})
-	}
+	measure("rank-16-clients", 400, benchWorkers, func(w, _ int) error {
+		_, err := admins[w].Rank(ctx, sizerapi.RankRequest{Class: "l4-1x", Zones: []string{"us-east-1a", "us-east-1b"},
+			Job: sizerapi.JobRequest{Account: "nlp", User: "nlp-u1", JobName: "job1", Comment: "burst: params=1B checkpoint=30m"}})
+		return err
+	})
+	measure("route-16-clients", 400, benchWorkers, func(w, _ int) error {
+		_, err := admins[w].Route(ctx, sizerapi.JobRequest{Account: "vision", User: "vision-u2", JobName: "job3", GPUsPerNode: 1})
+		return err
+	})
 	rss := rssMiB()
 	fmt.Printf("sizer-scale jobs=%d what=memory rss_mib=%.1f before_sizer_mib=%.1f sizer_mib=%.1f\n", jobs, rss, rss0, rss-rss0)
 	return out
